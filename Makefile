@@ -1,0 +1,17 @@
+# Two entry points on a fresh machine: `make demo` (a real generation) and `make test` (the CPU suite).
+# Both create .venv and install what they need (scripts/setup.sh).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test test-all lint
+setup:
+	@bash scripts/setup.sh $(VENV)
+
+demo: setup
+	$(VENV)/bin/updraft generate --chat "Explain speculative decoding in two sentences." --max-tokens 96
+
+test: setup
+	$(PY) -m pytest -m "not gpu and not slow" -q
+
+lint: setup
+	$(VENV)/bin/ruff check updraft tests

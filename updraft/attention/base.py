@@ -1,0 +1,146 @@
+"""The attention backend interface.
+
+A backend owns its metadata and its graph hooks. Metadata for a forward is built by ONE function
+per backend, used for eager forwards, graph capture and graph replay, so the three cannot drift
+(failure classes 1 and 6). The metadata object is attached to the batch (``batch.attn_metadata``):
+per-step state travels with the batch, never in a global.
+
+Life cycle:
+
+* eager: ``init_forward_metadata(batch)`` then the model's layers call ``forward``;
+* graphs: ``init_graph_state(max_bs, max_tokens_per_req)`` once; ``init_capture_metadata(batch)``
+  before capturing a batch size (metadata lives in static buffers); before each replay
+  ``init_replay_metadata(batch)`` copies new values INTO those buffers (never rebinding a tensor,
+  never changing a host scalar the kernels took by value).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import torch
+
+from updraft.batch import ForwardBatch, ForwardMode
+from updraft.memory.pools import KVPool
+
+
+class UnsupportedModeError(ValueError):
+    """A backend was asked to run a forward mode it does not implement."""
+
+
+class AttentionBackend(ABC):
+    """Paged attention over a ``KVPool`` addressed through ``req_to_token``."""
+
+    name: ClassVar[str] = "base"
+    #: Forward modes this backend implements (eager).
+    supported_modes: ClassVar[frozenset[ForwardMode]] = frozenset()
+    #: Forward modes this backend can run inside a CUDA graph (a subset of supported_modes).
+    graph_modes: ClassVar[frozenset[ForwardMode]] = frozenset()
+    #: Devices this backend runs on ("cpu", "cuda").
+    devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
+    #: seq_lens value written into padded graph rows.
+    fill_seq_len: ClassVar[int] = 1
+
+    def __init__(
+        self,
+        kv_pool: KVPool,
+        req_to_token: torch.Tensor,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float | None = None,
+    ) -> None:
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}"
+            )
+        self.kv_pool = kv_pool
+        self.req_to_token = req_to_token
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.scale = scale if scale is not None else head_dim**-0.5
+
+    # ---- capability checks -------------------------------------------------------------
+    @classmethod
+    def check_mode(cls, mode: ForwardMode) -> None:
+        if mode not in cls.supported_modes:
+            allowed = ", ".join(m.name for m in sorted(cls.supported_modes))
+            raise UnsupportedModeError(
+                f"attention backend {cls.name!r} does not support {mode.name}; it supports {allowed}"
+            )
+
+    @classmethod
+    def check_device(cls, device: torch.device | str) -> None:
+        kind = torch.device(device).type
+        if kind not in cls.devices:
+            raise ValueError(
+                f"attention backend {cls.name!r} runs on {sorted(cls.devices)}, not on {kind!r}"
+            )
+
+    # ---- metadata ----------------------------------------------------------------------
+    @abstractmethod
+    def init_forward_metadata(self, batch: ForwardBatch) -> None:
+        """Eager forward: build metadata for ``batch`` and attach it as ``batch.attn_metadata``."""
+
+    def init_graph_state(self, max_bs: int, max_tokens_per_req: int) -> None:
+        """Allocate static metadata buffers for graphs of up to ``max_bs`` requests."""
+        raise NotImplementedError(f"attention backend {self.name!r} does not support CUDA graphs")
+
+    def init_capture_metadata(self, batch: ForwardBatch) -> None:
+        """Graph capture: build metadata into the static buffers and attach it to ``batch``."""
+        raise NotImplementedError(f"attention backend {self.name!r} does not support CUDA graphs")
+
+    def init_replay_metadata(self, batch: ForwardBatch) -> None:
+        """Graph replay: copy ``batch``'s values into the captured static buffers, in place."""
+        raise NotImplementedError(f"attention backend {self.name!r} does not support CUDA graphs")
+
+    # ---- compute -----------------------------------------------------------------------
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        """Attention for the rows of ``batch``.
+
+        ``q`` [T, num_heads, head_dim]; ``k``/``v`` [T, num_kv_heads, head_dim] are the new
+        tokens' keys and values, written to ``batch.out_cache_loc`` of layer ``layer_id`` when
+        ``save_kv``. Returns [T, num_heads, head_dim] in ``q``'s dtype.
+        """
+        if batch.mode.is_decode() or batch.mode.is_target_verify():
+            return self.forward_decode(q, k, v, layer_id, batch, save_kv=save_kv)
+        if batch.mode.is_extend_like(include_v2=True):
+            return self.forward_extend(q, k, v, layer_id, batch, save_kv=save_kv)
+        raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+
+    @abstractmethod
+    def forward_extend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        """EXTEND, DRAFT_EXTEND and DRAFT_EXTEND_V2: new tokens over a cached prefix."""
+
+    @abstractmethod
+    def forward_decode(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        """DECODE, DRAFT_DECODE and TARGET_VERIFY: queries over the whole cache."""

@@ -1,0 +1,167 @@
+"""``torch_native``: paged attention with ``scaled_dot_product_attention`` (CPU and CUDA).
+
+Every mode reduces to one padded, batched SDPA call: request ``b`` has ``extend_seq_lens[b]``
+queries at positions ``prefix_b .. seq_lens[b]-1`` and attends to pool positions
+``j <= prefix_b + i`` (``j < seq_lens[b]``), optionally restricted by a tree mask inside the draft
+block. The gather indices and the mask are the metadata, built once per forward by
+``build_metadata``; every layer reuses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from updraft.attention.base import AttentionBackend
+from updraft.batch import ForwardBatch, ForwardMode
+
+
+@dataclass
+class TorchNativeMetadata:
+    kv_slots: torch.Tensor  # [B, max_kv] int64: pool slot of (request, position); 0 past seq_len
+    mask: torch.Tensor  # [B, 1, max_q, max_kv] bool: True = may attend
+    q_gather: torch.Tensor  # [B, max_q] int64: token row of (request, query); 0 for padding
+    row_req: torch.Tensor  # [T] int64: request of each token row
+    row_off: torch.Tensor  # [T] int64: query index of each token row inside its request
+    kv_pos: torch.Tensor  # [T] int64: position of each token row (= prefix + offset)
+    max_q: int
+    max_kv: int
+
+
+def build_metadata(
+    batch: ForwardBatch, req_to_token: torch.Tensor, max_q: int, max_kv: int
+) -> TorchNativeMetadata:
+    """The one metadata builder (eager now; graph capture/replay pass fixed maxima)."""
+    batch.check_conventions()
+    dev = batch.device
+    bsz = batch.batch_size
+    num_tokens = batch.num_tokens
+    seq = batch.seq_lens.long()
+    ext = batch.extend_seq_lens.long()
+    prefix = (seq - ext).clamp(min=0)
+    start = batch.extend_start_loc.long()
+
+    j = torch.arange(max_kv, device=dev)
+    i = torch.arange(max_q, device=dev)
+    rows = req_to_token[batch.req_pool_indices.long(), :max_kv].long()
+    kv_valid = j[None, :] < seq[:, None]
+    kv_slots = torch.where(kv_valid, rows, torch.zeros_like(rows))
+
+    q_valid = i[None, :] < ext[:, None]  # [B, max_q]
+    causal = j[None, None, :] <= (prefix[:, None, None] + i[None, :, None])
+    allowed = kv_valid[:, None, :] & causal & q_valid[:, :, None]
+    if batch.custom_mask is not None:
+        allowed = allowed & _tree_allowed(batch, prefix, max_q, max_kv)
+    # Padded query rows attend to slot 0 only, so softmax never sees an all-masked row.
+    allowed[:, :, 0] |= ~q_valid
+    q_gather = torch.where(q_valid, start[:, None] + i[None, :], torch.zeros_like(q_valid, dtype=torch.long))
+
+    row_req = torch.repeat_interleave(torch.arange(bsz, device=dev), ext, output_size=num_tokens)
+    row_off = torch.arange(num_tokens, device=dev) - start[row_req]
+    return TorchNativeMetadata(
+        kv_slots=kv_slots,
+        mask=allowed[:, None],
+        q_gather=q_gather,
+        row_req=row_req,
+        row_off=row_off,
+        kv_pos=prefix[row_req] + row_off,
+        max_q=max_q,
+        max_kv=max_kv,
+    )
+
+
+def _tree_allowed(batch: ForwardBatch, prefix: torch.Tensor, max_q: int, max_kv: int) -> torch.Tensor:
+    """Tree mask: ``custom_mask`` is [B, stride, stride] bool over the draft block (True = may
+    attend). Prefix positions stay visible; block positions follow the mask."""
+    mask = batch.custom_mask
+    assert mask is not None
+    bsz, s, _ = mask.shape
+    dev = batch.device
+    j = torch.arange(max_kv, device=dev)
+    rel = j[None, :] - prefix[:, None]  # [B, max_kv]
+    in_block = (rel >= 0) & (rel < s)
+    rel_c = rel.clamp(0, s - 1)
+    i = torch.arange(max_q, device=dev).clamp(max=s - 1)
+    block = mask[torch.arange(bsz, device=dev)[:, None, None], i[None, :, None], rel_c[:, None, :]]
+    return torch.where(in_block[:, None, :], block, torch.ones_like(block))
+
+
+class TorchNativeBackend(AttentionBackend):
+    """Reference-quality backend on ``scaled_dot_product_attention``. No CUDA graphs yet."""
+
+    name = "torch_native"
+    supported_modes = frozenset(
+        {
+            ForwardMode.EXTEND,
+            ForwardMode.DECODE,
+            ForwardMode.TARGET_VERIFY,
+            ForwardMode.DRAFT_DECODE,
+            ForwardMode.DRAFT_EXTEND,
+            ForwardMode.DRAFT_EXTEND_V2,
+        }
+    )
+    graph_modes = frozenset()
+    devices = frozenset({"cpu", "cuda"})
+
+    def init_forward_metadata(self, batch: ForwardBatch) -> None:
+        self.check_mode(batch.mode)
+        max_q = int(batch.extend_seq_lens_cpu.max()) if batch.batch_size else 0
+        max_kv = int(batch.seq_lens_cpu.max()) if batch.batch_size else 0
+        batch.attn_metadata = build_metadata(batch, self.req_to_token, max(max_q, 1), max(max_kv, 1))
+
+    def _attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        save_kv: bool,
+    ) -> torch.Tensor:
+        md: TorchNativeMetadata = batch.attn_metadata
+        k_pool = self.kv_pool.k_buffer[layer_id]
+        v_pool = self.kv_pool.v_buffer[layer_id]
+        if save_kv:
+            self.kv_pool.store(layer_id, batch.out_cache_loc, k, v)
+        kb = k_pool[md.kv_slots]  # [B, max_kv, Hkv, D]
+        vb = v_pool[md.kv_slots]
+        if not save_kv:
+            # The new keys are not in the pool: place them at their positions in the gather.
+            kb[md.row_req, md.kv_pos] = k.to(kb.dtype)
+            vb[md.row_req, md.kv_pos] = v.to(vb.dtype)
+        qb = q[md.q_gather]  # [B, max_q, H, D]
+        out = F.scaled_dot_product_attention(
+            qb.transpose(1, 2),
+            kb.transpose(1, 2).to(q.dtype),
+            vb.transpose(1, 2).to(q.dtype),
+            attn_mask=md.mask,
+            scale=self.scale,
+            enable_gqa=self.num_heads != self.num_kv_heads,
+        )  # [B, H, max_q, D]
+        return out.transpose(1, 2)[md.row_req, md.row_off]
+
+    def forward_extend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        return self._attend(q, k, v, layer_id, batch, save_kv)
+
+    def forward_decode(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        return self._attend(q, k, v, layer_id, batch, save_kv)

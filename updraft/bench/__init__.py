@@ -1,0 +1,1 @@
+"""updraft.bench"""

@@ -1,0 +1,116 @@
+"""Building blocks of the Llama family: RMSNorm, rotary embeddings, gated MLP, fused linears."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from updraft.models.config import RopeScaling
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in float32 and cast back, as the reference implementations do."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling) -> torch.Tensor:
+    """Inverse frequencies [head_dim // 2] in float32, with linear or llama3 scaling applied."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    if scaling.kind == "linear":
+        return inv / scaling.factor
+    if scaling.kind == "llama3":
+        low_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor
+        high_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > low_wavelen, inv / scaling.factor, inv)
+        smooth = (scaling.original_max_position_embeddings / wavelen - scaling.low_freq_factor) / (
+            scaling.high_freq_factor - scaling.low_freq_factor
+        )
+        smoothed = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+        medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+        return torch.where(medium, smoothed, scaled)
+    return inv
+
+
+class RotaryEmbedding(nn.Module):
+    """Neox-style (rotate-half) rotary embedding over a precomputed cos/sin table."""
+
+    def __init__(self, head_dim: int, max_positions: int, theta: float, scaling: RopeScaling) -> None:
+        super().__init__()
+        self.head_dim = head_dim
+        self.max_positions = max_positions
+        self.theta = theta
+        self.scaling = scaling
+        self.register_buffer("cos_sin", torch.empty(0), persistent=False)
+
+    def build(self, device: torch.device, dtype: torch.dtype, max_positions: int | None = None) -> None:
+        """(Re)compute the table on ``device`` in ``dtype`` (values computed in float32, then cast,
+        as the reference implementations do); called after weights are loaded."""
+        if max_positions is not None:
+            self.max_positions = max_positions
+        inv = rope_inv_freq(self.head_dim, self.theta, self.scaling).to(device)
+        pos = torch.arange(self.max_positions, device=device, dtype=torch.float32)
+        freqs = pos[:, None] * inv[None, :]
+        self.cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(dtype)
+
+    def forward(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` [T, Hq, D], ``k`` [T, Hkv, D] -> rotated copies."""
+        cos, sin = self.cos_sin[positions].chunk(2, dim=-1)  # [T, D/2] each
+        cos = torch.cat([cos, cos], dim=-1)[:, None, :]
+        sin = torch.cat([sin, sin], dim=-1)[:, None, :]
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class MergedLinear(nn.Linear):
+    """A linear layer made of several checkpoint matrices stacked on the output dim (qkv,
+    gate+up). ``shard_sizes`` gives each part's rows, in order."""
+
+    def __init__(self, in_features: int, shard_sizes: list[int], bias: bool) -> None:
+        super().__init__(in_features, sum(shard_sizes), bias=bias)
+        self.shard_sizes = shard_sizes
+        self.shard_offsets = [sum(shard_sizes[:i]) for i in range(len(shard_sizes))]
+
+    def load_shard(self, index: int, name: str, tensor: torch.Tensor) -> None:
+        target = self.weight if name == "weight" else self.bias
+        if target is None:
+            raise ValueError(f"checkpoint has a bias for a layer built without one ({name})")
+        off, size = self.shard_offsets[index], self.shard_sizes[index]
+        if tensor.shape[0] != size or (name == "weight" and tensor.shape[1] != self.in_features):
+            raise ValueError(
+                f"shard {index} of {name}: expected {(size, self.in_features) if name == 'weight' else (size,)}, "
+                f"got {tuple(tensor.shape)}"
+            )
+        with torch.no_grad():
+            target[off : off + size].copy_(tensor)
+
+
+class GatedMLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int) -> None:
+        super().__init__()
+        self.gate_up_proj = MergedLinear(hidden, [intermediate, intermediate], bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)

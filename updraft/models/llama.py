@@ -1,0 +1,189 @@
+"""The Llama family (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM) in plain PyTorch.
+
+Differences inside the family are configuration: QKV bias (Qwen2), per-head q/k RMSNorm
+(Qwen3), GQA/MQA head counts, tied or untied LM head, RoPE scaling (llama3, linear).
+Weights use Hugging Face names, except that q/k/v and gate/up are fused; ``load_weights`` maps
+checkpoint names onto the fused parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from updraft.batch import CaptureHidden, ForwardBatch
+from updraft.models.config import ModelConfig
+from updraft.models.layers import GatedMLP, MergedLinear, RMSNorm, RotaryEmbedding
+
+
+@dataclass
+class ModelOutput:
+    """``logits`` [R, V] float32 for the rows in ``batch.logits_indices``; ``hidden`` the final
+    (normed) hidden states of those rows (CaptureHidden.LAST) or of every row (FULL);
+    ``aux_hidden`` the concatenated outputs of the captured layers (EAGLE-3), same rows as
+    ``hidden``."""
+
+    logits: torch.Tensor
+    hidden: torch.Tensor | None = None
+    aux_hidden: torch.Tensor | None = None
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+        super().__init__()
+        self.layer_id = layer_id
+        self.num_heads = cfg.num_heads
+        self.num_kv_heads = cfg.num_kv_heads
+        self.head_dim = cfg.head_dim
+        self.q_size = cfg.q_size
+        self.kv_size = cfg.kv_size
+        self.qkv_proj = MergedLinear(cfg.hidden_size, [cfg.q_size, cfg.kv_size, cfg.kv_size], bias=cfg.qkv_bias)
+        self.o_proj = nn.Linear(cfg.q_size, cfg.hidden_size, bias=False)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+
+    def forward(
+        self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
+    ) -> torch.Tensor:
+        t = x.shape[0]
+        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        q = q.reshape(t, self.num_heads, self.head_dim)
+        k = k.reshape(t, self.num_kv_heads, self.head_dim)
+        v = v.reshape(t, self.num_kv_heads, self.head_dim)
+        if self.q_norm is not None and self.k_norm is not None:
+            q = self.q_norm(q)
+            k = self.k_norm(k)
+        q, k = rotary(batch.positions, q, k)
+        assert batch.attn_backend is not None, "ForwardBatch.attn_backend must be set"
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch)
+        return self.o_proj(out.reshape(t, self.q_size))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+        super().__init__()
+        self.self_attn = LlamaAttention(cfg, layer_id)
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(
+        self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
+    ) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), batch, rotary)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class LlamaModel(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+
+class LlamaForCausalLM(nn.Module):
+    """Causal LM over a paged KV cache; one forward per ``ForwardBatch``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.model = LlamaModel(cfg)
+        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        #: Layer ids whose outputs are captured for EAGLE-3 (empty: none).
+        self.aux_layers: tuple[int, ...] = ()
+
+    @property
+    def lm_head_weight(self) -> torch.Tensor:
+        return self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.embed_tokens(input_ids)
+
+    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(hidden, self.lm_head_weight).float()
+
+    @torch.no_grad()
+    def forward(self, batch: ForwardBatch) -> ModelOutput:
+        h = self.embed(batch.input_ids)
+        aux: list[torch.Tensor] = []
+        for i, layer in enumerate(self.model.layers):
+            h = layer(h, batch, self.rotary)
+            if i in self.aux_layers:
+                aux.append(h)
+        h = self.model.norm(h)
+        rows = h[batch.logits_indices] if batch.logits_indices.numel() != h.shape[0] else h
+        logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()
+        out = ModelOutput(logits=logits)
+        if batch.capture_hidden == CaptureHidden.LAST:
+            out.hidden = rows
+            if aux:
+                out.aux_hidden = torch.cat(aux, dim=-1)[batch.logits_indices]
+        elif batch.capture_hidden == CaptureHidden.FULL:
+            out.hidden = h
+            if aux:
+                out.aux_hidden = torch.cat(aux, dim=-1)
+        return out
+
+    # ---- weights ---------------------------------------------------------------------------
+    _FUSED = {
+        "q_proj": ("qkv_proj", 0),
+        "k_proj": ("qkv_proj", 1),
+        "v_proj": ("qkv_proj", 2),
+        "gate_proj": ("gate_up_proj", 0),
+        "up_proj": ("gate_up_proj", 1),
+    }
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load Hugging Face-named tensors; every parameter must be covered exactly once."""
+        params = dict(self.named_parameters())
+        loaded: set[str] = set()
+        for name, tensor in weights:
+            if "rotary_emb.inv_freq" in name:
+                continue
+            if name == "lm_head.weight" and self.lm_head is None:
+                continue  # tied: some checkpoints still store a copy
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[-2] in self._FUSED:
+                fused, shard = self._FUSED[parts[-2]]
+                module_name = ".".join(parts[:-2] + [fused])
+                module = self.get_submodule(module_name)
+                assert isinstance(module, MergedLinear)
+                module.load_shard(shard, parts[-1], tensor)
+                loaded.add(f"{module_name}.{parts[-1]}#{shard}")
+                continue
+            if name not in params:
+                raise ValueError(f"checkpoint tensor {name!r} has no place in {self.config.architecture}")
+            p = params[name]
+            if tuple(p.shape) != tuple(tensor.shape):
+                raise ValueError(f"{name}: expected shape {tuple(p.shape)}, checkpoint has {tuple(tensor.shape)}")
+            with torch.no_grad():
+                p.copy_(tensor)
+            loaded.add(name)
+        missing = []
+        for name, module in self.named_modules():
+            if isinstance(module, MergedLinear):
+                for pname in ("weight", "bias"):
+                    if getattr(module, pname) is None:
+                        continue
+                    for shard in range(len(module.shard_sizes)):
+                        if f"{name}.{pname}#{shard}" not in loaded:
+                            missing.append(f"{name}.{pname}[{shard}]")
+        for name in params:
+            if not any(name.startswith(m) for m in self._merged_prefixes()) and name not in loaded:
+                missing.append(name)
+        if missing:
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+            raise ValueError(f"checkpoint is missing {len(missing)} tensors: {shown}")
+
+    def _merged_prefixes(self) -> list[str]:
+        return [n + "." for n, m in self.named_modules() if isinstance(m, MergedLinear)]
+
+    def post_load(self, max_positions: int | None = None) -> None:
+        """Build non-persistent buffers (RoPE table) on the weights' device and dtype."""
+        w = self.model.embed_tokens.weight
+        self.rotary.build(w.device, w.dtype, max_positions)
