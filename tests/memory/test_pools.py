@@ -1,0 +1,109 @@
+"""Paged KV bookkeeping: random alloc / grow / free / abort sequences keep the pool consistent."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
+
+
+def make(page: int, pages: int = 12, reqs: int = 4, width: int = 64) -> tuple[ReqToTokenPool, PagedAllocator]:
+    rp = ReqToTokenPool(reqs, width, "cpu")
+    return rp, PagedAllocator(rp, pages, page)
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["new", "grow", "free"]), st.integers(0, 7), st.integers(1, 40)),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(page=st.sampled_from([1, 2, 4, 16]), seq=ops)
+def test_random_sequences_keep_pool_consistent(page: int, seq: list[tuple[str, int, int]]) -> None:
+    rp, alloc = make(page, pages=max(4, 48 // page))
+    live: dict[int, int] = {}  # row -> allocated length
+    for op, pick, n in seq:
+        if op == "new":
+            row = rp.alloc()
+            if row is None:
+                continue
+            if alloc.ensure(row, n):
+                live[row] = n
+            else:
+                rp.free(row)
+        elif op == "grow" and live:
+            row = sorted(live)[pick % len(live)]
+            target = live[row] + n
+            if target <= rp.width and alloc.ensure(row, target):
+                live[row] = target
+        elif op == "free" and live:
+            row = sorted(live)[pick % len(live)]
+            alloc.free(row)
+            rp.free(row)
+            del live[row]
+        alloc.check_consistency()
+        # Every live row maps its positions to distinct slots inside its own pages, never slot 0.
+        seen: set[int] = set()
+        for row, length in live.items():
+            slots = rp.req_to_token[row, :length].tolist()
+            assert 0 not in slots
+            assert len(set(slots)) == length
+            assert not (seen & set(slots))
+            seen |= set(slots)
+            pos = torch.arange(length)
+            slot_t = torch.tensor(slots)
+            # positions of one page are consecutive slots inside that page
+            assert torch.equal(slot_t % page, pos % page)
+    for row in list(live):
+        alloc.free(row)
+        rp.free(row)
+    alloc.check_consistency()
+    assert alloc.used_tokens == 0
+    assert rp.num_free == rp.max_reqs
+
+
+def test_ensure_all_or_nothing() -> None:
+    rp, alloc = make(4, pages=4)  # 3 usable pages = 12 slots
+    a, b = rp.alloc(), rp.alloc()
+    assert a is not None and b is not None
+    assert alloc.ensure(a, 8)
+    before = alloc.num_free_pages
+    assert not alloc.ensure_batch([a, b], [8, 8])  # b needs 2 pages, 1 free
+    assert alloc.num_free_pages == before
+    assert alloc.allocated_len(b) == 0
+
+
+def test_free_clears_row_and_double_free_raises() -> None:
+    rp, alloc = make(1)
+    row = rp.alloc()
+    assert row is not None
+    alloc.ensure(row, 5)
+    alloc.free(row)
+    assert int(rp.req_to_token[row].abs().sum()) == 0
+    rp.free(row)
+    with pytest.raises(ValueError, match="freed twice"):
+        rp.free(row)
+
+
+def test_width_is_enforced() -> None:
+    rp, alloc = make(1, width=8)
+    row = rp.alloc()
+    assert row is not None
+    with pytest.raises(ValueError, match="8 wide"):
+        alloc.ensure(row, 9)
+
+
+def test_kv_pool_store_and_scratch() -> None:
+    pool = KVPool(2, 4, 2, 1, 4, torch.float32, "cpu")
+    assert pool.num_slots == 8
+    k = torch.randn(3, 1, 4)
+    pool.store(1, torch.tensor([2, 5, 7]), k, -k)
+    assert torch.equal(pool.k_buffer[1][5], k[1])
+    assert torch.equal(pool.v_buffer[1][7], -k[2])
+    assert float(pool.k_buffer[0].abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="scratch"):
+        KVPool(1, 1, 4, 1, 4, torch.float32, "cpu")

@@ -1,0 +1,68 @@
+"""ForwardMode predicates and the seq_lens convention of ForwardBatch."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from updraft.batch import ForwardMode, make_forward_batch
+
+M = ForwardMode
+
+
+def test_v2_predicates_need_explicit_argument() -> None:
+    for name in ("is_draft_extend", "is_extend_like", "is_fixed_stride", "is_draft"):
+        param = inspect.signature(getattr(ForwardMode, name)).parameters["include_v2"]
+        assert param.default is inspect.Parameter.empty, f"{name} must not default include_v2"
+        assert param.kind is inspect.Parameter.KEYWORD_ONLY
+    assert M.DRAFT_EXTEND_V2.is_draft_extend(include_v2=True)
+    assert not M.DRAFT_EXTEND_V2.is_draft_extend(include_v2=False)
+    assert M.DRAFT_EXTEND.is_draft_extend(include_v2=False)
+    assert M.DRAFT_EXTEND_V2.is_extend_like(include_v2=True)
+    assert not M.DRAFT_EXTEND_V2.is_decode()
+    assert M.TARGET_VERIFY.is_fixed_stride(include_v2=False)
+    assert not M.EXTEND.is_fixed_stride(include_v2=True)
+
+
+def _batch(mode: ForwardMode, seq: list[int], ext: list[int], stride: int = 0):
+    table = torch.arange(4 * 32, dtype=torch.int32).reshape(4, 32)
+    return make_forward_batch(
+        mode,
+        torch.zeros(sum(ext), dtype=torch.long),
+        torch.tensor([1, 3, 2][: len(seq)]),
+        torch.tensor(seq),
+        torch.tensor(ext),
+        table,
+        stride=stride,
+    )
+
+
+def test_positions_and_slots_follow_convention() -> None:
+    b = _batch(M.EXTEND, [5, 3], [2, 3])
+    b.check_conventions()
+    assert b.positions.tolist() == [3, 4, 0, 1, 2]
+    # req_to_token[row, pos] with rows 1 and 3
+    assert b.out_cache_loc.tolist() == [32 + 3, 32 + 4, 96 + 0, 96 + 1, 96 + 2]
+    assert b.logits_indices.tolist() == [1, 4]
+    assert b.prefix_lens_cpu().tolist() == [3, 0]
+
+
+def test_convention_violations_are_caught() -> None:
+    b = _batch(M.EXTEND, [5, 3], [2, 3])
+    b.seq_lens_cpu = torch.tensor([1, 3], dtype=torch.int32)  # prefix-only style: forgot the extend
+    with pytest.raises(AssertionError, match="seq_lens must include"):
+        b.check_conventions()
+    v = _batch(M.TARGET_VERIFY, [8, 9], [4, 4], stride=4)
+    v.check_conventions()
+    v.stride = 5
+    with pytest.raises(AssertionError, match="fixed stride"):
+        v.check_conventions()
+
+
+def test_padded_rows_clamp_prefix() -> None:
+    b = _batch(M.TARGET_VERIFY, [8, 1], [4, 4], stride=4)
+    # A padded graph row: seq_lens = fill value 1 < stride; the clamp keeps the prefix at 0.
+    b.seq_lens_cpu = torch.tensor([8, 1], dtype=torch.int32)
+    assert b.prefix_lens_cpu().tolist() == [4, 0]

@@ -1,0 +1,162 @@
+"""Command line: ``updraft generate`` (and, as they land, serve / bench / kit / train-draft).
+
+Flags come from the config dataclasses (``EngineConfig``, ``SamplingParams``), so defaults live
+in one place. User errors print one line (``error: ...``) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import time
+from typing import Any
+
+from updraft.config import EngineConfig
+from updraft.errors import UpdraftError
+from updraft.sampling_params import SamplingParams
+
+SAMPLING_HELP = {
+    "temperature": "sampling temperature (0 = greedy)",
+    "top_p": "nucleus sampling probability mass, in (0, 1]",
+    "top_k": "keep the k most likely tokens (-1 = off)",
+    "min_p": "drop tokens below min_p * max probability (0 = off)",
+    "seed": "per-request sampling seed",
+    "repetition_penalty": "penalise tokens already in prompt or output (1 = off)",
+    "frequency_penalty": "subtract count * value for output tokens",
+    "presence_penalty": "subtract value for tokens present in the output",
+    "max_tokens": "most tokens to generate",
+    "stop": "stop string (repeatable)",
+    "stop_token_ids": "stop token id (repeatable)",
+    "ignore_eos": "keep generating after the end-of-sequence token",
+}
+SAMPLING_CLI_FIELDS = tuple(SAMPLING_HELP)
+
+
+def _parse_type(annotation: str) -> tuple[type | None, bool, bool]:
+    """(scalar type, optional, is_list) from a dataclass field annotation string."""
+    ann = annotation.replace(" ", "")
+    optional = ann.endswith("|None")
+    ann = ann.removesuffix("|None")
+    is_list = ann.startswith("list[")
+    inner = ann[5:-1] if is_list else ann
+    scalar = {"int": int, "float": float, "str": str, "bool": bool}.get(inner)
+    return scalar, optional, is_list
+
+
+def add_dataclass_args(
+    parser: argparse.ArgumentParser, cls: type, only: tuple[str, ...] | None = None, helps: dict[str, str] | None = None
+) -> None:
+    """Add one flag per dataclass field; defaults are read from the dataclass itself."""
+    group = parser.add_argument_group(cls.__name__)
+    for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
+        scalar, _optional, is_list = _parse_type(str(f.type))
+        if scalar is None:
+            continue
+        help_text = (helps or {}).get(f.name) or f.metadata.get("help", "")
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if scalar is bool and not is_list:
+            if default:
+                group.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", help=help_text)
+            else:
+                group.add_argument(flag, dest=f.name, action="store_true", help=help_text)
+            continue
+        if is_list:
+            group.add_argument(flag, dest=f.name, type=scalar, action="append", default=None, help=help_text)
+        else:
+            shown = f" (default: {default})" if default is not None else ""
+            group.add_argument(flag, dest=f.name, type=scalar, default=default, help=help_text + shown)
+
+
+def dataclass_from_args(cls: type, args: argparse.Namespace, only: tuple[str, ...] | None = None) -> Any:
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
+        if hasattr(args, f.name) and getattr(args, f.name) is not None:
+            kwargs[f.name] = getattr(args, f.name)
+    return cls(**kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="updraft", description="updraft: speculative-decoding LLM engine")
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default: WARNING)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="generate text for a prompt or a chat message")
+    src = gen.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="raw prompt text (no chat template)")
+    src.add_argument("--chat", help="user message, wrapped in the model's chat template")
+    gen.add_argument("--system", help="system message for --chat")
+    gen.add_argument("--no-stream", dest="stream", action="store_false", help="print the text at the end")
+    add_dataclass_args(gen, EngineConfig)
+    add_dataclass_args(gen, SamplingParams, only=SAMPLING_CLI_FIELDS, helps=SAMPLING_HELP)
+    gen.set_defaults(func=cmd_generate, temperature=0.0)
+    return parser
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from updraft.llm import LLM, request_metrics
+
+    engine_cfg = dataclass_from_args(EngineConfig, args).validate()
+    params = dataclass_from_args(SamplingParams, args, only=SAMPLING_CLI_FIELDS).validate()
+    if args.prompt is None and args.chat is None:
+        args.chat = "Write a haiku about speculative decoding."
+    llm = LLM(engine=None, **dataclasses.asdict(engine_cfg))
+    engine = llm.engine
+    if args.chat is not None:
+        if not args.chat.strip():
+            raise UpdraftError("--chat is empty: give a message")
+        messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
+            {"role": "user", "content": args.chat}
+        ]
+        prompt: str | list[int] = llm.render_chat(messages)
+    else:
+        prompt = args.prompt
+    req = engine.add_request(prompt, params)
+    t0 = time.perf_counter()
+    while engine.has_unfinished():
+        for out in engine.step():
+            if args.stream and out.new_text:
+                sys.stdout.write(out.new_text)
+                sys.stdout.flush()
+    if not args.stream:
+        sys.stdout.write(req.output_text)
+    sys.stdout.write("\n")
+    if req.error:
+        raise UpdraftError(f"generation failed: {req.error}")
+    m = request_metrics(req)
+    wall = time.perf_counter() - t0
+    n = m["completion_tokens"]
+    tps = m["decode_tokens_per_s"]
+    print(
+        f"[{n} tokens in {wall:.2f}s | TTFT {m['ttft_s'] * 1000:.1f} ms | decode "
+        f"{tps:.1f} tok/s | finish: {req.finish_reason} | device {engine.device.type}, "
+        f"{str(engine.dtype).removeprefix('torch.')}, attention {engine.backend_name}]"
+        if tps is not None
+        else f"[{n} tokens in {wall:.2f}s | TTFT {m['ttft_s'] * 1000:.1f} ms | finish: {req.finish_reason}]",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="[%(asctime)s %(levelname)s] %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except (UpdraftError, ValueError, FileNotFoundError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""The engine: loads the model, owns the KV memory and the scheduler, runs steps.
+
+``Engine.step()`` runs one batch (a prefill step or a decode step), samples, and returns the
+per-request deltas. A request whose forward raises or whose logits are not finite fails alone;
+the other requests of its batch are re-run without it and go on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from updraft.attention import resolve_backend_name
+from updraft.batch import ForwardMode
+from updraft.config import ConfigError, EngineConfig
+from updraft.engine.detokenizer import IncrementalDetokenizer, StopChecker
+from updraft.engine.model_runner import ModelRunner
+from updraft.engine.request import Request, StepOutput, RequestStatus, SpecStats
+from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.engine.scheduler import ScheduledBatch, Scheduler
+from updraft.errors import RequestError
+from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
+from updraft.models.loader import LoadedModel, load_checkpoint
+from updraft.models.resolve import resolve_model
+from updraft.sampling_params import SamplingParams
+
+logger = logging.getLogger("updraft")
+
+CPU_KV_BUDGET_BYTES = 2 << 30  # default KV pool on CPU (allocated lazily by the OS)
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    prefill_steps: int = 0
+    decode_steps: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    preemptions: int = 0
+    failed_requests: int = 0
+
+
+class Engine:
+    """Continuous-batching engine over one target model (speculative drafts plug in later)."""
+
+    def __init__(self, config: EngineConfig, loaded: LoadedModel | None = None) -> None:
+        self.config = config.validate()
+        self.device = config.resolved_device()
+        self.dtype = config.resolved_dtype()
+        if loaded is None:
+            path = resolve_model(config.model)
+            loaded = load_checkpoint(path, dtype=self.dtype, device=self.device, progress=config.progress)
+        self.loaded = loaded
+        self.model = loaded.model
+        self.model_config = loaded.config
+        self.tokenizer = loaded.tokenizer
+        self.backend_name = resolve_backend_name(config.attention_backend, self.device)
+        self.lookahead = 0
+        self._setup_memory()
+        self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
+        self.scheduler = Scheduler(
+            self.req_pool, self.allocator, config.max_running_requests, config.chunked_prefill_size, self.lookahead
+        )
+        self.sampler = Sampler()
+        self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
+        self.requests: dict[str, Request] = {}
+        self._pending: list[StepOutput] = []
+        self._ids = itertools.count()
+        self._rng = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.stats = EngineStats()
+        self.spec_stats = SpecStats()
+        self._fail_next_forward: set[str] = set()  # test hook: request ids whose forward raises
+
+    # ---- memory --------------------------------------------------------------------------
+    def _kv_bytes_per_token(self) -> int:
+        c = self.model_config
+        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, self.dtype)
+
+    def _setup_memory(self) -> None:
+        cfg = self.config
+        page = cfg.page_size
+        context = min(cfg.max_model_len or self.model_config.context_len, self.model_config.max_position_embeddings)
+        if cfg.max_model_len and cfg.max_model_len > self.model_config.max_position_embeddings:
+            raise ConfigError(
+                f"max_model_len={cfg.max_model_len} exceeds the model's "
+                f"max_position_embeddings={self.model_config.max_position_embeddings}"
+            )
+        per_token = self._kv_bytes_per_token()
+        if cfg.max_total_tokens is not None:
+            tokens = cfg.max_total_tokens
+        elif self.device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(self.device)
+            budget = free - (1 - cfg.mem_fraction_static) * total
+            tokens = int(budget // per_token)
+            if tokens < page * 4:
+                raise ConfigError(
+                    f"no GPU memory left for the KV cache (free {free / 2**30:.1f} GiB); lower the "
+                    "model size or raise mem_fraction_static"
+                )
+        else:
+            tokens = min(CPU_KV_BUDGET_BYTES // per_token, cfg.max_running_requests * (context + 64))
+        # One page is the scratch page; at least one full request must fit.
+        self.num_pages = max(2, -(-tokens // page) + 1)
+        capacity = (self.num_pages - 1) * page
+        self.max_model_len = min(context, capacity - self.lookahead - 1)
+        if self.max_model_len < 2:
+            raise ConfigError(f"KV pool of {capacity} tokens is too small; raise max_total_tokens")
+        width = self.max_model_len + self.lookahead + 1
+        self.req_pool = ReqToTokenPool(cfg.max_running_requests, width, self.device)
+        self.allocator = PagedAllocator(self.req_pool, self.num_pages, page)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.allocator.capacity_tokens
+
+    @property
+    def kv_usage(self) -> float:
+        return self.allocator.used_tokens / max(1, self.allocator.capacity_tokens)
+
+    # ---- requests --------------------------------------------------------------------------
+    def add_request(
+        self,
+        prompt: str | list[int],
+        params: SamplingParams | None = None,
+        request_id: str | None = None,
+    ) -> Request:
+        """Validate, tokenise and queue a request. Bad input raises ``RequestError``/``ValueError``
+        with a one-line message; nothing is queued then."""
+        params = (params or SamplingParams()).validate()
+        if params.n != 1:
+            raise RequestError(f"n={params.n}: the engine takes n=1 per request (LLM.generate fans out n)")
+        if isinstance(prompt, str):
+            if not prompt:
+                raise RequestError("prompt is empty: give at least one character")
+            ids = self.tokenizer.encode(prompt)
+            text = prompt
+        else:
+            ids = [int(t) for t in prompt]
+            text = None
+        if not ids:
+            raise RequestError("prompt is empty: give at least one token")
+        vocab = self.model_config.vocab_size
+        bad = [t for t in ids if not 0 <= t < vocab]
+        if bad:
+            raise RequestError(f"prompt token id {bad[0]} is outside the vocabulary [0, {vocab})")
+        if len(ids) >= self.max_model_len:
+            raise RequestError(
+                f"prompt has {len(ids)} tokens but the context is {self.max_model_len} tokens "
+                "(the prompt must leave room for at least one generated token)"
+            )
+        rid = request_id if request_id is not None else f"req-{next(self._ids)}"
+        if rid in self.requests:
+            raise RequestError(f"request id {rid!r} is already in use")
+        req = Request(request_id=rid, prompt_ids=ids, params=params, prompt=text)
+        req.max_len = self.max_model_len
+        if params.seed is not None:
+            req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        req.detok = IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens)
+        req.stop_checker = StopChecker(params.stop, params.include_stop_str_in_output)
+        self.requests[rid] = req
+        self.scheduler.add(req)
+        return req
+
+    def abort(self, request_id: str) -> bool:
+        """Abort a request: its KV is freed now and a final output is reported. False if unknown."""
+        req = self.requests.get(request_id)
+        if req is None or req.finished:
+            return False
+        self._finish(req, "abort")
+        self._pending.append(StepOutput(req.request_id, [], "", True, "abort"))
+        return True
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.num_unfinished > 0 or bool(self._pending)
+
+    @property
+    def num_running(self) -> int:
+        return len(self.scheduler.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    # ---- the step ----------------------------------------------------------------------
+    def step(self) -> list[StepOutput]:
+        sched = self.scheduler.schedule()
+        if sched is not None:
+            self.stats.steps += 1
+            if sched.mode == ForwardMode.EXTEND:
+                self.stats.prefill_steps += 1
+                self.stats.prompt_tokens += sum(sched.extend_lens)
+            else:
+                self.stats.decode_steps += 1
+            self._run_isolated(sched)
+        out, self._pending = self._pending, []
+        return out
+
+    def _run_isolated(self, sched: ScheduledBatch) -> None:
+        try:
+            self._run(sched)
+            return
+        except Exception as exc:  # noqa: BLE001 - one request's failure must not stop the others
+            if len(sched.reqs) == 1:
+                self._fail(sched.reqs[0], exc)
+                return
+        for i, req in enumerate(sched.reqs):
+            single = ScheduledBatch(sched.mode, [req], [sched.extend_lens[i]], [sched.samples[i]])
+            try:
+                self._run(single)
+            except Exception as exc:  # noqa: BLE001
+                self._fail(req, exc)
+
+    def _run(self, sched: ScheduledBatch) -> None:
+        for req in sched.reqs:
+            if req.request_id in self._fail_next_forward:
+                self._fail_next_forward.discard(req.request_id)
+                raise RuntimeError(f"injected forward failure for {req.request_id}")
+        batch = self._build_batch(sched)
+        out = self.runner.forward(batch)
+        for req, n in zip(sched.reqs, sched.extend_lens):
+            req.num_computed += n
+        sampling = [i for i, s in enumerate(sched.samples) if s]
+        if not sampling:
+            return
+        reqs = [sched.reqs[i] for i in sampling]
+        logits = out.logits if len(sampling) == len(sched.reqs) else out.logits[sampling]
+        tokens, logprobs, bad = self._sample(reqs, logits)
+        for req, tok, lp, is_bad in zip(reqs, tokens, logprobs, bad):
+            req.in_prefill = False
+            if is_bad:
+                self._fail(req, RuntimeError("the model produced non-finite logits"))
+                continue
+            self._emit(req, [tok], [lp] if lp is not None else [])
+
+    def _build_batch(self, sched: ScheduledBatch):  # -> ForwardBatch
+        if sched.mode == ForwardMode.EXTEND:
+            ids: list[int] = []
+            for req, n in zip(sched.reqs, sched.extend_lens):
+                ids.extend(req.all_ids[req.num_computed : req.num_computed + n])
+            seq_lens = [r.num_computed + n for r, n in zip(sched.reqs, sched.extend_lens)]
+            return self.runner.make_batch(
+                ForwardMode.EXTEND, ids, [r.row for r in sched.reqs], seq_lens, sched.extend_lens, logits="last"
+            )
+        ids = [r.output_ids[-1] if r.output_ids else r.prompt_ids[-1] for r in sched.reqs]
+        return self.runner.make_batch(
+            ForwardMode.DECODE,
+            ids,
+            [r.row for r in sched.reqs],
+            [r.seq_len for r in sched.reqs],
+            [1] * len(sched.reqs),
+            logits="last",
+            stride=1,
+        )
+
+    def _sample(
+        self, reqs: list[Request], logits: torch.Tensor
+    ) -> tuple[list[int], list[dict[str, Any] | None], list[bool]]:
+        params = [r.params for r in reqs]
+        gens = [r.generator if r.generator is not None else self._rng for r in reqs]
+        history = [(r.prompt_ids, r.output_ids) for r in reqs] if any(p.uses_penalties for p in params) else None
+        sb = SamplingBatch.build(params, gens, logits.shape[-1], logits.device, history)
+        res = self.sampler.sample(logits, sb)
+        tokens = res.tokens.tolist()
+        bad = res.bad_rows.tolist() if res.bad_rows is not None else [False] * len(reqs)
+        lps: list[dict[str, Any] | None] = [None] * len(reqs)
+        if any(p.logprobs is not None for p in params):
+            sampled = res.logprobs.tolist()
+            top_ids = res.top_logprob_ids.tolist() if res.top_logprob_ids is not None else None
+            top_lps = res.top_logprobs.tolist() if res.top_logprobs is not None else None
+            for i, p in enumerate(params):
+                if p.logprobs is None:
+                    continue
+                entry: dict[str, Any] = {"token_id": tokens[i], "logprob": sampled[i], "top": []}
+                if p.logprobs and top_ids is not None and top_lps is not None:
+                    entry["top"] = list(zip(top_ids[i][: p.logprobs], top_lps[i][: p.logprobs]))
+                lps[i] = entry
+        return tokens, lps, bad
+
+    # ---- outputs -----------------------------------------------------------------------
+    def _emit(self, req: Request, tokens: list[int], logprobs: list[dict[str, Any]]) -> None:
+        """Append sampled tokens, detokenise, check stop conditions, report the delta. Tokens
+        after a stop condition are dropped (speculation can produce several at once)."""
+        now = time.perf_counter()
+        if req.first_token_time is None:
+            req.first_token_time = now
+        p = req.params
+        new_ids: list[int] = []
+        text = ""
+        reason: str | None = None
+        stopped_on_string = False
+        for i, tok in enumerate(tokens):
+            req.output_ids.append(tok)
+            new_ids.append(tok)
+            if logprobs:
+                req.logprobs.append(logprobs[i])
+            self.stats.generated_tokens += 1
+            if (not p.ignore_eos and tok in self.eos_ids) or tok in p.stop_token_ids:
+                reason = "stop"
+            delta = req.detok.add([tok])  # type: ignore[union-attr]
+            emit, stopped = req.stop_checker.feed(delta)  # type: ignore[union-attr]
+            text += emit
+            if stopped:
+                reason = "stop"
+                stopped_on_string = True
+            elif reason is None and (len(req.output_ids) >= p.max_tokens or req.seq_len >= req.max_len):
+                reason = "length"
+            if reason is not None:
+                break
+        if reason is not None and not stopped_on_string:
+            text += req.stop_checker.flush()  # type: ignore[union-attr]
+        req.output_text += text
+        out = StepOutput(req.request_id, new_ids, text, reason is not None, reason)
+        out.new_logprobs = logprobs[: len(new_ids)] if logprobs else []
+        if reason is not None:
+            self._finish(req, reason)
+        self._pending.append(out)
+
+    def _finish(self, req: Request, reason: str) -> None:
+        req.status = RequestStatus.FINISHED
+        req.finish_reason = reason
+        req.finish_time = time.perf_counter()
+        self.stats.preemptions += req.num_preemptions
+        self.scheduler.release(req)
+        self.spec_stats.merge(req.spec)
+
+    def _fail(self, req: Request, exc: BaseException) -> None:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        logger.warning("request %s failed: %s", req.request_id, msg)
+        req.error = msg
+        self.stats.failed_requests += 1
+        self._finish(req, "error")
+        self._pending.append(StepOutput(req.request_id, [], "", True, "error", error=msg))
+
+    def release_finished(self, request_id: str) -> Request | None:
+        """Forget a finished request (the caller has read its outputs)."""
+        req = self.requests.get(request_id)
+        if req is not None and req.finished:
+            return self.requests.pop(request_id)
+        return None

@@ -1,0 +1,77 @@
+"""Runs one model (target or draft) over forward batches: its KV pool, attention backend and
+(later) CUDA graphs. Builds ``ForwardBatch`` objects from scheduled requests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from updraft.attention import create_backend
+from updraft.attention.base import AttentionBackend
+from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode, make_forward_batch
+from updraft.memory.pools import KVPool, ReqToTokenPool
+from updraft.models.llama import LlamaForCausalLM, ModelOutput
+
+
+class ModelRunner:
+    """One model with its own KV pool (sharing ``req_to_token`` with every other runner)."""
+
+    def __init__(
+        self,
+        model: LlamaForCausalLM,
+        req_pool: ReqToTokenPool,
+        num_pages: int,
+        page_size: int,
+        backend_name: str,
+    ) -> None:
+        cfg = model.config
+        w = model.model.embed_tokens.weight
+        self.model = model
+        self.config = cfg
+        self.device = w.device
+        self.dtype = w.dtype
+        self.req_pool = req_pool
+        self.kv_pool = KVPool(cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim, self.dtype, self.device)
+        self.backend: AttentionBackend = create_backend(
+            backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        )
+        self.backend_name = backend_name
+
+    # ---- batch construction ------------------------------------------------------------
+    def make_batch(
+        self,
+        mode: ForwardMode,
+        token_ids: Sequence[int] | torch.Tensor,
+        rows: Sequence[int],
+        seq_lens: Sequence[int],
+        extend_lens: Sequence[int],
+        *,
+        logits: str = "last",
+        stride: int = 0,
+        capture_hidden: CaptureHidden = CaptureHidden.NONE,
+    ) -> ForwardBatch:
+        """A ForwardBatch on this runner's device from host-side lists (eager path)."""
+        if isinstance(token_ids, torch.Tensor):
+            input_ids = token_ids.to(self.device, torch.long)
+        else:
+            input_ids = torch.tensor(token_ids, dtype=torch.long).to(self.device, non_blocking=True)
+        batch = make_forward_batch(
+            mode,
+            input_ids,
+            torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True),
+            torch.tensor(seq_lens, dtype=torch.int32),
+            torch.tensor(extend_lens, dtype=torch.int32),
+            self.req_pool.req_to_token,
+            logits=logits,
+            stride=stride,
+            capture_hidden=capture_hidden,
+        )
+        return batch
+
+    # ---- execution ---------------------------------------------------------------------
+    def forward(self, batch: ForwardBatch) -> ModelOutput:
+        """Eager forward: the backend builds metadata for this batch, then the model runs."""
+        batch.attn_backend = self.backend
+        self.backend.init_forward_metadata(batch)
+        return self.model(batch)
