@@ -22,7 +22,6 @@ SAMPLING_HELP = {
     "top_p": "nucleus sampling probability mass, in (0, 1]",
     "top_k": "keep the k most likely tokens (-1 = off)",
     "min_p": "drop tokens below min_p * max probability (0 = off)",
-    "seed": "per-request sampling seed",
     "repetition_penalty": "penalise tokens already in prompt or output (1 = off)",
     "frequency_penalty": "subtract count * value for output tokens",
     "presence_penalty": "subtract value for tokens present in the output",

@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from updraft.attention import resolve_backend_name
-from updraft.batch import ForwardMode
+from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import ConfigError, EngineConfig
 from updraft.engine.detokenizer import IncrementalDetokenizer, StopChecker
 from updraft.engine.model_runner import ModelRunner
-from updraft.engine.request import Request, StepOutput, RequestStatus, SpecStats
+from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
 from updraft.errors import RequestError
@@ -28,6 +28,8 @@ from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.sampling_params import SamplingParams
+from updraft.spec.setup import DraftSetup, load_draft, make_worker
+from updraft.spec.worker import SpecWorker
 
 logger = logging.getLogger("updraft")
 
@@ -60,26 +62,38 @@ class Engine:
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
         self.backend_name = resolve_backend_name(config.attention_backend, self.device)
-        self.lookahead = 0
+        self.draft: DraftSetup | None = None
+        if config.speculative is not None:
+            self.draft = load_draft(
+                config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress
+            )
+        self.lookahead = self.draft.lookahead if self.draft is not None else 0
         self._setup_memory()
         self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
         self.scheduler = Scheduler(
             self.req_pool, self.allocator, config.max_running_requests, config.chunked_prefill_size, self.lookahead
         )
         self.sampler = Sampler()
+        self.spec: SpecWorker | None = None
+        if self.draft is not None:
+            self.spec = make_worker(
+                self.draft, self.runner, self.req_pool, self.num_pages, config.page_size, self.backend_name, self.sampler
+            )
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         self.requests: dict[str, Request] = {}
         self._pending: list[StepOutput] = []
         self._ids = itertools.count()
-        self._rng = torch.Generator(device=self.device).manual_seed(config.seed)
+        # Requests without their own seed draw from the default generator, seeded here.
+        torch.manual_seed(config.seed)
         self.stats = EngineStats()
         self.spec_stats = SpecStats()
-        self._fail_next_forward: set[str] = set()  # test hook: request ids whose forward raises
+        self._fail_forward: set[str] = set()  # fault injection: request ids whose forward raises
 
     # ---- memory --------------------------------------------------------------------------
     def _kv_bytes_per_token(self) -> int:
         c = self.model_config
-        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, self.dtype)
+        draft = self.draft.kv_bytes_per_token if self.draft is not None else 0
+        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, self.dtype) + draft
 
     def _setup_memory(self) -> None:
         cfg = self.config
@@ -217,25 +231,38 @@ class Engine:
 
     def _run(self, sched: ScheduledBatch) -> None:
         for req in sched.reqs:
-            if req.request_id in self._fail_next_forward:
-                self._fail_next_forward.discard(req.request_id)
+            if req.request_id in self._fail_forward:
                 raise RuntimeError(f"injected forward failure for {req.request_id}")
+        if sched.mode == ForwardMode.DECODE and self.spec is not None:
+            self._run_speculative(sched.reqs)
+            return
         batch = self._build_batch(sched)
         out = self.runner.forward(batch)
+        starts = [r.num_computed for r in sched.reqs]
         for req, n in zip(sched.reqs, sched.extend_lens):
             req.num_computed += n
         sampling = [i for i, s in enumerate(sched.samples) if s]
-        if not sampling:
-            return
-        reqs = [sched.reqs[i] for i in sampling]
-        logits = out.logits if len(sampling) == len(sched.reqs) else out.logits[sampling]
-        tokens, logprobs, bad = self._sample(reqs, logits)
-        for req, tok, lp, is_bad in zip(reqs, tokens, logprobs, bad):
-            req.in_prefill = False
-            if is_bad:
-                self._fail(req, RuntimeError("the model produced non-finite logits"))
-                continue
-            self._emit(req, [tok], [lp] if lp is not None else [])
+        if sampling:
+            reqs = [sched.reqs[i] for i in sampling]
+            logits = out.logits if len(sampling) == len(sched.reqs) else out.logits[sampling]
+            tokens, logprobs, bad = self._sample(reqs, logits)
+            for req, tok, lp, is_bad in zip(reqs, tokens, logprobs, bad):
+                req.in_prefill = False
+                if is_bad:
+                    self._fail(req, RuntimeError("the model produced non-finite logits"))
+                    continue
+                self._emit(req, [tok], [lp] if lp is not None else [])
+        if self.spec is not None and sched.mode == ForwardMode.EXTEND:
+            self.spec.proposer.on_prefill(
+                sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
+            )
+
+    def _run_speculative(self, reqs: list[Request]) -> None:
+        assert self.spec is not None
+        res = self.spec.step(reqs)
+        for i, req in enumerate(reqs):
+            req.num_computed += res.accept_lens[i]
+            self._emit(req, res.tokens[i], res.logprobs[i] if res.logprobs is not None else [])
 
     def _build_batch(self, sched: ScheduledBatch):  # -> ForwardBatch
         if sched.mode == ForwardMode.EXTEND:
@@ -244,7 +271,13 @@ class Engine:
                 ids.extend(req.all_ids[req.num_computed : req.num_computed + n])
             seq_lens = [r.num_computed + n for r, n in zip(sched.reqs, sched.extend_lens)]
             return self.runner.make_batch(
-                ForwardMode.EXTEND, ids, [r.row for r in sched.reqs], seq_lens, sched.extend_lens, logits="last"
+                ForwardMode.EXTEND,
+                ids,
+                [r.row for r in sched.reqs],
+                seq_lens,
+                sched.extend_lens,
+                logits="last",
+                capture_hidden=self.spec.target_capture if self.spec is not None else CaptureHidden.NONE,
             )
         ids = [r.output_ids[-1] if r.output_ids else r.prompt_ids[-1] for r in sched.reqs]
         return self.runner.make_batch(
@@ -261,7 +294,7 @@ class Engine:
         self, reqs: list[Request], logits: torch.Tensor
     ) -> tuple[list[int], list[dict[str, Any] | None], list[bool]]:
         params = [r.params for r in reqs]
-        gens = [r.generator if r.generator is not None else self._rng for r in reqs]
+        gens = [r.generator for r in reqs]  # None: one batched draw on the default RNG
         history = [(r.prompt_ids, r.output_ids) for r in reqs] if any(p.uses_penalties for p in params) else None
         sb = SamplingBatch.build(params, gens, logits.shape[-1], logits.device, history)
         res = self.sampler.sample(logits, sb)
@@ -312,7 +345,11 @@ class Engine:
             if reason is not None:
                 break
         if reason is not None and not stopped_on_string:
-            text += req.stop_checker.flush()  # type: ignore[union-attr]
+            # An unfinished final character (held back by the detokeniser) still counts.
+            emit, stopped = req.stop_checker.feed(req.detok.flush())  # type: ignore[union-attr]
+            text += emit
+            if not stopped:
+                text += req.stop_checker.flush()  # type: ignore[union-attr]  # type: ignore[union-attr]
         req.output_text += text
         out = StepOutput(req.request_id, new_ids, text, reason is not None, reason)
         out.new_logprobs = logprobs[: len(new_ids)] if logprobs else []
@@ -327,8 +364,15 @@ class Engine:
         self.stats.preemptions += req.num_preemptions
         self.scheduler.release(req)
         self.spec_stats.merge(req.spec)
+        if self.spec is not None:
+            self.spec.proposer.release(req)
+
+    def inject_failure(self, request_id: str) -> None:
+        """Fault injection for tests: every forward that includes this request raises."""
+        self._fail_forward.add(request_id)
 
     def _fail(self, req: Request, exc: BaseException) -> None:
+        self._fail_forward.discard(req.request_id)
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         logger.warning("request %s failed: %s", req.request_id, msg)
         req.error = msg

@@ -11,7 +11,7 @@ from updraft.attention import create_backend
 from updraft.attention.base import AttentionBackend
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode, make_forward_batch
 from updraft.memory.pools import KVPool, ReqToTokenPool
-from updraft.models.llama import LlamaForCausalLM, ModelOutput
+from updraft.models.llama import ModelOutput
 
 
 class ModelRunner:
@@ -19,14 +19,14 @@ class ModelRunner:
 
     def __init__(
         self,
-        model: LlamaForCausalLM,
+        model: torch.nn.Module,
         req_pool: ReqToTokenPool,
         num_pages: int,
         page_size: int,
         backend_name: str,
     ) -> None:
         cfg = model.config
-        w = model.model.embed_tokens.weight
+        w = next(model.parameters())
         self.model = model
         self.config = cfg
         self.device = w.device

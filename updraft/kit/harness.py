@@ -99,7 +99,7 @@ def build_case(case: AttnCase, device: torch.device | str = "cpu") -> CaseSetup:
     pool.k_buffer[0][0] = 0.0
     pool.v_buffer[0][0] = 0.0
     k_full, v_full, q_rows, kn, vn = [], [], [], [], []
-    for i, (row, pre, ext) in enumerate(zip(rows, case.prefix_lens, case.extend_lens)):
+    for row, pre, ext in zip(rows, case.prefix_lens, case.extend_lens):
         seq = pre + ext
         k = torch.randn(seq, case.num_kv_heads, case.head_dim, generator=gen).to(dtype)
         v = torch.randn(seq, case.num_kv_heads, case.head_dim, generator=gen).to(dtype)

@@ -32,7 +32,7 @@ class ModelOutput:
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
+    def __init__(self, cfg: ModelConfig, layer_id: int, in_features: int | None = None) -> None:
         super().__init__()
         self.layer_id = layer_id
         self.num_heads = cfg.num_heads
@@ -40,7 +40,10 @@ class LlamaAttention(nn.Module):
         self.head_dim = cfg.head_dim
         self.q_size = cfg.q_size
         self.kv_size = cfg.kv_size
-        self.qkv_proj = MergedLinear(cfg.hidden_size, [cfg.q_size, cfg.kv_size, cfg.kv_size], bias=cfg.qkv_bias)
+        # EAGLE-3's draft layer attends over concat(embedding, hidden): in_features = 2 * hidden.
+        self.qkv_proj = MergedLinear(
+            in_features or cfg.hidden_size, [cfg.q_size, cfg.kv_size, cfg.kv_size], bias=cfg.qkv_bias
+        )
         self.o_proj = nn.Linear(cfg.q_size, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
