@@ -42,6 +42,7 @@ class EngineConfig:
     disable_cuda_graph: bool = _opt("run every step eagerly", default=False)
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
     progress: bool = _opt("show progress bars (loading, capture)", default=True)
+    speculative: SpeculativeConfig | None = _opt("speculative decoding (None = off)", default=None)
 
     def resolved_device(self) -> torch.device:
         if self.device == "auto":
@@ -76,13 +77,138 @@ class EngineConfig:
             raise ConfigError(
                 f"attention_backend={self.attention_backend!r} is invalid: choose auto, {', '.join(BACKEND_NAMES)}"
             )
+        if self.speculative is not None:
+            self.speculative.validate()
         return self
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
         """Build from keyword arguments, refusing unknown names with the list of known ones."""
         known = {f.name for f in fields(cls)}
+        if "speculative_config" in kwargs:  # vLLM's name
+            kwargs["speculative"] = kwargs.pop("speculative_config")
         unknown = sorted(set(kwargs) - known)
         if unknown:
             raise ConfigError(f"unknown engine option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        if "speculative" in kwargs:
+            kwargs["speculative"] = parse_speculative_config(kwargs["speculative"])
         return cls(**kwargs).validate()
+
+
+SPEC_METHODS = ("eagle", "eagle3", "standalone", "ngram")
+# vLLM `method` names and SGLang `--speculative-algorithm` names -> ours.
+_METHOD_ALIASES = {
+    "eagle": "eagle",
+    "eagle1": "eagle",
+    "eagle3": "eagle3",
+    "standalone": "standalone",
+    "draft_model": "standalone",
+    "ngram": "ngram",
+    "prompt_lookup": "ngram",
+}
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    """Speculative decoding. ``num_steps`` (S) drafts per iteration; a chain verifies
+    ``num_draft_tokens = S + 1`` tokens (the bonus token + S drafts)."""
+
+    method: str = _opt("eagle, eagle3, standalone or ngram", default="ngram")
+    draft_model: str | None = _opt("draft checkpoint (EAGLE head folder or a standalone model)", default=None)
+    num_steps: int = _opt("draft tokens proposed per iteration (S)", default=5)
+    topk: int = _opt("draft branching; 1 = chain (trees come later)", default=1)
+    num_draft_tokens: int | None = _opt("tokens verified per request (S + 1 for a chain)", default=None)
+    draft_extend: str = _opt("v2 (all S+1 rows, fixed stride) or v1 (accepted rows, packed)", default="v2")
+    ngram_min: int = _opt("n-gram proposer: shortest suffix to match", default=1)
+    ngram_max: int = _opt("n-gram proposer: longest suffix to match", default=4)
+    draft_attention_backend: str | None = _opt("attention backend of the draft (default: the target's)", default=None)
+
+    @property
+    def ndt(self) -> int:
+        return self.num_draft_tokens if self.num_draft_tokens is not None else self.num_steps + 1
+
+    @property
+    def needs_draft_model(self) -> bool:
+        return self.method in ("eagle", "eagle3", "standalone")
+
+    def validate(self) -> SpeculativeConfig:
+        if self.method not in SPEC_METHODS:
+            raise ConfigError(f"speculative method={self.method!r} is invalid: choose one of {', '.join(SPEC_METHODS)}")
+        if not isinstance(self.num_steps, int) or self.num_steps < 1:
+            raise ConfigError(f"speculative num_steps={self.num_steps!r} is invalid: must be an integer >= 1")
+        if self.topk != 1:
+            raise ConfigError(
+                f"speculative topk={self.topk} (tree drafting) is not supported yet: use topk=1 (a chain)"
+            )
+        if self.ndt != self.num_steps + 1:
+            raise ConfigError(
+                f"num_draft_tokens={self.ndt} with num_steps={self.num_steps} and topk=1: a chain verifies "
+                f"num_steps + 1 = {self.num_steps + 1} tokens"
+            )
+        if self.draft_extend not in ("v1", "v2"):
+            raise ConfigError(f"draft_extend={self.draft_extend!r} is invalid: choose v1 or v2")
+        if self.needs_draft_model and not self.draft_model:
+            raise ConfigError(f"speculative method {self.method!r} needs a draft model (draft_model / --speculative-draft-model-path)")
+        if self.method == "ngram":
+            if self.draft_model:
+                raise ConfigError("the ngram method takes no draft model; remove draft_model")
+            if not 1 <= self.ngram_min <= self.ngram_max:
+                raise ConfigError(
+                    f"ngram_min={self.ngram_min}, ngram_max={self.ngram_max} are invalid: need 1 <= ngram_min <= ngram_max"
+                )
+        if self.draft_attention_backend is not None:
+            from updraft.attention import BACKEND_NAMES
+
+            if self.draft_attention_backend != "auto" and self.draft_attention_backend not in BACKEND_NAMES:
+                raise ConfigError(
+                    f"draft_attention_backend={self.draft_attention_backend!r} is invalid: "
+                    f"choose auto, {', '.join(BACKEND_NAMES)}"
+                )
+        return self
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SpeculativeConfig:
+        """Accept vLLM-style keys (method, model, num_speculative_tokens, prompt_lookup_min/max)
+        and our own field names; unknown keys are refused."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"speculative config must be a JSON object, got {type(d).__name__}")
+        renames = {
+            "model": "draft_model",
+            "num_speculative_tokens": "num_steps",
+            "prompt_lookup_min": "ngram_min",
+            "prompt_lookup_max": "ngram_max",
+            "algorithm": "method",
+        }
+        known = {f.name for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in d.items():
+            name = renames.get(key, key)
+            if name not in known:
+                raise ConfigError(
+                    f"unknown speculative config key {key!r}; known: {', '.join(sorted(known | set(renames)))}"
+                )
+            kwargs[name] = value
+        if "method" in kwargs:
+            kwargs["method"] = normalize_method(str(kwargs["method"]))
+        return cls(**kwargs).validate()
+
+
+def normalize_method(name: str) -> str:
+    key = name.strip().lower()
+    if key not in _METHOD_ALIASES:
+        raise ConfigError(f"speculative method {name!r} is invalid: choose one of {', '.join(SPEC_METHODS)}")
+    return _METHOD_ALIASES[key]
+
+
+def parse_speculative_config(value: SpeculativeConfig | dict[str, Any] | str | None) -> SpeculativeConfig | None:
+    """``LLM(speculative_config=...)`` and ``--speculative-config``: a dict, a JSON string, or None."""
+    if value is None or isinstance(value, SpeculativeConfig):
+        return value.validate() if value is not None else None
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--speculative-config is not valid JSON: {exc.msg} at position {exc.pos}") from None
+    return SpeculativeConfig.from_dict(value)  # type: ignore[arg-type]

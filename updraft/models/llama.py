@@ -113,11 +113,12 @@ class LlamaForCausalLM(nn.Module):
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         h = self.embed(batch.input_ids)
-        aux: list[torch.Tensor] = []
+        captured: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
             h = layer(h, batch, self.rotary)
             if i in self.aux_layers:
-                aux.append(h)
+                captured[i] = h
+        aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
         h = self.model.norm(h)
         rows = h[batch.logits_indices] if batch.logits_indices.numel() != h.shape[0] else h
         logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()

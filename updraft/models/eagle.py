@@ -1,0 +1,272 @@
+"""EAGLE draft heads in the published checkpoint layouts.
+
+EAGLE-1/2 (``LlamaForCausalLMEagle``): ``fc`` (2h -> h, with bias) over concat(token embedding,
+feature), then decoder layers (layer 0 has no input norm), no final norm; logits are the
+target's LM head applied to the output feature, and the output feature is the next step's input
+feature. Keys: ``fc.*``, ``layers.N.*``, optional ``embed_tokens.weight`` / ``lm_head.weight``.
+
+EAGLE-3 (``LlamaForCausalLMEagle3``): the target's hidden states of three layers are concatenated
+(3h) and projected by ``fc`` (3h -> h); ``midlayer`` normalises the embedding (input_layernorm)
+and the feature (hidden_norm) separately and attends over their concat (2h); the feature is the
+residual. Logits come from ``lm_head(norm(out))`` over a draft vocabulary, mapped to target ids
+by ``d2t`` (target = draft + d2t[draft]); the pre-norm output is the next step's feature. Keys:
+``fc.weight``, ``midlayer.*``, ``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``.
+
+Both read the target feature from ``batch.spec_inputs["target_hidden"]`` (prefill, draft extend)
+or their own previous feature from ``batch.spec_inputs["hidden"]`` (draft decode).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from updraft.batch import CaptureHidden, ForwardBatch
+from updraft.errors import CheckpointError, ModelNotFoundError
+from updraft.models.config import ModelConfig
+from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from updraft.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, ModelOutput
+
+EAGLE_ARCHS = {"LlamaForCausalLMEagle": "eagle", "LlamaForCausalLMEagle3": "eagle3"}
+
+
+@dataclass(frozen=True)
+class DraftHeadConfig:
+    kind: str  # "eagle" or "eagle3"
+    model: ModelConfig  # the head's own shape (num_layers = decoder layers of the head)
+    target_hidden_size: int
+    draft_vocab_size: int
+    fc_bias: bool
+    aux_layer_ids: tuple[int, ...] | None = None  # EAGLE-3 override from the head's config
+
+    @classmethod
+    def from_hf(cls, cfg: dict[str, Any]) -> DraftHeadConfig:
+        archs = cfg.get("architectures") or []
+        kind = next((EAGLE_ARCHS[a] for a in archs if a in EAGLE_ARCHS), None)
+        if kind is None:
+            raise CheckpointError(
+                f"draft head config has architectures {archs}; expected one of {', '.join(EAGLE_ARCHS)}"
+            )
+        base = dict(cfg, architectures=["LlamaForCausalLM"])
+        model = ModelConfig.from_hf(base)
+        if kind == "eagle3":
+            model = replace(model, num_layers=1)
+        aux = None
+        eagle_cfg = cfg.get("eagle_config") or {}
+        if isinstance(eagle_cfg, dict) and eagle_cfg.get("eagle_aux_hidden_state_layer_ids"):
+            aux = tuple(int(i) for i in eagle_cfg["eagle_aux_hidden_state_layer_ids"])
+        return cls(
+            kind=kind,
+            model=model,
+            target_hidden_size=int(cfg.get("target_hidden_size") or model.hidden_size),
+            draft_vocab_size=int(cfg.get("draft_vocab_size") or model.vocab_size),
+            fc_bias=bool(cfg.get("bias", kind == "eagle")),
+            aux_layer_ids=aux,
+        )
+
+
+def default_aux_layers(num_layers: int) -> tuple[int, ...]:
+    """EAGLE-3's default target layers (outputs of): low, middle, high."""
+    return (1, num_layers // 2 - 1, num_layers - 4) if num_layers >= 5 else (0, max(0, num_layers // 2 - 1), num_layers - 1)
+
+
+class _SharedWeights(nn.Module):
+    """Embedding / LM head of the draft: its own when the checkpoint has them, else the target's
+    (held by reference, not copied, and not registered as the head's parameters)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.own_embed: nn.Embedding | None = None
+        self.own_lm_head: nn.Linear | None = None
+        self._target: list[LlamaForCausalLM] = []  # a list keeps it out of the module tree
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.own_embed is not None:
+            return self.own_embed(ids)
+        return self._target[0].embed(ids)
+
+    def lm_head_weight(self) -> torch.Tensor:
+        if self.own_lm_head is not None:
+            return self.own_lm_head.weight
+        return self._target[0].lm_head_weight
+
+
+class EagleHead(nn.Module):
+    """EAGLE-1/2 draft head."""
+
+    def __init__(self, hc: DraftHeadConfig) -> None:
+        super().__init__()
+        cfg = hc.model
+        self.head_config = hc
+        self.config = cfg
+        self.shared = _SharedWeights()
+        self.fc = nn.Linear(cfg.hidden_size + hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
+        self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
+        self.layers[0].input_layernorm = nn.Identity()  # type: ignore[assignment]
+        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+
+    @torch.no_grad()
+    def forward(self, batch: ForwardBatch) -> ModelOutput:
+        feat = batch.spec_inputs.get("hidden")
+        if feat is None:
+            feat = batch.spec_inputs["target_hidden"]
+        h = self.fc(torch.cat([self.shared.embed(batch.input_ids), feat.to(self.fc.weight.dtype)], dim=-1))
+        for layer in self.layers:
+            h = layer(h, batch, self.rotary)
+        rows = h[batch.logits_indices]
+        logits = torch.nn.functional.linear(rows, self.shared.lm_head_weight()).float()
+        return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
+
+
+class Eagle3Layer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = LlamaAttention(cfg, 0, in_features=2 * cfg.hidden_size)
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, emb: torch.Tensor, feat: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding) -> torch.Tensor:
+        x = torch.cat([self.input_layernorm(emb), self.hidden_norm(feat)], dim=-1)
+        h = feat + self.self_attn(x, batch, rotary)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class Eagle3Head(nn.Module):
+    """EAGLE-3 draft head with its own (usually reduced) draft vocabulary."""
+
+    def __init__(self, hc: DraftHeadConfig) -> None:
+        super().__init__()
+        cfg = hc.model
+        self.head_config = hc
+        self.config = cfg
+        self.shared = _SharedWeights()
+        self.fc = nn.Linear(3 * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
+        self.midlayer = Eagle3Layer(cfg)
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.lm_head = nn.Linear(cfg.hidden_size, hc.draft_vocab_size, bias=False)
+        self.register_buffer("d2t", torch.zeros(hc.draft_vocab_size, dtype=torch.long))
+        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+
+    @torch.no_grad()
+    def forward(self, batch: ForwardBatch) -> ModelOutput:
+        feat = batch.spec_inputs.get("hidden")
+        if feat is None:
+            feat = self.fc(batch.spec_inputs["target_hidden"].to(self.fc.weight.dtype))
+        out = self.midlayer(self.shared.embed(batch.input_ids), feat, batch, self.rotary)
+        rows = out[batch.logits_indices]
+        logits = self.lm_head(self.norm(rows)).float()
+        return ModelOutput(logits=logits, hidden=out if batch.capture_hidden == CaptureHidden.FULL else rows)
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids + self.d2t[draft_ids]
+
+
+DraftHead = EagleHead | Eagle3Head
+
+
+def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
+    st_files = sorted(folder.glob("*.safetensors"))
+    bin_files = sorted(folder.glob("pytorch_model*.bin"))
+    out: dict[str, torch.Tensor] = {}
+    try:
+        if st_files:
+            from safetensors.torch import load_file
+
+            for f in st_files:
+                out.update(load_file(str(f)))
+        elif bin_files:
+            for f in bin_files:
+                out.update(torch.load(str(f), map_location="cpu", weights_only=True))
+        else:
+            raise CheckpointError(f"draft head folder {folder} has no *.safetensors or pytorch_model*.bin")
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any library error becomes one clear line
+        raise CheckpointError(f"cannot read draft head weights in {folder}: {str(exc).splitlines()[0]}") from None
+    # Some exporters prefix everything with "model."; the published layout has no prefix.
+    return {k.removeprefix("model."): v for k, v in out.items()}
+
+
+def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dtype, device: torch.device) -> DraftHead:
+    """Load an EAGLE / EAGLE-3 head folder and bind it to ``target`` (shared embedding / LM head)."""
+    folder = Path(path)
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(f"draft head {path} not found: expected a folder with config.json")
+    try:
+        raw = json.loads((folder / "config.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{folder / 'config.json'} is not valid JSON: {exc.msg}") from None
+    hc = DraftHeadConfig.from_hf(raw)
+    tcfg = target.config
+    if hc.target_hidden_size != tcfg.hidden_size:
+        raise CheckpointError(
+            f"draft head expects target hidden size {hc.target_hidden_size}, the target has {tcfg.hidden_size}"
+        )
+    if hc.model.vocab_size != tcfg.vocab_size:
+        raise CheckpointError(f"draft head vocabulary is {hc.model.vocab_size} tokens, the target's is {tcfg.vocab_size}")
+    sd = _read_state_dict(folder)
+    head: DraftHead = EagleHead(hc) if hc.kind == "eagle" else Eagle3Head(hc)
+    head.shared._target.append(target)
+    if "embed_tokens.weight" in sd:
+        head.shared.own_embed = nn.Embedding(hc.model.vocab_size, hc.model.hidden_size)
+        sd["shared.own_embed.weight"] = sd.pop("embed_tokens.weight")
+    if hc.kind == "eagle" and "lm_head.weight" in sd:
+        head.shared.own_lm_head = nn.Linear(hc.model.hidden_size, hc.model.vocab_size, bias=False)
+        sd["shared.own_lm_head.weight"] = sd.pop("lm_head.weight")
+    sd.pop("t2d", None)  # the inverse map is derivable from d2t
+    head.to(dtype=dtype)
+    expected = {k: v for k, v in head.state_dict().items()}
+    _fuse_into(head, sd, expected, folder)
+    head.to(device)
+    if isinstance(head, Eagle3Head):
+        head.d2t = head.d2t.to(device=device, dtype=torch.long)
+        top = int((head.d2t + torch.arange(hc.draft_vocab_size, device=device)).max())
+        if top >= tcfg.vocab_size:
+            raise CheckpointError(f"draft head d2t maps to token {top}, outside the target vocabulary of {tcfg.vocab_size}")
+    head.rotary.build(device, dtype)
+    head.eval()
+    return head
+
+
+def _fuse_into(head: nn.Module, sd: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], folder: Path) -> None:
+    """Copy checkpoint tensors (q/k/v and gate/up separate) into the head's fused parameters."""
+    fused = {"q_proj": ("qkv_proj", 0), "k_proj": ("qkv_proj", 1), "v_proj": ("qkv_proj", 2), "gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1)}
+    loaded: set[str] = set()
+    with torch.no_grad():
+        for name, tensor in sd.items():
+            parts = name.split(".")
+            if len(parts) >= 2 and parts[-2] in fused:
+                target_name, shard = fused[parts[-2]]
+                module = head.get_submodule(".".join(parts[:-2] + [target_name]))
+                try:
+                    module.load_shard(shard, parts[-1], tensor)  # type: ignore[operator]
+                except ValueError as exc:
+                    raise CheckpointError(f"{folder}: {name}: {exc}") from None
+                loaded.add(".".join(parts[:-2] + [target_name, parts[-1]]) + f"#{shard}")
+                continue
+            if name not in expected:
+                raise CheckpointError(f"{folder}: unexpected tensor {name!r} for a {type(head).__name__}")
+            dst = expected[name]
+            if tuple(dst.shape) != tuple(tensor.shape):
+                raise CheckpointError(
+                    f"{folder}: {name} has shape {tuple(tensor.shape)}, expected {tuple(dst.shape)} "
+                    "(hidden size or vocabulary does not match the config)"
+                )
+            dst.copy_(tensor)
+            loaded.add(name)
+    missing = []
+    for name in expected:
+        if name.endswith(("qkv_proj.weight", "gate_up_proj.weight")):
+            shards = 3 if "qkv" in name else 2
+            missing += [f"{name}[{i}]" for i in range(shards) if f"{name}#{i}" not in loaded]
+        elif name not in loaded and not name.endswith("cos_sin"):
+            missing.append(name)
+    if missing:
+        raise CheckpointError(f"{folder}: draft head is missing {len(missing)} tensors, e.g. {', '.join(missing[:3])}")

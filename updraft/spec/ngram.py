@@ -1,0 +1,51 @@
+"""N-gram (prompt lookup) drafting: match the last n tokens against the request's own history.
+
+Each request keeps an index from n-gram to the end position of its most recent occurrence. The
+index lags one position behind the sequence, so looking up the current suffix finds an EARLIER
+occurrence, and the tokens that followed it become the drafts. O(n_max) work per new token.
+"""
+
+from __future__ import annotations
+
+
+class NgramIndex:
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self.n_min = n_min
+        self.n_max = n_max
+        self.tokens: list[int] = []
+        self._index: dict[tuple[int, ...], int] = {}
+        self._indexed = 0  # n-grams ending before this position are in the index
+
+    def extend(self, tokens: list[int]) -> None:
+        self.tokens.extend(tokens)
+        # Index n-grams ending at positions < len - 1 (the lag described above).
+        upto = len(self.tokens) - 1
+        for end in range(self._indexed, upto):
+            for n in range(self.n_min, self.n_max + 1):
+                start = end - n + 1
+                if start < 0:
+                    break
+                self._index[tuple(self.tokens[start : end + 1])] = end
+        self._indexed = max(self._indexed, upto)
+
+    def truncate(self, length: int) -> None:
+        """Forget tokens past ``length`` (after preemption the request re-syncs its history)."""
+        if length < len(self.tokens):
+            self.tokens = self.tokens[:length]
+            self._index = {}
+            self._indexed = 0
+            self.extend([])
+
+    def propose(self, k: int) -> tuple[list[int], bool]:
+        """``k`` drafts and whether a match was found. Without a match (or with a short
+        continuation) the drafts are padded with the last token; padding is simply rejected."""
+        toks = self.tokens
+        for n in range(min(self.n_max, len(toks)), self.n_min - 1, -1):
+            end = self._index.get(tuple(toks[-n:]))
+            if end is None:
+                continue
+            cont = toks[end + 1 : end + 1 + k]
+            if cont:
+                return cont + [cont[-1]] * (k - len(cont)), True
+        last = toks[-1] if toks else 0
+        return [last] * k, False

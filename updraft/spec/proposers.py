@@ -1,0 +1,276 @@
+"""Draft proposers: n-gram lookup, and draft models (EAGLE, EAGLE-3 heads, standalone LMs).
+
+Draft models share ``req_to_token`` with the target and keep their own KV pool. Position
+conventions (see also ``updraft.spec.worker``): a committed sequence has ``N`` tokens, the last
+one (the bonus) not yet in the target's KV.
+
+* EAGLE reads (token ``j+1``, feature of position ``j``) at draft position ``j`` (``shift = 1``):
+  its KV is valid for positions ``<= N-2`` and its row ``N-2`` yields the first draft.
+* A standalone LM reads token ``j`` at position ``j`` (``shift = 0``): KV valid ``<= N-1``.
+
+``next_token`` / ``next_hidden`` / ``next_q`` hold, per request-pool row, the first draft of the
+next iteration (and the feature and draft distribution it came from): preallocated tensors that
+the graph issue can index without host lists.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, replace
+
+import torch
+
+from updraft.batch import CaptureHidden, ForwardMode
+from updraft.engine.model_runner import ModelRunner
+from updraft.engine.request import Request
+from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.models.eagle import Eagle3Head, EagleHead
+from updraft.spec.ngram import NgramIndex
+
+
+@dataclass
+class Drafts:
+    tokens: torch.Tensor  # [B, S] target token ids
+    q: torch.Tensor | None  # [B, S, V] distribution each draft was sampled from; None = deterministic
+
+
+class Proposer(ABC):
+    needs_target_hidden: bool = False
+    #: KV positions a decoding request needs beyond its length (the target needs S).
+    extra_lookahead: int = 0
+
+    def on_prefill(
+        self,
+        reqs: list[Request],
+        starts: list[int],
+        lens: list[int],
+        finished_prefill: list[bool],
+        target_hidden: torch.Tensor | None,
+    ) -> None:
+        """After a target prefill chunk (and, for finished prefills, after the bonus token was
+        appended to the request). Proposers without a model have nothing to do."""
+        return None
+
+    @abstractmethod
+    def propose(self, reqs: list[Request], num_steps: int) -> Drafts: ...
+
+    def after_verify(
+        self,
+        reqs: list[Request],
+        seq_lens: list[int],
+        emitted: torch.Tensor,
+        accept_len: torch.Tensor,
+        target_hidden: torch.Tensor | None,
+    ) -> None:
+        """Draft extend after verification (model proposers)."""
+        return None
+
+    def release(self, req: Request) -> None:
+        """The request finished or was preempted."""
+        return None
+
+
+class NgramProposer(Proposer):
+    def __init__(self, n_min: int, n_max: int, device: torch.device) -> None:
+        self.n_min, self.n_max, self.device = n_min, n_max, device
+        self._index: dict[str, NgramIndex] = {}
+        self.matches = 0
+        self.lookups = 0
+
+    def propose(self, reqs: list[Request], num_steps: int) -> Drafts:
+        rows = []
+        for req in reqs:
+            idx = self._index.get(req.request_id)
+            if idx is None:
+                idx = self._index[req.request_id] = NgramIndex(self.n_min, self.n_max)
+            known = len(idx.tokens)
+            if known > req.seq_len:
+                idx.truncate(req.seq_len)
+                known = req.seq_len
+            if known < len(req.prompt_ids):
+                idx.extend(req.prompt_ids[known:])
+                known = len(req.prompt_ids)
+            idx.extend(req.output_ids[known - len(req.prompt_ids) :])
+            drafts, found = idx.propose(num_steps)
+            self.lookups += 1
+            self.matches += int(found)
+            rows.append(drafts)
+        return Drafts(torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True), None)
+
+    def release(self, req: Request) -> None:
+        self._index.pop(req.request_id, None)
+
+
+class DraftModelProposer(Proposer):
+    """EAGLE / EAGLE-3 heads and standalone draft LMs, run by their own ModelRunner."""
+
+    def __init__(self, runner: ModelRunner, kind: str, draft_extend: str, sampler: Sampler) -> None:
+        self.runner = runner
+        self.kind = kind  # "eagle", "eagle3" or "standalone"
+        self.shift = 0 if kind == "standalone" else 1
+        self.draft_extend = draft_extend
+        self.needs_target_hidden = kind != "standalone"
+        self.extra_lookahead = 1 - self.shift  # standalone writes one position further
+        self.sampler = sampler
+        model = runner.model
+        rows = runner.req_pool.max_reqs + 1
+        dev = runner.device
+        self.next_token = torch.zeros(rows, dtype=torch.long, device=dev)
+        hidden = model.config.hidden_size
+        self.next_hidden = torch.zeros(rows, hidden, dtype=runner.dtype, device=dev) if self.shift else None
+        self.next_q: torch.Tensor | None = None  # [rows, V] allocated when a sampling request shows up
+        self.vocab = self._target_vocab()
+
+    def _target_vocab(self) -> int:
+        model = self.runner.model
+        if isinstance(model, (EagleHead, Eagle3Head)):
+            return model.shared._target[0].config.vocab_size
+        return model.config.vocab_size
+
+    # ---- choosing the next draft from draft logits -------------------------------------
+    def _choose(self, reqs: list[Request], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draft token per row (target ids) and, for sampling requests, the distribution q it
+        was drawn from (over target ids). Greedy requests take the argmax."""
+        model = self.runner.model
+        if all(r.params.greedy for r in reqs):
+            ids = logits.argmax(-1)
+            return (model.to_target_ids(ids) if isinstance(model, Eagle3Head) else ids), None
+        # The draft distribution uses the request's temperature / top-k / top-p / min-p (no
+        # penalties: any q keeps rejection sampling lossless, as long as it is the q we used).
+        params = [replace(r.params, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0) for r in reqs]
+        sb = SamplingBatch.build(params, [r.generator for r in reqs], logits.shape[-1], logits.device, None)
+        q_draft = self.sampler.probs(logits, sb)
+        ids = Sampler.sample_from_probs(q_draft, [r.generator for r in reqs])
+        if isinstance(model, Eagle3Head):
+            q = torch.zeros(q_draft.shape[0], self.vocab, dtype=q_draft.dtype, device=q_draft.device)
+            q.scatter_(1, model.to_target_ids(torch.arange(q_draft.shape[1], device=q.device)).expand_as(q_draft), q_draft)
+            return model.to_target_ids(ids), q
+        return ids, q_draft
+
+    def _store_next(self, reqs: list[Request], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
+        tok, q = self._choose(reqs, logits)
+        self.next_token[rows] = tok
+        if self.next_hidden is not None and hidden is not None:
+            self.next_hidden[rows] = hidden.to(self.next_hidden.dtype)
+        if q is not None:
+            if self.next_q is None:
+                self.next_q = torch.zeros(self.next_token.shape[0], self.vocab, device=q.device)
+            self.next_q[rows] = q
+
+    # ---- prefill ---------------------------------------------------------------------
+    def on_prefill(self, reqs, starts, lens, finished_prefill, target_hidden):  # type: ignore[override]
+        ids: list[int] = []
+        seq: list[int] = []
+        ext: list[int] = []
+        keep: list[int] = []
+        hid_rows: list[int] = []
+        row0 = 0
+        for i, (req, c0, n, fin) in enumerate(zip(reqs, starts, lens, finished_prefill)):
+            if req.finished:
+                row0 += n
+                continue
+            c1 = c0 + n
+            toks = req.all_ids
+            if self.shift:  # EAGLE: tokens c0+1..c1 at positions c0..c1-1, features of c0..c1-1
+                ids.extend(toks[c0 + 1 : c1 + 1])
+                seq.append(c1)
+                ext.append(n)
+                hid_rows.extend(range(row0, row0 + n))
+            else:  # standalone: tokens c0..c1-1 (+ the bonus at c1 when the prefill finished)
+                m = n + (1 if fin else 0)
+                ids.extend(toks[c0 : c0 + m])
+                seq.append(c0 + m)
+                ext.append(m)
+            keep.append(i)
+            row0 += n
+        if not keep:
+            return
+        kept = [reqs[i] for i in keep]
+        batch = self.runner.make_batch(
+            ForwardMode.EXTEND, ids, [r.row for r in kept], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST
+        )
+        if self.shift:
+            assert target_hidden is not None
+            batch.spec_inputs["target_hidden"] = target_hidden[torch.tensor(hid_rows, device=target_hidden.device)]
+        out = self.runner.forward(batch)
+        done = [j for j, i in enumerate(keep) if finished_prefill[i]]
+        if done:
+            rows = torch.tensor([kept[j].row for j in done], device=self.runner.device)
+            sel = torch.tensor(done, device=self.runner.device)
+            self._store_next([kept[j] for j in done], rows, out.logits[sel], out.hidden[sel] if out.hidden is not None else None)
+
+    # ---- drafting ----------------------------------------------------------------------
+    def propose(self, reqs: list[Request], num_steps: int) -> Drafts:
+        dev = self.runner.device
+        rows = torch.tensor([r.row for r in reqs], dtype=torch.long, device=dev)
+        toks = [self.next_token[rows]]
+        sampling = not all(r.params.greedy for r in reqs)
+        qs = [self.next_q[rows]] if sampling and self.next_q is not None else []
+        hidden = self.next_hidden[rows] if self.next_hidden is not None else None
+        base = [r.seq_len - self.shift for r in reqs]  # KV length before this iteration's drafts
+        for k in range(1, num_steps):
+            batch = self.runner.make_batch(
+                ForwardMode.DRAFT_DECODE,
+                toks[-1],
+                [r.row for r in reqs],
+                [b + k for b in base],
+                [1] * len(reqs),
+                logits="last",
+                stride=1,
+                capture_hidden=CaptureHidden.LAST,
+            )
+            if hidden is not None:
+                batch.spec_inputs["hidden"] = hidden
+            out = self.runner.forward(batch)
+            tok, q = self._choose(reqs, out.logits)
+            toks.append(tok)
+            if q is not None:
+                qs.append(q)
+            hidden = out.hidden
+        tokens = torch.stack(toks, dim=1)
+        q_all = torch.stack(qs, dim=1) if sampling and len(qs) == num_steps else None
+        return Drafts(tokens, q_all)
+
+    # ---- draft extend ------------------------------------------------------------------
+    def after_verify(self, reqs, seq_lens, emitted, accept_len, target_hidden):  # type: ignore[override]
+        bsz, ndt = emitted.shape
+        dev = self.runner.device
+        rows_l = [r.row for r in reqs]
+        rows = torch.tensor(rows_l, dtype=torch.long, device=dev)
+        off = 1 - self.shift
+        if self.draft_extend == "v2":
+            # All ndt rows at the fixed stride; row i of request b reads emitted[b, i] (the
+            # accepted drafts, then the correction; rows past it are discarded).
+            batch = self.runner.make_batch(
+                ForwardMode.DRAFT_EXTEND_V2,
+                emitted.reshape(-1),
+                rows_l,
+                [n + ndt - 1 + off for n in seq_lens],
+                [ndt] * bsz,
+                logits="none",
+                stride=ndt,
+                capture_hidden=CaptureHidden.FULL,
+            )
+            batch.logits_indices = torch.arange(bsz, device=dev) * ndt + accept_len.to(dev) - 1
+            if target_hidden is not None and self.shift:
+                batch.spec_inputs["target_hidden"] = target_hidden
+            out = self.runner.forward(batch)
+            hidden = out.hidden[batch.logits_indices] if out.hidden is not None else None
+            self._store_next(reqs, rows, out.logits, hidden)
+            return
+        # v1: only the accepted rows, packed (needs the accept lengths on the host).
+        acc = accept_len.tolist()
+        sel = torch.cat([torch.arange(a, device=dev) + b * ndt for b, a in enumerate(acc)])
+        batch = self.runner.make_batch(
+            ForwardMode.DRAFT_EXTEND,
+            emitted.reshape(-1)[sel],
+            rows_l,
+            [n + a - 1 + off for n, a in zip(seq_lens, acc)],
+            acc,
+            logits="last",
+            capture_hidden=CaptureHidden.LAST,
+        )
+        if target_hidden is not None and self.shift:
+            batch.spec_inputs["target_hidden"] = target_hidden[sel]
+        out = self.runner.forward(batch)
+        self._store_next(reqs, rows, out.logits, out.hidden)

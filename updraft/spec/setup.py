@@ -1,0 +1,84 @@
+"""Build the speculative pieces of an engine from a ``SpeculativeConfig``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from updraft.attention import resolve_backend_name
+from updraft.config import ConfigError, SpeculativeConfig
+from updraft.engine.model_runner import ModelRunner
+from updraft.engine.sampler import Sampler
+from updraft.memory.pools import KVPool, ReqToTokenPool
+from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.llama import LlamaForCausalLM
+from updraft.models.loader import load_checkpoint
+from updraft.models.resolve import resolve_model
+from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
+from updraft.spec.worker import SpecWorker
+
+
+@dataclass
+class DraftSetup:
+    cfg: SpeculativeConfig
+    model: torch.nn.Module | None  # EAGLE head or standalone LM; None for n-gram
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        if self.model is None:
+            return 0
+        c = self.model.config  # type: ignore[union-attr]
+        dtype = next(self.model.parameters()).dtype
+        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype)
+
+    @property
+    def lookahead(self) -> int:
+        """KV positions beyond a request's length one iteration writes (S, +1 for standalone)."""
+        return self.cfg.num_steps + (1 if self.cfg.method == "standalone" else 0)
+
+
+def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab: int, dtype: torch.dtype, device: torch.device, progress: bool) -> DraftSetup:
+    if cfg.method == "ngram":
+        return DraftSetup(cfg, None)
+    assert cfg.draft_model is not None
+    if cfg.method in ("eagle", "eagle3"):
+        head = load_draft_head(cfg.draft_model, target, dtype, device)
+        want = "eagle3" if isinstance(head, Eagle3Head) else "eagle"
+        if want != cfg.method:
+            raise ConfigError(f"speculative method {cfg.method!r} but {cfg.draft_model} is an {want} head")
+        if isinstance(head, Eagle3Head):
+            layers = head.head_config.aux_layer_ids or default_aux_layers(target.config.num_layers)
+            bad = [i for i in layers if not 0 <= i < target.config.num_layers]
+            if bad or len(layers) != 3:
+                raise ConfigError(f"EAGLE-3 aux layers {list(layers)} are invalid for a {target.config.num_layers}-layer target")
+            target.aux_layers = tuple(layers)
+        return DraftSetup(cfg, head)
+    loaded = load_checkpoint(resolve_model(cfg.draft_model), dtype=dtype, device=device, progress=progress)
+    if loaded.config.vocab_size != target.config.vocab_size:
+        raise ConfigError(
+            f"standalone draft {cfg.draft_model} has a {loaded.config.vocab_size}-token vocabulary, the target "
+            f"{target.config.vocab_size}: the draft must share the target's tokenizer"
+        )
+    return DraftSetup(cfg, loaded.model)
+
+
+def make_worker(
+    setup: DraftSetup,
+    target_runner: ModelRunner,
+    req_pool: ReqToTokenPool,
+    num_pages: int,
+    page_size: int,
+    target_backend: str,
+    sampler: Sampler,
+) -> SpecWorker:
+    cfg = setup.cfg
+    proposer: Proposer
+    if setup.model is None:
+        proposer = NgramProposer(cfg.ngram_min, cfg.ngram_max, target_runner.device)
+    else:
+        name = cfg.draft_attention_backend or "auto"
+        backend = target_backend if name == "auto" else resolve_backend_name(name, target_runner.device)
+        runner = ModelRunner(setup.model, req_pool, num_pages, page_size, backend)  # type: ignore[arg-type]
+        proposer = DraftModelProposer(runner, cfg.method, cfg.draft_extend, sampler)
+    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler)

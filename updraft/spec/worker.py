@@ -1,0 +1,167 @@
+"""One speculative iteration (chain, v2 semantics by default) for a batch of decoding requests.
+
+For requests with committed length ``N`` (the bonus token last, not yet in the target's KV):
+
+1. DRAFT_DECODE: the proposer produces S drafts (a draft model runs S-1 forwards; the first
+   draft came from the previous draft extend or the draft prefill).
+2. TARGET_VERIFY: the target runs over [bonus, d_1..d_S] at positions N-1..N+S-1 (fixed stride
+   ndt = S+1), keeping the hidden states the draft needs.
+3. Accept: greedy matching, or lossless rejection sampling for temperature > 0.
+4. Draft extend (v2 over all ndt rows, or v1 over the accepted rows); rejected KV tails are left
+   in place and overwritten next iteration.
+
+Only one host sync per iteration (the accept lengths and emitted tokens), except the v1 extend,
+which needs the accept lengths on the host to pack its rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from updraft.batch import CaptureHidden, ForwardMode
+from updraft.engine.model_runner import ModelRunner
+from updraft.engine.request import Request
+from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.spec.proposers import Proposer
+from updraft.spec.verify import greedy_accept, rejection_accept
+
+
+@dataclass
+class PhaseTimes:
+    """Wall time per phase, summed over iterations (seconds); synchronised on CUDA when timing."""
+
+    draft: float = 0.0
+    verify: float = 0.0
+    accept: float = 0.0
+    extend: float = 0.0
+    iterations: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"draft_s": self.draft, "verify_s": self.verify, "accept_s": self.accept, "extend_s": self.extend, "iterations": self.iterations}
+
+
+@dataclass
+class SpecStepResult:
+    tokens: list[list[int]]  # emitted tokens per request (accept_len of them)
+    accept_lens: list[int]
+    logprobs: list[list[dict]] | None = None
+
+
+class SpecWorker:
+    def __init__(self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, *, time_phases: bool = False) -> None:
+        self.target = target
+        self.proposer = proposer
+        self.num_steps = num_steps
+        self.ndt = num_steps + 1
+        self.sampler = sampler
+        self.times = PhaseTimes()
+        self.time_phases = time_phases
+
+    @property
+    def target_capture(self) -> CaptureHidden:
+        return CaptureHidden.FULL if self.proposer.needs_target_hidden else CaptureHidden.NONE
+
+    def target_hidden(self, out) -> torch.Tensor | None:  # noqa: ANN001 - ModelOutput
+        """The feature the draft reads: EAGLE-3's three-layer concat, else the final hidden."""
+        if not self.proposer.needs_target_hidden:
+            return None
+        return out.aux_hidden if out.aux_hidden is not None else out.hidden
+
+    def _tick(self) -> float:
+        import time
+
+        if self.time_phases and self.target.device.type == "cuda":
+            torch.cuda.synchronize(self.target.device)
+        return time.perf_counter()
+
+    def step(self, reqs: list[Request]) -> SpecStepResult:
+        s, ndt = self.num_steps, self.ndt
+        bsz = len(reqs)
+        dev = self.target.device
+        t0 = self._tick()
+        drafts = self.proposer.propose(reqs, s)
+        t1 = self._tick()
+        bonus = torch.tensor([r.all_ids[-1] for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
+        ids = torch.cat([bonus[:, None], drafts.tokens], dim=1)  # [B, ndt]
+        seq_lens = [r.seq_len for r in reqs]
+        batch = self.target.make_batch(
+            ForwardMode.TARGET_VERIFY,
+            ids.reshape(-1),
+            [r.row for r in reqs],
+            [n + s for n in seq_lens],
+            [ndt] * bsz,
+            logits="all",
+            stride=ndt,
+            capture_hidden=self.target_capture,
+        )
+        out = self.target.forward(batch)
+        t2 = self._tick()
+        logits = out.logits.view(bsz, ndt, -1)
+        accept_len, emitted = self._accept(reqs, drafts, logits)
+        t3 = self._tick()
+        self.proposer.after_verify(reqs, seq_lens, emitted, accept_len, self.target_hidden(out))
+        lp = self._logprobs(reqs, logits, emitted) if any(r.params.logprobs is not None for r in reqs) else None
+        acc = accept_len.tolist()  # the one host sync
+        em = emitted.tolist()
+        t4 = self._tick()
+        self.times.draft += t1 - t0
+        self.times.verify += t2 - t1
+        self.times.accept += t3 - t2
+        self.times.extend += t4 - t3
+        self.times.iterations += 1
+        tokens = [row[:a] for row, a in zip(em, acc)]
+        for req, a in zip(reqs, acc):
+            req.spec.record(s, a - 1)
+        logprobs = [row[:a] for row, a in zip(lp, acc)] if lp is not None else None
+        return SpecStepResult(tokens, acc, logprobs)
+
+    def _accept(self, reqs: list[Request], drafts, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+        bsz, ndt, vocab = logits.shape
+        params = [r.params for r in reqs]
+        if all(p.greedy for p in params) and not any(p.uses_penalties for p in params):
+            return greedy_accept(drafts.tokens, logits.argmax(-1))
+        # Per verify row: the request's params, and for penalties the history including the
+        # drafts before that row (row k follows the bonus and d_1..d_k).
+        sb = SamplingBatch.build(
+            params,
+            [r.generator for r in reqs],
+            vocab,
+            logits.device,
+            [(r.prompt_ids, r.output_ids) for r in reqs] if any(p.uses_penalties for p in params) else None,
+        ).repeat_rows([ndt] * bsz)
+        if sb.any_penalty:
+            valid = torch.ones(bsz * ndt, dtype=torch.bool, device=logits.device)
+            for k in range(1, ndt):
+                # rows with offset >= k have seen draft k (d_k is drafts[:, k-1])
+                toks = drafts.tokens[:, k - 1].repeat_interleave(ndt)
+                mask = (torch.arange(bsz * ndt, device=logits.device) % ndt) >= k
+                sb.record_output(torch.where(mask, toks, torch.zeros_like(toks)), valid & mask)
+        probs = self.sampler.probs(logits.reshape(bsz * ndt, vocab), sb).view(bsz, ndt, vocab)
+        greedy = torch.tensor([p.greedy for p in params], device=logits.device)
+        g_len, g_em = greedy_accept(drafts.tokens, probs.argmax(-1))
+        if bool(greedy.all()):
+            return g_len, g_em
+        r_len, r_em = rejection_accept(drafts.tokens, drafts.q, probs, [r.generator for r in reqs])
+        return torch.where(greedy, g_len, r_len), torch.where(greedy[:, None], g_em, r_em)
+
+    def _logprobs(self, reqs: list[Request], logits: torch.Tensor, emitted: torch.Tensor) -> list[list[dict]]:
+        """Raw log-probabilities of the emitted tokens (and top-k), per verify row."""
+        lsm = torch.log_softmax(logits.float(), dim=-1)
+        chosen = lsm.gather(-1, emitted[..., None]).squeeze(-1).tolist()
+        k = max((r.params.logprobs or 0) for r in reqs)
+        top_v, top_i = (lsm.topk(k, dim=-1) if k else (None, None))
+        em = emitted.tolist()
+        out = []
+        for b, req in enumerate(reqs):
+            rows = []
+            for i in range(emitted.shape[1]):
+                entry = {"token_id": em[b][i], "logprob": chosen[b][i], "top": []}
+                if req.params.logprobs and top_v is not None and top_i is not None:
+                    n = req.params.logprobs
+                    entry["top"] = list(zip(top_i[b, i, :n].tolist(), top_v[b, i, :n].tolist()))
+                rows.append(entry)
+            out.append(rows)
+        return out
