@@ -66,3 +66,12 @@ def test_padded_rows_clamp_prefix() -> None:
     # A padded graph row: seq_lens = fill value 1 < stride; the clamp keeps the prefix at 0.
     b.seq_lens_cpu = torch.tensor([8, 1], dtype=torch.int32)
     assert b.prefix_lens_cpu().tolist() == [4, 0]
+
+
+def test_padded_rows_pass_the_convention_check_only_when_marked() -> None:
+    b = _batch(M.TARGET_VERIFY, [8, 4], [4, 4], stride=4)
+    b.seq_lens_cpu = torch.tensor([8, 1], dtype=torch.int32)  # row 1 padded: fill value 1
+    with pytest.raises(AssertionError):
+        b.check_conventions()
+    b.real_batch_size = 1
+    b.check_conventions()

@@ -102,7 +102,8 @@ class ForwardBatch:
       device sync. Graph replay never reads them for kernel arguments (they are frozen at capture).
     - ``logits_indices`` [B or T] int64: rows whose logits are wanted (last row per request in
       EXTEND; all rows in TARGET_VERIFY and DRAFT_EXTEND_V2).
-    - ``custom_mask``: optional flattened bool mask for tree verification (later issue).
+    - ``custom_mask``: optional [B, stride, stride] bool tree mask over the draft block
+      (True = may attend), for tree verification.
     - ``attn_backend`` and ``attn_metadata``: the backend that serves this forward and the
       metadata it built for it (``AttentionBackend.init_forward_metadata``).
     """
@@ -120,6 +121,9 @@ class ForwardBatch:
     extend_seq_lens_cpu: torch.Tensor
     logits_indices: torch.Tensor
     stride: int = 0  # rows per request in fixed-stride modes, 0 otherwise
+    # Graph replay pads a batch to a captured size: rows >= real_batch_size are padding (seq_lens =
+    # the backend's fill value, extend = stride, req_pool_indices = 0). None: every row is real.
+    real_batch_size: int | None = None
     capture_hidden: CaptureHidden = CaptureHidden.NONE
     custom_mask: torch.Tensor | None = None
     attn_backend: AttentionBackend | None = None
@@ -149,9 +153,10 @@ class ForwardBatch:
             )
         if self.mode.is_idle():
             return
-        if bool((self.extend_seq_lens_cpu < 0).any()):
-            raise AssertionError("extend_seq_lens must be >= 0")
-        if bool((self.seq_lens_cpu < self.extend_seq_lens_cpu).any()):
+        if bool((self.extend_seq_lens_cpu < 0).any()) or bool((self.seq_lens_cpu < 0).any()):
+            raise AssertionError("seq_lens and extend_seq_lens must be >= 0")
+        real = b if self.real_batch_size is None else self.real_batch_size
+        if bool((self.seq_lens_cpu[:real] < self.extend_seq_lens_cpu[:real]).any()):
             raise AssertionError(
                 "seq_lens must include this forward's new tokens (seq_lens >= extend_seq_lens): "
                 f"seq_lens={self.seq_lens_cpu.tolist()} extend={self.extend_seq_lens_cpu.tolist()}"

@@ -13,7 +13,13 @@ import sys
 import time
 from typing import Any
 
-from updraft.config import EngineConfig
+from updraft.config import (
+    ConfigError,
+    EngineConfig,
+    SpeculativeConfig,
+    normalize_method,
+    parse_speculative_config,
+)
 from updraft.errors import UpdraftError
 from updraft.sampling_params import SamplingParams
 
@@ -92,20 +98,71 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--chat", help="user message, wrapped in the model's chat template")
     gen.add_argument("--system", help="system message for --chat")
     gen.add_argument("--no-stream", dest="stream", action="store_false", help="print the text at the end")
-    add_dataclass_args(gen, EngineConfig)
+    add_engine_args(gen)
     add_dataclass_args(gen, SamplingParams, only=SAMPLING_CLI_FIELDS, helps=SAMPLING_HELP)
     gen.set_defaults(func=cmd_generate, temperature=0.0)
     return parser
 
 
+def add_engine_args(parser: argparse.ArgumentParser) -> None:
+    """Engine flags plus speculative decoding, both vLLM-style JSON and SGLang-style flags."""
+    add_dataclass_args(parser, EngineConfig)
+    spec = parser.add_argument_group("speculative decoding")
+    spec.add_argument(
+        "--speculative-config",
+        help='vLLM-style JSON, e.g. \'{"method": "eagle3", "model": "PATH", "num_speculative_tokens": 5}\'',
+    )
+    spec.add_argument("--speculative-algorithm", help="SGLang-style: EAGLE, EAGLE3, STANDALONE or NGRAM")
+    spec.add_argument("--speculative-draft-model-path", help="draft checkpoint (EAGLE head folder or a model)")
+    spec.add_argument("--speculative-num-steps", type=int, help="draft steps per iteration (S)")
+    spec.add_argument("--speculative-eagle-topk", type=int, help="draft branching (1 = chain)")
+    spec.add_argument("--speculative-num-draft-tokens", type=int, help="tokens verified per request (S + 1)")
+    spec.add_argument("--speculative-draft-extend", choices=["v1", "v2"], help="draft extend semantics (default v2)")
+    spec.add_argument("--draft-attention-backend", help="attention backend of the draft model (default: the target's)")
+
+
+def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
+    flags = {
+        "method": args.speculative_algorithm,
+        "draft_model": args.speculative_draft_model_path,
+        "num_steps": args.speculative_num_steps,
+        "topk": args.speculative_eagle_topk,
+        "num_draft_tokens": args.speculative_num_draft_tokens,
+        "draft_extend": args.speculative_draft_extend,
+        "draft_attention_backend": args.draft_attention_backend,
+    }
+    given = {k: v for k, v in flags.items() if v is not None}
+    if args.speculative_config is not None:
+        cfg = parse_speculative_config(args.speculative_config)
+        extra = {k: v for k, v in given.items() if k != "draft_attention_backend"}
+        if extra:
+            raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")
+        if "draft_attention_backend" in given and cfg is not None:
+            cfg = dataclasses.replace(cfg, draft_attention_backend=given["draft_attention_backend"]).validate()
+        return cfg
+    if not given:
+        return None
+    if "method" not in given:
+        raise ConfigError("--speculative-* flags need --speculative-algorithm (EAGLE, EAGLE3, STANDALONE or NGRAM)")
+    given["method"] = normalize_method(given["method"])
+    return SpeculativeConfig(**given).validate()
+
+
+def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
+    cfg = dataclass_from_args(EngineConfig, args)
+    return dataclasses.replace(cfg, speculative=speculative_from_args(args)).validate()
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from updraft.llm import LLM, request_metrics
 
-    engine_cfg = dataclass_from_args(EngineConfig, args).validate()
+    engine_cfg = engine_config_from_args(args)
     params = dataclass_from_args(SamplingParams, args, only=SAMPLING_CLI_FIELDS).validate()
     if args.prompt is None and args.chat is None:
         args.chat = "Write a haiku about speculative decoding."
-    llm = LLM(engine=None, **dataclasses.asdict(engine_cfg))
+    from updraft.engine.engine import Engine
+
+    llm = LLM(engine=Engine(engine_cfg))
     engine = llm.engine
     if args.chat is not None:
         if not args.chat.strip():
@@ -132,14 +189,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     n = m["completion_tokens"]
     tps = m["decode_tokens_per_s"]
+    rate = f"decode {tps:.1f} tok/s" if tps is not None else "decode n/a (1 token)"
     print(
-        f"[{n} tokens in {wall:.2f}s | TTFT {m['ttft_s'] * 1000:.1f} ms | decode "
-        f"{tps:.1f} tok/s | finish: {req.finish_reason} | device {engine.device.type}, "
-        f"{str(engine.dtype).removeprefix('torch.')}, attention {engine.backend_name}]"
-        if tps is not None
-        else f"[{n} tokens in {wall:.2f}s | TTFT {m['ttft_s'] * 1000:.1f} ms | finish: {req.finish_reason}]",
+        f"[{n} tokens in {wall:.2f}s | TTFT {m['ttft_s'] * 1000:.1f} ms | {rate} | finish: {req.finish_reason} | "
+        f"{engine.device.type}, {str(engine.dtype).removeprefix('torch.')}, attention {engine.backend_name}]",
         file=sys.stderr,
     )
+    if "spec" in m:
+        s = m["spec"]
+        per_pos = ", ".join(f"{r:.2f}" for r in (c / s["num_drafts"] for c in s["accepted_per_position"]))
+        print(
+            f"[speculative {engine_cfg.speculative.method}: mean accept length {s['mean_accept_length']:.2f} "  # type: ignore[union-attr]
+            f"(tokens per verify step, counting the bonus token) | acceptance rate {s['acceptance_rate']:.2f} | "
+            f"per position [{per_pos}] | {s['num_drafts']} verify steps]",
+            file=sys.stderr,
+        )
     return 0
 
 

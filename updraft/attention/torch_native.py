@@ -1,9 +1,17 @@
 """``torch_native``: paged attention with ``scaled_dot_product_attention`` (CPU and CUDA).
 
-Every mode reduces to one padded, batched SDPA call: request ``b`` has ``extend_seq_lens[b]``
-queries at positions ``prefix_b .. seq_lens[b]-1`` and attends to pool positions
-``j <= prefix_b + i`` (``j < seq_lens[b]``), optionally restricted by a tree mask inside the draft
-block. The gather indices and the mask are the metadata, built once per forward by
+Request ``b`` has ``extend_seq_lens[b]`` queries at positions ``prefix_b .. seq_lens[b]-1`` and
+attends to positions ``j <= prefix_b + i`` (``j < seq_lens[b]``), optionally restricted by a tree
+mask inside the draft block. Two paths, chosen by mode:
+
+* fixed-stride modes (DECODE, DRAFT_DECODE, TARGET_VERIFY, DRAFT_EXTEND_V2): one padded, batched
+  SDPA call over gathered K/V with an explicit mask;
+* variable-length modes (EXTEND, DRAFT_EXTEND v1): one SDPA call per request, prefix K/V from the
+  pool and the new K/V from the forward's own tensors, causal (flash path when there is no
+  prefix, a lower-right causal mask otherwise). Padding long prompts to the batch's longest
+  would waste most of the work.
+
+The gather indices, masks and per-request ranges are the metadata, built once per forward by
 ``build_metadata``; every layer reuses them.
 """
 
@@ -28,6 +36,9 @@ class TorchNativeMetadata:
     kv_pos: torch.Tensor  # [T] int64: position of each token row (= prefix + offset)
     max_q: int
     max_kv: int
+    # Variable-length modes: per request (first row, new tokens, prefix slots [prefix], causal mask
+    # [n, prefix + n] or None when the prefix is empty).
+    ragged: list[tuple[int, int, torch.Tensor, torch.Tensor | None]] | None = None
 
 
 def build_metadata(
@@ -43,12 +54,28 @@ def build_metadata(
     prefix = (seq - ext).clamp(min=0)
     start = batch.extend_start_loc.long()
 
-    j = torch.arange(max_kv, device=dev)
-    i = torch.arange(max_q, device=dev)
+    row_req = torch.repeat_interleave(torch.arange(bsz, device=dev), ext, output_size=num_tokens)
+    row_off = torch.arange(num_tokens, device=dev) - start[row_req]
     rows = req_to_token[batch.req_pool_indices.long(), :max_kv].long()
+    j = torch.arange(max_kv, device=dev)
     kv_valid = j[None, :] < seq[:, None]
     kv_slots = torch.where(kv_valid, rows, torch.zeros_like(rows))
-
+    if batch.mode.is_extend_like(include_v2=False):
+        # EXTEND, DRAFT_EXTEND (v1): variable lengths, one SDPA per request.
+        ragged = []
+        prefix_cpu = batch.prefix_lens_cpu().tolist()
+        first = 0
+        for b, n in enumerate(batch.extend_seq_lens_cpu.tolist()):
+            pre = prefix_cpu[b]
+            causal_mask = torch.ones(n, pre + n, dtype=torch.bool, device=dev).tril(pre) if pre else None
+            ragged.append((first, n, kv_slots[b, :pre], causal_mask))
+            first += n
+        empty = torch.zeros(0, dtype=torch.long, device=dev)
+        return TorchNativeMetadata(
+            kv_slots=kv_slots, mask=empty.bool(), q_gather=empty, row_req=row_req, row_off=row_off,
+            kv_pos=prefix[row_req] + row_off, max_q=max_q, max_kv=max_kv, ragged=ragged,
+        )
+    i = torch.arange(max_q, device=dev)
     q_valid = i[None, :] < ext[:, None]  # [B, max_q]
     causal = j[None, None, :] <= (prefix[:, None, None] + i[None, :, None])
     allowed = kv_valid[:, None, :] & causal & q_valid[:, :, None]
@@ -57,9 +84,6 @@ def build_metadata(
     # Padded query rows attend to slot 0 only, so softmax never sees an all-masked row.
     allowed[:, :, 0] |= ~q_valid
     q_gather = torch.where(q_valid, start[:, None] + i[None, :], torch.zeros_like(q_valid, dtype=torch.long))
-
-    row_req = torch.repeat_interleave(torch.arange(bsz, device=dev), ext, output_size=num_tokens)
-    row_off = torch.arange(num_tokens, device=dev) - start[row_req]
     return TorchNativeMetadata(
         kv_slots=kv_slots,
         mask=allowed[:, None],
@@ -111,6 +135,31 @@ class TorchNativeBackend(AttentionBackend):
         max_kv = int(batch.seq_lens_cpu.max()) if batch.batch_size else 0
         batch.attn_metadata = build_metadata(batch, self.req_to_token, max(max_q, 1), max(max_kv, 1))
 
+    def _attend_ragged(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TorchNativeMetadata
+    ) -> torch.Tensor:
+        k_pool = self.kv_pool.k_buffer[layer_id]
+        v_pool = self.kv_pool.v_buffer[layer_id]
+        out = torch.empty_like(q)
+        gqa = self.num_heads != self.num_kv_heads
+        assert md.ragged is not None
+        for first, n, prefix_slots, mask in md.ragged:
+            kn, vn = k[first : first + n], v[first : first + n]
+            if prefix_slots.numel():
+                kn = torch.cat([k_pool[prefix_slots].to(q.dtype), kn.to(q.dtype)])
+                vn = torch.cat([v_pool[prefix_slots].to(q.dtype), vn.to(q.dtype)])
+            o = F.scaled_dot_product_attention(
+                q[first : first + n].transpose(0, 1)[None],
+                kn.transpose(0, 1)[None].to(q.dtype),
+                vn.transpose(0, 1)[None].to(q.dtype),
+                attn_mask=mask,
+                is_causal=mask is None,
+                scale=self.scale,
+                enable_gqa=gqa,
+            )
+            out[first : first + n] = o[0].transpose(0, 1)
+        return out
+
     def _attend(
         self,
         q: torch.Tensor,
@@ -125,6 +174,8 @@ class TorchNativeBackend(AttentionBackend):
         v_pool = self.kv_pool.v_buffer[layer_id]
         if save_kv:
             self.kv_pool.store(layer_id, batch.out_cache_loc, k, v)
+        if md.ragged is not None:
+            return self._attend_ragged(q, k, v, layer_id, md)
         kb = k_pool[md.kv_slots]  # [B, max_kv, Hkv, D]
         vb = v_pool[md.kv_slots]
         if not save_kv:
