@@ -1,0 +1,344 @@
+"""``triton``: paged attention with Triton kernels (CUDA; CPU only under ``TRITON_INTERPRET=1``).
+
+Routing (failure classes 3 and 5):
+
+* DECODE, DRAFT_DECODE (one token per request) -> the split-KV decode kernel.
+* TARGET_VERIFY, DRAFT_DECODE with a tree mask (topk > 1) -> the extend kernel with causal-in-block
+  masking, the optional tree mask, and KV splits. Why not a multi-query decode kernel: the extend
+  kernel already reads the prefix from the pool and the block's K/V from tensors, which is exactly
+  what a verify block needs; its GQA tiling packs ndt tokens x group heads into the dot's M
+  dimension (4 x 4 = 16 rows), and its prefix splits give the same occupancy at batch 1 as the
+  decode kernel. One kernel fewer keeps one metadata shape for every multi-token mode.
+* EXTEND, DRAFT_EXTEND (v1, packed) and DRAFT_EXTEND_V2 (fixed stride) -> the extend kernel,
+  never the decode kernel.
+* ``save_kv=False`` in a decode mode also takes the extend kernel (the decode kernel reads the new
+  token from the pool, the extend kernel from the K/V tensors).
+
+Numerics: fp32 dot products are IEEE fp32 (``input_precision="ieee"``, no TF32), so fp32 meets
+the kit's 1e-4 tolerance; bf16/fp16 accumulate in fp32 (see ``triton_kernels``).
+
+Metadata: ``TritonMetadata`` = device buffers + a ``LaunchPlan`` of host scalars that the kernels
+take by value (grid sizes, splits, tiles). It is built once per forward by ``_fill_metadata``
+(from host copies; no device sync) and shared by every layer. Under CUDA graphs those host
+scalars are FROZEN at capture; for the fixed-stride modes (DECODE, DRAFT_DECODE, TARGET_VERIFY,
+DRAFT_EXTEND_V2) ``_plan`` derives them only from the mode, batch size, stride, tree-ness, dtype,
+head layout, the ``req_to_token`` width and the SM count: never from per-step lengths. A replay
+that would need different host scalars is refused by ``_fill_metadata`` (failure class 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from updraft.attention.base import AttentionBackend, UnsupportedModeError
+from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
+from updraft.attention.triton_kernels import decode as decode_kernels
+from updraft.attention.triton_kernels import extend as extend_kernels
+from updraft.attention.triton_kernels.kv_store import store_kv
+from updraft.batch import ForwardBatch, ForwardMode
+from updraft.memory.pools import KVPool
+
+#: Upper bound on KV splits (the merge loads all splits of a row at once: keep it small).
+MAX_KV_SPLITS = 64
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Host scalars the kernels take by value. Frozen at graph capture; see the module docstring."""
+
+    mode: ForwardMode
+    batch_size: int
+    num_tokens: int
+    stride: int  # rows per request in fixed-stride modes, 0 otherwise
+    use_decode_kernel: bool
+    tree_stride: int  # side of the [B, s, s] tree mask, 0 without one
+    max_ext: int  # bound on extend_seq_lens: sizes the extend grid (== stride when fixed)
+    num_kv_splits: int
+    tile: TileConfig
+
+
+@dataclass
+class TritonMetadata:
+    """Per-forward metadata: device buffers (static under graphs) plus the launch plan."""
+
+    seq_lens: torch.Tensor  # [B] int32: prefix + new tokens (the batch convention)
+    kv_lens: torch.Tensor  # [B] int32: clamp(seq_lens - ext_lens, min=0), prefix read from the pool
+    ext_lens: torch.Tensor  # [B] int32: new tokens
+    ext_start: torch.Tensor  # [B] int32: first token row of each request
+    req_pool_indices: torch.Tensor  # [B] int64: rows of req_to_token
+    tree_mask: torch.Tensor | None  # [B, s, s] uint8 (1 = may attend) or None
+    mid_o: torch.Tensor  # [T, H, S, D] fp32 split partials ([1, 1, 1, 1] when S == 1)
+    mid_lse: torch.Tensor  # [T, H, S] fp32 ([1, 1, 1] when S == 1)
+    plan: LaunchPlan
+
+
+class TritonBackend(AttentionBackend):
+    """Triton paged attention. No CUDA graphs yet (the graph issue adds static buffers that
+    ``_fill_metadata`` writes into)."""
+
+    name = "triton"
+    supported_modes = frozenset(
+        {
+            ForwardMode.EXTEND,
+            ForwardMode.DECODE,
+            ForwardMode.TARGET_VERIFY,
+            ForwardMode.DRAFT_DECODE,
+            ForwardMode.DRAFT_EXTEND,
+            ForwardMode.DRAFT_EXTEND_V2,
+        }
+    )
+    graph_modes = frozenset()
+    devices = frozenset({"cpu", "cuda"})
+
+    def __init__(
+        self,
+        kv_pool: KVPool,
+        req_to_token: torch.Tensor,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float | None = None,
+    ) -> None:
+        super().__init__(kv_pool, req_to_token, num_heads, num_kv_heads, head_dim, scale)
+        self.interpret = interpreting()
+        device = kv_pool.device
+        if device.type != "cuda" and not self.interpret:
+            raise ValueError(
+                f"attention backend 'triton' on {device.type!r} needs TRITON_INTERPRET=1 set before "
+                "triton is imported (slow, for tests); otherwise use a CUDA device or 'torch_native'"
+            )
+        if device.type == "cuda" and not self.interpret:
+            self.num_sms = torch.cuda.get_device_properties(device).multi_processor_count
+        else:
+            self.num_sms = 2  # interpreter: small grids, but still several splits in tests
+        #: Tests set this to force a split count (None: the occupancy policy in ``_num_kv_splits``).
+        self.kv_splits_override: int | None = None
+
+    # ---- launch plan (host scalars) ----------------------------------------------------
+    def _tile(self, use_decode_kernel: bool, max_ext: int) -> TileConfig:
+        """Tiling per path (H100: 228 KB smem/SM). fp32 is the correctness path: IEEE dots run on
+        FMA units, so its tiles are small (also to keep compile time down)."""
+        fp32 = self.kv_pool.dtype == torch.float32
+        group_pad = next_pow2(self.num_heads // self.num_kv_heads)
+        if self.interpret:  # small blocks: short test sequences still cross block boundaries
+            rows = min(max(16, next_pow2(max_ext * group_pad)), 32)
+            return TileConfig(block_rows=rows, block_n=16, min_split=16, num_warps=1, num_stages=1)
+        big_head = self.head_dim > 128
+        if fp32:
+            block_n, max_rows = (16 if big_head else 32), 32
+        else:
+            block_n, max_rows = (32, 64) if big_head else (64, 128)
+        if use_decode_kernel:
+            return TileConfig(block_rows=16, block_n=block_n, min_split=2 * block_n, num_warps=4, num_stages=2)
+        rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
+        warps = 8 if rows >= 128 else 4
+        return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
+
+    def _num_kv_splits(self, base_programs: int, tile: TileConfig) -> int:
+        """Splits so that ``base_programs * splits`` covers ~4 waves of SMs, capped by what the
+        table width can use. Depends on no per-step length (graph-safe)."""
+        if self.kv_splits_override is not None:
+            return max(1, int(self.kv_splits_override))
+        want = -(-4 * self.num_sms // max(base_programs, 1))
+        width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
+        return max(1, min(want, MAX_KV_SPLITS, width_cap))
+
+    def _plan(self, batch: ForwardBatch) -> LaunchPlan:
+        mode = batch.mode
+        bsz = batch.batch_size
+        fixed = mode.is_fixed_stride(include_v2=True)
+        tree_stride = 0
+        if batch.custom_mask is not None:
+            if not fixed:
+                raise ValueError(f"a tree mask needs a fixed-stride mode, got {mode.name}")
+            tree_stride = batch.stride
+        use_decode = mode.is_decode() and tree_stride == 0
+        if fixed:
+            max_ext = batch.stride  # frozen: never the per-step lengths
+        else:  # EXTEND, DRAFT_EXTEND v1: eager only, the host copy sizes the grid
+            max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
+        tile = self._tile(use_decode, max_ext)
+        if use_decode:
+            base = bsz * self.num_kv_heads
+        else:
+            block_t = extend_kernels.tokens_per_tile(tile.block_rows, self.num_heads // self.num_kv_heads)
+            base = -(-max_ext // block_t) * bsz * self.num_kv_heads
+        return LaunchPlan(
+            mode=mode,
+            batch_size=bsz,
+            num_tokens=batch.num_tokens,
+            stride=batch.stride if fixed else 0,
+            use_decode_kernel=use_decode,
+            tree_stride=tree_stride,
+            max_ext=max_ext,
+            num_kv_splits=self._num_kv_splits(base, tile),
+            tile=tile,
+        )
+
+    # ---- metadata ----------------------------------------------------------------------
+    def _alloc_metadata(self, plan: LaunchPlan, device: torch.device) -> TritonMetadata:
+        """Buffers for ``plan`` (eager: fresh per forward; graphs: once, then refilled)."""
+        bsz, tokens, splits = plan.batch_size, plan.num_tokens, plan.num_kv_splits
+
+        def i32() -> torch.Tensor:
+            return torch.zeros(bsz, dtype=torch.int32, device=device)
+
+        if splits > 1:
+            mid_o = torch.empty(tokens, self.num_heads, splits, self.head_dim, dtype=torch.float32, device=device)
+            # -inf = "no keys": rows no program reaches (unseeded capture metadata, failure class
+            # 8) merge to 0 instead of reading garbage. Written rows are rewritten every layer.
+            mid_lse = torch.full((tokens, self.num_heads, splits), float("-inf"), device=device)
+        else:
+            mid_o = torch.empty(1, 1, 1, 1, dtype=torch.float32, device=device)
+            mid_lse = torch.empty(1, 1, 1, dtype=torch.float32, device=device)
+        s = plan.tree_stride
+        return TritonMetadata(
+            seq_lens=i32(),
+            kv_lens=i32(),
+            ext_lens=i32(),
+            ext_start=i32(),
+            req_pool_indices=torch.zeros(bsz, dtype=torch.int64, device=device),
+            tree_mask=torch.zeros(bsz, s, s, dtype=torch.uint8, device=device) if s else None,
+            mid_o=mid_o,
+            mid_lse=mid_lse,
+            plan=plan,
+        )
+
+    def _fill_metadata(self, batch: ForwardBatch, md: TritonMetadata) -> None:
+        """THE metadata builder: writes ``batch``'s values into ``md``'s buffers, in place.
+
+        Asserts the seq_lens convention, and that the host scalars this batch needs are the ones
+        ``md`` was built (captured) with. Device work only; no host sync.
+        """
+        batch.check_conventions()
+        self.check_mode(batch.mode)
+        plan = self._plan(batch)
+        if plan != md.plan:
+            raise AssertionError(
+                "triton metadata: this batch needs different host scalars than the buffers were "
+                f"built with (frozen at capture under graphs): {plan} != {md.plan}"
+            )
+        md.seq_lens.copy_(batch.seq_lens)
+        md.ext_lens.copy_(batch.extend_seq_lens)
+        md.ext_start.copy_(batch.extend_start_loc)
+        md.req_pool_indices.copy_(batch.req_pool_indices)
+        # kv_lens = clamp(seq_lens - ext, 0): padded graph rows have seq_lens = 1 < ext = stride.
+        torch.sub(md.seq_lens, md.ext_lens, out=md.kv_lens)
+        md.kv_lens.clamp_(min=0)
+        if md.tree_mask is not None:
+            assert batch.custom_mask is not None
+            s = plan.tree_stride
+            md.tree_mask.copy_(batch.custom_mask.reshape(plan.batch_size, s, s))
+
+    def init_forward_metadata(self, batch: ForwardBatch) -> None:
+        self.check_mode(batch.mode)
+        md = self._alloc_metadata(self._plan(batch), batch.device)
+        self._fill_metadata(batch, md)
+        batch.attn_metadata = md
+
+    # ---- compute -----------------------------------------------------------------------
+    def _metadata(self, batch: ForwardBatch, q: torch.Tensor) -> TritonMetadata:
+        md = batch.attn_metadata
+        if not isinstance(md, TritonMetadata):
+            raise AssertionError("triton backend: call init_forward_metadata(batch) before forward")
+        if md.plan.mode != batch.mode or md.plan.num_tokens != q.shape[0]:
+            raise AssertionError(
+                f"triton metadata was built for {md.plan.mode.name} with {md.plan.num_tokens} "
+                f"tokens, forward got {batch.mode.name} with {q.shape[0]}"
+            )
+        return md
+
+    def _dot_f32(self, q: torch.Tensor) -> bool:
+        # The interpreter's bf16 tl.dot is wrong (see triton_kernels); upcast only there.
+        return self.interpret and torch.bfloat16 in (q.dtype, self.kv_pool.dtype)
+
+    def _store(self, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch) -> None:
+        store_kv(k, v, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id], batch.out_cache_loc)
+
+    def _run_extend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
+    ) -> torch.Tensor:
+        # The extend kernel writes only rows covered by ext_start/ext_lens. With unseeded
+        # (all-zero) metadata at graph capture (failure class 8) that is none, so the graph-able
+        # fixed-stride modes start from zeros (a tiny memset); prefill keeps torch.empty.
+        alloc = torch.zeros if md.plan.stride else torch.empty
+        out = alloc(q.shape, dtype=q.dtype, device=q.device)
+        extend_kernels.extend_attention(
+            q,
+            k,
+            v,
+            self.kv_pool.k_buffer[layer_id],
+            self.kv_pool.v_buffer[layer_id],
+            out,
+            self.req_to_token,
+            md.req_pool_indices,
+            md.kv_lens,
+            md.ext_lens,
+            md.ext_start,
+            md.tree_mask,
+            md.mid_o,
+            md.mid_lse,
+            md.plan.max_ext,
+            md.plan.num_kv_splits,
+            self.scale,
+            md.plan.tile,
+            self._dot_f32(q),
+        )
+        return out
+
+    def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        decode_kernels.decode_attention(
+            q,
+            self.kv_pool.k_buffer[layer_id],
+            self.kv_pool.v_buffer[layer_id],
+            out,
+            self.req_to_token,
+            md.req_pool_indices,
+            md.seq_lens,
+            md.mid_o,
+            md.mid_lse,
+            md.plan.num_kv_splits,
+            self.scale,
+            md.plan.tile,
+            self._dot_f32(q),
+        )
+        return out
+
+    def forward_extend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        if not batch.mode.is_extend_like(include_v2=True):
+            raise UnsupportedModeError(f"forward_extend got {batch.mode.name}")
+        md = self._metadata(batch, q)
+        if save_kv:
+            self._store(k, v, layer_id, batch)
+        return self._run_extend(q, k, v, layer_id, md)
+
+    def forward_decode(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+    ) -> torch.Tensor:
+        if not (batch.mode.is_decode() or batch.mode.is_target_verify()):
+            raise UnsupportedModeError(f"forward_decode got {batch.mode.name}")
+        md = self._metadata(batch, q)
+        if save_kv:
+            self._store(k, v, layer_id, batch)
+        if md.plan.use_decode_kernel and save_kv:
+            return self._run_decode(q, layer_id, md)
+        return self._run_extend(q, k, v, layer_id, md)

@@ -1,0 +1,116 @@
+"""Compile the attention kernels for a GPU target without a GPU (ahead of time).
+
+The interpreter runs the kernels as numpy and accepts code that the compiler rejects (loop-carried
+type changes, dot shapes, unsupported ops). This compiles representative specializations down
+to a cubin for ``sm_90`` (H100) so CPU CI catches those too. It must run in a process WITHOUT
+``TRITON_INTERPRET`` (the kernels must be ``JITFunction``s):
+
+    python -m updraft.attention.triton_kernels.compile_check [--full] [--arch 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from updraft.attention.triton_kernels import (
+    decode,
+    extend,
+    interpreting,
+    kv_store,
+    merge,
+    next_pow2,
+)
+
+_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _compile(
+    fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], num_warps: int = 4, floats: tuple[str, ...] = ()
+) -> tuple[float, int]:
+    """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32."""
+    sig = {}
+    for name in fn.arg_names:
+        if name in consts:
+            sig[name] = "constexpr"
+        elif name in ptrs:
+            sig[name] = "*" + ptrs[name]
+        else:
+            sig[name] = "fp32" if name in floats else "i32"
+    t0 = time.time()
+    kernel = triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": num_warps, "num_stages": 2})
+    return time.time() - t0, int(kernel.metadata.shared)
+
+
+def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+    """(label, kernel, pointer types, constexprs, num_warps) to compile."""
+    out = []
+    dtypes = ("bfloat16", "float32", "float16") if full else ("bfloat16", "float32")
+    for dt in dtypes:
+        d, fp32 = _SHORT[dt], dt == "float32"
+        bn = 32 if fp32 else 64
+        prec = "ieee" if fp32 else "tf32"
+        for direct in (True, False) if full or not fp32 else (False,):
+            out.append((
+                f"decode {dt} direct={direct}",
+                decode._decode_kernel,
+                dict(Q=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64", SeqLens="i32"),
+                dict(GROUP=4, HEAD_DIM=128, BLOCK_H=16, BLOCK_N=bn, BLOCK_D=128, MIN_SPLIT=2 * bn, DIRECT=direct, DOT_F32=False, DOT_PREC=prec),
+                4,
+            ))
+        shapes = [(128, 4, 16, True, False), (128, 4, 128, False, True)]  # verify block; prefill
+        if full:
+            shapes += [(256, 16, 64, False, True), (64, 1, 128, True, True), (40, 3, 32, False, False)]
+        for hd, group, rows, tree, direct in shapes:
+            if fp32 and not full and rows > 16:
+                continue
+            if fp32:
+                rows = min(rows, 32)
+            gp = next_pow2(group)
+            bt = max(rows, gp) // gp
+            bn_e = (16 if fp32 else 32) if hd > 128 else bn
+            out.append((
+                f"extend {dt} hd={hd} group={group} rows={bt * gp} tree={tree} direct={direct}",
+                extend._extend_kernel,
+                dict(Q=d, KNew=d, VNew=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32",
+                     ReqPoolIdx="i64", KvLens="i32", ExtLens="i32", ExtStart="i32", TreeMask="u8" if tree else "i32"),
+                dict(GROUP=group, GROUP_PAD=gp, BLOCK_T=bt, ROWS=bt * gp, BLOCK_N=bn_e, HEAD_DIM=hd,
+                     BLOCK_D=max(16, next_pow2(hd)), MIN_SPLIT=2 * bn_e, TREE=tree, DIRECT=direct, DOT_F32=False, DOT_PREC=prec),
+                8 if bt * gp >= 128 else 4,
+            ))
+        out.append((f"merge -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
+                    dict(HEAD_DIM=128, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=128), 4))
+        out.append((f"kv_store {dt}", kv_store._kv_store_kernel, dict(K=d, V=d, KPool=d, VPool=d, Loc="i64"),
+                    dict(NUM_KV_HEADS=8, HEAD_DIM=128, BLOCK_H=8, BLOCK_D=128), 4))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="compile the triton attention kernels for a CUDA target, no GPU needed")
+    p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x10 (90 = H100)")
+    p.add_argument("--full", action="store_true", help="more dtypes / head shapes (slower: fp32 FMA dots compile slowly)")
+    args = p.parse_args(argv)
+    if interpreting():
+        print("compile_check: unset TRITON_INTERPRET (interpreted kernels cannot be compiled)", file=sys.stderr)
+        return 2
+    target = GPUTarget("cuda", args.arch, 32)
+    failures = 0
+    for label, fn, ptrs, consts, warps in specs(args.full):
+        try:
+            dt, smem = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
+            print(f"ok    {label}: {dt:.1f}s, {smem} B shared")
+        except Exception as exc:  # report every failing specialization, not just the first
+            failures += 1
+            print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""Split-KV flash-decoding: one query row per request over its whole cache (DECODE, DRAFT_DECODE).
+
+Grid: ``(B, num_kv_heads, num_splits)``. A program serves request ``b``, KV head ``g`` and split
+``s``: its tile holds the ``GROUP = num_heads / num_kv_heads`` query heads that share KV head
+``g`` (padded to ``BLOCK_H >= 16`` rows, the smallest ``tl.dot`` tile), so every K/V row is loaded
+once per group, not once per query head.
+
+Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
+device from ``seq_lens[b]``: ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``. So
+one captured value serves every context length; short requests leave trailing splits empty
+(they store ``lse = -inf`` and the merge skips them). With one split the kernel normalises and
+writes the output directly (``DIRECT``); otherwise it writes fp32 partials for ``merge``.
+
+Keys are read through ``req_to_token`` one position at a time, so any page size works. The new
+token must already be in the pool (the backend stores K/V first): the kernel reads positions
+``[0, seq_lens[b])`` from the pool and nothing else. Padded graph rows (``seq_lens = 1``,
+``req_pool_indices = 0``) read ``req_to_token[0, 0] = 0``: the scratch slot.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
+from updraft.attention.triton_kernels.merge import merge_splits
+
+
+@triton.jit
+def _decode_kernel(
+    Q,
+    KPool,
+    VPool,
+    Out,
+    MidO,
+    MidLse,
+    ReqToToken,
+    ReqPoolIdx,
+    SeqLens,
+    stride_qt,
+    stride_qh,
+    stride_ks,
+    stride_kh,
+    stride_vs,
+    stride_vh,
+    stride_rt,
+    stride_ot,
+    stride_oh,
+    stride_mt,
+    stride_mh,
+    stride_ms,
+    stride_lt,
+    stride_lh,
+    scale_log2,
+    num_splits,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MIN_SPLIT: tl.constexpr,
+    DIRECT: tl.constexpr,
+    DOT_F32: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    kvh = tl.program_id(1).to(tl.int64)
+    split = tl.program_id(2)
+
+    seq = tl.load(SeqLens + b)
+    rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
+    split_len = tl.cdiv(tl.cdiv(seq, num_splits), BLOCK_N) * BLOCK_N
+    split_len = tl.maximum(split_len, MIN_SPLIT)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, seq)
+
+    hh = tl.arange(0, BLOCK_H)
+    hmask = hh < GROUP
+    heads = kvh * GROUP + hh
+    d = tl.arange(0, BLOCK_D)
+    dmask = d < HEAD_DIM
+    q = tl.load(
+        Q + b * stride_qt + heads[:, None] * stride_qh + d[None, :],
+        mask=hmask[:, None] & dmask[None, :],
+        other=0.0,
+    )
+    if DOT_F32:
+        q = q.to(tl.float32)
+
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+    table_row = ReqToToken + rpi * stride_rt
+    for start in range(lo, hi, BLOCK_N):
+        pos = start + tl.arange(0, BLOCK_N)
+        pmask = pos < hi
+        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        k = tl.load(
+            KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None],
+            mask=dmask[:, None] & pmask[None, :],
+            other=0.0,
+        )
+        qk = tl.dot(q, k.to(q.dtype), input_precision=DOT_PREC) * scale_log2
+        qk = tl.where(pmask[None, :], qk, float("-inf"))
+        # Position ``start`` is always valid here (start < hi), so m_new is finite.
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(
+            VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :],
+            mask=pmask[:, None] & dmask[None, :],
+            other=0.0,
+        )
+        # P is rounded to the query dtype before the PV product (tensor cores on bf16/fp16).
+        p = p.to(Q.dtype.element_ty)
+        v = v.to(Q.dtype.element_ty)
+        if DOT_F32:
+            p = p.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PREC)
+        m_i = m_new
+
+    has_keys = l_i > 0.0
+    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    omask = hmask[:, None] & dmask[None, :]
+    if DIRECT:
+        tl.store(
+            Out + b * stride_ot + heads[:, None] * stride_oh + d[None, :],
+            out.to(Out.dtype.element_ty),
+            mask=omask,
+        )
+    else:
+        tl.store(
+            MidO + b * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :],
+            out,
+            mask=omask,
+        )
+        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+        tl.store(MidLse + b * stride_lt + heads * stride_lh + split, lse, mask=hmask)
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    out: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    mid_o: torch.Tensor,
+    mid_lse: torch.Tensor,
+    num_splits: int,
+    scale: float,
+    cfg: TileConfig,
+    dot_f32: bool,
+) -> None:
+    """One query row per request: ``q``/``out`` [B, H, D]; keys ``[0, seq_lens[b])`` from the pool.
+
+    ``mid_o`` [B, H, num_splits, D] and ``mid_lse`` [B, H, num_splits] (fp32) are scratch for the
+    split partials (unused when ``num_splits == 1``). ``num_splits`` and ``cfg`` are host scalars:
+    under a CUDA graph they are the values seen at capture.
+    """
+    bsz, num_heads, dim = q.shape
+    hkv = k_pool.shape[1]
+    if bsz == 0:
+        return
+    assert req_pool_indices.shape[0] == bsz and seq_lens.shape[0] == bsz, "decode has one row per request"
+    assert q.stride(-1) == 1 and k_pool.stride(-1) == 1 and v_pool.stride(-1) == 1
+    group = num_heads // hkv
+    direct = num_splits == 1
+    if not direct:
+        assert mid_o.shape == (bsz, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
+    log2e = 1.4426950408889634
+    _decode_kernel[(bsz, hkv, num_splits)](
+        q,
+        k_pool,
+        v_pool,
+        out,
+        mid_o,
+        mid_lse,
+        req_to_token,
+        req_pool_indices,
+        seq_lens,
+        q.stride(0),
+        q.stride(1),
+        k_pool.stride(0),
+        k_pool.stride(1),
+        v_pool.stride(0),
+        v_pool.stride(1),
+        req_to_token.stride(0),
+        out.stride(0),
+        out.stride(1),
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        scale * log2e,
+        num_splits,
+        GROUP=group,
+        HEAD_DIM=dim,
+        BLOCK_H=max(16, next_pow2(group)),
+        BLOCK_N=cfg.block_n,
+        BLOCK_D=max(16, next_pow2(dim)),
+        MIN_SPLIT=cfg.min_split,
+        DIRECT=direct,
+        DOT_F32=dot_f32,
+        DOT_PREC=dot_precision(q.dtype, dot_f32),
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    if not direct:
+        merge_splits(mid_o, mid_lse, out)

@@ -1,0 +1,321 @@
+"""Extend attention: new tokens over a cached prefix (EXTEND, DRAFT_EXTEND v1/v2, TARGET_VERIFY).
+
+Request ``b`` has ``kv_lens[b]`` prefix positions in the pool (read through ``req_to_token``)
+and ``ext_lens[b]`` new tokens whose K/V are passed as tensors (rows
+``ext_start[b] .. ext_start[b] + ext_lens[b]``), like production engines do: the kernel never
+reads this forward's own tokens from the pool, so it is correct whether or not they were stored.
+New token ``i`` sees every prefix position and new tokens ``j <= i`` (causal in the block),
+further restricted by ``tree_mask[b, i, j]`` when ``TREE``. ``kv_lens`` is
+``clamp(seq_lens - ext_lens, min=0)``: padded graph rows (seq_lens = 1, ext = stride) have no
+prefix and attend only inside their own (scratch) block.
+
+Grid: ``(cdiv(max_ext, BLOCK_T), B, num_kv_heads * num_splits)``. GQA: a tile's rows are
+``BLOCK_T`` tokens x ``GROUP_PAD`` query heads of one KV head (row ``r`` = token ``r // GROUP_PAD``,
+head ``r % GROUP_PAD``), so K/V blocks are loaded once for the whole group and the M dimension of
+the dot is filled even when a request has few new tokens (a verify block of 4 tokens x 4 heads is
+a 16-row tile).
+
+Splits: for few query tiles over a long prefix (verify, V2, short chunks) the prefix is split
+across ``num_splits`` programs (split length derived on device from ``kv_lens[b]``, as in the
+decode kernel); the last split also covers the new tokens; partials are merged by ``merge``.
+``num_splits == 1`` (prefill) writes the output directly. ``max_ext`` (grid), ``num_splits`` and
+the tile config are host scalars, frozen at graph capture.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
+from updraft.attention.triton_kernels.merge import merge_splits
+
+
+@triton.jit
+def _attend_block(
+    q, k, v, allowed, m_i, l_i, acc, scale_log2, PV_DTYPE: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr
+):
+    """One online-softmax step. ``k`` is [D, N] (already transposed), ``v`` [N, D].
+
+    Safe for rows that have seen no allowed key yet (m stays -inf, weights 0): a tree mask or a
+    padded row can mask a whole block."""
+    qk = tl.dot(q, k, input_precision=DOT_PREC) * scale_log2
+    qk = tl.where(allowed, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(qk - m_safe[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    p = p.to(PV_DTYPE)
+    v = v.to(PV_DTYPE)
+    if DOT_F32:
+        p = p.to(tl.float32)
+        v = v.to(tl.float32)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PREC)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _extend_kernel(
+    Q,
+    KNew,
+    VNew,
+    KPool,
+    VPool,
+    Out,
+    MidO,
+    MidLse,
+    ReqToToken,
+    ReqPoolIdx,
+    KvLens,
+    ExtLens,
+    ExtStart,
+    TreeMask,
+    stride_qt,
+    stride_qh,
+    stride_knt,
+    stride_knh,
+    stride_vnt,
+    stride_vnh,
+    stride_ks,
+    stride_kh,
+    stride_vs,
+    stride_vh,
+    stride_rt,
+    stride_ot,
+    stride_oh,
+    stride_mt,
+    stride_mh,
+    stride_ms,
+    stride_lt,
+    stride_lh,
+    stride_tb,
+    stride_ti,
+    scale_log2,
+    num_splits,
+    GROUP: tl.constexpr,
+    GROUP_PAD: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    MIN_SPLIT: tl.constexpr,
+    TREE: tl.constexpr,
+    DIRECT: tl.constexpr,
+    DOT_F32: tl.constexpr,
+    DOT_PREC: tl.constexpr,
+):
+    # Heaviest (last, most causal keys) tiles first: shorter tail when the grid drains.
+    tile = tl.num_programs(0) - 1 - tl.program_id(0)
+    b = tl.program_id(1).to(tl.int64)
+    kvh = (tl.program_id(2) // num_splits).to(tl.int64)
+    split = tl.program_id(2) % num_splits
+
+    ext = tl.load(ExtLens + b)
+    kv = tl.load(KvLens + b)
+    row0 = tl.load(ExtStart + b).to(tl.int64)
+    rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
+    t0 = tile * BLOCK_T
+    live = t0 < ext  # tiles past this request's tokens do nothing (grid is sized by max_ext)
+
+    r = tl.arange(0, ROWS)
+    ti = t0 + r // GROUP_PAD
+    hr = r % GROUP_PAD
+    rvalid = (ti < ext) & (hr < GROUP)
+    heads = kvh * GROUP + hr
+    d = tl.arange(0, BLOCK_D)
+    dmask = d < HEAD_DIM
+    qrow = row0 + ti
+    q = tl.load(
+        Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
+        mask=rvalid[:, None] & dmask[None, :],
+        other=0.0,
+    )
+    if DOT_F32:
+        q = q.to(tl.float32)
+
+    m_i = tl.full([ROWS], float("-inf"), tl.float32)
+    l_i = tl.zeros([ROWS], tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
+
+    # Phase 1: this split's share of the cached prefix, from the pool. Every query row sees it.
+    split_len = tl.maximum(tl.cdiv(tl.cdiv(kv, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, kv)
+    hi = tl.where(live, hi, lo)
+    table_row = ReqToToken + rpi * stride_rt
+    for start in range(lo, hi, BLOCK_N):
+        pos = start + tl.arange(0, BLOCK_N)
+        pmask = pos < hi
+        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        k = tl.load(
+            KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None],
+            mask=dmask[:, None] & pmask[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :],
+            mask=pmask[:, None] & dmask[None, :],
+            other=0.0,
+        )
+        m_i, l_i, acc = _attend_block(
+            q, k.to(q.dtype), v, pmask[None, :], m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
+        )
+
+    # Phase 2 (last split only): the new tokens, causal, from the K/V tensors.
+    j_end = tl.minimum(ext, t0 + BLOCK_T)
+    j_end = tl.where(live & (split == num_splits - 1), j_end, 0)
+    for j0 in range(0, j_end, BLOCK_N):
+        j = j0 + tl.arange(0, BLOCK_N)
+        jmask = j < ext
+        krow = row0 + j
+        k = tl.load(
+            KNew + krow[None, :] * stride_knt + kvh * stride_knh + d[:, None],
+            mask=dmask[:, None] & jmask[None, :],
+            other=0.0,
+        )
+        v = tl.load(
+            VNew + krow[:, None] * stride_vnt + kvh * stride_vnh + d[None, :],
+            mask=jmask[:, None] & dmask[None, :],
+            other=0.0,
+        )
+        allowed = jmask[None, :] & (j[None, :] <= ti[:, None])
+        if TREE:
+            tm = tl.load(
+                TreeMask + b * stride_tb + ti[:, None] * stride_ti + j[None, :],
+                mask=rvalid[:, None] & jmask[None, :],
+                other=0,
+            )
+            allowed = allowed & (tm != 0)
+        m_i, l_i, acc = _attend_block(
+            q, k.to(q.dtype), v, allowed, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
+        )
+
+    has_keys = l_i > 0.0
+    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    omask = rvalid[:, None] & dmask[None, :]
+    if DIRECT:
+        tl.store(
+            Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :],
+            out.to(Out.dtype.element_ty),
+            mask=omask,
+        )
+    else:
+        tl.store(
+            MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :],
+            out,
+            mask=omask,
+        )
+        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=rvalid)
+
+
+def tokens_per_tile(block_rows: int, group: int) -> int:
+    """``BLOCK_T``: tokens per tile when a tile holds ``block_rows`` rows of ``next_pow2(group)``
+    head rows each (at least one token; at least 16 rows, the smallest dot tile)."""
+    group_pad = next_pow2(group)
+    return max(block_rows, group_pad, 16) // group_pad
+
+
+def extend_attention(
+    q: torch.Tensor,
+    k_new: torch.Tensor,
+    v_new: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    out: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    kv_lens: torch.Tensor,
+    ext_lens: torch.Tensor,
+    ext_start: torch.Tensor,
+    tree_mask: torch.Tensor | None,
+    mid_o: torch.Tensor,
+    mid_lse: torch.Tensor,
+    max_ext: int,
+    num_splits: int,
+    scale: float,
+    cfg: TileConfig,
+    dot_f32: bool,
+) -> None:
+    """``q``/``out`` [T, H, D], ``k_new``/``v_new`` [T, Hkv, D] packed request-major.
+
+    ``max_ext`` bounds ``ext_lens`` (it sizes the grid); ``tree_mask`` is [B, s, s] uint8 over
+    the new block (or None). ``mid_o`` [T, H, num_splits, D] / ``mid_lse`` [T, H, num_splits]
+    are fp32 scratch, unused when ``num_splits == 1``.
+    """
+    num_tokens, num_heads, dim = q.shape
+    bsz = ext_lens.shape[0]
+    hkv = k_pool.shape[1]
+    if num_tokens == 0 or bsz == 0:
+        return
+    for name, x in (("q", q), ("k_new", k_new), ("v_new", v_new), ("k_pool", k_pool), ("v_pool", v_pool)):
+        assert x.stride(-1) == 1, f"{name} must have a contiguous last dim"
+    group = num_heads // hkv
+    group_pad = next_pow2(group)
+    block_t = tokens_per_tile(cfg.block_rows, group)
+    direct = num_splits == 1
+    if not direct:
+        assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
+    tree = tree_mask is not None
+    tm = tree_mask if tree_mask is not None else ext_lens  # placeholder pointer, never read
+    stride_tb = tree_mask.stride(0) if tree_mask is not None else 0
+    stride_ti = tree_mask.stride(1) if tree_mask is not None else 0
+    log2e = 1.4426950408889634
+    grid = (triton.cdiv(max_ext, block_t), bsz, hkv * num_splits)
+    _extend_kernel[grid](
+        q,
+        k_new,
+        v_new,
+        k_pool,
+        v_pool,
+        out,
+        mid_o,
+        mid_lse,
+        req_to_token,
+        req_pool_indices,
+        kv_lens,
+        ext_lens,
+        ext_start,
+        tm,
+        q.stride(0),
+        q.stride(1),
+        k_new.stride(0),
+        k_new.stride(1),
+        v_new.stride(0),
+        v_new.stride(1),
+        k_pool.stride(0),
+        k_pool.stride(1),
+        v_pool.stride(0),
+        v_pool.stride(1),
+        req_to_token.stride(0),
+        out.stride(0),
+        out.stride(1),
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        stride_tb,
+        stride_ti,
+        scale * log2e,
+        num_splits,
+        GROUP=group,
+        GROUP_PAD=group_pad,
+        BLOCK_T=block_t,
+        ROWS=block_t * group_pad,
+        BLOCK_N=cfg.block_n,
+        HEAD_DIM=dim,
+        BLOCK_D=max(16, next_pow2(dim)),
+        MIN_SPLIT=cfg.min_split,
+        TREE=tree,
+        DIRECT=direct,
+        DOT_F32=dot_f32,
+        DOT_PREC=dot_precision(q.dtype, dot_f32),
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    if not direct:
+        merge_splits(mid_o, mid_lse, out)

@@ -1,0 +1,94 @@
+"""Second pass of split-KV attention: merge per-split partial outputs by log-sum-exp.
+
+Split ``s`` of query row ``t``, head ``h`` left ``mid_o[t, h, s]`` (its output normalised over its
+own keys) and ``mid_lse[t, h, s]`` (log2 of its softmax denominator plus its running max, or -inf
+when the split saw no key). The merged output is ``sum_s w_s * mid_o_s / sum_s w_s`` with
+``w_s = 2^(lse_s - max lse)``.
+
+Grid: ``(T, cdiv(num_heads, BLOCK_HM))``; each program loads all splits of ``BLOCK_HM`` heads of
+its row at once (``BLOCK_S = next_pow2(num_splits)``, a frozen host scalar; ``BLOCK_HM`` keeps the
+tile near 4K elements, and is all heads under the interpreter, where each op is expensive). Splits with ``lse = -inf`` are masked
+out of the load, so empty splits cost no bandwidth. A row whose every split is empty (only
+possible with unseeded, zero-length metadata: failure class 8) gets 0, not NaN.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.attention.triton_kernels import interpreting, next_pow2
+
+
+@triton.jit
+def _merge_kernel(
+    MidO,
+    MidLse,
+    Out,
+    stride_mt,
+    stride_mh,
+    stride_ms,
+    stride_lt,
+    stride_lh,
+    stride_ot,
+    stride_oh,
+    num_heads,
+    num_splits,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_HM: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    t = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1) * BLOCK_HM + tl.arange(0, BLOCK_HM)
+    s = tl.arange(0, BLOCK_S)
+    d = tl.arange(0, BLOCK_D)
+    hs_mask = (h[:, None] < num_heads) & (s[None, :] < num_splits)
+    lse = tl.load(
+        MidLse + t * stride_lt + h[:, None] * stride_lh + s[None, :], mask=hs_mask, other=float("-inf")
+    )  # [HM, S]
+    live = lse > float("-inf")
+    mx = tl.max(lse, 1)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.where(live, tl.exp2(lse - mx[:, None]), 0.0)
+    o_ptrs = MidO + t * stride_mt + h[:, None, None] * stride_mh + s[None, :, None] * stride_ms + d[None, None, :]
+    o = tl.load(o_ptrs, mask=live[:, :, None] & (d[None, None, :] < HEAD_DIM), other=0.0)  # [HM, S, D]
+    num = tl.sum(w[:, :, None] * o, 1)
+    den = tl.sum(w, 1)
+    out = num / tl.where(den == 0.0, 1.0, den)[:, None]
+    o_mask = (h[:, None] < num_heads) & (d[None, :] < HEAD_DIM)
+    tl.store(Out + t * stride_ot + h[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=o_mask)
+
+
+def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor) -> None:
+    """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype)."""
+    num_tokens, num_heads, num_splits, dim = mid_o.shape
+    if num_tokens == 0:
+        return
+    assert mid_o.stride(-1) == 1 and mid_lse.stride(-1) == 1 and out.stride(-1) == 1
+    block_s, block_d = next_pow2(num_splits), next_pow2(dim)
+    if interpreting():
+        block_hm = next_pow2(num_heads)
+    else:
+        block_hm = max(1, min(next_pow2(num_heads), 4096 // (block_s * block_d)))
+    grid = (num_tokens, triton.cdiv(num_heads, block_hm))
+    _merge_kernel[grid](
+        mid_o,
+        mid_lse,
+        out,
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        out.stride(0),
+        out.stride(1),
+        num_heads,
+        num_splits,
+        HEAD_DIM=dim,
+        BLOCK_HM=block_hm,
+        BLOCK_S=block_s,
+        BLOCK_D=block_d,
+        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2,
+    )
