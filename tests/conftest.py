@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Without a GPU the Triton kernels can only run under the interpreter, and the switch is read when
+# a kernel is defined: set it before any test module imports them (collection order would
+# otherwise decide). On a CUDA machine it must stay unset (it would interpret every kernel).
+try:
+    import torch
+
+    _HAS_CUDA = torch.cuda.is_available()
+except ImportError:  # pragma: no cover
+    _HAS_CUDA = False
+if not _HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

@@ -124,6 +124,12 @@ class ForwardBatch:
     # Graph replay pads a batch to a captured size: rows >= real_batch_size are padding (seq_lens =
     # the backend's fill value, extend = stride, req_pool_indices = 0). None: every row is real.
     real_batch_size: int | None = None
+    # Tokens that belong to real requests (packed graph replays leave junk rows after them).
+    num_real_tokens: int | None = None
+    # Bound on extend_seq_lens that sizes kernel grids. Graph runners set it to the captured
+    # width so the host scalar is the same at capture and replay (failure class 6); None: the
+    # backend uses the host maximum (eager).
+    max_extend_len: int | None = None
     capture_hidden: CaptureHidden = CaptureHidden.NONE
     custom_mask: torch.Tensor | None = None
     attn_backend: AttentionBackend | None = None
@@ -162,8 +168,10 @@ class ForwardBatch:
                 f"seq_lens={self.seq_lens_cpu.tolist()} extend={self.extend_seq_lens_cpu.tolist()}"
             )
         total = int(self.extend_seq_lens_cpu.sum())
-        if total != self.num_tokens:
+        if total != self.num_tokens and not (self.real_batch_size is not None and total <= self.num_tokens):
             raise AssertionError(f"sum(extend_seq_lens)={total} != num_tokens={self.num_tokens}")
+        if self.max_extend_len is not None and b and int(self.extend_seq_lens_cpu.max()) > self.max_extend_len:
+            raise AssertionError(f"extend length above max_extend_len={self.max_extend_len}")
         if self.mode.is_fixed_stride(include_v2=True):
             if self.stride <= 0 or bool((self.extend_seq_lens_cpu != self.stride).any()):
                 raise AssertionError(

@@ -41,6 +41,11 @@ class EngineConfig:
     attention_backend: str = _opt("auto (triton on CUDA, torch_native on CPU), torch_native, triton, flex", default="auto")
     disable_cuda_graph: bool = _opt("run every step eagerly", default=False)
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
+    cuda_graph_bs: list[int] | None = _opt("batch sizes to capture (default: 1 2 4 8 12 16 24 32 48 64 ...)", default=None)
+    disable_graph_phase: list[str] | None = _opt(
+        "phase to run eagerly (repeatable): decode, target_verify, draft_decode, draft_extend", default=None
+    )
+    graph_emulate: bool = _opt("CPU: run the graph machinery under the graph emulator (tests)", default=False)
     progress: bool = _opt("show progress bars (loading, capture)", default=True)
     speculative: SpeculativeConfig | None = _opt("speculative decoding (None = off)", default=None)
 
@@ -79,6 +84,12 @@ class EngineConfig:
             )
         if self.speculative is not None:
             self.speculative.validate()
+        phases = ("decode", "target_verify", "draft_decode", "draft_extend")
+        bad = [p for p in (self.disable_graph_phase or []) if p not in phases]
+        if bad:
+            raise ConfigError(f"disable_graph_phase={bad[0]!r} is invalid: choose from {', '.join(phases)}")
+        if any(not isinstance(b, int) or b < 1 for b in (self.cuda_graph_bs or [])):
+            raise ConfigError(f"cuda_graph_bs={self.cuda_graph_bs!r} is invalid: batch sizes must be integers >= 1")
         return self
 
     @classmethod

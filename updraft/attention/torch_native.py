@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from updraft.attention.base import AttentionBackend
+from updraft.attention.base import AttentionBackend, UnsupportedModeError
 from updraft.batch import ForwardBatch, ForwardMode
 
 
@@ -112,8 +112,25 @@ def _tree_allowed(batch: ForwardBatch, prefix: torch.Tensor, max_q: int, max_kv:
     return torch.where(in_block[:, None, :], block, torch.ones_like(block))
 
 
+def copy_metadata_into(dst: TorchNativeMetadata, src: TorchNativeMetadata) -> None:
+    """Graph replay: new values into the captured tensors. Host scalars must not change."""
+    if (dst.max_q, dst.max_kv) != (src.max_q, src.max_kv) or dst.ragged is not None:
+        raise AssertionError(
+            f"torch_native graph metadata frozen at max_q={dst.max_q}, max_kv={dst.max_kv}; "
+            f"replay needs max_q={src.max_q}, max_kv={src.max_kv}"
+        )
+    for name in ("kv_slots", "mask", "q_gather", "row_req", "row_off", "kv_pos"):
+        getattr(dst, name).copy_(getattr(src, name))
+
+
 class TorchNativeBackend(AttentionBackend):
-    """Reference-quality backend on ``scaled_dot_product_attention``. No CUDA graphs yet."""
+    """Reference-quality backend on ``scaled_dot_product_attention``.
+
+    CUDA graphs (and the CPU emulator): the fixed-stride modes use the padded path with host
+    sizes frozen at capture: ``max_q`` = the stride and ``max_kv`` = the full ``req_to_token``
+    width (every replay attends over the whole table width, masked; simple, not fast for long
+    contexts). Variable-length modes loop over requests on the host and are eager only.
+    """
 
     name = "torch_native"
     supported_modes = frozenset(
@@ -126,8 +143,22 @@ class TorchNativeBackend(AttentionBackend):
             ForwardMode.DRAFT_EXTEND_V2,
         }
     )
-    graph_modes = frozenset()
+    graph_modes = frozenset(
+        {ForwardMode.DECODE, ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2}
+    )
     devices = frozenset({"cpu", "cuda"})
+
+    def init_graph_state(self, max_bs: int, max_tokens_per_req: int) -> None:
+        return None  # metadata buffers are created per captured batch size
+
+    def init_capture_metadata(self, batch: ForwardBatch) -> None:
+        if batch.mode not in self.graph_modes:
+            raise UnsupportedModeError(f"torch_native cannot capture {batch.mode.name} in a graph")
+        batch.attn_metadata = build_metadata(batch, self.req_to_token, batch.stride, int(self.req_to_token.shape[1]))
+
+    def init_replay_metadata(self, batch: ForwardBatch) -> None:
+        md: TorchNativeMetadata = batch.attn_metadata
+        copy_metadata_into(md, build_metadata(batch, self.req_to_token, md.max_q, md.max_kv))
 
     def init_forward_metadata(self, batch: ForwardBatch) -> None:
         self.check_mode(batch.mode)

@@ -75,8 +75,9 @@ class TritonMetadata:
 
 
 class TritonBackend(AttentionBackend):
-    """Triton paged attention. No CUDA graphs yet (the graph issue adds static buffers that
-    ``_fill_metadata`` writes into)."""
+    """Triton paged attention. Graphs: ``init_capture_metadata`` allocates the buffers of one
+    captured batch size and fills them; ``init_replay_metadata`` refills the same buffers with
+    ``_fill_metadata`` (which refuses a batch needing other host scalars)."""
 
     name = "triton"
     supported_modes = frozenset(
@@ -157,7 +158,9 @@ class TritonBackend(AttentionBackend):
         use_decode = mode.is_decode() and tree_stride == 0
         if fixed:
             max_ext = batch.stride  # frozen: never the per-step lengths
-        else:  # EXTEND, DRAFT_EXTEND v1: eager only, the host copy sizes the grid
+        elif batch.max_extend_len is not None:  # packed under a graph: the captured width
+            max_ext = batch.max_extend_len
+        else:  # EXTEND, DRAFT_EXTEND v1 eager: the host copy sizes the grid
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
         tile = self._tile(use_decode, max_ext)
         if use_decode:
@@ -238,6 +241,23 @@ class TritonBackend(AttentionBackend):
         self._fill_metadata(batch, md)
         batch.attn_metadata = md
 
+    def init_graph_state(self, max_bs: int, max_tokens_per_req: int) -> None:
+        return None  # buffers are allocated per captured batch size in init_capture_metadata
+
+    def init_capture_metadata(self, batch: ForwardBatch) -> None:
+        if batch.mode not in self.graph_modes:
+            raise UnsupportedModeError(f"triton cannot capture {batch.mode.name} in a graph")
+        self.init_forward_metadata(batch)
+
+    def init_replay_metadata(self, batch: ForwardBatch) -> None:
+        self._fill_metadata(batch, self._metadata_of(batch))
+
+    def _metadata_of(self, batch: ForwardBatch) -> TritonMetadata:
+        md = batch.attn_metadata
+        if not isinstance(md, TritonMetadata):
+            raise AssertionError("triton backend: replay-init before capture-init")
+        return md
+
     # ---- compute -----------------------------------------------------------------------
     def _metadata(self, batch: ForwardBatch, q: torch.Tensor) -> TritonMetadata:
         md = batch.attn_metadata
@@ -261,9 +281,10 @@ class TritonBackend(AttentionBackend):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
     ) -> torch.Tensor:
         # The extend kernel writes only rows covered by ext_start/ext_lens. With unseeded
-        # (all-zero) metadata at graph capture (failure class 8) that is none, so the graph-able
-        # fixed-stride modes start from zeros (a tiny memset); prefill keeps torch.empty.
-        alloc = torch.zeros if md.plan.stride else torch.empty
+        # (all-zero) metadata at graph capture (failure class 8) that is none, and packed graph
+        # replays leave junk rows after the real tokens, so every speculative mode starts from
+        # zeros (a small memset); prefill (EXTEND) keeps torch.empty.
+        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
         out = alloc(q.shape, dtype=q.dtype, device=q.device)
         extend_kernels.extend_attention(
             q,

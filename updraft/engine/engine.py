@@ -80,6 +80,9 @@ class Engine:
                 self.draft, self.runner, self.req_pool, self.num_pages, config.page_size, self.backend_name, self.sampler
             )
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
+        from updraft.graphs.setup import capture_engine_graphs
+
+        self.graph_log = capture_engine_graphs(self)
         self.requests: dict[str, Request] = {}
         self._pending: list[StepOutput] = []
         self._ids = itertools.count()
@@ -142,9 +145,16 @@ class Engine:
         prompt: str | list[int],
         params: SamplingParams | None = None,
         request_id: str | None = None,
+        *,
+        detokenize: bool = True,
     ) -> Request:
         """Validate, tokenise and queue a request. Bad input raises ``RequestError``/``ValueError``
-        with a one-line message; nothing is queued then."""
+        with a one-line message; nothing is queued then.
+
+        ``detokenize=False``: outputs carry token ids only (``new_text`` stays empty) and stop
+        strings are not matched here; the caller detokenises and aborts the request when a stop
+        string matches (the HTTP server does this off the engine thread). EOS, stop token ids and
+        max_tokens still end the request here."""
         params = (params or SamplingParams()).validate()
         if params.n != 1:
             raise RequestError(f"n={params.n}: the engine takes n=1 per request (LLM.generate fans out n)")
@@ -174,8 +184,9 @@ class Engine:
         req.max_len = self.max_model_len
         if params.seed is not None:
             req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        req.detok = IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens)
-        req.stop_checker = StopChecker(params.stop, params.include_stop_str_in_output)
+        if detokenize:
+            req.detok = IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens)
+            req.stop_checker = StopChecker(params.stop, params.include_stop_str_in_output)
         self.requests[rid] = req
         self.scheduler.add(req)
         return req
@@ -334,17 +345,18 @@ class Engine:
             self.stats.generated_tokens += 1
             if (not p.ignore_eos and tok in self.eos_ids) or tok in p.stop_token_ids:
                 reason = "stop"
-            delta = req.detok.add([tok])  # type: ignore[union-attr]
-            emit, stopped = req.stop_checker.feed(delta)  # type: ignore[union-attr]
-            text += emit
-            if stopped:
-                reason = "stop"
-                stopped_on_string = True
-            elif reason is None and (len(req.output_ids) >= p.max_tokens or req.seq_len >= req.max_len):
+            if req.detok is not None:  # None: the caller detokenises (add_request(detokenize=False))
+                delta = req.detok.add([tok])  # type: ignore[attr-defined]
+                emit, stopped = req.stop_checker.feed(delta)  # type: ignore[union-attr]
+                text += emit
+                if stopped:
+                    reason = "stop"
+                    stopped_on_string = True
+            if reason is None and (len(req.output_ids) >= p.max_tokens or req.seq_len >= req.max_len):
                 reason = "length"
             if reason is not None:
                 break
-        if reason is not None and not stopped_on_string:
+        if reason is not None and not stopped_on_string and req.detok is not None:
             # An unfinished final character (held back by the detokeniser) still counts.
             emit, stopped = req.stop_checker.feed(req.detok.flush())  # type: ignore[union-attr]
             text += emit

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -37,6 +39,9 @@ class ModelRunner:
             backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         )
         self.backend_name = backend_name
+        self.graphs: dict[ForwardMode, Any] = {}  # mode -> PhaseGraphRunner
+        #: "MODE graph" / "MODE eager: <reason>" -> count, for logs and benchmarks.
+        self.path_counts: Counter[str] = Counter()
 
     # ---- batch construction ------------------------------------------------------------
     def make_batch(
@@ -71,7 +76,21 @@ class ModelRunner:
 
     # ---- execution ---------------------------------------------------------------------
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        """Eager forward: the backend builds metadata for this batch, then the model runs."""
+        """Replay the captured graph of this mode when ``can_run`` allows, else run eagerly (the
+        backend builds metadata for this batch, then the model runs). ``ModelOutput.graph``
+        says which path ran; graph outputs are views into static buffers."""
+        graph = self.graphs.get(batch.mode)
+        if graph is not None:
+            ok, reason = graph.can_run(batch)
+            if ok:
+                self.path_counts[f"{batch.mode.name} graph"] += 1
+                return graph.replay(batch)
+            self.path_counts[f"{batch.mode.name} eager: {reason}"] += 1
         batch.attn_backend = self.backend
         self.backend.init_forward_metadata(batch)
         return self.model(batch)
+
+    def graph_hit_rate(self) -> float:
+        graph = sum(c for k, c in self.path_counts.items() if k.endswith(" graph"))
+        total = sum(self.path_counts.values())
+        return graph / total if total else 0.0

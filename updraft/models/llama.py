@@ -29,6 +29,7 @@ class ModelOutput:
     logits: torch.Tensor
     hidden: torch.Tensor | None = None
     aux_hidden: torch.Tensor | None = None
+    graph: bool = False  # produced by a graph replay (views into static buffers)
 
 
 class LlamaAttention(nn.Module):

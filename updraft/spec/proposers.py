@@ -249,14 +249,15 @@ class DraftModelProposer(Proposer):
                 [ndt] * bsz,
                 logits="none",
                 stride=ndt,
-                capture_hidden=CaptureHidden.FULL,
+                capture_hidden=CaptureHidden.LAST,
             )
+            # The selected rows (device tensor: no sync); the model computes logits and hidden
+            # only there (a graph of this phase outputs nothing else).
             batch.logits_indices = torch.arange(bsz, device=dev) * ndt + accept_len.to(dev) - 1
             if target_hidden is not None and self.shift:
                 batch.spec_inputs["target_hidden"] = target_hidden
             out = self.runner.forward(batch)
-            hidden = out.hidden[batch.logits_indices] if out.hidden is not None else None
-            self._store_next(reqs, rows, out.logits, hidden)
+            self._store_next(reqs, rows, out.logits, out.hidden)
             return
         # v1: only the accepted rows, packed (needs the accept lengths on the host).
         acc = accept_len.tolist()

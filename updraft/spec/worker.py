@@ -51,7 +51,9 @@ class SpecStepResult:
 
 
 class SpecWorker:
-    def __init__(self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, *, time_phases: bool = False) -> None:
+    def __init__(
+        self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, *, time_phases: bool = False
+    ) -> None:
         self.target = target
         self.proposer = proposer
         self.num_steps = num_steps

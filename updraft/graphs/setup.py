@@ -1,0 +1,114 @@
+"""Which phases an engine captures, and the capture itself (with a progress bar and a log line
+per phase: batch sizes, time, graph memory)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from updraft.batch import CaptureHidden, ForwardMode
+from updraft.graphs.device_graph import new_pool
+from updraft.graphs.runner import PhaseGraphRunner, PhaseSpec, capture_sizes
+
+if TYPE_CHECKING:
+    from updraft.engine.engine import Engine
+    from updraft.engine.model_runner import ModelRunner
+
+logger = logging.getLogger("updraft")
+
+PHASE_FLAGS = {
+    ForwardMode.DECODE: "decode",
+    ForwardMode.TARGET_VERIFY: "target_verify",
+    ForwardMode.DRAFT_DECODE: "draft_decode",
+    ForwardMode.DRAFT_EXTEND: "draft_extend",
+    ForwardMode.DRAFT_EXTEND_V2: "draft_extend",
+}
+
+
+def graph_kind(engine: Engine) -> tuple[str, str]:
+    """("cuda" | "emulate" | "off", reason)."""
+    cfg = engine.config
+    if cfg.disable_cuda_graph:
+        return "off", "--disable-cuda-graph"
+    if engine.device.type == "cuda":
+        return "cuda", ""
+    if cfg.graph_emulate:
+        return "emulate", ""
+    return "off", "no CUDA device (use --graph-emulate to exercise the graph machinery on CPU)"
+
+
+def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
+    from updraft.spec.proposers import DraftModelProposer
+
+    jobs: list[tuple[ModelRunner, PhaseSpec]] = []
+    spec = engine.spec
+    if spec is None:
+        jobs.append((engine.runner, PhaseSpec(ForwardMode.DECODE, 1, "last")))
+        return jobs
+    ndt = spec.ndt
+    jobs.append((engine.runner, PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", spec.target_capture)))
+    proposer = spec.proposer
+    if isinstance(proposer, DraftModelProposer):
+        draft = proposer.runner
+        own = "hidden" if proposer.shift else None
+        if spec.num_steps > 1:
+            jobs.append(
+                (draft, PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, own, draft.config.hidden_size if own else 0))
+            )
+        feat = "target_hidden" if proposer.shift else None
+        feat_dim = 0
+        if feat:
+            tcfg = engine.model_config
+            feat_dim = tcfg.hidden_size * max(1, len(engine.model.aux_layers))
+        if proposer.draft_extend == "v2":
+            jobs.append((draft, PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select", CaptureHidden.LAST, feat, feat_dim)))
+        else:
+            jobs.append((draft, PhaseSpec(ForwardMode.DRAFT_EXTEND, ndt, "last", CaptureHidden.LAST, feat, feat_dim)))
+    return jobs
+
+
+def capture_engine_graphs(engine: Engine) -> list[str]:
+    """Capture every planned phase; returns log lines (also logged)."""
+    kind, reason = graph_kind(engine)
+    if kind == "off":
+        lines = [f"graphs: off ({reason})"]
+        logger.info(lines[0])
+        return lines
+    cfg = engine.config
+    sizes = capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)
+    disabled = set(cfg.disable_graph_phase or [])
+    emulate = kind == "emulate"
+    pools: dict[int, object] = {}
+    jobs = plan_phases(engine)
+    lines = []
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), desc="Capturing graphs", file=sys.stderr)
+    try:
+        for runner, phase in jobs:
+            name = phase.mode.name
+            if PHASE_FLAGS[phase.mode] in disabled:
+                lines.append(f"graphs: {name} disabled by --disable-graph-phase")
+            elif phase.mode not in runner.backend.graph_modes:
+                lines.append(f"graphs: {name} eager (backend {runner.backend_name} cannot capture it)")
+            else:
+                pool = pools.setdefault(id(runner), new_pool(emulate))
+                g = PhaseGraphRunner(runner.model, runner.backend, phase, sizes, emulate=emulate, pool=pool)
+                stats = g.capture()
+                runner.graphs[phase.mode] = g
+                lines.append(
+                    f"graphs: {'emulated ' if emulate else ''}{name} width {phase.width} captured for bs "
+                    f"{stats.sizes[-1]}..{stats.sizes[0]} ({len(stats.sizes)} sizes) in {stats.seconds:.2f}s, "
+                    f"{stats.memory_bytes / 2**20:.0f} MiB"
+                )
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    for line in lines:
+        logger.info(line)
+    return lines
