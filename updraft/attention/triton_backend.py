@@ -90,7 +90,15 @@ class TritonBackend(AttentionBackend):
             ForwardMode.DRAFT_EXTEND_V2,
         }
     )
-    graph_modes = frozenset()
+    graph_modes = frozenset(
+        {
+            ForwardMode.DECODE,
+            ForwardMode.DRAFT_DECODE,
+            ForwardMode.TARGET_VERIFY,
+            ForwardMode.DRAFT_EXTEND,
+            ForwardMode.DRAFT_EXTEND_V2,
+        }
+    )
     devices = frozenset({"cpu", "cuda"})
 
     def __init__(

@@ -210,6 +210,8 @@ class PhaseGraphRunner:
             return False, f"missing spec input {p.spec_input!r}"
         if p.logits != "all" and batch.logits_indices.numel() != batch.batch_size:
             return False, "needs one logits row per request"
+        if p.logits == "all" and batch.logits_indices.numel() != batch.num_tokens:
+            return False, "needs a logits row per token"
         return True, ""
 
     def replay(self, batch: ForwardBatch) -> ModelOutput:
