@@ -34,7 +34,7 @@ def engines(smollm2_gguf):  # noqa: ANN001, ANN201
     def get(backend: str, dtype: str) -> LLM:
         key = (backend, dtype)
         if key not in cache:
-            cache[key] = LLM(str(smollm2_gguf), device="cuda", dtype=dtype, attention_backend=backend, progress=False)
+            cache[key] = LLM(str(smollm2_gguf), device="cuda", dtype=dtype, attention_backend=backend, progress=False, max_total_tokens=32768)
         return cache[key]
 
     return get
@@ -92,7 +92,7 @@ def test_speculation_is_lossless_on_cuda(smollm2_gguf, engines, backend: str, ve
     params = SamplingParams(temperature=0, max_tokens=48)
     ref = [o.outputs[0].token_ids for o in ref_llm.generate(ps, params)]
     spec = LLM(
-        str(smollm2_gguf), device="cuda", dtype="float32", attention_backend=backend, progress=False,
+        str(smollm2_gguf), device="cuda", dtype="float32", attention_backend=backend, progress=False, max_total_tokens=32768,
         speculative_config={"method": "standalone", "model": str(smollm2_gguf), "num_speculative_tokens": 4, "draft_extend": version},
     )
     outs = spec.generate(ps, params)
