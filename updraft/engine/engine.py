@@ -68,6 +68,7 @@ class Engine:
                 config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress
             )
         self.lookahead = self.draft.lookahead if self.draft is not None else 0
+        self._check_backend_modes()
         self._setup_memory()
         self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
         self.scheduler = Scheduler(
@@ -91,6 +92,30 @@ class Engine:
         self.stats = EngineStats()
         self.spec_stats = SpecStats()
         self._fail_forward: set[str] = set()  # fault injection: request ids whose forward raises
+
+    def _check_backend_modes(self) -> None:
+        """Refuse at start-up a backend that lacks a mode this configuration will run."""
+        from updraft.attention import backend_class
+
+        target_modes = {ForwardMode.EXTEND, ForwardMode.DECODE}
+        draft_modes: set[ForwardMode] = set()
+        spec = self.config.speculative
+        if spec is not None:
+            target_modes.add(ForwardMode.TARGET_VERIFY)
+            if spec.needs_draft_model:
+                draft_modes = {ForwardMode.EXTEND, ForwardMode.DRAFT_DECODE}
+                draft_modes.add(ForwardMode.DRAFT_EXTEND_V2 if spec.draft_extend == "v2" else ForwardMode.DRAFT_EXTEND)
+        checks = [(self.backend_name, target_modes, "attention backend")]
+        if draft_modes:
+            name = spec.draft_attention_backend or "auto"  # type: ignore[union-attr]
+            draft = self.backend_name if name == "auto" else resolve_backend_name(name, self.device)
+            checks.append((draft, draft_modes, "draft attention backend"))
+        for name, modes, what in checks:
+            cls = backend_class(name)
+            cls.check_device(self.device)
+            missing = sorted(m.name for m in modes - cls.supported_modes)
+            if missing:
+                raise ConfigError(f"{what} {name!r} does not support {', '.join(missing)}, which this configuration needs")
 
     # ---- memory --------------------------------------------------------------------------
     def _kv_bytes_per_token(self) -> int:

@@ -1,0 +1,65 @@
+"""The `updraft` command: real generation with a tiny model, and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from updraft.cli import main
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "updraft.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_generate_prints_text_rate_and_ttft(tiny_checkpoint) -> None:  # noqa: ANN001
+    r = run_cli("generate", "--model", str(tiny_checkpoint("llama")), "--prompt", "hello", "--max-tokens", "8",
+                "--ignore-eos", "--no-progress", "--speculative-algorithm", "NGRAM", "--speculative-num-steps", "3")
+    assert r.returncode == 0, r.stderr
+    assert "tok/s" in r.stderr and "TTFT" in r.stderr and "mean accept length" in r.stderr
+    assert r.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "/no/such/model"], "/no/such/model"),
+        (["--temperature", "-1"], "temperature"),
+        (["--top-p", "0"], "top_p"),
+        (["--top-k", "-5"], "top_k"),
+        (["--max-tokens", "0"], "max_tokens"),
+        (["--page-size", "0"], "page_size"),
+        (["--speculative-config", "{not json"], "not valid JSON"),
+        (["--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 5}'], "draft model"),
+        (["--speculative-algorithm", "EAGLE", "--speculative-eagle-topk", "4", "--speculative-draft-model-path", "x"], "topk=4"),
+        (["--speculative-algorithm", "NGRAM", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "7"], "num_draft_tokens=7"),
+        (["--speculative-algorithm", "MEDUSA"], "MEDUSA"),
+        (["--attention-backend", "flash"], "flash"),
+    ],
+)
+def test_errors_are_one_line(tiny_checkpoint, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:  # noqa: ANN001
+    base = ["generate", "--prompt", "hi", "--no-progress"]
+    if "--model" not in args:
+        base += ["--model", str(tiny_checkpoint("llama"))]
+    code = main(base + args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: ") and needle in err[0], err
+
+
+def test_corrupt_checkpoint_is_one_line(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 50)
+    assert main(["generate", "--model", str(bad), "--prompt", "hi", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.gguf" in err[0]
+
+
+def test_empty_prompt_and_long_prompt(tiny_checkpoint, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    model = str(tiny_checkpoint("llama"))
+    assert main(["generate", "--model", model, "--prompt", "", "--no-progress"]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert main(["generate", "--model", model, "--prompt", "x" * 600, "--max-model-len", "64", "--no-progress"]) == 2
+    assert "context" in capsys.readouterr().err
