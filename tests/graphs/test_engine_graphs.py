@@ -49,6 +49,20 @@ def test_graphs_equal_eager(tiny_checkpoint, heads, kind: str, version: str | No
     assert eng.runner.graph_hit_rate() == 1.0, eng.runner.path_counts
     if eng.spec is not None and hasattr(eng.spec.proposer, "runner"):
         counts = eng.spec.proposer.runner.path_counts
-        assert any(k.endswith(" graph") for k in counts), counts
+        if version == "v2":
+            assert set(counts) == {"DRAFT_EXTEND_V2 graph"}, counts
         if version == "v1":  # torch_native cannot capture the packed v1 extend: eager, with a reason
             assert any("DRAFT_EXTEND eager" in line for line in eng.graph_log)
+        # the S-1 draft forwards ran as one chained graph every iteration
+        assert set(eng.spec.proposer.chain_counts) == {"chain graph"}, eng.spec.proposer.chain_counts
+
+
+def test_sampling_drafts_take_the_per_step_path(tiny_checkpoint, heads) -> None:  # noqa: ANN001
+    target = tiny_checkpoint("llama")
+    cfg = {"method": "eagle", "model": str(heads["eagle"]), "num_speculative_tokens": 3}
+    llm = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8)
+    p = SamplingParams(temperature=0.7, seed=1, max_tokens=10, ignore_eos=True)
+    eager = LLM(str(target), device="cpu", progress=False, speculative_config=cfg)
+    assert llm.generate([[1, 2, 3]], p)[0].outputs[0].token_ids == eager.generate([[1, 2, 3]], p)[0].outputs[0].token_ids
+    counts = llm.engine.spec.proposer.chain_counts
+    assert counts and all(k.startswith("per step: sampling") for k in counts), counts

@@ -109,6 +109,34 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
     finally:
         if bar is not None:
             bar.close()
+    lines += _capture_draft_chain(engine, sizes, emulate, pools, disabled)
     for line in lines:
         logger.info(line)
     return lines
+
+
+def _capture_draft_chain(engine: Engine, sizes: list[int], emulate: bool, pools: dict[int, object], disabled: set[str]) -> list[str]:
+    """The S-1 draft forwards of an iteration in one graph, when the draft backend can capture."""
+    from updraft.graphs.draft_chain import DraftChainGraph
+    from updraft.spec.proposers import DraftModelProposer
+
+    spec = engine.spec
+    if spec is None or not isinstance(spec.proposer, DraftModelProposer) or spec.num_steps < 2:
+        return []
+    if "draft_decode" in disabled:
+        return []
+    proposer = spec.proposer
+    runner = proposer.runner
+    if ForwardMode.DRAFT_DECODE not in runner.backend.graph_modes:
+        return [f"graphs: draft chain eager (backend {runner.backend_name} cannot capture DRAFT_DECODE)"]
+    chain = DraftChainGraph(
+        runner.model, runner.backend, runner.req_pool.req_to_token, spec.num_steps - 1, sizes,
+        hidden_dim=runner.config.hidden_size if proposer.shift else 0, emulate=emulate,
+        pool=pools.setdefault(id(runner), new_pool(emulate)),
+    )
+    stats = chain.capture()
+    proposer.chain = chain
+    return [
+        f"graphs: {'emulated ' if emulate else ''}draft chain of {spec.num_steps - 1} DRAFT_DECODE steps captured for bs "
+        f"{stats.sizes[-1]}..{stats.sizes[0]} in {stats.seconds:.2f}s, {stats.memory_bytes / 2**20:.0f} MiB"
+    ]

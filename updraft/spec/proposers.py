@@ -24,6 +24,7 @@ from updraft.batch import CaptureHidden, ForwardMode
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.graphs.draft_chain import DraftChainGraph
 from updraft.models.eagle import Eagle3Head, EagleHead
 from updraft.spec.ngram import NgramIndex
 
@@ -120,6 +121,9 @@ class DraftModelProposer(Proposer):
         self.next_hidden = torch.zeros(rows, hidden, dtype=runner.dtype, device=dev) if self.shift else None
         self.next_q: torch.Tensor | None = None  # [rows, V] allocated when a sampling request shows up
         self.vocab = self._target_vocab()
+        #: The S-1 draft forwards in one graph (greedy batches), set by graph capture.
+        self.chain: DraftChainGraph | None = None
+        self.chain_counts: dict[str, int] = {}
 
     def _target_vocab(self) -> int:
         model = self.runner.model
@@ -208,6 +212,13 @@ class DraftModelProposer(Proposer):
         qs = [self.next_q[rows]] if sampling and self.next_q is not None else []
         hidden = self.next_hidden[rows] if self.next_hidden is not None else None
         base = [r.seq_len - self.shift for r in reqs]  # KV length before this iteration's drafts
+        if self.chain is not None and num_steps > 1:
+            ok, reason = self.chain.can_run(len(reqs), not sampling, num_steps)
+            key = "chain graph" if ok else f"per step: {reason}"
+            self.chain_counts[key] = self.chain_counts.get(key, 0) + 1
+            if ok:
+                rest = self.chain.replay(toks[0], hidden, rows, base)
+                return Drafts(torch.cat([toks[0][:, None], rest], dim=1), None)
         for k in range(1, num_steps):
             batch = self.runner.make_batch(
                 ForwardMode.DRAFT_DECODE,

@@ -1,0 +1,145 @@
+"""The S-1 draft forwards of one speculative iteration in ONE graph (greedy drafts).
+
+Step k (k = 1..S-1) of request i reads draft ``d_k`` at KV length ``base_i + k`` (EAGLE also reads
+the previous step's feature) and its argmax becomes ``d_{k+1}``. Inside the graph the argmax,
+the draft->target id map (EAGLE-3) and the feature are written straight into the next step's
+static inputs, so one replay runs the whole chain without host round trips. Before replay the
+runner fills every step's inputs that depend on the batch (positions, KV slots, lengths) and
+runs the backend's replay-init once per step (each step owns its captured metadata).
+
+Sampling drafts (temperature > 0) need per-request generators and the draft distributions: those
+batches take the per-step path (``can_run`` says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
+from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
+from updraft.graphs.runner import CaptureStats, PhaseSpec, StaticInputs
+
+
+class DraftChainGraph:
+    """Captures ``steps`` chained DRAFT_DECODE forwards of a draft model for several batch sizes."""
+
+    def __init__(self, model: torch.nn.Module, backend: Any, req_to_token: torch.Tensor, steps: int, sizes: list[int],
+                 *, hidden_dim: int, emulate: bool, pool: Any) -> None:
+        self.model = model
+        self.backend = backend
+        self.req_to_token = req_to_token
+        self.steps = steps
+        self.sizes = sorted(sizes, reverse=True)
+        self.emulate = emulate
+        self.pool = pool
+        w = next(model.parameters())
+        self.device, self.dtype = w.device, w.dtype
+        self.hidden_dim = hidden_dim
+        spec_input = "hidden" if hidden_dim else None
+        self.phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, spec_input, hidden_dim)
+        self.inputs = [StaticInputs.alloc(self.phase, self.sizes[0], self.device, self.dtype) for _ in range(steps)]
+        self.tokens = torch.zeros(self.sizes[0], steps, dtype=torch.long, device=self.device)  # d_2..d_{S}
+        self.batches: dict[int, list[ForwardBatch]] = {}
+        self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
+        self.stats: CaptureStats | None = None
+        self.to_target = getattr(model, "to_target_ids", None)
+
+    def _step_batch(self, k: int, bs: int) -> ForwardBatch:
+        st = self.inputs[k]
+        fill = max(self.backend.fill_seq_len, 1)
+        st.seq_lens[:bs].fill_(fill)
+        st.extend_seq_lens[:bs].fill_(1)
+        st.extend_start_loc[:bs].copy_(torch.arange(bs, device=self.device, dtype=torch.int32))
+        st.logits_indices[:bs].copy_(torch.arange(bs, device=self.device))
+        b = ForwardBatch(
+            mode=ForwardMode.DRAFT_DECODE, batch_size=bs, input_ids=st.input_ids[:bs], positions=st.positions[:bs],
+            req_pool_indices=st.req_pool_indices[:bs], seq_lens=st.seq_lens[:bs], extend_seq_lens=st.extend_seq_lens[:bs],
+            extend_start_loc=st.extend_start_loc[:bs], out_cache_loc=st.out_cache_loc[:bs],
+            seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32), extend_seq_lens_cpu=torch.ones(bs, dtype=torch.int32),
+            logits_indices=st.logits_indices[:bs], stride=1, max_extend_len=1, capture_hidden=CaptureHidden.LAST,
+            attn_backend=self.backend,
+        )
+        if st.spec_input is not None:
+            b.spec_inputs["hidden"] = st.spec_input[:bs]
+        return b
+
+    def _body(self, bs: int) -> torch.Tensor:
+        batches = self.batches[bs]
+        for k, b in enumerate(batches):
+            out = self.model(b)
+            tok = out.logits.argmax(-1)
+            if self.to_target is not None:
+                tok = self.to_target(tok)
+            self.tokens[:bs, k].copy_(tok)
+            if k + 1 < len(batches):
+                nxt = batches[k + 1]
+                nxt.input_ids.copy_(tok)
+                if "hidden" in nxt.spec_inputs and out.hidden is not None:
+                    nxt.spec_inputs["hidden"].copy_(out.hidden)
+        return self.tokens[:bs]
+
+    def capture(self) -> CaptureStats:
+        t0 = time.perf_counter()
+        mem0 = torch.cuda.memory_allocated(self.device) if self.device.type == "cuda" else 0
+        for bs in self.sizes:
+            batches = [self._step_batch(k, bs) for k in range(self.steps)]
+            for b in batches:
+                self.backend.init_capture_metadata(b)
+            self.batches[bs] = batches
+            for _ in range(2):
+                self._body(bs)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            g = make_graph(self.emulate, self.pool)
+            g.capture(lambda bs=bs: self._body(bs), watch=lambda bs=bs: self.batches[bs])
+            self.graphs[bs] = g
+        mem = (torch.cuda.memory_allocated(self.device) - mem0) if self.device.type == "cuda" else 0
+        self.stats = CaptureStats(list(self.sizes), time.perf_counter() - t0, mem)
+        return self.stats
+
+    def can_run(self, bsz: int, greedy: bool, num_steps: int) -> tuple[bool, str]:
+        if not self.graphs:
+            return False, "not captured"
+        if not greedy:
+            return False, "sampling drafts run step by step"
+        if num_steps - 1 != self.steps:
+            return False, f"{num_steps - 1} draft steps != captured {self.steps}"
+        if bsz > self.sizes[0]:
+            return False, f"batch size {bsz} > largest captured {self.sizes[0]}"
+        return True, ""
+
+    def replay(self, first: torch.Tensor, hidden: torch.Tensor | None, rows: torch.Tensor, base: list[int]) -> torch.Tensor:
+        """``first`` [n] = d_1, ``hidden`` [n, H] its feature, ``rows`` [n] request rows, ``base``
+        the KV length before step 1 (host ints). Returns [n, steps] = d_2..d_S (a view: valid
+        until the next replay)."""
+        n = first.shape[0]
+        bs = min(s for s in self.sizes if s >= n)
+        fill = self.backend.fill_seq_len
+        base_dev = torch.tensor(base, dtype=torch.int32).to(self.device, non_blocking=True)
+        rows_l = rows.long()
+        for k, captured in enumerate(self.batches[bs]):
+            st = self.inputs[k]
+            seq = base_dev + (k + 1)
+            st.seq_lens[:n].copy_(seq)
+            st.seq_lens[n:bs].fill_(fill)
+            st.positions[:n].copy_(seq - 1)
+            st.positions[n:bs].zero_()
+            st.req_pool_indices[:n].copy_(rows_l)
+            st.req_pool_indices[n:bs].zero_()
+            st.out_cache_loc[:n].copy_(self.req_to_token[rows_l, (seq - 1).long()])
+            st.out_cache_loc[n:bs].zero_()
+            if k == 0:
+                st.input_ids[:n].copy_(first)
+                st.input_ids[n:bs].zero_()
+                if st.spec_input is not None and hidden is not None:
+                    st.spec_input[:n].copy_(hidden)
+                    st.spec_input[n:bs].zero_()
+            seq_cpu = torch.tensor([b + k + 1 for b in base] + [fill] * (bs - n), dtype=torch.int32)
+            view = dataclasses.replace(captured, seq_lens_cpu=seq_cpu, real_batch_size=n)
+            self.backend.init_replay_metadata(view)
+        self.graphs[bs].replay()
+        return self.tokens[:n]
