@@ -23,6 +23,7 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
+from updraft.engine.timing import PhaseTimer
 from updraft.errors import RequestError
 from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
 from updraft.models.loader import LoadedModel, load_checkpoint
@@ -75,10 +76,13 @@ class Engine:
             self.req_pool, self.allocator, config.max_running_requests, config.chunked_prefill_size, self.lookahead
         )
         self.sampler = Sampler()
+        #: Per-phase wall time for benchmarks (``engine.timer.enabled = True``; syncs on CUDA).
+        self.timer = PhaseTimer(self.device, enabled=False)
         self.spec: SpecWorker | None = None
         if self.draft is not None:
             self.spec = make_worker(
-                self.draft, self.runner, self.req_pool, self.num_pages, config.page_size, self.backend_name, self.sampler
+                self.draft, self.runner, self.req_pool, self.num_pages, config.page_size, self.backend_name,
+                self.sampler, self.timer,
             )
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
         from updraft.graphs.setup import capture_engine_graphs
@@ -238,7 +242,12 @@ class Engine:
 
     # ---- the step ----------------------------------------------------------------------
     def step(self) -> list[StepOutput]:
-        sched = self.scheduler.schedule()
+        with self.timer("step"):
+            return self._step()
+
+    def _step(self) -> list[StepOutput]:
+        with self.timer("schedule"):
+            sched = self.scheduler.schedule()
         if sched is not None:
             self.stats.steps += 1
             if sched.mode == ForwardMode.EXTEND:
@@ -272,8 +281,10 @@ class Engine:
         if sched.mode == ForwardMode.DECODE and self.spec is not None:
             self._run_speculative(sched.reqs)
             return
-        batch = self._build_batch(sched)
-        out = self.runner.forward(batch)
+        phase = "prefill" if sched.mode == ForwardMode.EXTEND else "decode"
+        with self.timer(phase):
+            batch = self._build_batch(sched)
+            out = self.runner.forward(batch)
         starts = [r.num_computed for r in sched.reqs]
         for req, n in zip(sched.reqs, sched.extend_lens):
             req.num_computed += n
@@ -281,7 +292,8 @@ class Engine:
         if sampling:
             reqs = [sched.reqs[i] for i in sampling]
             logits = out.logits if len(sampling) == len(sched.reqs) else out.logits[sampling]
-            tokens, logprobs, bad = self._sample(reqs, logits)
+            with self.timer("sample"):
+                tokens, logprobs, bad = self._sample(reqs, logits)
             for req, tok, lp, is_bad in zip(reqs, tokens, logprobs, bad):
                 req.in_prefill = False
                 if is_bad:
@@ -289,9 +301,10 @@ class Engine:
                     continue
                 self._emit(req, [tok], [lp] if lp is not None else [])
         if self.spec is not None and sched.mode == ForwardMode.EXTEND:
-            self.spec.proposer.on_prefill(
-                sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
-            )
+            with self.timer("draft_prefill"):
+                self.spec.proposer.on_prefill(
+                    sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
+                )
 
     def _run_speculative(self, reqs: list[Request]) -> None:
         assert self.spec is not None

@@ -10,6 +10,7 @@ from updraft.attention import resolve_backend_name
 from updraft.config import ConfigError, SpeculativeConfig
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.sampler import Sampler
+from updraft.engine.timing import PhaseTimer
 from updraft.memory.pools import KVPool, ReqToTokenPool
 from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
 from updraft.models.llama import LlamaForCausalLM
@@ -71,6 +72,7 @@ def make_worker(
     page_size: int,
     target_backend: str,
     sampler: Sampler,
+    timer: PhaseTimer | None = None,
 ) -> SpecWorker:
     cfg = setup.cfg
     proposer: Proposer
@@ -81,4 +83,4 @@ def make_worker(
         backend = target_backend if name == "auto" else resolve_backend_name(name, target_runner.device)
         runner = ModelRunner(setup.model, req_pool, num_pages, page_size, backend)  # type: ignore[arg-type]
         proposer = DraftModelProposer(runner, cfg.method, cfg.draft_extend, sampler)
-    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler)
+    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer)

@@ -16,7 +16,7 @@ which needs the accept lengths on the host to pack its rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -24,23 +24,9 @@ from updraft.batch import CaptureHidden, ForwardMode
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.engine.timing import PhaseTimer
 from updraft.spec.proposers import Proposer
 from updraft.spec.verify import greedy_accept, rejection_accept
-
-
-@dataclass
-class PhaseTimes:
-    """Wall time per phase, summed over iterations (seconds); synchronised on CUDA when timing."""
-
-    draft: float = 0.0
-    verify: float = 0.0
-    accept: float = 0.0
-    extend: float = 0.0
-    iterations: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, float]:
-        return {"draft_s": self.draft, "verify_s": self.verify, "accept_s": self.accept, "extend_s": self.extend, "iterations": self.iterations}
 
 
 @dataclass
@@ -52,15 +38,14 @@ class SpecStepResult:
 
 class SpecWorker:
     def __init__(
-        self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, *, time_phases: bool = False
+        self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, timer: PhaseTimer | None = None
     ) -> None:
         self.target = target
         self.proposer = proposer
         self.num_steps = num_steps
         self.ndt = num_steps + 1
         self.sampler = sampler
-        self.times = PhaseTimes()
-        self.time_phases = time_phases
+        self.timer = timer if timer is not None else PhaseTimer(target.device, enabled=False)
 
     @property
     def target_capture(self) -> CaptureHidden:
@@ -72,48 +57,37 @@ class SpecWorker:
             return None
         return out.aux_hidden if out.aux_hidden is not None else out.hidden
 
-    def _tick(self) -> float:
-        import time
-
-        if self.time_phases and self.target.device.type == "cuda":
-            torch.cuda.synchronize(self.target.device)
-        return time.perf_counter()
-
     def step(self, reqs: list[Request]) -> SpecStepResult:
         s, ndt = self.num_steps, self.ndt
         bsz = len(reqs)
         dev = self.target.device
-        t0 = self._tick()
-        drafts = self.proposer.propose(reqs, s)
-        t1 = self._tick()
-        bonus = torch.tensor([r.all_ids[-1] for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
-        ids = torch.cat([bonus[:, None], drafts.tokens], dim=1)  # [B, ndt]
-        seq_lens = [r.seq_len for r in reqs]
-        batch = self.target.make_batch(
-            ForwardMode.TARGET_VERIFY,
-            ids.reshape(-1),
-            [r.row for r in reqs],
-            [n + s for n in seq_lens],
-            [ndt] * bsz,
-            logits="all",
-            stride=ndt,
-            capture_hidden=self.target_capture,
-        )
-        out = self.target.forward(batch)
-        t2 = self._tick()
-        logits = out.logits.view(bsz, ndt, -1)
-        accept_len, emitted = self._accept(reqs, drafts, logits)
-        t3 = self._tick()
-        self.proposer.after_verify(reqs, seq_lens, emitted, accept_len, self.target_hidden(out))
-        lp = self._logprobs(reqs, logits, emitted) if any(r.params.logprobs is not None for r in reqs) else None
-        acc = accept_len.tolist()  # the one host sync
-        em = emitted.tolist()
-        t4 = self._tick()
-        self.times.draft += t1 - t0
-        self.times.verify += t2 - t1
-        self.times.accept += t3 - t2
-        self.times.extend += t4 - t3
-        self.times.iterations += 1
+        timer = self.timer
+        with timer("draft"):
+            drafts = self.proposer.propose(reqs, s)
+        with timer("verify"):
+            bonus = torch.tensor([r.all_ids[-1] for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
+            ids = torch.cat([bonus[:, None], drafts.tokens], dim=1)  # [B, ndt]
+            seq_lens = [r.seq_len for r in reqs]
+            batch = self.target.make_batch(
+                ForwardMode.TARGET_VERIFY,
+                ids.reshape(-1),
+                [r.row for r in reqs],
+                [n + s for n in seq_lens],
+                [ndt] * bsz,
+                logits="all",
+                stride=ndt,
+                capture_hidden=self.target_capture,
+            )
+            out = self.target.forward(batch)
+        with timer("accept"):
+            logits = out.logits.view(bsz, ndt, -1)
+            accept_len, emitted = self._accept(reqs, drafts, logits)
+        with timer("extend"):
+            self.proposer.after_verify(reqs, seq_lens, emitted, accept_len, self.target_hidden(out))
+        with timer("sync"):
+            lp = self._logprobs(reqs, logits, emitted) if any(r.params.logprobs is not None for r in reqs) else None
+            acc = accept_len.tolist()  # the one host sync
+            em = emitted.tolist()
         tokens = [row[:a] for row, a in zip(em, acc)]
         for req, a in zip(reqs, acc):
             req.spec.record(s, a - 1)

@@ -1,0 +1,35 @@
+"""`updraft bench` runs with and without speculation side by side and writes JSON + plots."""
+
+from __future__ import annotations
+
+import json
+
+from updraft.bench.offline import accept_histogram
+from updraft.cli import main
+from updraft.engine.request import SpecStats
+
+
+def test_bench_side_by_side(tiny_checkpoint, tmp_path, capsys) -> None:  # noqa: ANN001
+    out = tmp_path / "res"
+    code = main([
+        "bench", "--model", str(tiny_checkpoint("llama")), "--no-progress", "--speculative-algorithm", "NGRAM",
+        "--speculative-num-steps", "3", "--num-prompts", "4", "--output-len", "12", "--batch-sizes", "1,2",
+        "--graph-emulate", "--out", str(out),
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "speculation speedup at bs 1" in printed and "accept per position" in printed
+    res = json.loads((out / "bench.json").read_text())
+    assert set(res["runs"]) == {"plain", "spec"}
+    spec = res["runs"]["spec"]["1"]
+    assert spec["output_tokens"] == 4 * 12 and "verify" in spec["phases"] and "draft" in spec["phases"]
+    assert sum(spec["spec"]["accept_length_histogram"]) == spec["spec"]["num_drafts"]
+    assert res["runs"]["plain"]["1"]["graph_hit_rate"] == 1.0
+    assert (out / "throughput.png").is_file() and (out / "phases.png").is_file()
+
+
+def test_accept_histogram_from_per_position_counts() -> None:
+    s = SpecStats()
+    for acc in (0, 3, 1, 3, 2):
+        s.record(3, acc)
+    assert accept_histogram(s, 3) == [1, 1, 1, 2]  # accept lengths 1, 2, 3, 4
