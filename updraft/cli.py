@@ -101,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_engine_args(gen)
     add_dataclass_args(gen, SamplingParams, only=SAMPLING_CLI_FIELDS, helps=SAMPLING_HELP)
     gen.set_defaults(func=cmd_generate, temperature=0.0)
+
+    bench = sub.add_parser("bench", help="offline benchmark: throughput/latency with and without speculation")
+    add_engine_args(bench)
+    from updraft.bench.args import add_bench_args
+
+    add_bench_args(bench)
+    bench.set_defaults(func=cmd_bench)
+
     return parser
 
 
@@ -205,6 +213,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from updraft.bench.offline import cmd_bench as run
+
+    return run(args, engine_config_from_args(args))
 
 
 def main(argv: list[str] | None = None) -> int:
