@@ -109,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_args(bench)
     bench.set_defaults(func=cmd_bench)
 
+    from updraft.server.launch import add_serve_parser  # light import: no fastapi/torch
+
+    add_serve_parser(sub)
     return parser
 
 
