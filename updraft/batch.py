@@ -77,6 +77,17 @@ class ForwardMode(enum.IntEnum):
         return self == ForwardMode.DRAFT_DECODE or self.is_draft_extend(include_v2=include_v2)
 
 
+#: Every mode that runs tokens through a model (all but IDLE), in a stable order.
+REAL_MODES: tuple[ForwardMode, ...] = (
+    ForwardMode.EXTEND,
+    ForwardMode.DECODE,
+    ForwardMode.TARGET_VERIFY,
+    ForwardMode.DRAFT_DECODE,
+    ForwardMode.DRAFT_EXTEND,
+    ForwardMode.DRAFT_EXTEND_V2,
+)
+
+
 class CaptureHidden(enum.IntEnum):
     """Which hidden states the model returns besides logits (speculative drafts need them)."""
 

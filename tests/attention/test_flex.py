@@ -23,7 +23,7 @@ from updraft.attention.flex_backend import (
     FlexMetadata,
     build_metadata,
 )
-from updraft.batch import ForwardBatch, ForwardMode, make_forward_batch
+from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode, make_forward_batch
 from updraft.kit import harness
 from updraft.kit.cases import HEAD_LAYOUTS, LAYOUTS, AttnCase, sweep
 from updraft.kit.harness import CaseSetup, run_eager
@@ -33,14 +33,7 @@ from updraft.sampling_params import SamplingParams
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
-MODES = [
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-]
+MODES = list(REAL_MODES)
 DTYPES = ("float32", "bfloat16")
 #: Requests longer than one query tile (Q_BLOCK = 128 rows): several tiles per request,
 #: causal block skipping between them, mixed long and short requests.

@@ -24,7 +24,7 @@ from torch._dynamo.utils import counters
 
 from updraft.attention.flex_backend import KV_BLOCK, FlexBackend
 from updraft.attention.torch_native import TorchNativeBackend
-from updraft.batch import ForwardMode
+from updraft.batch import REAL_MODES, ForwardMode
 from updraft.kit import harness
 from updraft.kit.cases import AttnCase, sweep
 from updraft.kit.harness import CaseSetup, run_eager
@@ -40,14 +40,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
         allow_module_level=True,
     )
 
-MODES = [
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-]
+MODES = list(REAL_MODES)
 LONG_CASES = [  # several 128-row query tiles per request: the main flex kernel (W = 128)
     AttnCase(ForwardMode.EXTEND, 8, 2, 32, 16, (0, 40, 5), (300, 150, 1), layout="shuffled"),
     AttnCase(ForwardMode.EXTEND, 4, 1, 32, 1, (129,), (257,), layout="nonmonotonic"),

@@ -6,18 +6,11 @@ import pytest
 import torch
 
 from updraft.attention.reference import reference_attention
-from updraft.batch import ForwardMode
+from updraft.batch import REAL_MODES, ForwardMode
 from updraft.kit.cases import AttnCase, sweep
 from updraft.kit.harness import run_eager
 
-MODES = [
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-]
+MODES = list(REAL_MODES)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)

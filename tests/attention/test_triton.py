@@ -39,7 +39,7 @@ if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
 from updraft.attention.triton_backend import TritonBackend  # noqa: E402
 from updraft.attention.triton_kernels import TileConfig  # noqa: E402
 from updraft.attention.triton_kernels import decode as decode_kernels  # noqa: E402
-from updraft.batch import ForwardBatch, ForwardMode  # noqa: E402
+from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode  # noqa: E402
 from updraft.kit import harness  # noqa: E402
 from updraft.kit.cases import HEAD_LAYOUTS, LAYOUTS, AttnCase, sweep  # noqa: E402
 from updraft.kit.harness import run_eager  # noqa: E402
@@ -50,14 +50,7 @@ if type(decode_kernels._decode_kernel).__name__ != "InterpretedFunction":
         allow_module_level=True,
     )
 
-MODES = [
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-]
+MODES = list(REAL_MODES)
 HEADS = tuple(HEAD_LAYOUTS)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from updraft.batch import ForwardBatch, ForwardMode, make_forward_batch
+from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode, make_forward_batch
 from updraft.kit import harness
 from updraft.kit.cases import TOLERANCE, AttnCase, sweep
 
@@ -20,14 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-MODES = [
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-]
+MODES = list(REAL_MODES)
 DEV = "cuda"
 
 

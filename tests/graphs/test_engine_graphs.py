@@ -3,26 +3,22 @@ decoding and every proposer x {v1, v2}; the graphs really ran."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-from pathlib import Path
 
 import pytest
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.testing import write_eagle3_head, write_eagle_head
 
 GREEDY = SamplingParams(temperature=0, max_tokens=18, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory):  # noqa: ANN001, ANN201
-    spec = importlib.util.spec_from_file_location("spec_heads", Path(__file__).parents[1] / "spec" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return {
-        "eagle": mod.write_eagle_head(tmp_path_factory.mktemp("e")),
-        "eagle3": mod.write_eagle3_head(tmp_path_factory.mktemp("e3")),
+        "eagle": write_eagle_head(tmp_path_factory.mktemp("e")),
+        "eagle3": write_eagle3_head(tmp_path_factory.mktemp("e3")),
     }
 
 

@@ -19,6 +19,7 @@ from updraft.kit.graph_harness import AttentionProbe, run_graph
 from updraft.kit.harness import build_case, make_batch
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.testing import write_eagle_head
 
 M = ForwardMode
 GREEDY = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
@@ -64,13 +65,7 @@ def test_class1_packed_layout_same_builder_at_capture_and_replay() -> None:
 
 @pytest.fixture(scope="module")
 def eagle(tmp_path_factory):  # noqa: ANN001, ANN201
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("spec_heads", Path(__file__).parents[1] / "spec" / "conftest.py")
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.write_eagle_head(tmp_path_factory.mktemp("eagle"))
+    return write_eagle_head(tmp_path_factory.mktemp("eagle"))
 
 
 def graph_llm(target, **kw):  # noqa: ANN001, ANN003, ANN201

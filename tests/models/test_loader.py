@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from tokenizers import AddedToken, decoders, models, pre_tokenizers
-from tokenizers import Tokenizer as RustTokenizer
 
 from updraft.errors import CheckpointError, ModelNotFoundError, UpdraftError
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import LoadedModel, load_checkpoint
+from updraft.testing import tiny_hf_model, write_tiny_tokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -21,37 +20,11 @@ VOCAB = 300
 
 
 def write_tokenizer(folder: Path) -> None:
-    """A byte-level tokenizer (no merges) with ChatML specials, as tokenizer.json + config."""
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tok = RustTokenizer(models.BPE({c: i for i, c in enumerate(alphabet)}, []))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<s>", "</s>", "<|im_end|>")])
-    tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True})
-    )
+    write_tiny_tokenizer(folder)
 
 
 def tiny_model(arch: str, tied: bool) -> transformers.PreTrainedModel:
-    common = dict(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-        tie_word_embeddings=tied, bos_token_id=256, eos_token_id=257,
-    )
-    cls_cfg = {
-        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig, {}),
-        "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig, {}),
-        "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, {}),
-        "qwen3": (transformers.Qwen3ForCausalLM, transformers.Qwen3Config, {"head_dim": 32}),
-    }
-    model_cls, config_cls, extra = cls_cfg[arch]
-    torch.manual_seed(0)
-    model = model_cls(config_cls(**common, **extra))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.uniform_(-1, 1)
-    return model.eval()
+    return tiny_hf_model(arch, tied, max_position_embeddings=128)
 
 
 def save(model: transformers.PreTrainedModel, folder: Path, shard: str | None = None) -> Path:

@@ -112,7 +112,7 @@ import torch
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from updraft.attention.base import AttentionBackend
-from updraft.batch import ForwardBatch, ForwardMode
+from updraft.batch import REAL_MODES, ForwardBatch
 from updraft.memory.pools import KVPool
 
 #: Query rows per sparse block; also the widest query tile (the CUDA kernels' BLOCK_M divides it).
@@ -375,16 +375,7 @@ class FlexBackend(AttentionBackend):
     """FlexAttention over the flat KV pool with per-forward BlockMasks (module docstring)."""
 
     name = "flex"
-    supported_modes = frozenset(
-        {
-            ForwardMode.EXTEND,
-            ForwardMode.DECODE,
-            ForwardMode.TARGET_VERIFY,
-            ForwardMode.DRAFT_DECODE,
-            ForwardMode.DRAFT_EXTEND,
-            ForwardMode.DRAFT_EXTEND_V2,
-        }
-    )
+    supported_modes = frozenset(REAL_MODES)
     graph_modes = frozenset()
     devices = frozenset({"cpu", "cuda"})
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from updraft.attention.base import AttentionBackend, UnsupportedModeError
-from updraft.batch import ForwardBatch, ForwardMode
+from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 
 
 @dataclass
@@ -133,16 +133,7 @@ class TorchNativeBackend(AttentionBackend):
     """
 
     name = "torch_native"
-    supported_modes = frozenset(
-        {
-            ForwardMode.EXTEND,
-            ForwardMode.DECODE,
-            ForwardMode.TARGET_VERIFY,
-            ForwardMode.DRAFT_DECODE,
-            ForwardMode.DRAFT_EXTEND,
-            ForwardMode.DRAFT_EXTEND_V2,
-        }
-    )
+    supported_modes = frozenset(REAL_MODES)
     graph_modes = frozenset(
         {ForwardMode.DECODE, ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2}
     )

@@ -37,7 +37,7 @@ from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
 from updraft.attention.triton_kernels.kv_store import store_kv
-from updraft.batch import ForwardBatch, ForwardMode
+from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
 
 #: Upper bound on KV splits (the merge loads all splits of a row at once: keep it small).
@@ -80,16 +80,7 @@ class TritonBackend(AttentionBackend):
     ``_fill_metadata`` (which refuses a batch needing other host scalars)."""
 
     name = "triton"
-    supported_modes = frozenset(
-        {
-            ForwardMode.EXTEND,
-            ForwardMode.DECODE,
-            ForwardMode.TARGET_VERIFY,
-            ForwardMode.DRAFT_DECODE,
-            ForwardMode.DRAFT_EXTEND,
-            ForwardMode.DRAFT_EXTEND_V2,
-        }
-    )
+    supported_modes = frozenset(REAL_MODES)
     graph_modes = frozenset(
         {
             ForwardMode.DECODE,

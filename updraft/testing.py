@@ -1,0 +1,138 @@
+"""Small random checkpoints for tests, benchmarks and the kit: a byte-level tokenizer, tiny
+Hugging Face models written by transformers (the real layout), and EAGLE / EAGLE-3 heads in the
+published key layout. transformers is imported lazily (only tests need it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+TINY_VOCAB = 300
+
+
+def write_tiny_tokenizer(folder: Path) -> None:
+    """A byte-level tokenizer (no merges) with ChatML specials, as tokenizer.json + config."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as RustTokenizer
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = RustTokenizer(models.BPE({c: i for i, c in enumerate(alphabet)}, []))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<s>", "</s>", "<|im_end|>")])
+    tok.save(str(folder / "tokenizer.json"))
+    template = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True, "chat_template": template})
+    )
+
+
+def tiny_hf_model(arch: str = "llama", tied: bool = False, seed: int = 0, **overrides: object) -> Any:
+    """A small random transformers model of the given family (weights ~ N(0, 0.02) * scale)."""
+    import transformers
+
+    common: dict[str, object] = dict(
+        vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        tie_word_embeddings=tied, bos_token_id=256, eos_token_id=257,
+    )
+    classes = {
+        "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig, {}),
+        "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig, {"sliding_window": None}),
+        "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, {}),
+        "qwen3": (transformers.Qwen3ForCausalLM, transformers.Qwen3Config, {"head_dim": 32}),
+    }
+    model_cls, config_cls, extra = classes[arch]
+    common.update(extra)
+    common.update(overrides)
+    torch.manual_seed(seed)
+    model = model_cls(config_cls(**common))
+    with torch.no_grad():  # larger weights than the default init: peaked, tie-free logits
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.08)
+    return model.eval()
+
+
+HIDDEN, HEADS, KV_HEADS, INTER, VOCAB = 64, 4, 2, 96, 300
+
+
+def head_config(arch: str, **extra: object) -> dict:
+    cfg = {
+        "architectures": [arch],
+        "model_type": "llama",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTER,
+        "num_hidden_layers": 1,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": 256,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    }
+    cfg.update(extra)
+    return cfg
+
+
+def _layer(prefix: str, in_dim: int, gen: torch.Generator, input_norm: bool) -> dict[str, torch.Tensor]:
+    hd = HIDDEN // HEADS
+
+    def w(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen) * 0.08
+
+    t = {
+        f"{prefix}.self_attn.q_proj.weight": w(HEADS * hd, in_dim),
+        f"{prefix}.self_attn.k_proj.weight": w(KV_HEADS * hd, in_dim),
+        f"{prefix}.self_attn.v_proj.weight": w(KV_HEADS * hd, in_dim),
+        f"{prefix}.self_attn.o_proj.weight": w(HIDDEN, HEADS * hd),
+        f"{prefix}.mlp.gate_proj.weight": w(INTER, HIDDEN),
+        f"{prefix}.mlp.up_proj.weight": w(INTER, HIDDEN),
+        f"{prefix}.mlp.down_proj.weight": w(HIDDEN, INTER),
+        f"{prefix}.post_attention_layernorm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+    }
+    if input_norm:
+        t[f"{prefix}.input_layernorm.weight"] = 1 + 0.1 * torch.randn(HIDDEN, generator=gen)
+    return t
+
+
+def write_eagle_head(folder: Path, seed: int = 0, **cfg_extra: object) -> Path:
+    """EAGLE-1 layout: fc (with bias) over concat(embedding, feature), layers.0 without input norm."""
+    gen = torch.Generator().manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = head_config("LlamaForCausalLMEagle", **cfg_extra)
+    h = int(cfg["hidden_size"])
+    t = {"fc.weight": torch.randn(h, 2 * h, generator=gen) * 0.08, "fc.bias": torch.zeros(h)}
+    t.update(_layer("layers.0", HIDDEN, gen, input_norm=False))
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg_extra: object) -> Path:
+    """EAGLE-3 layout: fc 3h -> h, midlayer (2h attention input, hidden_norm), norm, own lm_head
+    over a draft vocabulary, d2t offsets and t2d membership."""
+    gen = torch.Generator().manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = head_config("LlamaForCausalLMEagle3", draft_vocab_size=draft_vocab, **cfg_extra)
+    keep = torch.randperm(VOCAB, generator=gen)[:draft_vocab].sort().values
+    t = {"fc.weight": torch.randn(HIDDEN, 3 * HIDDEN, generator=gen) * 0.08}
+    t.update(_layer("midlayer", 2 * HIDDEN, gen, input_norm=True))
+    t["midlayer.hidden_norm.weight"] = 1 + 0.1 * torch.randn(HIDDEN, generator=gen)
+    t["norm.weight"] = torch.ones(HIDDEN)
+    t["lm_head.weight"] = torch.randn(draft_vocab, HIDDEN, generator=gen) * 0.08
+    t["d2t"] = keep - torch.arange(draft_vocab)
+    t2d = torch.zeros(VOCAB, dtype=torch.bool)
+    t2d[keep] = True
+    t["t2d"] = t2d
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
