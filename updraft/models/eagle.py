@@ -30,7 +30,13 @@ from updraft.batch import CaptureHidden, ForwardBatch
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig
 from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
-from updraft.models.llama import LlamaAttention, LlamaDecoderLayer, LlamaForCausalLM, ModelOutput
+from updraft.models.llama import (
+    LlamaAttention,
+    LlamaDecoderLayer,
+    LlamaForCausalLM,
+    ModelOutput,
+    finish_residual,
+)
 
 EAGLE_ARCHS = {"LlamaForCausalLMEagle": "eagle", "LlamaForCausalLMEagle3": "eagle3"}
 
@@ -116,8 +122,10 @@ class EagleHead(nn.Module):
         if feat is None:
             feat = batch.spec_inputs["target_hidden"]
         h = self.fc(torch.cat([self.shared.embed(batch.input_ids), feat.to(self.fc.weight.dtype)], dim=-1))
+        residual: torch.Tensor | None = None
         for layer in self.layers:
-            h = layer(h, batch, self.rotary)
+            h, residual = layer(h, residual, batch, self.rotary)
+        h = finish_residual(h, residual)  # no final norm: the output feature is the residual stream
         rows = h[batch.logits_indices]
         logits = torch.nn.functional.linear(rows, self.shared.lm_head_weight()).float()
         return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
@@ -132,10 +140,15 @@ class Eagle3Layer(nn.Module):
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, emb: torch.Tensor, feat: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding) -> torch.Tensor:
+    def forward(
+        self, emb: torch.Tensor, feat: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns ``(mlp_out, residual)``: the layer's output feature is their sum (the head's
+        final norm fuses it). ``feat`` is not modified (it may be a graph's static input)."""
         x = torch.cat([self.input_layernorm(emb), self.hidden_norm(feat)], dim=-1)
-        h = feat + self.self_attn(x, batch, rotary)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        x = self.self_attn(x, batch, rotary)
+        x, residual = self.post_attention_layernorm.forward_add(x, feat)
+        return self.mlp(x), residual
 
 
 class Eagle3Head(nn.Module):
@@ -159,10 +172,13 @@ class Eagle3Head(nn.Module):
         feat = batch.spec_inputs.get("hidden")
         if feat is None:
             feat = self.fc(batch.spec_inputs["target_hidden"].to(self.fc.weight.dtype))
-        out = self.midlayer(self.shared.embed(batch.input_ids), feat, batch, self.rotary)
-        rows = out[batch.logits_indices]
-        logits = self.lm_head(self.norm(rows)).float()
-        return ModelOutput(logits=logits, hidden=out if batch.capture_hidden == CaptureHidden.FULL else rows)
+        x, residual = self.midlayer(self.shared.embed(batch.input_ids), feat, batch, self.rotary)
+        # One pass gives the pre-norm output feature (next step's input) and its norm (the
+        # logits' input); normalising every row and then selecting equals selecting first.
+        normed, out = self.norm.forward_add(x, residual)
+        logits = self.lm_head(normed[batch.logits_indices]).float()
+        hidden = out if batch.capture_hidden == CaptureHidden.FULL else out[batch.logits_indices]
+        return ModelOutput(logits=logits, hidden=hidden)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]

@@ -1,18 +1,23 @@
-"""Building blocks of the Llama family: RMSNorm, rotary embeddings, gated MLP, fused linears."""
+"""Building blocks of the Llama family: RMSNorm, rotary embeddings, gated MLP, fused linears.
+
+The element-wise work goes through ``updraft.ops`` (Triton kernels on CUDA, the original torch
+code on CPU; see that package for the numerics contract).
+"""
 
 from __future__ import annotations
 
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from updraft import ops
 from updraft.models.config import RopeScaling
 
 
 class RMSNorm(nn.Module):
-    """RMSNorm computed in float32 and cast back, as the reference implementations do."""
+    """RMSNorm computed in float32 and cast back before the weight multiply, as the reference
+    implementations do."""
 
     def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
@@ -20,10 +25,12 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(dtype)
+        return ops.rmsnorm(x, self.weight, self.eps)
+
+    def forward_add(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(norm(x + residual), x + residual)`` in one pass: the residual add of the previous
+        sub-block fused into this norm. Neither input is modified."""
+        return ops.fused_add_rmsnorm(x, residual, self.weight, self.eps)
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling) -> torch.Tensor:
@@ -69,17 +76,16 @@ class RotaryEmbedding(nn.Module):
     def forward(
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``q`` [T, Hq, D], ``k`` [T, Hkv, D] -> rotated copies."""
-        cos, sin = self.cos_sin[positions].chunk(2, dim=-1)  # [T, D/2] each
-        cos = torch.cat([cos, cos], dim=-1)[:, None, :]
-        sin = torch.cat([sin, sin], dim=-1)[:, None, :]
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+        """``q`` [T, Hq, D], ``k`` [T, Hkv, D] -> rotated copies (the inputs are unchanged)."""
+        q, k = q.clone(), k.clone()
+        self.apply_(positions, q, k)
+        return q, k
 
-
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-    return x * cos + rotated * sin
+    def apply_(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> None:
+        """Rotate ``q`` [T, Hq, D] and ``k`` [T, Hkv, D] in place (views such as slices of the QKV
+        projection output are fine; q and k must not overlap). Positions must be < the table
+        size: nothing checks them on the GPU."""
+        ops.rotary_(q, k, positions, self.cos_sin)
 
 
 class MergedLinear(nn.Linear):
@@ -106,11 +112,12 @@ class MergedLinear(nn.Linear):
 
 
 class GatedMLP(nn.Module):
+    """``down(silu(gate(x)) * up(x))`` with gate and up as one projection."""
+
     def __init__(self, hidden: int, intermediate: int) -> None:
         super().__init__()
         self.gate_up_proj = MergedLinear(hidden, [intermediate, intermediate], bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(ops.silu_and_mul(self.gate_up_proj(x)))

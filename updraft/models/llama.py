@@ -4,6 +4,13 @@ Differences inside the family are configuration: QKV bias (Qwen2), per-head q/k 
 (Qwen3), GQA/MQA head counts, tied or untied LM head, RoPE scaling (llama3, linear).
 Weights use Hugging Face names, except that q/k/v and gate/up are fused; ``load_weights`` maps
 checkpoint names onto the fused parameters.
+
+Residual stream (SGLang style): a decoder layer takes and returns ``(x, residual)`` where the
+layer's true output is ``x + residual``. That sum is never materialised on its own: the next
+layer's input norm (or the final norm) computes it in the same kernel as the normalisation
+(``RMSNorm.forward_add``), and the post-attention norm likewise absorbs the attention residual
+add. On the torch path (CPU) values are bitwise those of the unfused
+``x = x + attn(norm(x)); x = x + mlp(norm(x))`` (tests/ops/test_ops.py checks it).
 """
 
 from __future__ import annotations
@@ -54,13 +61,14 @@ class LlamaAttention(nn.Module):
     ) -> torch.Tensor:
         t = x.shape[0]
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        # Strided views into the QKV output (no copies); RoPE below rewrites q and k in place.
         q = q.reshape(t, self.num_heads, self.head_dim)
         k = k.reshape(t, self.num_kv_heads, self.head_dim)
         v = v.reshape(t, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None and self.k_norm is not None:
             q = self.q_norm(q)
             k = self.k_norm(k)
-        q, k = rotary(batch.positions, q, k)
+        rotary.apply_(batch.positions, q, k)
         assert batch.attn_backend is not None, "ForwardBatch.attn_backend must be set"
         out = batch.attn_backend.forward(q, k, v, self.layer_id, batch)
         return self.o_proj(out.reshape(t, self.q_size))
@@ -71,14 +79,36 @@ class LlamaDecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = LlamaAttention(cfg, layer_id)
         self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        # An EAGLE-1 head replaces layer 0's input norm by nn.Identity (its checkpoints have none).
+        self.input_layernorm: RMSNorm | nn.Identity = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
-    ) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), batch, rotary)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        self,
+        x: torch.Tensor,
+        residual: torch.Tensor | None,
+        batch: ForwardBatch,
+        rotary: RotaryEmbedding,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One layer on the residual stream ``x + residual`` (``residual=None``: the stream is
+        ``x`` alone, e.g. the embeddings). Returns ``(mlp_out, residual)``: the layer's output is
+        their sum, left for the next norm to fuse (``finish_residual`` where none follows)."""
+        if residual is None:
+            residual = x
+            x = self.input_layernorm(x)
+        elif isinstance(self.input_layernorm, RMSNorm):
+            x, residual = self.input_layernorm.forward_add(x, residual)
+        else:  # no input norm, yet a residual pending (an Identity layer after another layer)
+            residual = x + residual
+            x = residual
+        x = self.self_attn(x, batch, rotary)
+        x, residual = self.post_attention_layernorm.forward_add(x, residual)
+        return self.mlp(x), residual
+
+
+def finish_residual(x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
+    """The residual stream ``x + residual`` as one tensor (where no norm follows to fuse it)."""
+    return x if residual is None else x + residual
 
 
 class LlamaModel(nn.Module):
@@ -114,13 +144,16 @@ class LlamaForCausalLM(nn.Module):
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         h = self.embed(batch.input_ids)
+        residual: torch.Tensor | None = None
         captured: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
-            h = layer(h, batch, self.rotary)
+            h, residual = layer(h, residual, batch, self.rotary)
             if i in self.aux_layers:
-                captured[i] = h
+                # The output of layer i, materialised only for the captured layers (one extra add
+                # each); the same rounded sum the next fused add + norm computes.
+                captured[i] = finish_residual(h, residual)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
-        h = self.model.norm(h)
+        h = self.model.norm(h) if residual is None else self.model.norm.forward_add(h, residual)[0]
         rows = h[batch.logits_indices] if batch.logits_indices.numel() != h.shape[0] else h
         logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()
         out = ModelOutput(logits=logits)

@@ -1,0 +1,99 @@
+"""Compile the ``updraft.ops`` kernels for a GPU target without a GPU (ahead of time).
+
+The interpreter runs kernels as numpy and accepts code the compiler rejects, so CPU CI compiles
+representative specialisations (Llama-3-8B and small-model shapes, bf16/fp16/fp32) down to a
+cubin for ``sm_90`` (H100). Run it in a process WITHOUT ``TRITON_INTERPRET``:
+
+    python -m updraft.ops.compile_check [--arch 90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from updraft.ops import activation, interpreting, norm, rotary
+from updraft.ops.triton_utils import num_warps
+
+_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], warps: int) -> float:
+    """Compile ``fn`` with pointer element types ``ptrs`` and constexprs ``consts``; the other
+    arguments are i32 except ``eps`` (fp32)."""
+    sig = {}
+    for name in fn.arg_names:
+        if name in consts:
+            sig[name] = "constexpr"
+        elif name in ptrs:
+            sig[name] = "*" + ptrs[name]
+        else:
+            sig[name] = "fp32" if name == "eps" else "i32"
+    t0 = time.time()
+    triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": warps})
+    return time.time() - t0
+
+
+def specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+    """(label, kernel, pointer types, constexprs, num_warps) to compile."""
+    out = []
+    for dt in ("bfloat16", "float16", "float32"):
+        d = _SHORT[dt]
+        for dim, has_res in ((4096, True), (4096, False), (576, True), (128, False)):
+            block = triton.next_power_of_2(dim)
+            out.append((
+                f"rmsnorm {d} D={dim} residual={has_res}",
+                norm._rmsnorm_kernel,
+                dict(X=d, Res=d, W=d, Out=d, ResOut=d),
+                dict(D=dim, BLOCK_D=block, HAS_RES=has_res, RNE=False),
+                num_warps(block),
+            ))
+        for hq, hk, dim in ((32, 8, 128), (9, 3, 64), (16, 1, 256)):
+            bq, bk, bh = triton.next_power_of_2(hq), triton.next_power_of_2(hk), dim // 2
+            out.append((
+                f"rotary {d} Hq={hq} Hkv={hk} D={dim}",
+                rotary._rotary_kernel,
+                dict(Q=d, K=d, Pos="i64", CosSin=d),
+                dict(HQ=hq, HK=hk, HALF=dim // 2, BLOCK_HQ=bq, BLOCK_HK=bk, BLOCK_HALF=bh, RNE=False),
+                num_warps(2 * (bq + bk) * bh, max_warps=8),
+            ))
+        out.append((
+            f"silu_and_mul {d}",
+            activation._silu_and_mul_kernel,
+            dict(X=d, Out=d),
+            dict(BLOCK=1024, RNE=False),
+            4,
+        ))
+    out.append(("rmsnorm bf16 x, fp32 weight -> fp32", norm._rmsnorm_kernel,
+                dict(X="bf16", Res="bf16", W="fp32", Out="fp32", ResOut="bf16"),
+                dict(D=4096, BLOCK_D=4096, HAS_RES=True, RNE=False), 16))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="compile the updraft.ops kernels for a CUDA target, no GPU needed")
+    p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x10 (90 = H100)")
+    args = p.parse_args(argv)
+    if interpreting():
+        print("compile_check: unset TRITON_INTERPRET (interpreted kernels cannot be compiled)", file=sys.stderr)
+        return 2
+    target = GPUTarget("cuda", args.arch, 32)
+    failures = 0
+    for label, fn, ptrs, consts, warps in specs():
+        try:
+            print(f"ok    {label}: {_compile(fn, target, ptrs, consts, warps):.1f}s")
+        except Exception as exc:  # report every failing specialisation, not just the first
+            failures += 1
+            print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")
+    print(f"{failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
