@@ -33,3 +33,18 @@ def test_accept_histogram_from_per_position_counts() -> None:
     for acc in (0, 3, 1, 3, 2):
         s.record(3, acc)
     assert accept_histogram(s, 3) == [1, 1, 1, 2]  # accept lengths 1, 2, 3, 4
+
+
+def test_random_model_with_transformers_peer(tmp_path, capsys) -> None:  # noqa: ANN001
+    """A random-weight model built in-process, and transformers given exactly its weights: the
+    greedy outputs agree token for token (fp32)."""
+    out = tmp_path / "peer"
+    code = main([
+        "bench", "--model", "random:tiny", "--device", "cpu", "--no-progress", "--num-prompts", "3", "--input-len", "12",
+        "--output-len", "10", "--batch-sizes", "1", "--peer", "transformers", "--peer-modes", "eager", "--out", str(out),
+    ])
+    assert code == 0
+    res = json.loads((out / "bench.json").read_text())
+    for key in ("eager_bs1", "eager_bs8"):
+        assert res["peer"][key]["agreement_with_updraft"]["identical"] == 1.0
+    assert "transformers eager bs 1" in capsys.readouterr().out

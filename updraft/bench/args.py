@@ -15,3 +15,5 @@ def add_bench_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--peak-bw", type=float, default=3.01e12, help="bytes/s for the bandwidth fraction (H100 copy: 3.01e12)")
     ap.add_argument("--bw-context", type=int, default=1024)
     ap.add_argument("--out", default=None, help="folder for results JSON (and PNG plots with matplotlib)")
+    ap.add_argument("--peer", choices=["none", "transformers"], default="none", help="also run a peer engine on the same prompts")
+    ap.add_argument("--peer-modes", default="eager,static_compile,prompt_lookup", help="transformers modes (comma-separated)")

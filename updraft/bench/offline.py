@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from updraft.bench.models import is_random, random_model
 from updraft.config import EngineConfig
 from updraft.engine.engine import Engine
 from updraft.engine.request import SpecStats
@@ -84,6 +85,7 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
     spec = SpecStats()
     for r in reqs:
         spec.merge(r.spec)
+    outputs = [list(r.output_ids) for r in reqs]
     for r in reqs:
         eng.release_finished(r.request_id)
     phases = eng.timer.as_dict()
@@ -101,6 +103,7 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
         "cpu_overhead_s": max(0.0, step_total - inner),
         "graph_hit_rate": eng.runner.graph_hit_rate(),
         "paths": dict(eng.runner.path_counts),
+        "outputs": outputs,
     }
     if spec.num_drafts and eng.spec is not None:
         res["spec"] = spec.as_dict() | {
@@ -149,9 +152,12 @@ def cmd_bench(args: argparse.Namespace, engine_cfg: EngineConfig) -> int:
         cfgs.insert(0, ("plain", dataclasses.replace(engine_cfg, speculative=None)))
     params = SamplingParams(temperature=0, max_tokens=args.output_len, ignore_eos=True)
     results: dict[str, Any] = {"runs": {}}
+    loaded = None
+    if is_random(engine_cfg.model):
+        loaded = random_model(engine_cfg.model, engine_cfg.resolved_dtype(), engine_cfg.resolved_device())
     for name, cfg in cfgs:
         cfg = dataclasses.replace(cfg, max_running_requests=max(max(sizes), cfg.max_running_requests))
-        engine = Engine(cfg)
+        engine = Engine(cfg, loaded=loaded)
         engine.timer.enabled = True
         prompts = make_prompts(engine, args.prompts, args.num_prompts, args.input_len)
         run_one(engine, prompts[:2], dataclasses.replace(params, max_tokens=8), 2)  # warm-up
@@ -159,6 +165,8 @@ def cmd_bench(args: argparse.Namespace, engine_cfg: EngineConfig) -> int:
         ctx = min(args.bw_context, engine.max_model_len - 2)
         results["runs"][name]["bandwidth_bs1"] = decode_bandwidth(engine, ctx, args.peak_bw) | {"context": ctx}
         results.setdefault("meta", _meta(engine, args))
+        if args.peer == "transformers" and name == "plain":
+            results["peer"] = run_peers(engine, loaded, prompts, args)
         del engine
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -166,10 +174,39 @@ def cmd_bench(args: argparse.Namespace, engine_cfg: EngineConfig) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bench.json").write_text(json.dumps(results, indent=1, default=str))
+        slim = json.loads(json.dumps(results, default=str))
+        for runs in slim["runs"].values():
+            for r in runs.values():
+                if isinstance(r, dict):
+                    r.pop("outputs", None)
+        (out / "bench.json").write_text(json.dumps(slim, indent=1))
         _plots(results, sizes, out)
         print(f"wrote {out}")
     return 0
+
+
+def run_peers(engine: Engine, loaded: Any, prompts: list[list[int]], args: argparse.Namespace) -> dict[str, Any]:
+    """transformers on the same model and prompts; greedy agreement with our plain outputs."""
+    from updraft.bench.peers import agreement, hf_from_ours, load_hf, run_peer
+    from updraft.models.resolve import resolve_model
+
+    if loaded is not None:
+        hf = hf_from_ours(engine.model)
+    else:
+        hf = load_hf(resolve_model(engine.config.model), engine.dtype, engine.device)
+    params = SamplingParams(temperature=0, max_tokens=args.output_len, ignore_eos=True)
+    ours = {bs: run_one(engine, prompts, params, bs) for bs in (1, 8)}
+    out: dict[str, Any] = {}
+    for mode in str(args.peer_modes).split(","):
+        for bs in (1, 8):
+            r = run_peer(hf, prompts, args.output_len, bs, mode)
+            if "outputs" in r:
+                r["agreement_with_updraft"] = agreement(ours[bs]["outputs"], r.pop("outputs"))
+                r["updraft_output_tok_s"] = ours[bs]["output_tok_s"]
+            out[f"{mode}_bs{bs}"] = r
+            print(f"transformers {mode} bs {bs}: " + (f"{r['output_tok_s']:.1f} tok/s, greedy agreement {r['agreement_with_updraft']}" if "output_tok_s" in r else r["skipped"]), flush=True)
+    del hf
+    return out
 
 
 def _meta(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
