@@ -28,7 +28,6 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
-pytest.importorskip("triton", reason="triton is not installed: the triton backend cannot be tested")
 if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip(
         "CUDA is present: these are the CPU-interpreter tests (run them in their own process with "
