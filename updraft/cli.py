@@ -112,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     from updraft.server.launch import add_serve_parser  # light import: no fastapi/torch
 
     add_serve_parser(sub)
+
+    from updraft.kit.cli import add_kit_parser  # light import: argparse only
+
+    add_kit_parser(sub)
+
+    from updraft.train.cli import add_train_parser  # light import: argparse only
+
+    add_train_parser(sub)
     return parser
 
 

@@ -11,8 +11,13 @@ Contract (../shared/design/spec-decoding.md):
   production does (``seq_lens`` = the backend's fill value, ``req_pool_indices`` = 0,
   ``out_cache_loc`` = the scratch slot 0, ``extend_seq_lens`` = the captured width); then the
   backend's replay-init fills the captured metadata IN PLACE (same builder as eager and capture);
-  then replay; outputs are sliced to the real rows. They are views into static buffers: valid
-  until the next replay of the same graph (clone what must live longer).
+  then replay; outputs are sliced to the real rows. They are views into the runner's output
+  buffers, valid until the next replay of the same runner (any batch size; clone what must live
+  longer). Those buffers are allocated OUTSIDE the graph memory pool and written by a copy at the
+  end of each graph: graphs of one model share a pool, so a tensor a graph returns from the pool
+  can sit where another graph, captured earlier, keeps its temporaries, and a replay of that
+  other graph would overwrite it (failure class 7; found on an H100 by the kit's cross-replay
+  check: a DRAFT_DECODE replay clobbered the DRAFT_EXTEND_V2 logits).
 * ``can_run`` says why a batch cannot replay (the caller runs it eagerly instead).
 """
 
@@ -129,6 +134,7 @@ class PhaseGraphRunner:
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
         self.stats: CaptureStats | None = None
         self.replays = 0
+        self.out: ModelOutput | None = None  # allocated at the first (largest) capture
 
     # ---- capture -----------------------------------------------------------------------
     def _static_batch(self, bs: int) -> ForwardBatch:
@@ -175,11 +181,14 @@ class PhaseGraphRunner:
             batch = self._static_batch(bs)
             self.backend.init_capture_metadata(batch)
             for _ in range(2):  # warm-up: lazy init, autotuning, allocator
-                self.model(batch)
+                warm = self.model(batch)
+            if self.out is None:  # largest bs first: these shapes bound every later capture
+                self.out = _empty_like_output(warm)
+            del warm
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
             graph = make_graph(self.emulate, self.pool)
-            graph.capture(lambda b=batch: self.model(b), watch=lambda b=batch: b)
+            graph.capture(lambda b=batch: self._forward_into_out(b), watch=lambda b=batch: b)
             self.batches[bs] = batch
             self.graphs[bs] = graph
         if self.device.type == "cuda":
@@ -187,6 +196,25 @@ class PhaseGraphRunner:
         mem = (torch.cuda.memory_allocated(self.device) - mem0) if self.device.type == "cuda" else 0
         self.stats = CaptureStats(list(self.sizes), time.perf_counter() - t0, mem)
         return self.stats
+
+    def _forward_into_out(self, batch: ForwardBatch) -> ModelOutput:
+        """The captured callable: forward, then copy every output into the runner's buffers."""
+        out = self.model(batch)
+        assert self.out is not None
+
+        def into(dst: torch.Tensor | None, src: torch.Tensor | None) -> torch.Tensor | None:
+            if src is None:
+                return None
+            assert dst is not None and src.shape[1:] == dst.shape[1:] and src.shape[0] <= dst.shape[0]
+            view = dst[: src.shape[0]]
+            view.copy_(src)
+            return view
+
+        return ModelOutput(
+            logits=into(self.out.logits, out.logits),  # type: ignore[arg-type]
+            hidden=into(self.out.hidden, out.hidden),
+            aux_hidden=into(self.out.aux_hidden, out.aux_hidden),
+        )
 
     # ---- replay ------------------------------------------------------------------------
     def can_run(self, batch: ForwardBatch) -> tuple[bool, str]:
@@ -276,3 +304,12 @@ class PhaseGraphRunner:
         if out.aux_hidden is not None:
             aux = out.aux_hidden[:t] if self.phase.capture_hidden == CaptureHidden.FULL else out.aux_hidden[:r]
         return ModelOutput(logits=out.logits[:r], hidden=hidden, aux_hidden=aux, graph=True)
+
+
+def _empty_like_output(out: ModelOutput) -> ModelOutput:
+    """Output buffers shaped like ``out`` (plain allocations: outside any graph pool)."""
+
+    def like(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else torch.empty_like(t)
+
+    return ModelOutput(logits=like(out.logits), hidden=like(out.hidden), aux_hidden=like(out.aux_hidden))  # type: ignore[arg-type]

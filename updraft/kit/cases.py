@@ -1,7 +1,13 @@
 """Attention test cases as data, and the sweeps the kit runs.
 
 A case fixes everything one attention forward depends on: mode, head layout, page size, the
-per-request prefix and extend lengths, dtype, the KV slot layout and whether a tree mask is used.
+per-request prefix and extend lengths, dtype, the KV slot layout, whether a tree mask is used and
+how much room the request table leaves past the longest sequence (0: a request at exactly the
+table width, failure class 11).
+
+Tiers (``eager_cases`` / ``graph_cases``): ``full`` is what ``updraft kit run`` runs on the device
+(the whole sweep eagerly; a graph sweep that meets every length set, layout, page size, head
+layout and dtype); ``quick`` is a covering subset small enough for CI under the Triton interpreter.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ class AttnCase:
     layout: str = "contiguous"
     tree: bool = False  # a random tree mask inside the block (TARGET_VERIFY with topk > 1)
     seed: int = 0
+    #: Columns of ``req_to_token`` past the longest sequence. 0 puts the longest request at
+    #: exactly the table width (failure class 11: graph backends size their metadata from it).
+    table_slack: int = 8
 
     def __post_init__(self) -> None:
         if len(self.prefix_lens) != len(self.extend_lens):
@@ -41,6 +50,8 @@ class AttnCase:
             raise ValueError(f"{self.mode.name} needs equal extend lengths, got {self.extend_lens}")
         if self.mode.is_decode() and not self.tree and any(e != 1 for e in self.extend_lens):
             raise ValueError(f"{self.mode.name} has one token per request")
+        if self.table_slack < 0:
+            raise ValueError(f"table_slack must be >= 0, got {self.table_slack}")
 
     @property
     def batch_size(self) -> int:
@@ -59,7 +70,8 @@ class AttnCase:
         heads = f"h{self.num_heads}kv{self.num_kv_heads}d{self.head_dim}"
         lens = "+".join(f"{p}:{e}" for p, e in zip(self.prefix_lens, self.extend_lens))
         tree = "-tree" if self.tree else ""
-        return f"{self.mode.name}-{heads}-p{self.page_size}-{self.dtype}-{self.layout}{tree}-[{lens}]"
+        exact = "-exactwidth" if self.table_slack == 0 else ""
+        return f"{self.mode.name}-{heads}-p{self.page_size}-{self.dtype}-{self.layout}{tree}{exact}-[{lens}]"
 
 
 def _length_sets(mode: ForwardMode, page: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -99,3 +111,80 @@ def sweep(
         if trees and mode == ForwardMode.TARGET_VERIFY:
             cases.append(AttnCase(mode, hq, hkv, head_dim, page, (page + 1, 3), (5, 5), dtype, layout, tree=True))
     return cases
+
+
+TIERS = ("quick", "full")
+#: (layout, page size, head layout, dtype) combinations the covering subsets rotate through, so
+#: that every layout, both page sizes, every head layout and both dtypes appear.
+_ROTATION = (
+    ("shuffled", 1, "gqa4", "float32"),
+    ("interleaved", 16, "mqa", "bfloat16"),
+    ("nonmonotonic", 1, "mha", "float32"),
+    ("contiguous", 16, "gqa4", "bfloat16"),
+)
+
+
+def _case(mode: ForwardMode, combo: tuple[str, int, str, str], prefix: tuple[int, ...], ext: tuple[int, ...],
+          seed: int, head_dim: int = 32, **kw: object) -> AttnCase:
+    layout, page, heads, dtype = combo
+    hq, hkv = HEAD_LAYOUTS[heads]
+    return AttnCase(mode, hq, hkv, head_dim, page, prefix, ext, dtype, layout, seed=seed, **kw)  # type: ignore[arg-type]
+
+
+def eager_cases(mode: ForwardMode, tier: str) -> list[AttnCase]:
+    """Cases of the ``eager`` column. ``full``: the whole sweep (+ an exact-width case);
+    ``quick``: every length set of the mode once, each with the next (layout, page, heads,
+    dtype) combination, plus a tree case for TARGET_VERIFY and an exact-width case."""
+    _check_tier(tier)
+    if tier == "full":
+        cases = sweep([mode])
+    else:
+        cases = []
+        for page in (1, 16):
+            for i, (prefix, ext) in enumerate(_length_sets(mode, page)):
+                combo = _ROTATION[(i + (page > 1)) % len(_ROTATION)]
+                if combo[1] == page:
+                    cases.append(_case(mode, combo, prefix, ext, seed=i))
+        if mode == ForwardMode.TARGET_VERIFY:
+            cases.append(_case(mode, _ROTATION[0], (17, 3), (5, 5), seed=7, tree=True))
+    cases.append(_exact_width_case(mode))
+    return cases
+
+
+def graph_cases(mode: ForwardMode, tier: str) -> list[AttnCase]:
+    """Cases of the ``graph-metadata`` and ``graph`` columns (no tree masks: graph replay refuses
+    them). ``full``: every length set of the mode with two (layout, page, heads, dtype)
+    combinations, plus an exact-width case; ``quick``: one mixed batch around a page boundary
+    (for the packed v1 extend: accept-length-like extends) and the exact-width case."""
+    _check_tier(tier)
+    if tier == "quick":
+        if mode.is_decode():
+            prefix, ext = (15, 16, 17), (1, 1, 1)
+        elif mode.is_fixed_stride(include_v2=True):
+            prefix, ext = (15, 16, 17), (4, 4, 4)
+        else:
+            prefix, ext = (15, 16, 33, 0), (1, 4, 2, 3)
+        return [_case(mode, ("interleaved", 1, "mqa", "bfloat16"), prefix, ext, seed=5), _exact_width_case(mode)]
+    cases = []
+    for page in (1, 16):
+        for i, (prefix, ext) in enumerate(_length_sets(mode, page)):
+            combo = next(c for c in _ROTATION[(i + page) % len(_ROTATION) :] + _ROTATION if c[1] == page)
+            cases.append(_case(mode, combo, prefix, ext, seed=i))
+    cases.append(_exact_width_case(mode))
+    return cases
+
+
+def _exact_width_case(mode: ForwardMode) -> AttnCase:
+    """A mixed batch whose longest request ends exactly at the table width (failure class 11)."""
+    if mode.is_decode():
+        prefix, ext = (31, 4, 0), (1, 1, 1)
+    elif mode.is_fixed_stride(include_v2=True):
+        prefix, ext = (28, 4, 0), (4, 4, 4)
+    else:
+        prefix, ext = (20, 4, 0), (12, 1, 5)
+    return _case(mode, ("shuffled", 16, "gqa4", "float32"), prefix, ext, seed=11, table_slack=0)
+
+
+def _check_tier(tier: str) -> None:
+    if tier not in TIERS:
+        raise ValueError(f"tier {tier!r} not in {TIERS}")

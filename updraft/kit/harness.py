@@ -85,7 +85,9 @@ def build_case(case: AttnCase, device: torch.device | str = "cpu") -> CaseSetup:
     pages, num_pages = assign_pages(case, gen)
     p = case.page_size
     bsz = case.batch_size
-    width = max(case.seq_lens) + 8
+    # The table is as wide as the longest sequence plus the case's slack (0: exactly at the
+    # table width, where an off-by-one in a backend's table-width bound shows).
+    width = max(case.seq_lens) + case.table_slack
     table = torch.zeros(bsz + 2, width, dtype=torch.int32)
     rows = list(range(2, bsz + 2))  # row 1 left unused so row indices are not trivially i + 1
     for i, (row, seq) in enumerate(zip(rows, case.seq_lens)):

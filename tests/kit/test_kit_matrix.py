@@ -1,0 +1,178 @@
+"""The attention matrix: the quick CPU matrix through the CLI's own code path (fails on any failure
+not listed in docs/KNOWN_FAILURES.md), plus the pieces that decide a cell's text and the exit
+status, and the runner modes' reach (what graph-metadata cannot see and graph can)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from updraft.attention.torch_native import TorchNativeBackend
+from updraft.batch import ForwardMode
+from updraft.kit import report
+from updraft.kit.cases import TIERS, AttnCase, eager_cases, graph_cases
+from updraft.kit.cli import kit_main
+from updraft.kit.graph_harness import run_graph, run_graph_metadata
+from updraft.kit.matrix import (
+    ATTN_MODES,
+    PRODUCTION,
+    Cell,
+    Column,
+    MatrixResult,
+    apply_known,
+    hardware_skip,
+    run_matrix,
+    select_columns,
+)
+
+M = ForwardMode
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quick_cpu_matrix_has_no_unlisted_failure(tmp_path: Path) -> None:
+    """What CI runs: ``updraft kit run --quick --device cpu`` (2 worker processes)."""
+    out = tmp_path / "matrix.md"
+    rc = kit_main(["run", "--quick", "--device", "cpu", "--jobs", "2", "--no-progress", "--out", str(out),
+                   "--known", str(REPO / "docs" / "KNOWN_FAILURES.md")])
+    text = out.read_text()
+    assert rc == 0, text[text.find("## Failures") :][:2000]
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and "✓" in line}
+    assert set(rows) == {"torch_native", "triton", "flex"}
+    # 18 attention columns + 5 production columns, and every cell has a verdict.
+    header = next(line for line in text.splitlines() if line.startswith("| backend |"))
+    assert header.count("|") == 1 + 1 + len(ATTN_MODES) * 3 + len(PRODUCTION)
+    for line in rows.values():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")[1:]]
+        assert all(re.match(r"^(✓ \(\d+\)|— \[\d+\]|skip: hardware \[\d+\])$", c) for c in cells), cells
+    assert "✓" in rows["triton"].split("|")[-2]  # the triton verify runner ran (interpreter)
+    for key in ("device", "torch", "triton", "commit", "date", "command"):
+        assert f"| {key} |" in text
+
+
+def test_eager_failure_is_reported_with_its_first_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = TorchNativeBackend.forward_decode
+
+    def off(self, q, k, v, layer_id, batch, *, save_kv=True):  # noqa: ANN001, ANN202
+        out = real(self, q, k, v, layer_id, batch, save_kv=save_kv)
+        return out + (batch.seq_lens_cpu.max() > 16).float()  # wrong only for longer contexts
+
+    monkeypatch.setattr(TorchNativeBackend, "forward_decode", off)
+    res = run_matrix(["torch_native"], select_columns(["DECODE"], ["eager"]), "cpu", "quick", jobs=1, progress=False)
+    cell = res.cell("torch_native", "DECODE eager")
+    assert cell.status == "fail" and 0 < cell.passed < cell.total
+    assert cell.first_failure.startswith("DECODE-") and "rel_err" in cell.first_failure
+    assert res.regressions() == [cell]
+    text = report.render(res, {"device": "cpu"}, [])
+    assert f"✗ {cell.total - cell.passed}/{cell.total} [F1]" in text and "regression" in text
+
+
+def test_known_failures_decide_the_exit_status(tmp_path: Path) -> None:
+    known_md = tmp_path / "KNOWN_FAILURES.md"
+    known_md.write_text(
+        "intro\n\n| backend | device | column | status | root cause |\n|---|---|---|---|---|\n"
+        "| (none) | | | | placeholder |\n| triton | cpu | DECODE graph | ✗ | interpreter limit |\n"
+        "| * | cuda | * | blocked | no GPU here |\n| triton | any | DECODE eager | ✗ | fixed since |\n"
+    )
+    known = report.load_known(known_md)
+    assert [(k.backend, k.device, k.column) for k in known] == [
+        ("triton", "cpu", "DECODE graph"), ("*", "cuda", "*"), ("triton", "any", "DECODE eager")]
+    cols = [Column("DECODE eager", "eager", M.DECODE), Column("DECODE graph", "graph", M.DECODE), Column("verify", "production")]
+    cells = {
+        ("triton", "DECODE eager"): Cell("triton", "DECODE eager", "pass", 3, 3),
+        ("triton", "DECODE graph"): Cell("triton", "DECODE graph", "fail", 1, 2, "case x"),
+        ("triton", "verify"): Cell("triton", "verify", "blocked", reason="set-up raised"),
+    }
+    res = MatrixResult("cpu", "quick", ["triton"], cols, cells)
+    stale = apply_known(res, known)
+    assert cells[("triton", "DECODE graph")].known == "interpreter limit"
+    assert [c.column for c in res.regressions()] == ["verify"]  # the cuda row does not match cpu
+    assert [k.root_cause for k in stale] == ["fixed since"]  # cuda rows are not "stale" on cpu
+    text = report.render(res, {"device": "cpu"}, stale)
+    assert "✗ 1/2 [F1 known]" in text and "blocked: set-up raised [F2]" in text
+    assert "Known failures that did not fail here" in text
+    bad = tmp_path / "bad.md"
+    bad.write_text("| backend | column |\n|---|---|\n| triton | x |\n")
+    with pytest.raises(ValueError, match="columns"):
+        report.load_known(bad)
+
+
+def test_repo_known_failures_file_parses() -> None:
+    report.load_known(REPO / "docs" / "KNOWN_FAILURES.md")
+
+
+def test_triton_without_interpreter_is_a_hardware_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    import updraft.attention.triton_kernels as tk
+
+    monkeypatch.setattr(tk, "interpreting", lambda: False)
+    assert "TRITON_INTERPRET" in hardware_skip("triton", "cpu")
+    res = run_matrix(["triton"], select_columns(["DECODE"], ["eager"]), "cpu", "quick", jobs=1, progress=False)
+    cell = res.cell("triton", "DECODE eager")
+    assert cell.status == "skip" and not cell.failing
+    assert report.cell_text(cell, {}, []) == "skip: hardware [1]"
+
+
+def test_columns_and_no_graph_paths() -> None:
+    cols = select_columns(["DRAFT_EXTEND", "verify"], None)
+    assert [c.key for c in cols] == ["DRAFT_EXTEND eager", "DRAFT_EXTEND graph-metadata", "DRAFT_EXTEND graph", "verify"]
+    with pytest.raises(ValueError, match="unknown mode"):
+        select_columns(["PREFILL"], None)
+    res = run_matrix(["torch_native", "flex"], select_columns(["EXTEND", "draft extend v1"], ["graph", "production"]),
+                     "cpu", "quick", jobs=1, progress=False)
+    assert {c.status for c in res.cells.values()} == {"none"}  # prefill, and v1 / flex graphs
+    assert "host" in res.cell("torch_native", "draft extend v1").reason
+    assert "never captured" in res.cell("flex", "EXTEND graph").reason
+    assert "graph_modes is empty" in res.cell("flex", "draft extend v1").reason
+
+
+def test_case_tiers_cover_the_sweep_dimensions() -> None:
+    for tier in TIERS:
+        for mode in ATTN_MODES:
+            eager, graph = eager_cases(mode, tier), graph_cases(mode, tier)
+            for cases in (eager, graph):
+                assert any(c.table_slack == 0 for c in cases)  # a request at exactly the table width
+                assert {c.page_size for c in cases} == {1, 16}
+                assert not any(c.tree for c in graph)
+            assert {c.dtype for c in eager} == {"float32", "bfloat16"}
+            assert {c.layout for c in eager} >= ({"shuffled", "interleaved"} if tier == "quick" else {"contiguous", "shuffled", "interleaved", "nonmonotonic"})
+            assert {(c.num_heads, c.num_kv_heads) for c in eager} == {(8, 2), (4, 1), (4, 4)}
+            assert any(c.batch_size >= 3 for c in eager) and any(c.prefix_lens == (0,) for c in eager)
+        assert any(c.tree for c in eager_cases(M.TARGET_VERIFY, tier))
+
+
+def test_graph_metadata_cannot_see_a_rebound_buffer_but_graph_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failure class 6: a replay-init that builds new tensors is right for an eager forward over
+    the static buffers, and wrong for a captured graph (which keeps reading the old ones)."""
+    from updraft.attention import torch_native as tn
+
+    def rebinds(self, batch):  # noqa: ANN001, ANN202
+        md = batch.attn_metadata
+        batch.attn_metadata = tn.build_metadata(batch, self.req_to_token, md.max_q, md.max_kv)
+
+    monkeypatch.setattr(TorchNativeBackend, "init_replay_metadata", rebinds)
+    case = AttnCase(M.DECODE, 8, 2, 16, 1, (9, 30), (1, 1), "float32", "shuffled")
+    assert run_graph_metadata("torch_native", case, 2, "fill").ok
+    assert not run_graph("torch_native", case, 2, "fill").ok
+
+
+def test_stale_static_inputs_are_poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Failure class 10: a replay fill that leaves the padded tokens' slots alone writes real KV
+    slots (the harness poisons static inputs with stale values first)."""
+    from updraft.graphs.runner import PhaseGraphRunner
+
+    real_fill = PhaseGraphRunner._fill
+
+    def leaky(self, batch, bs, static_batch):  # noqa: ANN001, ANN202
+        keep = self.static.out_cache_loc.clone()
+        view = real_fill(self, batch, bs, static_batch)
+        t = batch.num_tokens
+        self.static.out_cache_loc[t:].copy_(keep[t:])  # the bug: padded columns not cleared
+        return view
+
+    monkeypatch.setattr(PhaseGraphRunner, "_fill", leaky)
+    case = AttnCase(M.TARGET_VERIFY, 4, 2, 16, 1, (9, 3), (4, 4), "float32", "shuffled")
+    r = run_graph_metadata("torch_native", case, 2, "fill")
+    assert not r.ok and "pool slots" in r.kv_error
+    assert torch.isfinite(torch.tensor(r.rel_err_ref))

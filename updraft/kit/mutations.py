@@ -1,0 +1,216 @@
+"""The mutation campaign's mutations, as data.
+
+Each mutation reintroduces one bug (a failure class of ../shared/design/spec-decoding.md, or one
+of the kit's own) as exact search/replace edits. An anchor must occur EXACTLY once in its file:
+when the code moves, the campaign (and ``tests/kit/test_mutations.py``) fails loudly instead of
+silently testing nothing.
+
+``targets`` are tried in order until one fails (kills the mutation). A target is either
+``"kit <args>"`` (``updraft kit run --quick --device <device> --jobs 1 <args>``) or pytest arguments
+(run with ``-x -q``). ``device="gpu"`` marks mutations only a real GPU can catch (the emulator has
+no memory pool and no capture-time restrictions); the CPU campaign lists them as not run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GC = "tests/graphs/test_failure_classes.py"
+TRITON_TESTS = "tests/attention/test_triton.py"
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str  # repository-relative path
+    anchor: str  # exact text; must occur exactly once in the file
+    replacement: str
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    failure_class: str  # "1" .. "11", or "-" for the kit's own list
+    what: str  # one line: what the mutation changes
+    edits: tuple[Edit, ...]
+    targets: tuple[str, ...]
+    device: str = "cpu"  # "cpu": catchable on CPU; "gpu": only on a real GPU
+
+    @property
+    def files(self) -> list[str]:
+        return sorted({e.file for e in self.edits})
+
+
+def _m(name: str, cls: str, what: str, file: str, anchor: str, repl: str, *targets: str, device: str = "cpu") -> Mutation:
+    return Mutation(name, cls, what, (Edit(file, anchor, repl),), tuple(targets), device)
+
+
+RUNNER = "updraft/graphs/runner.py"
+TN = "updraft/attention/torch_native.py"
+TB = "updraft/attention/triton_backend.py"
+PROP = "updraft/spec/proposers.py"
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # ---- failure classes 1-11 ------------------------------------------------------------
+    _m("c1-packed-starts-uniform", "1", "graph replay fills the packed v1 rows' start offsets with a uniform stride",
+       RUNNER, "        st.extend_start_loc[:n].copy_(batch.extend_start_loc)\n",
+       "        st.extend_start_loc[:n].copy_(torch.arange(n, device=self.device, dtype=torch.int32) * w)  # MUTATION\n",
+       "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
+       f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
+    _m("c2-v2-hidden-from-graph-buffer", "2", "v2 draft extend reads the next feature from the largest graph's output buffer, even after an eager fallback",
+       PROP, "            out = self.runner.forward(batch)\n            self._store_next(reqs, rows, out.logits, out.hidden)\n            return\n",
+       "            out = self.runner.forward(batch)\n"
+       "            g = self.runner.graphs.get(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
+       "            hidden = g.graphs[g.sizes[0]].output.hidden[:bsz] if g is not None else out.hidden\n"
+       "            self._store_next(reqs, rows, out.logits, hidden)\n            return\n",
+       "kit --backend torch_native --mode 'draft extend v2'",
+       f"{GC}::test_class2_batches_above_the_largest_graph_fall_back"),
+    _m("c3-v2-as-packed-metadata", "3", "torch_native's metadata builder treats DRAFT_EXTEND_V2 as the packed v1 extend (include_v2=True)",
+       TN, "    if batch.mode.is_extend_like(include_v2=False):\n",
+       "    if batch.mode.is_extend_like(include_v2=True):  # MUTATION\n",
+       "kit --backend torch_native --mode DRAFT_EXTEND_V2 --runner graph-metadata"),
+    _m("c3-v2-graph-all-rows", "3", "the v2 draft-extend graph is planned with logits for every row instead of the selected rows",
+       "updraft/graphs/setup.py", 'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select",',
+       'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "all",',
+       "kit --backend torch_native --mode 'draft extend v2'",
+       f"{GC}::test_class3_v2_graph_outputs_only_selected_rows"),
+    _m("c4-kv-lens-unclamped", "4", "triton's kv_lens = seq_lens - extend is not clamped (negative in padded graph rows)",
+       TB, "        md.kv_lens.clamp_(min=0)\n", "        pass  # MUTATION: kv_lens not clamped\n",
+       "kit --backend triton --mode TARGET_VERIFY --runner graph-metadata"),
+    _m("c4-split-kv-double-count", "4", "triton reads seq_lens (prefix + new) from the pool as the prefix: the extend is counted twice",
+       TB, "        torch.sub(md.seq_lens, md.ext_lens, out=md.kv_lens)\n",
+       "        md.kv_lens.copy_(md.seq_lens)  # MUTATION\n",
+       "kit --backend triton --mode TARGET_VERIFY --runner eager"),
+    _m("c4-v2-prefix-only-seq-lens", "4", "the v2 draft extend passes the committed prefix as seq_lens (the other convention)",
+       PROP, "                [n + ndt - 1 + off for n in seq_lens],\n",
+       "                [n - 1 + off for n in seq_lens],  # MUTATION\n",
+       "kit --backend torch_native --mode 'draft extend v2'",
+       "tests/spec/test_spec_engine.py -k 'self and v2'"),
+    _m("c5-v2-to-decode-path", "5", "the backend router sends DRAFT_EXTEND_V2 to the decode path",
+       "updraft/attention/base.py", "        if batch.mode.is_decode() or batch.mode.is_target_verify():\n",
+       "        if batch.mode.is_decode() or batch.mode.is_target_verify() or batch.mode == ForwardMode.DRAFT_EXTEND_V2:  # MUTATION\n",
+       "kit --backend triton --mode DRAFT_EXTEND_V2 --runner eager",
+       f"{GC}::test_class3_v2_graph_outputs_only_selected_rows"),
+    _m("c6-replay-rebuilds-metadata", "6", "torch_native's replay-init builds new tensors (and a per-step max_kv) instead of copying into the captured ones",
+       TN, "        copy_metadata_into(md, build_metadata(batch, self.req_to_token, md.max_q, md.max_kv))\n",
+       "        batch.attn_metadata = build_metadata(batch, self.req_to_token, md.max_q, int(batch.seq_lens_cpu.max()))  # MUTATION\n",
+       "kit --backend torch_native --mode DECODE --runner graph"),
+    Mutation("c6-host-scalar-at-replay", "6", "triton sizes the packed extend grid from the live batch and updates the frozen launch plan at replay",
+             (Edit(TB, "        elif batch.max_extend_len is not None:  # packed under a graph: the captured width\n",
+                   "        elif False:  # MUTATION: the live maximum even under a graph\n"),
+              Edit(TB, "        if plan != md.plan:\n            raise AssertionError(\n",
+                   "        if plan != md.plan:  # MUTATION: recompute host scalars at replay\n            md.plan = plan\n        if False:\n            raise AssertionError(\n")),
+             ("kit --backend triton --mode 'draft extend v1'", "kit --backend triton --mode DRAFT_EXTEND --runner graph")),
+    Mutation("c7-draft-logits-views", "7", "the per-step draft loop keeps each step's logits (graph output views) and picks tokens after the loop",
+             (Edit(PROP, "        toks = [self.next_token[rows]]\n", "        toks = [self.next_token[rows]]\n        views = []  # MUTATION\n"),
+              Edit(PROP, "            out = self.runner.forward(batch)\n            tok, q = self._choose(reqs, out.logits)\n",
+                   "            out = self.runner.forward(batch)\n            views.append(out.logits)\n            tok, q = self._choose(reqs, out.logits)\n"),
+              Edit(PROP, "        tokens = torch.stack(toks, dim=1)\n",
+                   "        tokens = torch.stack(toks[:1] + [self._choose(reqs, v)[0] for v in views], dim=1)\n")),
+             ("kit --backend torch_native --mode 'draft decode'",)),
+    _m("c8-capture-unseeded", "8", "graph capture seeds seq_lens with 0 instead of padding-row values",
+       RUNNER, "        st.seq_lens[:bs].fill_(max(fill, w))\n", "        st.seq_lens[:bs].fill_(0)  # MUTATION\n",
+       "kit --backend torch_native --mode TARGET_VERIFY --runner graph",
+       f"{GC}::test_class8_capture_is_seeded_not_zero"),
+    _m("c8-triton-unseeded-lse", "8", "triton's split LSE scratch starts uninitialised (rows no program reaches merge garbage)",
+       TB, '            mid_lse = torch.full((tokens, self.num_heads, splits), float("-inf"), device=device)\n',
+       "            mid_lse = torch.empty((tokens, self.num_heads, splits), device=device)  # MUTATION\n",
+       "kit --backend triton --mode TARGET_VERIFY --runner graph",
+       f"{TRITON_TESTS}::test_unseeded_zero_metadata_gives_zeros"),
+    _m("c9-width-unchecked", "9", "can_run no longer refuses a batch whose width differs from the captured one",
+       RUNNER, "        elif batch.stride != p.width:\n", "        elif False:  # MUTATION\n",
+       "kit --backend torch_native --mode TARGET_VERIFY --runner graph",
+       f"{GC}::test_class9_width_mismatch_is_refused"),
+    _m("c10-padded-slots-stale", "10", "graph replay leaves the padded tokens' KV slots from the previous replay (not the scratch slot)",
+       RUNNER, "        st.out_cache_loc[t_real:t].zero_()  # padded tokens write the scratch slot\n",
+       "        pass  # MUTATION\n",
+       "kit --backend torch_native --mode DECODE --runner graph"),
+    _m("c10-chain-stale-slots", "10", "the draft chain's replay leaves the padded rows' KV slots stale",
+       "updraft/graphs/draft_chain.py", "            st.out_cache_loc[n:bs].zero_()\n", "            pass  # MUTATION\n",
+       "kit --backend torch_native --mode 'draft chain'"),
+    _m("c11-table-without-lookahead", "11", "the request table is max_model_len + 1 wide: no room for the speculative lookahead",
+       "updraft/engine/engine.py", "        width = self.max_model_len + self.lookahead + 1\n",
+       "        width = self.max_model_len + 1  # MUTATION\n",
+       "kit --backend torch_native --mode verify",
+       f"{GC}::test_class11_exact_max_context_with_lookahead"),
+    _m("c11-graph-table-width-minus-one", "11", "torch_native's captured KV bound is the table width - 1 (the last column is never attended)",
+       TN, "batch.stride, int(self.req_to_token.shape[1]))\n", "batch.stride, int(self.req_to_token.shape[1]) - 1)  # MUTATION\n",
+       "kit --backend torch_native --mode DECODE --runner graph"),
+    # ---- the kit's own ---------------------------------------------------------------------
+    _m("kv-index-off-by-one", "-", "torch_native gathers the slot of position j + 1 for position j", TN,
+       "    rows = req_to_token[batch.req_pool_indices.long(), :max_kv].long()\n",
+       "    rows = req_to_token[batch.req_pool_indices.long(), 1 : max_kv + 1].long()  # MUTATION\n",
+       "kit --backend torch_native --mode DECODE --runner eager"),
+    _m("triton-kv-index-off-by-one", "-", "triton's decode kernel reads the table one position ahead",
+       "updraft/attention/triton_kernels/decode.py", "        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)\n",
+       "        slot = tl.load(table_row + pos + 1, mask=pmask, other=0).to(tl.int64)  # MUTATION\n",
+       "kit --backend triton --mode DECODE --runner eager"),
+    _m("wrong-stride", "-", "triton's extend kernel gets the head stride as the token stride of the new keys",
+       "updraft/attention/triton_kernels/extend.py", "        k_new.stride(0),\n        k_new.stride(1),\n",
+       "        k_new.stride(1),  # MUTATION\n        k_new.stride(1),\n",
+       "kit --backend triton --mode EXTEND --runner eager"),
+    _m("tree-mask-polarity", "-", "torch_native inverts the tree mask inside the draft block", TN,
+       "    return torch.where(in_block[:, None, :], block, torch.ones_like(block))\n",
+       "    return torch.where(in_block[:, None, :], ~block, torch.ones_like(block))  # MUTATION\n",
+       "kit --backend torch_native --mode TARGET_VERIFY --runner eager"),
+    _m("swapped-v1-v2-routing", "-", "the proposer runs the v1 (packed) draft extend when v2 is configured", PROP,
+       '        if self.draft_extend == "v2":\n            # All ndt rows',
+       '        if self.draft_extend != "v2":  # MUTATION\n            # All ndt rows',
+       "kit --backend torch_native --mode 'draft extend v2'"),
+    _m("skip-kv-store", "-", "torch_native never writes the new K/V to the pool", TN,
+       "        if save_kv:\n            self.kv_pool.store(layer_id, batch.out_cache_loc, k, v)\n",
+       "        if False:  # MUTATION\n            self.kv_pool.store(layer_id, batch.out_cache_loc, k, v)\n",
+       "kit --backend torch_native --mode EXTEND --runner eager"),
+    _m("gqa-head-mapping", "-", "triton's decode kernel maps query head h to KV head h % num_kv_heads (interleaved, not grouped)",
+       "updraft/attention/triton_kernels/decode.py", "    heads = kvh * GROUP + hh\n",
+       "    heads = kvh + hh * tl.num_programs(1)  # MUTATION\n",
+       "kit --backend triton --mode DECODE --runner eager"),
+    _m("wrong-page-offset", "-", "the allocator maps position q to offset (q % p) + 1 of its page (spills into the next page)",
+       "updraft/memory/pools.py", "pages[q // p] * p + q % p for q in range(old, n))",
+       "pages[q // p] * p + q % p + 1 for q in range(old, n))  # MUTATION",
+       "tests/memory/test_pools.py", "tests/engine/test_engine.py::test_batch_invariance"),
+    _m("merge-wrong-log-base", "-", "triton's split merge weighs partials with exp instead of exp2 (the LSE is base 2)",
+       "updraft/attention/triton_kernels/merge.py", "    w = tl.where(live, tl.exp2(lse - mx[:, None]), 0.0)\n",
+       "    w = tl.where(live, tl.exp(lse - mx[:, None]), 0.0)  # MUTATION\n",
+       "kit --backend triton --mode TARGET_VERIFY --runner eager"),
+    _m("flex-causal-off-by-one", "-", "flex's causal mask_mod hides a query's own position", "updraft/attention/flex_backend.py",
+       "(slot_pos[kv_idx] <= tile_base[b] + q_idx)", "(slot_pos[kv_idx] < tile_base[b] + q_idx)  # MUTATION",
+       "kit --backend flex --mode EXTEND --runner eager"),
+    _m("triton-extend-causal", "-", "triton's extend kernel hides a new token from itself", "updraft/attention/triton_kernels/extend.py",
+       "        allowed = jmask[None, :] & (j[None, :] <= ti[:, None])\n",
+       "        allowed = jmask[None, :] & (j[None, :] < ti[:, None])  # MUTATION\n",
+       "kit --backend triton --mode EXTEND --runner eager"),
+    _m("rejection-without-residual", "-", "rejection sampling resamples a rejected position from p instead of norm(max(p - q, 0))",
+       "updraft/spec/verify.py", "    residual = (p_at - q_pad[rows, accepted]).clamp_min(0.0)\n",
+       "    residual = p_at.clone()  # MUTATION\n",
+       "tests/spec/test_verify.py::test_rejection_sampling_is_lossless"),
+    _m("greedy-accept-non-prefix", "-", "greedy acceptance counts matches after the first mismatch", "updraft/spec/verify.py",
+       "    accepted = torch.cumprod(match, dim=1).sum(dim=1)\n", "    accepted = match.sum(dim=1)  # MUTATION\n",
+       "tests/spec/test_verify.py::test_greedy_accept_counts_leading_matches"),
+    _m("ngram-matches-suffix-itself", "-", "the n-gram index includes the current suffix, so lookups find the suffix itself",
+       "updraft/spec/ngram.py", "        upto = len(self.tokens) - 1\n", "        upto = len(self.tokens)  # MUTATION\n",
+       "tests/spec/test_ngram.py"),
+    # ---- GPU only ----------------------------------------------------------------------------
+    # Outputs left in the graph pool: a replay of another graph of the same model (captured
+    # earlier) overwrites them. (The former "target and draft share one pool" mutation became
+    # unobservable once outputs moved out of the pool, and was retired.)
+    _m("gpu-outputs-in-graph-pool", "7", "graph runners return their outputs from the shared graph memory pool instead of copying them into buffers outside it",
+       RUNNER, "            view.copy_(src)\n            return view\n",
+       "            return src  # MUTATION\n",
+       "kit --mode verify --mode 'draft extend v2' --mode 'draft chain' --mode 'draft decode' --runner production",
+       "tests/graphs/test_gpu_graphs.py -k real_graphs", device="gpu"),
+    _m("gpu-capture-without-warmup", "-", "graphs are captured without warm-up forwards (lazy init, compilation and autotuning inside capture)",
+       RUNNER, "            for _ in range(2):  # warm-up: lazy init, autotuning, allocator\n",
+       "            for _ in range(0):  # MUTATION\n",
+       "kit --runner graph --runner production", "tests/graphs/test_gpu_graphs.py -k real_graphs", device="gpu"),
+)
+
+
+def by_name(names: list[str] | None) -> list[Mutation]:
+    """The named mutations (all when ``names`` is empty); unknown names raise ValueError."""
+    if not names:
+        return list(MUTATIONS)
+    known = {m.name: m for m in MUTATIONS}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(f"unknown mutation {bad[0]!r}; known: {', '.join(known)}")
+    return [known[n] for n in names]
