@@ -27,7 +27,6 @@ import datetime
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -255,10 +254,9 @@ def markdown(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]]) -> st
 def meta(device: torch.device) -> dict[str, Any]:
     import triton
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
-    except OSError:
-        commit = ""
+    from updraft.provenance import git_commit
+
+    commit = git_commit()
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (triton interpreter)",

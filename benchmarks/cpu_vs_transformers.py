@@ -14,19 +14,11 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
-    except Exception:  # noqa: BLE001
-        return "unknown"
 
 
 def bench_transformers(model, ids: list[int], n: int) -> dict[str, float]:  # noqa: ANN001
@@ -67,6 +59,7 @@ def main() -> None:
     from updraft.bench.prompts import load_prompts
     from updraft.llm import LLM
     from updraft.models.resolve import resolve_model
+    from updraft.provenance import git_commit
 
     path = resolve_model(args.model)
     llm = LLM(str(path), device="cpu", dtype="float32", progress=False)

@@ -210,12 +210,9 @@ def run_peers(engine: Engine, loaded: Any, prompts: list[list[int]], args: argpa
 
 
 def _meta(engine: Engine, args: argparse.Namespace) -> dict[str, Any]:
-    import subprocess
+    from updraft.provenance import git_commit
 
-    try:
-        commit = subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
-    except Exception:  # noqa: BLE001
-        commit = "unknown"
+    commit = git_commit()
     dev = torch.cuda.get_device_name() if engine.device.type == "cuda" else "cpu"
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -12,10 +12,10 @@ import dataclasses
 import datetime as dt
 import os
 import platform
-import subprocess
 from pathlib import Path
 
 from updraft.kit.matrix import Cell, KnownFailure, MatrixResult
+from updraft.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[2]
 KNOWN_COLUMNS = ("backend", "device", "column", "status", "root cause")
@@ -54,13 +54,6 @@ def default_known_path() -> Path:
     return here if here.is_file() else REPO / "docs" / "KNOWN_FAILURES.md"
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
 def environment(device: str, command: str) -> dict[str, str]:
     """What the header reports: device, versions, commit, date, command."""
     import torch
@@ -86,8 +79,6 @@ def environment(device: str, command: str) -> dict[str, str]:
         tri = f"{triton.__version__}" + (" (interpreter: TRITON_INTERPRET=1)" if interpreting() else "")
     except ImportError:
         tri = "not installed"
-    commit = _git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
     flex = "compiled (torch.compile)" if device == "cuda" or os.environ.get("UPDRAFT_FLEX_COMPILE") == "1" else "eager (unfused, exact; ignores the block mask)"
     return {
         "device": dev,
@@ -95,7 +86,7 @@ def environment(device: str, command: str) -> dict[str, str]:
         "triton": tri,
         "flex": flex,
         "python": platform.python_version(),
-        "commit": commit + (" + uncommitted changes" if dirty else ""),
+        "commit": git_commit(),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": f"`{command}`",
     }
