@@ -8,7 +8,8 @@ setup:
 	@bash scripts/setup.sh $(VENV)
 
 demo: setup
-	$(VENV)/bin/updraft generate --chat "Explain speculative decoding in two sentences." --max-tokens 96
+	$(VENV)/bin/updraft generate --chat "Explain speculative decoding in two sentences." --max-tokens 96 \
+		--speculative-algorithm EAGLE --speculative-draft-model-path builtin:smollm2
 
 test: setup
 	$(PY) -m pytest -m "not gpu and not slow" -q

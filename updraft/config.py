@@ -125,7 +125,7 @@ class SpeculativeConfig:
     ``num_draft_tokens = S + 1`` tokens (the bonus token + S drafts)."""
 
     method: str = _opt("eagle, eagle3, standalone or ngram", default="ngram")
-    draft_model: str | None = _opt("draft checkpoint (EAGLE head folder or a standalone model)", default=None)
+    draft_model: str | None = _opt("draft checkpoint: EAGLE head folder, builtin:NAME (a shipped head, e.g. builtin:smollm2) or a standalone model", default=None)
     num_steps: int = _opt("draft tokens proposed per iteration (S)", default=5)
     topk: int = _opt("draft branching; 1 = chain (trees come later)", default=1)
     num_draft_tokens: int | None = _opt("tokens verified per request (S + 1 for a chain)", default=None)

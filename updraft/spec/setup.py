@@ -44,7 +44,9 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
         return DraftSetup(cfg, None)
     assert cfg.draft_model is not None
     if cfg.method in ("eagle", "eagle3"):
-        head = load_draft_head(cfg.draft_model, target, dtype, device)
+        from updraft.heads import resolve_draft_path
+
+        head = load_draft_head(resolve_draft_path(cfg.draft_model), target, dtype, device)
         want = "eagle3" if isinstance(head, Eagle3Head) else "eagle"
         if want != cfg.method:
             raise ConfigError(f"speculative method {cfg.method!r} but {cfg.draft_model} is an {want} head")

@@ -1,0 +1,130 @@
+"""Self-distillation data: generation through the engine, teacher forcing, batches, and the
+pairing the losses rely on (head row ``j`` reads ``t[j+1]`` and ``feature[j]`` and is trained
+against target position ``j+1``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from updraft.config import EngineConfig
+from updraft.data.prompts import build_prompts, split_prompts
+from updraft.engine.engine import Engine
+from updraft.train import losses
+from updraft.train.data import GenerationResult, collect_sequences, epoch_batches, teacher_force
+from updraft.train.forward import shift_left
+from updraft.train.heads import new_head
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_target):  # noqa: ANN001, ANN201
+    return Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False, max_running_requests=8), loaded=tiny_target)
+
+
+@pytest.fixture(scope="module")
+def generated(engine):  # noqa: ANN001, ANN201
+    prompts = build_prompts(12, seed=3)
+    return prompts, collect_sequences(engine, prompts, max_new_tokens=12, progress=False)
+
+
+def test_prompts_are_deterministic_and_split_disjoint() -> None:
+    a, b = build_prompts(300, seed=7), build_prompts(300, seed=7)
+    assert a == b and len({p.text for p in a}) == 300
+    assert build_prompts(50, seed=8) != build_prompts(50, seed=7)
+    assert {p.category for p in a} >= {"writing", "coding", "math", "passage", "qa"}
+    train, held = split_prompts(a, 20, seed=7)
+    assert len(held) == 20 and len(train) == 280 and not {p.text for p in train} & {p.text for p in held}
+    passage = next(p for p in a if p.followup is not None)
+    assert "MY PASSAGE" in passage.fill("  MY PASSAGE ")
+
+
+def test_generation_keeps_both_stages_in_prompt_order(generated) -> None:  # noqa: ANN001
+    prompts, gen = generated
+    n_follow = sum(p.followup is not None for p in prompts)
+    assert len(gen.seqs) == len(prompts) + n_follow  # every passage got its follow-up
+    assert gen.prompt_index == sorted(gen.prompt_index)
+    assert all(len(s) > pl for s, pl in zip(gen.seqs, gen.prompt_lens))
+    assert gen.stats["generated_tokens"] == sum(len(s) - pl for s, pl in zip(gen.seqs, gen.prompt_lens))
+
+
+def test_deadline_keeps_partial_responses(engine) -> None:  # noqa: ANN001
+    import time
+
+    gen = collect_sequences(engine, build_prompts(30, seed=4), max_new_tokens=200, progress=False, deadline=time.time() + 0.3)
+    assert gen.stats["aborted"] > 0 or gen.stats["finished"] < 30
+    assert not engine.has_unfinished() and not engine.requests  # everything released
+    assert all(len(s) - pl >= 2 for s, pl in zip(gen.seqs, gen.prompt_lens))
+
+
+def test_cache_round_trip(tmp_path, generated) -> None:  # noqa: ANN001
+    _, gen = generated
+    gen.save(tmp_path, {"seed": 3})
+    back, meta = GenerationResult.load(tmp_path)
+    assert meta == {"seed": 3} and back.seqs == gen.seqs and back.prompt_lens == gen.prompt_lens
+    assert back.prompt_index == gen.prompt_index
+    assert GenerationResult.load(tmp_path / "none") is None
+
+
+def test_teacher_forcing_matches_greedy_generation(engine, generated) -> None:  # noqa: ANN001
+    """The teacher-forced argmax at ``p`` is the token greedy decoding produced at ``p+1``, for
+    every response position, and the hidden state is the engine's own (one sequence alone)."""
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, progress=False, max_batch_tokens=300)
+    assert data.num_tokens == sum(len(s) for s in gen.seqs)
+    mask = data.target_mask()
+    nxt = torch.cat([data.tokens[1:], data.tokens[:1]])
+    assert torch.equal(data.argmax[mask], nxt[mask])
+    one = teacher_force(engine, gen.seqs[2:3], gen.prompt_lens[2:3], progress=False)
+    a, b = int(data.offsets[2]), int(data.offsets[3])
+    torch.testing.assert_close(data.hidden[a:b], one.hidden, rtol=1e-5, atol=1e-5)
+    aux = teacher_force(engine, gen.seqs[:2], gen.prompt_lens[:2], aux_layers=(0, 1, 1), progress=False)
+    assert aux.aux is not None and aux.aux.shape == (aux.num_tokens, 3 * engine.model_config.hidden_size)
+    assert engine.model.aux_layers == ()  # restored
+
+
+def test_batch_layout_and_target_mask(engine, generated) -> None:  # noqa: ANN001
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, progress=False)
+    b = data.batch([3, 0], "cpu", eagle3=False)
+    for r, s in enumerate([3, 0]):
+        n, plen = len(gen.seqs[s]), gen.prompt_lens[s]
+        assert b.ids[r, :n].tolist() == gen.seqs[s] and (b.ids[r, n:] == 0).all()
+        want = torch.zeros(b.ids.shape[1], dtype=torch.bool)
+        want[plen - 1 : n - 1] = True  # positions whose next token is a response token
+        assert torch.equal(b.target_mask[r], want)
+        a = int(data.offsets[s])
+        torch.testing.assert_close(b.hidden[r, :n], data.hidden[a : a + n])
+    sub = data.subset([2, 0])
+    assert sub.num_seqs == 2 and torch.equal(sub.tokens, torch.tensor(gen.seqs[2] + gen.seqs[0]))
+
+
+def test_loss_pairing_row_j_predicts_position_j_plus_1(monkeypatch, engine, generated) -> None:  # noqa: ANN001
+    """With the head's step-k output replaced by the target's feature at ``j+k+1`` (a perfect
+    draft under the pairing), every step is 100% accurate with zero regression loss; one
+    position off, it is not."""
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, progress=False)
+    head, _ = new_head("eagle", engine.model)
+    batch = data.batch(list(range(data.num_seqs)), "cpu", eagle3=False)
+    labels = losses.TargetHead(head)
+
+    def oracle(shift: int):  # noqa: ANN202
+        return lambda head, ids, feat, steps: [shift_left(batch.hidden, k + shift) for k in range(steps)]
+
+    monkeypatch.setattr(losses, "unroll", oracle(1))
+    _, m = losses.compute_loss(head, batch, losses.LossConfig(steps=3), labels)
+    assert all(m[f"acc{k}"] == 1.0 and m[f"vloss{k}"] == 0.0 for k in range(3))
+    monkeypatch.setattr(losses, "unroll", oracle(0))
+    _, m = losses.compute_loss(head, batch, losses.LossConfig(steps=3), labels)
+    assert m["acc0"] < 0.9
+
+
+def test_epoch_batches_pure_and_within_budget() -> None:
+    lengths = [5 + (i * 37) % 90 for i in range(200)]
+    a = epoch_batches(lengths, 256, seed=1, epoch=2)
+    assert a == epoch_batches(lengths, 256, seed=1, epoch=2)
+    assert a != epoch_batches(lengths, 256, seed=1, epoch=3)
+    assert sorted(s for b in a for s in b) == list(range(200))
+    assert all(len(b) == 1 or len(b) * max(lengths[s] for s in b) <= 256 for b in a)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        epoch_batches(lengths, 0, 0, 0)

@@ -1,0 +1,49 @@
+"""benchmarks/eval_acceptance.py on a tiny target and a trained-for-nothing head, over stand-in
+eval files (the real sets are only read in place, by the benchmark): JSON fields, lossless
+outputs in fp32, the per-position histogram adds up, the plot-only mode."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import torch
+
+from updraft.train.heads import new_head, save_head
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _module():  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location("eval_acceptance", ROOT / "benchmarks" / "eval_acceptance.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:  # noqa: ANN001
+    evals = tmp_path / "eval-sets"
+    evals.mkdir()
+    for name in ("mt_bench", "qa"):
+        rows = [{"turns": [f"question {i} about {name}?"]} for i in range(3)]
+        (evals / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("UPDRAFT_EVAL_DIR", str(evals))
+    head, cfg = new_head("eagle", tiny_target.model, seed=1)
+    save_head(head, cfg, tmp_path / "head", dtype=torch.float32)
+    mod = _module()
+    out = tmp_path / "out"
+    rc = mod.main(["--model", str(tiny_target.source), "--head", str(tmp_path / "head"), "--sets", "mt_bench,qa",
+                   "--limit", "default=3", "--max-tokens", "12", "--speed-prompts", "2", "--accept-batch", "2",
+                   "--device", "cpu", "--out", str(out)])
+    assert rc == 0
+    res = json.loads((out / "eval_acceptance.json").read_text())
+    assert set(res["sets"]) == {"mt_bench", "qa"} and res["method"] == "eagle" and res["num_steps"] == 5
+    assert {"date", "torch", "triton", "device", "commit"} <= set(res["environment"])
+    for s in res["sets"].values():
+        assert s["prompts"] == 3 and s["outputs_equal"] == s["outputs_compared"] == 2  # lossless in fp32
+        assert sum(s["accept_length_histogram"]) == s["verify_steps"] > 0
+        assert 1.0 <= s["mean_accept_length"] <= 6.0 and s["speed_bs1"]["spec_tokens"] == s["speed_bs1"]["base_tokens"]
+    if (out / "per_position.png").exists():  # matplotlib present: also the plot-only mode
+        assert mod.main(["--plot", str(out / "eval_acceptance.json"), "--out", str(tmp_path / "replot")]) == 0
+        assert (tmp_path / "replot" / "per_position.png").stat().st_size > 1000

@@ -1,0 +1,85 @@
+"""New heads and ``save_head``: the published key layout, d2t/t2d, optional embedding copy,
+and a save -> ``load_draft_head`` round trip that serves the same outputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from updraft.models.eagle import Eagle3Head, EagleHead, load_draft_head
+from updraft.train.forward import head_logits, unroll
+from updraft.train.heads import new_head, save_head, select_draft_vocab, vocab_maps
+
+EAGLE_KEYS = {
+    "fc.weight", "fc.bias", "layers.0.self_attn.q_proj.weight", "layers.0.self_attn.k_proj.weight",
+    "layers.0.self_attn.v_proj.weight", "layers.0.self_attn.o_proj.weight", "layers.0.mlp.gate_proj.weight",
+    "layers.0.mlp.up_proj.weight", "layers.0.mlp.down_proj.weight", "layers.0.post_attention_layernorm.weight",
+}
+EAGLE3_KEYS = {
+    "fc.weight", "midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight", "midlayer.self_attn.v_proj.weight",
+    "midlayer.self_attn.o_proj.weight", "midlayer.mlp.gate_proj.weight", "midlayer.mlp.up_proj.weight",
+    "midlayer.mlp.down_proj.weight", "midlayer.input_layernorm.weight", "midlayer.hidden_norm.weight",
+    "midlayer.post_attention_layernorm.weight", "norm.weight", "lm_head.weight", "d2t", "t2d",
+}
+
+
+def test_draft_vocab_and_maps() -> None:
+    counts = torch.tensor([0, 5, 1, 5, 9, 0, 2])
+    ids = select_draft_vocab(counts, 4)
+    assert ids.tolist() == [1, 3, 4, 6]  # most frequent, ties by lower id, sorted
+    d2t, t2d = vocab_maps(ids, 7)
+    assert (torch.arange(4) + d2t).tolist() == ids.tolist()
+    assert t2d.tolist() == [False, True, False, True, True, False, True]
+    assert select_draft_vocab(torch.zeros(5), 3).tolist() == [0, 1, 2]  # unseen tokens fill in id order
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_save_load_round_trip(tmp_path, tiny_target, method: str) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    v = target.config.vocab_size
+    draft = torch.arange(3, v, 3) if method == "eagle3" else None
+    head, cfg = new_head(method, target, draft_ids=draft, aux_layers=(0, 1, 1) if method == "eagle3" else None, seed=4)
+    with torch.no_grad():  # move off the init so a dropped tensor would show
+        for p in head.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    folder = save_head(head, cfg, tmp_path / method, dtype=torch.float32)
+    sd = load_file(str(folder / "model.safetensors"))
+    conf = json.loads((folder / "config.json").read_text())
+    if method == "eagle":
+        assert set(sd) == EAGLE_KEYS and conf["architectures"] == ["LlamaForCausalLMEagle"]
+    else:
+        assert set(sd) == EAGLE3_KEYS and conf["architectures"] == ["LlamaForCausalLMEagle3"]
+        assert conf["draft_vocab_size"] == draft.numel() and conf["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 1, 1]
+        assert sd["d2t"].dtype == torch.int64 and torch.equal(torch.arange(draft.numel()) + sd["d2t"], draft)
+        assert sd["t2d"].dtype == torch.bool and sd["t2d"].sum() == draft.numel() and sd["t2d"][draft].all()
+    loaded = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    assert isinstance(loaded, EagleHead if method == "eagle" else Eagle3Head)
+    assert loaded.shared.own_embed is None  # the target's embedding is shared
+    ref = {k: t for k, t in head.state_dict().items()}
+    for k, t in loaded.state_dict().items():
+        if k in ref:
+            assert torch.equal(t, ref[k]), k
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, v, (1, 12), generator=g)
+    feat = torch.randn(1, 12, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    with torch.no_grad():
+        a = head_logits(head, unroll(head, ids, feat, 2)[1])
+        b = head_logits(loaded, unroll(loaded, ids, feat, 2)[1])
+    torch.testing.assert_close(a, b)
+
+
+def test_bf16_save_is_small_and_embedding_optional(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    head, cfg = new_head("eagle", target)
+    small = save_head(head, cfg, tmp_path / "a")
+    big = save_head(head, cfg, tmp_path / "b", include_embedding=True)
+    sd = load_file(str(big / "model.safetensors"))
+    assert "embed_tokens.weight" in sd and "embed_tokens.weight" not in load_file(str(small / "model.safetensors"))
+    assert all(t.dtype == torch.bfloat16 for t in sd.values())
+    assert json.loads((small / "config.json").read_text())["torch_dtype"] == "bfloat16"
+    with_embed = load_draft_head(big, target, torch.float32, torch.device("cpu"))
+    assert with_embed.shared.own_embed is not None
+    assert not list(tmp_path.glob("*/.*.tmp"))  # written atomically, nothing left behind

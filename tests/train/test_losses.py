@@ -1,0 +1,92 @@
+"""Losses: finite, per-step metrics, EAGLE-3's draft-vocabulary handling, and a tiny overfit
+that drives them down; the expected accept length formula."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from updraft.train.data import TrainBatch
+from updraft.train.heads import new_head
+from updraft.train.losses import LossConfig, TargetHead, compute_loss, expected_accept_length
+
+
+def _batch(target, g: torch.Generator, eagle3: bool) -> TrainBatch:  # noqa: ANN001
+    cfg = target.config
+    ids = torch.randint(0, cfg.vocab_size, (3, 20), generator=g)
+    with torch.no_grad():
+        hidden = torch.randn(3, 20, cfg.hidden_size, generator=g)
+        argmax = target.compute_logits(hidden.to(target.lm_head_weight.dtype)).argmax(-1)
+    mask = torch.zeros(3, 20, dtype=torch.bool)
+    mask[:, 4:19] = True
+    mask[2, 12:] = False  # a shorter sequence
+    feat = torch.randn(3, 20, 3 * cfg.hidden_size, generator=g) if eagle3 else None
+    return TrainBatch(ids=ids, hidden=hidden, argmax=argmax, target_mask=mask, feature=feat, size=3)
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_losses_finite_and_overfit(tiny_target, method: str) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    target.requires_grad_(False)
+    g = torch.Generator().manual_seed(0)
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
+    batch = _batch(target, g, method == "eagle3")
+    labels = TargetHead(head)
+    cfg = LossConfig(steps=2)
+    opt = torch.optim.AdamW(head.parameters(), lr=3e-3)
+    first = None
+    for _ in range(40):
+        loss, m = compute_loss(head, batch, cfg, labels)
+        assert torch.isfinite(loss)
+        first = first if first is not None else m
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert set(m) >= {"loss", "acc0", "acc1", "ploss0", "ploss1", "rows0", "rows1"}
+    assert m["loss"] < first["loss"] - 0.3
+    assert m["acc0"] > first["acc0"] + 0.2
+    if method == "eagle":
+        assert m["vloss0"] < first["vloss0"]
+    else:  # rows whose target token is outside the draft vocabulary are left out
+        in_draft = torch.isin(batch.argmax, draft)
+        assert m["rows0"] == float((torch.roll(batch.target_mask & in_draft, -1, 1))[:, :-1].sum())
+    assert target.model.embed_tokens.weight.grad is None  # the shared target weights stay frozen
+
+
+def test_gradients_reach_every_head_parameter(tiny_target) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    target.requires_grad_(False)
+    head, _ = new_head("eagle", target)
+    loss, _ = compute_loss(head, _batch(target, torch.Generator().manual_seed(1), False), LossConfig(steps=3), TargetHead(head))
+    loss.backward()
+    missing = [n for n, p in head.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    assert not missing
+
+
+def test_expected_accept_length() -> None:
+    assert expected_accept_length({}, 5) == 1.0
+    assert expected_accept_length({"acc0": 1.0, "acc1": 1.0}, 3) == 4.0
+    assert expected_accept_length({"acc0": 0.5}, 2) == pytest.approx(1 + 0.5 + 0.25)  # later steps reuse the last
+    assert expected_accept_length({"acc0": 0.8, "acc1": 0.5}, 2) == pytest.approx(1 + 0.8 + 0.4)
+
+
+def test_mixed_precision_configuration_runs(tiny_checkpoint) -> None:  # noqa: ANN001
+    """The GPU set-up, on CPU: a bf16 target (bf16 embedding, LM head and features), fp32 head
+    parameters, bf16 autocast; the loss is finite, gradients are fp32 and reach the head."""
+    from updraft.models.loader import load_checkpoint
+
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cpu", progress=False).model
+    target.requires_grad_(False)
+    for method in ("eagle", "eagle3"):
+        draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+        head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
+        batch = _batch(target, torch.Generator().manual_seed(2), method == "eagle3")
+        batch.hidden = batch.hidden.bfloat16()
+        if batch.feature is not None:
+            batch.feature = batch.feature.bfloat16()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss, m = compute_loss(head, batch, LossConfig(steps=3), TargetHead(head))
+        loss.backward()
+        assert torch.isfinite(loss) and m["rows2"] > 0
+        assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in head.parameters())

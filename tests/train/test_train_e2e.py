@@ -1,0 +1,102 @@
+"""``train-draft`` end to end on a tiny target (CPU, fp32): the saved head loads and serves
+speculative decoding losslessly; a resumed run equals an uninterrupted one; a time budget is
+kept; the data cache is reused."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from updraft.llm import LLM
+from updraft.sampling_params import SamplingParams
+from updraft.train.config import TrainConfig
+from updraft.train.trainer import train
+
+SMALL = dict(
+    num_prompts=24, held_out=4, max_new_tokens=16, gen_batch=16, batch_tokens=1024, eval_every=4, log_every=2,
+    checkpoint_every=3, final_eval_prompts=2, final_eval_tokens=12, progress=False, device="cpu",
+)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):  # noqa: ANN001, ANN201
+    return tmp_path_factory.mktemp("train-data")
+
+
+@pytest.fixture(scope="module", params=["eagle", "eagle3"])
+def trained(request, tmp_path_factory, tiny_target, data_dir):  # noqa: ANN001, ANN201
+    method = request.param
+    out = tmp_path_factory.mktemp(f"head-{method}")
+    cfg = TrainConfig(target=str(tiny_target.source), out=str(out), method=method, steps=8, draft_vocab_size=200,
+                      data_dir=str(data_dir), **SMALL)
+    log = train(cfg, loaded=tiny_target)
+    return method, out, log
+
+
+def test_outputs_and_log(trained) -> None:  # noqa: ANN001
+    method, out, log = trained
+    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "train_log.json", "README.md", "checkpoint"}
+    on_disk = json.loads((out / "train_log.json").read_text())
+    assert on_disk["steps"] == 8 and on_disk["stopped_by"] == "steps"
+    assert [e["step"] for e in on_disk["held_out_evals"]] == [4, 8]  # periodic (the last one is the final estimate)
+    assert all(len(e["acc"]) == 5 for e in on_disk["held_out_evals"])
+    assert [e["step"] for e in on_disk["log"]] == [2, 4, 6, 8]
+    assert all(torch.isfinite(torch.tensor(e["loss"])) for e in on_disk["log"])
+    acc = log["engine_acceptance"]
+    assert acc["prompts"] == 2 and 1.0 <= acc["mean_accept_length"] <= 6.0 and len(acc["per_position"]) == 5
+    sd = load_file(str(out / "model.safetensors"))
+    assert all(t.dtype == torch.bfloat16 for t in sd.values() if t.is_floating_point())
+    assert "embed_tokens.weight" not in sd
+
+
+def test_trained_head_is_lossless_in_the_engine(trained, tiny_target) -> None:  # noqa: ANN001
+    method, out, _ = trained
+    prompts = [[1, 5, 9, 33, 70, 71, 72], list(range(40, 75)), [200, 201, 3, 3, 3, 9]]
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
+    plain = LLM(str(tiny_target.source), device="cpu", progress=False).generate(prompts, params)
+    for bs in (1, 3):
+        spec = LLM(
+            str(tiny_target.source), device="cpu", progress=False, max_running_requests=bs,
+            speculative_config={"method": method, "model": str(out), "num_speculative_tokens": 5},
+        )
+        outs = spec.generate(prompts, params)
+        assert [o.outputs[0].token_ids for o in outs] == [o.outputs[0].token_ids for o in plain]
+        assert all(o.metrics["spec"]["num_drafts"] > 0 for o in outs)
+
+
+def test_resume_equals_uninterrupted(tmp_path, tiny_target, data_dir, trained) -> None:  # noqa: ANN001
+    method, _, _ = trained  # the data cache exists (and is reused) once a head was trained
+    if method != "eagle":
+        pytest.skip("one method is enough for the resume check")
+    base = dict(target=str(tiny_target.source), method="eagle", steps=7, data_dir=str(data_dir), save_dtype="float32",
+                **(SMALL | {"final_eval_prompts": 0, "eval_every": 2}))
+    full = train(TrainConfig(out=str(tmp_path / "full"), **base), loaded=tiny_target)
+    part = train(TrainConfig(out=str(tmp_path / "part"), **base), loaded=tiny_target, stop_after=4)
+    assert part == {"stopped_after": 4} and not (tmp_path / "part" / "model.safetensors").exists()
+    resumed = train(TrainConfig(out=str(tmp_path / "part"), resume=True, **base), loaded=tiny_target)
+    a = load_file(str(tmp_path / "full" / "model.safetensors"))
+    b = load_file(str(tmp_path / "part" / "model.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [e["loss"] for e in full["log"]] == [e["loss"] for e in resumed["log"]]
+    assert full["data"]["reused_cache"] and resumed["data"]["reused_cache"]
+    with pytest.raises(ValueError, match="resume: lr="):
+        train(TrainConfig(out=str(tmp_path / "part"), resume=True, **(base | {"lr": 1e-2})), loaded=tiny_target)
+
+
+def test_time_budget_is_kept(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    budget = 9.0
+    t0 = time.time()
+    cfg = TrainConfig(target=str(tiny_target.source), out=str(tmp_path / "b"), time_budget=budget,
+                      **(SMALL | {"num_prompts": 400, "held_out": 4, "max_new_tokens": 200, "checkpoint_every": 0,
+                                  "eval_every": 0, "final_eval_prompts": 1}))
+    log = train(cfg, start_time=t0, loaded=tiny_target)
+    took = time.time() - t0
+    assert took < budget + 4, took
+    assert log["data"]["generation"]["wall_s"] < 0.45 * budget + 2
+    assert log["data"]["generation"]["aborted"] > 0  # cut by the deadline
+    assert log["stopped_by"] in ("steps", "time budget") and log["steps"] >= 1
+    assert (tmp_path / "b" / "model.safetensors").is_file()

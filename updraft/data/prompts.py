@@ -1,0 +1,249 @@
+"""Training prompts for self-distilled draft heads: topic lists x task templates, deterministic.
+
+``build_prompts(n, seed)`` returns ``n`` distinct instructions across writing, explanation,
+question answering, lists, coding (write / complete / explain / fix), math word problems,
+dialogue and role play, reasoning, and passage tasks. A passage task is two-stage: the target
+model first writes a passage (``TrainPrompt.text``), then gets ``TrainPrompt.followup`` with its
+own passage in place of ``{passage}`` (summarise it, extract facts, rewrite it, ...), which gives
+long-context, copy-heavy responses like summarisation without using anyone's articles.
+
+Everything is generated from ``updraft.data.material`` by a seeded ``random.Random``: the same
+``(n, seed)`` always gives the same list (the order of the lists and templates is part of the
+contract). The EAGLE evaluation sets are held out and never read here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from updraft.data import material as m
+
+
+@dataclass(frozen=True)
+class TrainPrompt:
+    """One user instruction. ``followup``: a second instruction containing ``{passage}``, to be
+    filled with the model's own response to ``text`` (passage tasks only)."""
+
+    text: str
+    category: str
+    followup: str | None = None
+
+    def fill(self, passage: str) -> str:
+        """The second-stage instruction with the model's passage inserted."""
+        assert self.followup is not None, "not a passage task"
+        return self.followup.replace("{passage}", passage.strip())
+
+
+def _concept(r: random.Random) -> str:
+    return r.choice(m.CONCEPTS[r.choice(sorted(m.CONCEPTS))])
+
+
+def _writing(r: random.Random) -> str:
+    t, form, style = r.choice(m.TOPICS), r.choice(m.WRITING_FORMS), r.choice(m.STYLES)
+    templates = [
+        f"Write a {style} {form} about {t}.",
+        f"Write a {form} set in {r.choice(m.PLACES)} that involves {r.choice(m.PEOPLE)}.",
+        f"Compose a {form} for {r.choice(m.AUDIENCES)} about {t}. Keep the tone {style}.",
+        f"Write an email to a colleague proposing a workshop on {t}. Make it {style} and under 200 words.",
+        f"Draft a short speech opening a community event about {t}.",
+        f"Write the opening paragraph of a novel that begins in {r.choice(m.PLACES)}.",
+        f"Write a product review of an imaginary gadget that helps with {t}.",
+        f"Write a {style} social media post announcing a new club devoted to {t}.",
+        f"Write a cover letter for {r.choice(m.PEOPLE)} applying to a job related to {t}.",
+        f"Describe {r.choice(m.PLACES)} in vivid detail, as the first page of a travel guide.",
+        f"Write a motivational message for {r.choice(m.AUDIENCES)} who is nervous about {t}.",
+        f"Write a {form} in which {r.choice(m.PEOPLE)} and {r.choice(m.PEOPLE)} discover something about {t}.",
+    ]
+    return r.choice(templates)
+
+
+def _explain(r: random.Random) -> str:
+    c, who = _concept(r), r.choice(m.AUDIENCES)
+    templates = [
+        f"Explain {c} to {who}.",
+        f"How does {c} work? Give a clear explanation with an example.",
+        f"Explain {c} in three short paragraphs.",
+        f"What are the most common misconceptions about {c}?",
+        f"Give an analogy that helps {who} understand {c}, then explain where the analogy breaks down.",
+        f"Explain the difference between {c} and {_concept(r)}.",
+        f"Why is {c} important? Answer in a few sentences.",
+        f"Teach me {c} step by step, assuming I know nothing about it.",
+        f"Write a short lesson plan for teaching {c} to {who}.",
+        f"Describe the history of {r.choice(m.TOPICS)} in a few paragraphs.",
+    ]
+    return r.choice(templates)
+
+
+def _qa(r: random.Random) -> str:
+    c, t = _concept(r), r.choice(m.TOPICS)
+    templates = [
+        f"What is {c}?", f"Who benefits most from {t}?", f"What are the main causes of problems with {t}?",
+        f"When did people first start studying {c}?", f"Is {t} a good idea? Give a balanced answer.",
+        f"What would happen if {c} stopped working?", f"Where can a beginner learn more about {t}?",
+        f"What is the single most useful fact about {c}?", f"Why do some people dislike {t}?",
+        f"How has {t} changed over the last hundred years?", f"Can you define {c} in one sentence?",
+    ]
+    return r.choice(templates)
+
+
+def _lists(r: random.Random) -> str:
+    t, n = r.choice(m.TOPICS), r.choice([3, 4, 5, 6, 7, 8, 10])
+    templates = [
+        f"List {n} tips for {r.choice(m.AUDIENCES)} interested in {t}.",
+        f"Give {n} pros and {n} cons of {t}.",
+        f"Name {n} interesting facts about {t}, one line each.",
+        f"Make a checklist of {n} steps to get started with {t}.",
+        f"Suggest {n} names for a podcast about {t}, with a one-line pitch for each.",
+        f"List {n} questions a journalist should ask an expert on {t}.",
+        f"Create a {n}-day plan to learn the basics of {t}.",
+        f"Write {n} quiz questions about {_concept(r)}, with answers.",
+    ]
+    return r.choice(templates)
+
+
+def _coding(r: random.Random) -> str:
+    lang, task = r.choice(m.LANGUAGES), r.choice(m.CODE_TASKS)
+    sig, doc = r.choice(m.CODE_STUBS)
+    stub = f'{sig}\n    """{doc}\n    """\n'
+    templates = [
+        f"Write a {lang} function that {task}.",
+        f"Write a {lang} function that {task}. Include comments and a short usage example.",
+        f"Complete the following Python function.\n\n{stub}",
+        f"Finish this function so that it passes its doctest:\n\n{stub}",
+        f"Explain, line by line, how you would write a {lang} function that {task}.",
+        f"What is the time complexity of a function that {task}? Show an implementation in {lang}.",
+        f"Write unit tests in {lang} for a function that {task}.",
+        f"Rewrite a {r.choice(m.LANGUAGES)} function that {task} in {lang}, and explain the differences.",
+        f"Here is a buggy start:\n\n{sig}\n    pass\n\nFix it so that it does this: {doc.splitlines()[0]}",
+    ]
+    return r.choice(templates)
+
+
+def _math(r: random.Random) -> str:
+    a, b = r.sample(m.NAMES, 2)
+    (item, box) = r.choice(m.ITEMS)
+    x, y, z = r.randint(2, 12), r.randint(2, 9), r.randint(3, 40)
+    price, pct = r.choice([2, 3, 4, 5, 8, 12, 15, 20]), r.choice([10, 20, 25, 50])
+    speed, hours = r.choice([30, 40, 45, 60, 75]), r.choice([2, 3, 4, 5])
+    templates = [
+        f"{a} has {z} {item}. {a} buys {x} {box}s with {y} {item} in each. How many {item} does {a} have now?",
+        f"{a} and {b} share {x * y} {item} in the ratio {x}:{y}. How many {item} does {b} get?",
+        f"A {box} holds {y} {item}. How many {box}s are needed for {x * y + z} {item}?",
+        f"{a} earns ${price * 10} per day and saves {pct}% of it. How much does {a} save in {x} weeks of 5 working days?",
+        f"A train travels at {speed} km/h for {hours} hours, then at {speed // 3 * 2} km/h for {y} hours. How far does it go?",
+        f"A shirt costs ${price * 5}. It is discounted by {pct}%, then {a} pays 8% sales tax on the discounted price. What is the total?",
+        f"{a} is {x} years older than {b}. In {y} years, the sum of their ages will be {2 * z + x + 2 * y}. How old is {b} now?",
+        f"A rectangle has a perimeter of {2 * (x + z)} cm and one side of {x} cm. What is its area?",
+        f"{a} reads {y} pages on weekdays and {y * 2} pages each weekend day. How many pages in {x} weeks?",
+        f"{a} had {z + x * y} {item}, gave {b} {x}, and split the rest equally into {y} {box}s. How many are in each {box}, and how many are left over?",
+        f"A tank holds {z * 10} liters. A pump fills it at {y + 3} liters per minute while it leaks 1 liter per minute. How long until it is full?",
+        f"Solve for x: {y}x + {z} = {y * x + z}. Show your steps.",
+        f"What is {pct}% of {z * 20}, and what is that number increased by {x}%?",
+    ]
+    return r.choice(templates) + r.choice(["", " Explain step by step.", " Show your reasoning.", " Give the final answer at the end."])
+
+
+def _dialogue(r: random.Random) -> str:
+    p1, p2, t = r.choice(m.PEOPLE), r.choice(m.PEOPLE), r.choice(m.TOPICS)
+    templates = [
+        f"Write a dialogue between {p1} and {p2} about {t}.",
+        f"Pretend you are {p1}. Tell me about your typical day, and mention {t}.",
+        f"Role-play as {p1} giving advice to {r.choice(m.AUDIENCES)} about {t}.",
+        f"Imagine you are {p1} stuck in {r.choice(m.PLACES)}. Describe what you do next, in the first person.",
+        f"Write an interview with {p1} about {t}, with at least five questions.",
+        f"You are a customer support agent for a company that sells products for {t}. Reply to an angry customer whose order arrived late.",
+    ]
+    return r.choice(templates)
+
+
+def _reasoning(r: random.Random) -> str:
+    t1, t2 = r.sample(m.TOPICS, 2)
+    templates = [
+        f"Compare {t1} and {t2}: what do they have in common, and how do they differ?",
+        f"A city has money for only one project: one about {t1} or one about {t2}. Argue for one choice.",
+        f"What are the second-order effects of {t1} becoming twice as popular?",
+        f"Evaluate this claim: '{t1} matters more than {t2}.' Consider both sides.",
+        f"If you had to explain {t1} using only ideas from {t2}, how would you do it?",
+        f"Plan a week-long school project that connects {t1} with {t2}.",
+        f"Three friends disagree about {t1}. One loves it, one hates it, one is unsure. Write each person's argument.",
+    ]
+    return r.choice(templates)
+
+
+#: Stage-two instructions of passage tasks; ``{passage}`` is the model's own text.
+FOLLOWUPS = [
+    "Summarize the following text in {k} sentences.\n\n{passage}",
+    "Summarize: {passage}",
+    "Write a headline and a one-paragraph summary for this article:\n\n{passage}",
+    "Extract the key facts from the text below as a bulleted list.\n\n{passage}",
+    "Read the passage and answer: what is its main point, and what evidence supports it?\n\n{passage}",
+    "Rewrite the following text in a more formal tone, keeping every fact.\n\n{passage}",
+    "Give a TL;DR of this text, then list three questions it leaves open.\n\n{passage}",
+    "Turn the following text into five quiz questions with answers.\n\n{passage}",
+]
+
+
+def _passage(r: random.Random) -> TrainPrompt:
+    t, words = r.choice(m.TOPICS), r.choice([200, 250, 300, 350, 400])
+    kind = r.choice(["news article", "magazine feature", "encyclopedia-style article", "report", "opinion column"])
+    text = r.choice(
+        [
+            f"Write a {words}-word {kind} about {t}.",
+            f"Write a detailed {kind} of about {words} words on {t}, with names, numbers and quotes.",
+            f"Write a {kind} about a local event connected to {t}. Aim for {words} words.",
+        ]
+    )
+    followup = r.choice(FOLLOWUPS).replace("{k}", str(r.choice([2, 3, 4])))
+    return TrainPrompt(text, "passage", followup)
+
+
+_SIMPLE: dict[str, Callable[[random.Random], str]] = {
+    "writing": _writing,
+    "explain": _explain,
+    "qa": _qa,
+    "lists": _lists,
+    "coding": _coding,
+    "math": _math,
+    "dialogue": _dialogue,
+    "reasoning": _reasoning,
+}
+#: Category weights (passage tasks produce two training responses each).
+WEIGHTS = {
+    "writing": 15, "explain": 12, "qa": 9, "lists": 8, "coding": 15, "math": 12, "dialogue": 7, "reasoning": 7,
+    "passage": 15,
+}
+
+
+def build_prompts(n: int, seed: int = 0) -> list[TrainPrompt]:
+    """``n`` distinct prompts (by text), deterministic in ``(n, seed)``; a prefix of a longer
+    list with the same seed is NOT guaranteed (sampling continues differently), so callers that
+    split train / held-out take both from one call."""
+    if n < 0:
+        raise ValueError(f"n={n} must be >= 0")
+    r = random.Random(seed)
+    cats = sorted(WEIGHTS)
+    weights = [WEIGHTS[c] for c in cats]
+    out: list[TrainPrompt] = []
+    seen: set[str] = set()
+    attempts = 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise ValueError(f"could not build {n} distinct prompts (got {len(out)}); the template space is smaller")
+        cat = r.choices(cats, weights)[0]
+        p = _passage(r) if cat == "passage" else TrainPrompt(_SIMPLE[cat](r), cat)
+        if p.text in seen:
+            continue
+        seen.add(p.text)
+        out.append(p)
+    return out
+
+
+def split_prompts(prompts: list[TrainPrompt], held_out: int, seed: int = 0) -> tuple[list[TrainPrompt], list[TrainPrompt]]:
+    """(train, held-out): ``held_out`` prompts chosen by ``seed``, disjoint from the rest."""
+    idx = list(range(len(prompts)))
+    random.Random(seed + 1).shuffle(idx)
+    held = set(idx[: min(held_out, len(prompts))])
+    return [p for i, p in enumerate(prompts) if i not in held], [p for i, p in enumerate(prompts) if i in held]

@@ -1,0 +1,126 @@
+"""``TrainConfig``: every knob of ``updraft train-draft`` in one frozen dataclass (the CLI builds
+its flags from these fields, so a default lives here and nowhere else); ``validate()`` raises a
+one-line ``ValueError`` naming the bad value and what is allowed."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+METHODS = ("eagle", "eagle3")
+PRECISIONS = ("auto", "fp32", "bf16")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _opt(help_text: str, **kw: Any) -> Any:
+    return field(metadata={"help": help_text}, **kw)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    # ---- what and where
+    target: str = _opt("target model: HF folder, .gguf file, hub id, or 'default' (SmolLM2-135M-Instruct)", default="default")
+    out: str = _opt("output folder: the HF-format head (config.json + model.safetensors), train_log.json, checkpoint/", default="")
+    method: str = _opt("eagle (EAGLE-1/2: fc + one decoder layer on the final hidden state) or eagle3 (three-layer features, draft vocabulary)", default="eagle")
+    data_dir: str | None = _opt("cache of the generated sequences, reused when it matches (default: OUT/data)", default=None)
+    resume: bool = _opt("continue from OUT/checkpoint/state.pt (same data, same schedule)", default=False)
+    device: str = _opt("auto (cuda if available), cpu or cuda", default="auto")
+    precision: str = _opt("auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16", default="auto")
+    seed: int = _opt("seed of the prompts, the split, the head's initialisation and the batch order", default=0)
+    progress: bool = _opt("progress bars", default=True)
+    # ---- data
+    num_prompts: int = _opt("prompts generated from updraft.data.prompts (passage tasks add a follow-up each)", default=4000)
+    held_out: int = _opt("prompts kept out of training for the held-out estimate and the final acceptance check", default=48)
+    max_new_tokens: int = _opt("longest response generated per prompt", default=320)
+    temperature: float = _opt("sampling temperature of the responses (0 = greedy, what greedy speculation sees)", default=0.0)
+    gen_batch: int = _opt("requests in flight while generating (CUDA graphs up to this batch size)", default=128)
+    gen_max_total_tokens: int | None = _opt("KV pool of the generation engine in tokens (default: gen_batch * (max_new_tokens + 512))", default=None)
+    # ---- optimisation
+    steps: int | None = _opt("optimizer steps (default: from --epochs, or as many as --time-budget allows)", default=None)
+    epochs: float = _opt("passes over the data when neither --steps nor --time-budget decides", default=4.0)
+    time_budget: float | None = _opt("seconds for the whole command: generation gets --gen-fraction, training the rest minus a reserve for saving and the final check", default=None)
+    gen_fraction: float = _opt("share of --time-budget for generating data", default=0.45)
+    batch_tokens: int = _opt("padded tokens per training batch", default=8192)
+    lr: float = _opt("peak learning rate (AdamW)", default=8e-4)
+    min_lr_ratio: float = _opt("cosine decay ends at lr * this", default=0.05)
+    warmup_steps: int = _opt("linear warm-up steps", default=60)
+    weight_decay: float = _opt("AdamW weight decay", default=0.0)
+    grad_clip: float = _opt("gradient norm clip (0 = off)", default=0.5)
+    ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=3)
+    step_decay: float = _opt("loss weight decay per unrolled step", default=0.8)
+    feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
+    token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
+    draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
+    # ---- monitoring and output
+    spec_steps: int = _opt("draft steps S of the chain the estimates and the final check assume", default=5)
+    eval_every: int = _opt("held-out estimate every N steps (0 = only at the end)", default=200)
+    log_every: int = _opt("training log entry every N steps", default=20)
+    checkpoint_every: int = _opt("resumable checkpoint every N steps (0 = only at the end)", default=500)
+    final_eval_prompts: int = _opt("held-out prompts the final engine acceptance check runs (0 = skip)", default=8)
+    final_eval_tokens: int = _opt("tokens per prompt in the final acceptance check", default=128)
+    save_dtype: str = _opt("dtype of the saved head: bfloat16, float16 or float32", default="bfloat16")
+    save_embedding: bool = _opt("EAGLE-1: store a copy of the target's embedding in the head (the loader shares the target's otherwise)", default=False)
+
+    def resolved_precision(self, device_type: str) -> str:
+        if self.precision == "auto":
+            return "bf16" if device_type == "cuda" else "fp32"
+        return self.precision
+
+    def validate(self) -> TrainConfig:
+        def bad(name: str, allowed: str) -> ValueError:
+            return ValueError(f"{name}={getattr(self, name)!r} is invalid: {allowed}")
+
+        if not self.out:
+            raise ValueError("out is required: give --out DIR for the trained head")
+        if self.method not in METHODS:
+            raise bad("method", f"choose {' or '.join(METHODS)}")
+        if self.device not in DEVICES:
+            raise bad("device", f"choose one of {', '.join(DEVICES)}")
+        if self.precision not in PRECISIONS:
+            raise bad("precision", f"choose one of {', '.join(PRECISIONS)}")
+        if self.save_dtype not in ("bfloat16", "float16", "float32"):
+            raise bad("save_dtype", "choose bfloat16, float16 or float32")
+        for name in ("num_prompts", "max_new_tokens", "gen_batch", "batch_tokens", "ttt_steps", "spec_steps", "log_every", "draft_vocab_size"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise bad(name, "must be an integer >= 1")
+        for name in ("held_out", "warmup_steps", "eval_every", "checkpoint_every", "final_eval_prompts", "final_eval_tokens"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise bad(name, "must be an integer >= 0")
+        if self.held_out >= self.num_prompts:
+            raise bad("held_out", f"must be smaller than num_prompts={self.num_prompts}")
+        if self.final_eval_prompts > self.held_out:
+            raise bad("final_eval_prompts", f"must be <= held_out={self.held_out} (it runs held-out prompts)")
+        if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
+            raise bad("steps", "must be an integer >= 1 or unset")
+        if self.gen_max_total_tokens is not None and self.gen_max_total_tokens < 64:
+            raise bad("gen_max_total_tokens", "must be >= 64 or unset")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise bad("time_budget", "must be > 0 seconds or unset")
+        if not self.epochs > 0:
+            raise bad("epochs", "must be > 0")
+        if not 0 < self.gen_fraction < 1:
+            raise bad("gen_fraction", "must be in (0, 1)")
+        if not self.lr > 0:
+            raise bad("lr", "must be > 0")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise bad("min_lr_ratio", "must be in [0, 1]")
+        for name in ("weight_decay", "grad_clip", "feature_weight", "token_weight", "temperature"):
+            if not getattr(self, name) >= 0:
+                raise bad(name, "must be >= 0")
+        if not 0 < self.step_decay <= 1:
+            raise bad("step_decay", "must be in (0, 1]")
+        return self
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ValueError(f"unknown train-draft option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**kwargs).validate()

@@ -1,0 +1,398 @@
+"""Self-distillation data for draft heads: the target answers a prompt set through the updraft
+engine, then one teacher-forced target forward over prompt + response records what the head
+trains on.
+
+Per token position ``p`` of a sequence ``t[0..n-1]`` (flat over all sequences):
+
+* ``tokens[p]`` = ``t[p]``;
+* ``hidden[p]``: the target's final normed hidden state at ``p`` (the EAGLE-1 feature, and the
+  source of the target's logits ``lm_head(hidden[p])`` = its distribution over ``t[p+1]``);
+* ``aux[p]`` (EAGLE-3): the outputs of the three aux layers at ``p``, concatenated (3h);
+* ``argmax[p]``: the target's greedy token after ``p`` (= ``t[p+1]`` along greedy responses).
+
+These come from the engine's own EXTEND forward with ``CaptureHidden.FULL`` (the same path
+and kernels that feed the draft at inference). A head row ``j`` reads ``(t[j+1], feature[j])``
+and is trained against target position ``j+1`` (tests/train/test_data.py checks the pairing).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from updraft.batch import CaptureHidden, ForwardMode
+from updraft.data.prompts import TrainPrompt
+from updraft.engine.engine import Engine
+from updraft.sampling_params import SamplingParams
+
+logger = logging.getLogger("updraft.train")
+
+
+@dataclass
+class DistillData:
+    """Teacher-forced target states of ``S`` sequences, concatenated over tokens (N in all)."""
+
+    tokens: torch.Tensor  # [N] int64
+    offsets: torch.Tensor  # [S + 1] int64, on the CPU
+    prompt_lens: torch.Tensor  # [S] int64, on the CPU
+    hidden: torch.Tensor  # [N, h] final normed hidden (the target's dtype)
+    argmax: torch.Tensor  # [N] int64
+    aux: torch.Tensor | None = None  # [N, 3h] EAGLE-3 aux layers
+    aux_layers: tuple[int, ...] = ()
+    info: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_seqs(self) -> int:
+        return int(self.prompt_lens.numel())
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.tokens.numel())
+
+    def nbytes(self) -> int:
+        ts = [self.tokens, self.hidden, self.argmax] + ([self.aux] if self.aux is not None else [])
+        return sum(t.numel() * t.element_size() for t in ts)
+
+    def to(self, device: torch.device | str) -> DistillData:
+        aux = self.aux.to(device) if self.aux is not None else None
+        return replace(self, tokens=self.tokens.to(device), hidden=self.hidden.to(device), argmax=self.argmax.to(device), aux=aux)
+
+    def target_mask(self) -> torch.Tensor:
+        """[N] bool: positions ``p`` whose next token is a response token with a successor in the
+        data (``P-1 <= p <= n-2``): the target distributions the head is trained to match."""
+        mask = torch.zeros(self.num_tokens, dtype=torch.bool)
+        for s, (a, b) in enumerate(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())):
+            mask[a + int(self.prompt_lens[s]) - 1 : b - 1] = True
+        return mask
+
+    def token_counts(self, vocab: int) -> torch.Tensor:
+        """How often each token is the target's next token at a training position."""
+        ids = self.argmax.cpu()[self.target_mask()]
+        return torch.bincount(ids, minlength=vocab)[:vocab]
+
+    def stats(self) -> dict[str, float]:
+        lens = self.lengths.float()
+        return {
+            "sequences": float(self.num_seqs), "tokens": float(self.num_tokens),
+            "training_positions": float(self.target_mask().sum()),
+            "mean_len": float(lens.mean()) if self.num_seqs else 0.0, "max_len": float(lens.max()) if self.num_seqs else 0.0,
+            "bytes": float(self.nbytes()),
+        }
+
+    # ---- training batches -----------------------------------------------------------------
+    def subset(self, seqs: list[int]) -> DistillData:
+        """The given sequences only (e.g. the held-out ones), in that order."""
+        idx = torch.cat([torch.arange(int(self.offsets[s]), int(self.offsets[s + 1])) for s in seqs]) if seqs else torch.zeros(0, dtype=torch.long)
+        lens = self.lengths[seqs] if seqs else torch.zeros(0, dtype=torch.long)
+        offsets = torch.zeros(len(seqs) + 1, dtype=torch.long)
+        offsets[1:] = torch.cumsum(lens, 0)
+        dev = self.tokens.device
+        aux = self.aux[idx.to(dev)] if self.aux is not None else None
+        return DistillData(
+            self.tokens[idx.to(dev)], offsets, self.prompt_lens[seqs] if seqs else torch.zeros(0, dtype=torch.long),
+            self.hidden[idx.to(dev)], self.argmax[idx.to(dev)], aux, self.aux_layers,
+        )
+
+    def batch(self, seqs: list[int], device: torch.device | str, eagle3: bool) -> TrainBatch:
+        """Right-padded ``[B, L]`` batch of the given sequences, on ``device``."""
+        lens = self.lengths[seqs].tolist()
+        starts = self.offsets[seqs].tolist()
+        length = max(lens)
+        bsz = len(seqs)
+        # Flat gather index per (row, col); padded columns repeat the row's last token and are
+        # masked out of every loss.
+        col = torch.arange(length)
+        lens_t = torch.tensor(lens)
+        idx = torch.tensor(starts)[:, None] + torch.minimum(col[None, :], lens_t[:, None] - 1)
+        idx = idx.to(self.tokens.device)
+        valid = col[None, :] < lens_t[:, None]
+        plen = self.prompt_lens[seqs]
+        target = valid & (col[None, :] >= plen[:, None] - 1) & (col[None, :] <= lens_t[:, None] - 2)
+        ids = torch.where(valid.to(idx.device), self.tokens[idx], torch.zeros_like(idx))
+        feature = self.aux[idx] if eagle3 else None
+        if eagle3 and feature is None:
+            raise ValueError("EAGLE-3 training needs aux hidden states; the data has none")
+        return TrainBatch(
+            ids=ids.to(device), hidden=self.hidden[idx].to(device), argmax=self.argmax[idx].to(device),
+            target_mask=target.to(device), feature=feature.to(device) if feature is not None else None, size=bsz,
+        )
+
+
+@dataclass
+class TrainBatch:
+    ids: torch.Tensor  # [B, L] int64 (0 in padding)
+    hidden: torch.Tensor  # [B, L, h] target final normed hidden
+    argmax: torch.Tensor  # [B, L] the target's next token
+    target_mask: torch.Tensor  # [B, L] bool: position p is a training target (see DistillData.target_mask)
+    feature: torch.Tensor | None  # [B, L, 3h] EAGLE-3 aux features (None: EAGLE-1 reads ``hidden``)
+    size: int
+
+    def head_input(self) -> torch.Tensor:
+        return self.feature if self.feature is not None else self.hidden
+
+
+def epoch_batches(lengths: list[int], batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
+    """Batches of sequence indices for one epoch, a pure function of ``(lengths, seed, epoch)``
+    (so a resumed run sees the same order): shuffle, sort windows of 64 sequences by length
+    (less padding), cut each window into batches whose padded size ``len(batch) * max length``
+    stays within ``batch_tokens`` (a longer sequence alone is one batch), shuffle the batches."""
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens={batch_tokens} must be >= 1")
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    perm = torch.randperm(len(lengths), generator=g).tolist()
+    window = 64
+    batches: list[list[int]] = []
+    for i in range(0, len(perm), window):
+        chunk = sorted(perm[i : i + window], key=lambda s: (lengths[s], s))
+        cur: list[int] = []
+        for s in chunk:  # ascending length: the newest member is the longest
+            if cur and (len(cur) + 1) * lengths[s] > batch_tokens:
+                batches.append(cur)
+                cur = []
+            cur.append(s)
+        if cur:
+            batches.append(cur)
+    order = torch.randperm(len(batches), generator=g).tolist()
+    return [batches[o] for o in order]
+
+
+# ---- generation ---------------------------------------------------------------------------
+def chat_ids(engine: Engine, text: str) -> list[int]:
+    return engine.tokenizer.encode_chat([{"role": "user", "content": text}], add_generation_prompt=True)
+
+
+@dataclass
+class GenerationResult:
+    """Prompt + response token ids per kept sequence (ordered by prompt index, then stage) and
+    what the generation cost."""
+
+    seqs: list[list[int]]
+    prompt_lens: list[int]
+    prompt_index: list[int]  # which prompt each sequence answers (both stages of a passage task)
+    stats: dict[str, float]
+
+    def select(self, keep: set[int]) -> tuple[list[list[int]], list[int]]:
+        """``(seqs, prompt_lens)`` of the sequences whose prompt index is in ``keep``."""
+        rows = [k for k, i in enumerate(self.prompt_index) if i in keep]
+        return [self.seqs[k] for k in rows], [self.prompt_lens[k] for k in rows]
+
+    def save(self, folder: str | Path, meta: dict[str, object]) -> None:
+        """``sequences.safetensors`` (int32 tokens, offsets, prompt lengths and indices) with
+        ``meta`` (what generated them) as JSON metadata; written to a temporary name, then renamed."""
+        import json
+        import os
+
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        lens = torch.tensor([len(s) for s in self.seqs], dtype=torch.long)
+        offsets = torch.zeros(len(self.seqs) + 1, dtype=torch.long)
+        offsets[1:] = torch.cumsum(lens, 0)
+        t = {
+            "tokens": torch.tensor([x for s in self.seqs for x in s], dtype=torch.int32),
+            "offsets": offsets,
+            "prompt_lens": torch.tensor(self.prompt_lens, dtype=torch.long),
+            "prompt_index": torch.tensor(self.prompt_index, dtype=torch.long),
+        }
+        tmp = folder / ".sequences.safetensors.tmp"
+        save_file(t, str(tmp), metadata={"meta": json.dumps(meta, sort_keys=True), "stats": json.dumps(self.stats)})
+        os.replace(tmp, folder / "sequences.safetensors")
+
+    @classmethod
+    def load(cls, folder: str | Path) -> tuple[GenerationResult, dict[str, object]] | None:
+        """The cached sequences and their ``meta``, or None when the folder has none."""
+        import json
+
+        from safetensors import safe_open
+
+        path = Path(folder) / "sequences.safetensors"
+        if not path.is_file():
+            return None
+        with safe_open(str(path), framework="pt", device="cpu") as f:
+            md = f.metadata() or {}
+            t = {k: f.get_tensor(k) for k in f.keys()}
+        flat, off = t["tokens"].tolist(), t["offsets"].tolist()
+        seqs = [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+        stats = {k: float(v) for k, v in json.loads(md.get("stats", "{}")).items()}
+        res = cls(seqs, t["prompt_lens"].tolist(), t["prompt_index"].tolist(), stats)
+        return res, json.loads(md.get("meta", "{}"))
+
+
+def collect_sequences(
+    engine: Engine, prompts: list[TrainPrompt], max_new_tokens: int, temperature: float = 0.0, seed: int = 0,
+    deadline: float | None = None, progress: bool = True, desc: str = "Generating",
+) -> GenerationResult:
+    """The target's responses to ``prompts`` through the engine (continuous batching; CUDA
+    graphs when the engine captured them). Passage tasks are two-stage: as soon as a passage
+    finishes, its follow-up (with the passage filled in) is queued ahead of the remaining
+    first-stage prompts, so a deadline cuts both stages alike.
+
+    Requests are fed in waves: whenever a quarter of the engine's ``max_running_requests`` slots
+    are free, enough new requests to fill them are added at once, so their prompts share one
+    prefill step (prefill runs eagerly; topping up one finished request at a time would put a
+    prefill between every few graphed decode steps). Past ``deadline`` (``time.time()``) everything in flight is aborted: partial responses are
+    still valid teacher-forcing data (greedy or sampled, each token came from the target) and
+    are kept when they have at least 2 tokens; prompts never started are dropped."""
+    limit = engine.max_model_len - 2
+    slots = engine.config.max_running_requests
+    refill = max(1, slots // 4)
+    todo: deque[tuple[int, int, str]] = deque((i, 1, p.text) for i, p in enumerate(prompts))
+    follow: deque[tuple[int, int, str]] = deque()
+    inflight: dict[str, tuple[int, int, list[int]]] = {}
+    done: list[tuple[int, int, list[int], list[int]]] = []
+    stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(prompts), desc=desc, file=sys.stderr, unit="req")
+    t0 = time.perf_counter()
+
+    def params_for(i: int, stage: int) -> SamplingParams:
+        s = None if temperature == 0 else seed * 1_000_003 + 2 * i + stage
+        return SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=s)
+
+    def finish(rid: str) -> None:
+        i, stage, ids = inflight.pop(rid)
+        req = engine.release_finished(rid)
+        assert req is not None
+        resp = list(req.output_ids)
+        if req.error is None and len(resp) >= 2:
+            done.append((i, stage, ids, resp))
+            stats["generated_tokens"] += len(resp)
+            p = prompts[i]
+            if stage == 1 and p.followup is not None and req.finish_reason != "abort":
+                follow.append((i, 2, p.fill(engine.tokenizer.decode(resp))))
+                if bar is not None:
+                    bar.total += 1
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        while True:
+            if len(inflight) <= slots - refill:
+                add = slots - len(inflight)
+            else:
+                add = 0
+            while add > 0 and (follow or todo):
+                i, stage, text = follow.popleft() if follow else todo.popleft()
+                ids = chat_ids(engine, text)
+                if len(ids) >= limit:
+                    stats["skipped_long"] += 1
+                    continue
+                req = engine.add_request(ids, params_for(i, stage), detokenize=False)
+                inflight[req.request_id] = (i, stage, ids)
+                stats["requests"] += 1
+                add -= 1
+            if not inflight:
+                break
+            for out in engine.step():
+                if out.finished and out.request_id in inflight:
+                    stats["finished" if out.finish_reason != "abort" else "aborted"] += 1
+                    finish(out.request_id)
+            if bar is not None:
+                bar.set_postfix(tok=int(stats["generated_tokens"]), refresh=False)
+            if deadline is not None and time.time() > deadline and inflight:
+                for rid in list(inflight):
+                    engine.abort(rid)
+                while engine.has_unfinished():
+                    for out in engine.step():
+                        if out.finished and out.request_id in inflight:
+                            stats["aborted"] += 1
+                            finish(out.request_id)
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    stats["wall_s"] = time.perf_counter() - t0
+    stats["tokens_per_s"] = stats["generated_tokens"] / max(stats["wall_s"], 1e-9)
+    done.sort(key=lambda d: (d[0], d[1]))
+    return GenerationResult(
+        [ids + resp for _, _, ids, resp in done], [len(ids) for _, _, ids, _ in done], [d[0] for d in done], stats
+    )
+
+
+# ---- teacher forcing ------------------------------------------------------------------------
+@torch.no_grad()
+def teacher_force(
+    engine: Engine, seqs: list[list[int]], prompt_lens: list[int], aux_layers: tuple[int, ...] = (),
+    max_batch_tokens: int = 16384, progress: bool = True, store: torch.device | str | None = None,
+) -> DistillData:
+    """One target forward per chunk of whole sequences (EXTEND mode, every row's hidden state
+    captured) through the engine's runner, KV pool and attention backend. ``aux_layers``: also
+    capture those layers' outputs (EAGLE-3). Results are kept on ``store`` (default: the
+    engine's device)."""
+    model, runner = engine.model, engine.runner
+    store = torch.device(store) if store is not None else engine.device
+    old_aux = model.aux_layers
+    model.aux_layers = tuple(aux_layers)
+    lens = [len(s) for s in seqs]
+    budget = max(max_batch_tokens, max(lens, default=1))
+    chunks: list[list[int]] = [[]]
+    used = 0
+    for i, n in enumerate(lens):
+        if chunks[-1] and (used + n > budget or len(chunks[-1]) >= engine.req_pool.max_reqs):
+            chunks.append([])
+            used = 0
+        chunks[-1].append(i)
+        used += n
+    parts: dict[str, list[torch.Tensor]] = {"hidden": [], "aux": [], "argmax": []}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(seqs), desc="Teacher forcing", file=sys.stderr, unit="seq")
+    try:
+        for chunk in chunks:
+            if not chunk:
+                continue
+            rows = [engine.req_pool.alloc() for _ in chunk]
+            assert all(r is not None for r in rows), "request rows are busy: is the engine idle?"
+            try:
+                if not engine.allocator.ensure_batch(rows, [lens[i] for i in chunk]):  # type: ignore[arg-type]
+                    raise RuntimeError(f"KV pool too small for {sum(lens[i] for i in chunk)} tokens; raise max_total_tokens")
+                ids = [t for i in chunk for t in seqs[i]]
+                batch = runner.make_batch(
+                    ForwardMode.EXTEND, ids, rows, [lens[i] for i in chunk], [lens[i] for i in chunk],  # type: ignore[arg-type]
+                    logits="none", capture_hidden=CaptureHidden.FULL,
+                )
+                out = runner.forward(batch)
+                assert out.hidden is not None and out.hidden.shape[0] == len(ids)
+                parts["hidden"].append(out.hidden.to(store))
+                if aux_layers:
+                    assert out.aux_hidden is not None
+                    parts["aux"].append(out.aux_hidden.to(store))
+                for h in out.hidden.split(4096):  # the argmax in slices: [rows, vocab] logits are big
+                    parts["argmax"].append(model.compute_logits(h).argmax(-1).to(store))
+            finally:
+                for r in rows:
+                    engine.allocator.free(r)  # type: ignore[arg-type]
+                    engine.req_pool.free(r)  # type: ignore[arg-type]
+            if bar is not None:
+                bar.update(len(chunk))
+    finally:
+        model.aux_layers = old_aux
+        if bar is not None:
+            bar.close()
+    offsets = torch.zeros(len(seqs) + 1, dtype=torch.long)
+    offsets[1:] = torch.cumsum(torch.tensor(lens, dtype=torch.long), 0)
+    return DistillData(
+        tokens=torch.tensor([t for s in seqs for t in s], dtype=torch.long).to(store),
+        offsets=offsets,
+        prompt_lens=torch.tensor(prompt_lens, dtype=torch.long),
+        hidden=torch.cat(parts["hidden"]),
+        argmax=torch.cat(parts["argmax"]),
+        aux=torch.cat(parts["aux"]) if aux_layers else None,
+        aux_layers=tuple(aux_layers),
+    )

@@ -1,0 +1,179 @@
+"""New draft heads for a target, their draft vocabulary, and saving them in the published layout.
+
+A head is built from the same classes the engine serves (``EagleHead`` / ``Eagle3Head``) so the
+trained parameters need no conversion; ``save_head`` writes a Hugging Face folder that
+``updraft.models.eagle.load_draft_head`` (and other engines' EAGLE loaders) read:
+
+* EAGLE-1 (``LlamaForCausalLMEagle``): ``fc.weight``, ``fc.bias``, ``layers.N.*`` with q/k/v and
+  gate/up as separate matrices, no input norm on layer 0; optionally ``embed_tokens.weight`` (a
+  copy of the target's, as the published EAGLE-1 heads carry; off by default: the loader shares
+  the target's embedding when the checkpoint has none). The LM head stays the target's.
+* EAGLE-3 (``LlamaForCausalLMEagle3``): ``fc.weight`` (3h -> h, no bias), ``midlayer.*``
+  (with ``hidden_norm``), ``norm.weight``, ``lm_head.weight`` over the draft vocabulary,
+  ``d2t`` (int64, target id = draft id + d2t[draft id]) and ``t2d`` (bool over the target
+  vocabulary); ``draft_vocab_size`` and the aux layer ids in ``config.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from updraft.models.config import ModelConfig
+from updraft.models.eagle import DraftHeadConfig, Eagle3Head, EagleHead
+from updraft.models.llama import LlamaForCausalLM
+
+Head = EagleHead | Eagle3Head
+ARCH = {"eagle": "LlamaForCausalLMEagle", "eagle3": "LlamaForCausalLMEagle3"}
+
+
+def head_hf_config(
+    method: str, target: ModelConfig, draft_vocab_size: int | None = None, aux_layers: tuple[int, ...] | None = None,
+    num_layers: int = 1,
+) -> dict[str, Any]:
+    """``config.json`` of a head for ``target``: the target's width, heads, MLP size and RoPE;
+    one decoder layer (EAGLE-3 always has one)."""
+    if method not in ARCH:
+        raise ValueError(f"method={method!r}: expected eagle or eagle3")
+    rope: dict[str, Any] | None = None
+    sc = target.rope_scaling
+    if sc.kind == "linear":
+        rope = {"rope_type": "linear", "factor": sc.factor}
+    elif sc.kind == "llama3":
+        rope = {
+            "rope_type": "llama3", "factor": sc.factor, "low_freq_factor": sc.low_freq_factor,
+            "high_freq_factor": sc.high_freq_factor, "original_max_position_embeddings": sc.original_max_position_embeddings,
+        }
+    cfg: dict[str, Any] = {
+        "architectures": [ARCH[method]],
+        "model_type": "llama",
+        "hidden_size": target.hidden_size,
+        "target_hidden_size": target.hidden_size,
+        "intermediate_size": target.intermediate_size,
+        "num_hidden_layers": num_layers if method == "eagle" else 1,
+        "num_attention_heads": target.num_heads,
+        "num_key_value_heads": target.num_kv_heads,
+        "head_dim": target.head_dim,
+        "hidden_act": "silu",
+        "vocab_size": target.vocab_size,
+        "max_position_embeddings": target.max_position_embeddings,
+        "rms_norm_eps": target.rms_norm_eps,
+        "rope_theta": target.rope_theta,
+        "rope_scaling": rope,
+        "tie_word_embeddings": False,
+        "attention_bias": False,
+        "bias": method == "eagle",  # fc bias: EAGLE-1 has one, EAGLE-3 not
+    }
+    if target.bos_token_id is not None:
+        cfg["bos_token_id"] = target.bos_token_id
+    if target.eos_token_ids:
+        cfg["eos_token_id"] = list(target.eos_token_ids)
+    if method == "eagle3":
+        cfg["draft_vocab_size"] = int(draft_vocab_size or target.vocab_size)
+        if aux_layers is not None:
+            # vLLM / SGLang read the layer ids from here; updraft too (DraftHeadConfig.from_hf).
+            cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [int(i) for i in aux_layers]}
+    return cfg
+
+
+def select_draft_vocab(counts: torch.Tensor, size: int) -> torch.Tensor:
+    """The ``size`` most frequent token ids (ties: lower id first), sorted ascending. Tokens never
+    seen fill the rest in id order when fewer than ``size`` were seen."""
+    vocab = counts.numel()
+    size = min(size, vocab)
+    ids = torch.arange(vocab)
+    # Stable: sort by id, then by count descending (argsort stable keeps id order for ties).
+    order = torch.argsort(-counts.double(), stable=True)
+    return ids[order[:size]].sort().values
+
+
+def vocab_maps(draft_ids: torch.Tensor, target_vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(d2t, t2d)``: offsets with ``target = draft + d2t[draft]`` and the membership mask."""
+    d2t = draft_ids.long() - torch.arange(draft_ids.numel())
+    t2d = torch.zeros(target_vocab, dtype=torch.bool)
+    t2d[draft_ids.long()] = True
+    return d2t, t2d
+
+
+def new_head(
+    method: str, target: LlamaForCausalLM, *, draft_ids: torch.Tensor | None = None,
+    aux_layers: tuple[int, ...] | None = None, seed: int = 0, device: torch.device | str = "cpu",
+) -> tuple[Head, dict[str, Any]]:
+    """A freshly initialised head (float32, on ``device``) bound to ``target``, and its config.
+
+    Initialisation: PyTorch's defaults for the linears (seeded), ones for the norms; EAGLE-3's
+    ``lm_head`` starts as the target's LM head rows of the draft vocabulary and its ``norm`` as
+    the target's final norm, so its first logits already look like the target's."""
+    tcfg = target.config
+    if method == "eagle3" and draft_ids is None:
+        draft_ids = torch.arange(tcfg.vocab_size)
+    cfg = head_hf_config(method, tcfg, None if draft_ids is None else int(draft_ids.numel()), aux_layers)
+    hc = DraftHeadConfig.from_hf(cfg)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        head: Head = EagleHead(hc) if method == "eagle" else Eagle3Head(hc)
+    head.shared._target.append(target)
+    head.to(device=device, dtype=torch.float32)
+    if isinstance(head, Eagle3Head):
+        assert draft_ids is not None
+        d2t, _ = vocab_maps(draft_ids.cpu(), tcfg.vocab_size)
+        with torch.no_grad():
+            head.d2t = d2t.to(device)
+            head.lm_head.weight.copy_(target.lm_head_weight[draft_ids.to(target.lm_head_weight.device)].float())
+            head.norm.weight.copy_(target.model.norm.weight.float())
+    head.rotary.build(torch.device(device), torch.float32)
+    return head, cfg
+
+
+def published_state_dict(head: Head) -> dict[str, torch.Tensor]:
+    """The head's tensors under the published names: fused qkv / gate_up split back into
+    q/k/v and gate/up; the target's shared weights and the RoPE table left out."""
+    out: dict[str, torch.Tensor] = {}
+    splits = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+    modules = dict(head.named_modules())
+    for name, t in head.state_dict().items():
+        if name.startswith("shared.") or name.startswith("rotary."):
+            continue
+        parts = name.split(".")
+        if len(parts) >= 2 and parts[-2] in splits:
+            module = modules[".".join(parts[:-1])]
+            pieces = t.split(module.shard_sizes, dim=0)  # type: ignore[attr-defined]
+            for new, piece in zip(splits[parts[-2]], pieces):
+                out[".".join(parts[:-2] + [new, parts[-1]])] = piece
+            continue
+        out[name] = t
+    return out
+
+
+def save_head(
+    head: Head, cfg: dict[str, Any], folder: str | Path, dtype: torch.dtype = torch.bfloat16, include_embedding: bool = False
+) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` (floating tensors in ``dtype``) into
+    ``folder``; each file is written to a temporary name and renamed, so a reader never sees a
+    half-written head. ``include_embedding`` (EAGLE-1): also store a copy of the target's
+    embedding as ``embed_tokens.weight``, as the original EAGLE-1 checkpoints do; without it the
+    loader shares the target's (for SmolLM2-135M the copy would be 56 MB of the 64 MB)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    sd = published_state_dict(head)
+    tensors = {k: (v.to(dtype) if v.is_floating_point() else v).detach().contiguous().cpu() for k, v in sd.items()}
+    target = head.shared._target[0]
+    if isinstance(head, EagleHead):
+        if include_embedding:
+            tensors["embed_tokens.weight"] = target.model.embed_tokens.weight.detach().to(dtype).contiguous().cpu()
+    else:
+        _, t2d = vocab_maps(head.to_target_ids(torch.arange(head.lm_head.out_features, device=head.d2t.device)).cpu(), target.config.vocab_size)
+        tensors["t2d"] = t2d
+        tensors["d2t"] = head.d2t.detach().long().cpu()
+    cfg = dict(cfg, torch_dtype=str(dtype).removeprefix("torch."))
+    tmp_st, tmp_cfg = folder / ".model.safetensors.tmp", folder / ".config.json.tmp"
+    save_file(tensors, str(tmp_st), metadata={"format": "pt"})
+    tmp_cfg.write_text(json.dumps(cfg, indent=2) + "\n")
+    os.replace(tmp_st, folder / "model.safetensors")
+    os.replace(tmp_cfg, folder / "config.json")
+    return folder

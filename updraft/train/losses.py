@@ -1,0 +1,114 @@
+"""Losses of draft-head training over an unrolled forward (``updraft.train.forward.unroll``).
+
+Step ``k`` row ``j`` is trained against target position ``p = j + k + 1`` (its input token is
+``t[p]`` and it predicts ``t[p+1]``); rows whose ``p`` is not a training position (prompt,
+padding, last token) are left out. Per step:
+
+* EAGLE-1: feature regression ``smooth_l1(out, hidden[p])`` (mean over the hidden dim) with
+  weight 1.0, plus token cross-entropy against the target's full distribution
+  ``softmax(lm_head(hidden[p]))`` with weight 0.1 (the EAGLE paper's weights);
+* EAGLE-3: cross-entropy only, against the target's distribution restricted to the draft
+  vocabulary and renormalised; positions whose target argmax lies outside the draft vocabulary
+  are left out (the head cannot produce that token).
+
+Steps are weighted ``decay**k`` (0.8, as EAGLE-3's training-time test) and summed. The
+per-step top-1 accuracy (head argmax == target argmax, in target ids) is the acceptance rate of
+draft ``k+1`` given drafts ``1..k`` were accepted, which is what the engine measures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from updraft.models.eagle import Eagle3Head
+from updraft.train.data import TrainBatch
+from updraft.train.forward import Head, head_logits, shift_left, unroll
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    steps: int = 1  # draft steps unrolled (training-time test); 1 = plain EAGLE-1 training
+    feature_weight: float = 1.0  # EAGLE-1 regression
+    token_weight: float = 0.1  # EAGLE-1 cross-entropy (EAGLE-3 uses 1.0: CE is its only loss)
+    step_decay: float = 0.8
+
+
+class TargetHead:
+    """The target's LM head as soft labels: full vocabulary (EAGLE-1) or the draft vocabulary
+    rows (EAGLE-3), detached."""
+
+    def __init__(self, head: Head) -> None:
+        w = head.shared._target[0].lm_head_weight.detach()
+        self.eagle3 = isinstance(head, Eagle3Head)
+        if isinstance(head, Eagle3Head):
+            vd = head.lm_head.out_features
+            draft_ids = head.to_target_ids(torch.arange(vd, device=head.d2t.device))
+            self.weight = w[draft_ids.to(w.device)]
+            self.in_draft = torch.zeros(w.shape[0], dtype=torch.bool, device=w.device)
+            self.in_draft[draft_ids.to(w.device)] = True
+            self.draft_ids = draft_ids.to(w.device)
+        else:
+            self.weight = w
+            self.in_draft = None
+            self.draft_ids = None
+
+    @torch.no_grad()
+    def probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(F.linear(hidden.to(self.weight.dtype), self.weight).float(), dim=-1)
+
+
+def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead) -> tuple[torch.Tensor, dict[str, float]]:
+    """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats)."""
+    mask = batch.target_mask
+    if labels.in_draft is not None:
+        mask = mask & labels.in_draft[batch.argmax]
+    # Soft labels once per training position; every step reads its rows from here.
+    index = torch.full(mask.shape, -1, dtype=torch.long, device=mask.device)
+    index[mask] = torch.arange(int(mask.sum()), device=mask.device)
+    p_all = labels.probs(batch.hidden[mask])
+    outs = unroll(head, batch.ids, batch.head_input(), cfg.steps)
+    total = torch.zeros((), device=mask.device)
+    metrics: dict[str, float] = {}
+    for k, out in enumerate(outs):
+        rows = shift_left(mask, k + 1, fill=False)
+        n = int(rows.sum())
+        metrics[f"rows{k}"] = float(n)
+        if n == 0:
+            continue
+        pred = out[rows]
+        logits = head_logits(head, pred).float()
+        p = p_all[shift_left(index, k + 1, fill=-1)[rows]]
+        ploss = -(p * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
+        step_loss = ploss if labels.eagle3 else cfg.token_weight * ploss
+        if not labels.eagle3:
+            tgt = shift_left(batch.hidden, k + 1)[rows]
+            vloss = F.smooth_l1_loss(pred.float(), tgt.float(), reduction="none").mean(-1).mean()
+            step_loss = step_loss + cfg.feature_weight * vloss
+            metrics[f"vloss{k}"] = float(vloss.detach())
+        total = total + (cfg.step_decay**k) * step_loss
+        with torch.no_grad():
+            top = logits.argmax(-1)
+            if labels.draft_ids is not None:
+                top = labels.draft_ids[top]
+            want = shift_left(batch.argmax, k + 1)[rows]
+            metrics[f"acc{k}"] = float((top == want).float().mean())
+            metrics[f"ploss{k}"] = float(ploss.detach())
+    metrics["loss"] = float(total.detach())
+    return total, metrics
+
+
+def expected_accept_length(metrics: dict[str, float], steps: int) -> float:
+    """``1 + sum_k prod_{i<=k} acc_i``: the accept length the per-step training accuracies imply
+    for a chain of ``steps`` drafts (steps past the unrolled ones reuse the last accuracy)."""
+    accs = [metrics.get(f"acc{k}") for k in range(steps)]
+    known = [a for a in accs if a is not None]
+    if not known:
+        return 1.0
+    total, run = 1.0, 1.0
+    for a in accs:
+        run *= a if a is not None else known[-1]
+        total += run
+    return total

@@ -1,0 +1,524 @@
+"""``updraft train-draft``: self-distil an EAGLE / EAGLE-3 draft head for a target model.
+
+1. Data: the target answers our own generated prompt set (``updraft.data.prompts``; the EAGLE
+   evaluation sets are never read) through the updraft engine -- continuous batching, CUDA
+   graphs on GPU -- and one teacher-forced forward records the hidden states the head reads
+   (``updraft.train.data``). Sequences are cached in ``--data-dir`` and reused.
+2. Training: AdamW, bf16 autocast on CUDA (fp32 on CPU), linear warm-up then cosine decay,
+   gradient clipping; the head is unrolled over ``ttt_steps`` draft steps (training-time test)
+   with the published losses (``updraft.train.losses``).
+3. Monitoring: a per-step accuracy estimate on held-out prompts (-> expected accept length of
+   a chain of ``spec_steps`` drafts) every ``eval_every`` steps, a JSON log, resumable
+   checkpoints (head, optimizer, schedule, position in the data, RNG); at the end the head is
+   saved in the published HF layout and served by the engine on held-out prompts to measure
+   the real acceptance.
+
+``time_budget`` bounds the whole command: generation stops at ``gen_fraction`` of it
+(unfinished responses are kept as they are), training stops ``reserve_fraction`` before the
+end, and the number of optimizer steps (hence the LR schedule) is fixed after a few timed steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updraft.config import EngineConfig, SpeculativeConfig
+from updraft.data.prompts import TrainPrompt, build_prompts, split_prompts
+from updraft.engine.engine import Engine
+from updraft.models.eagle import default_aux_layers
+from updraft.models.loader import LoadedModel, load_checkpoint
+from updraft.models.resolve import resolve_model
+from updraft.provenance import git_commit
+from updraft.sampling_params import SamplingParams
+from updraft.train.config import TrainConfig
+from updraft.train.data import (
+    DistillData,
+    GenerationResult,
+    collect_sequences,
+    epoch_batches,
+    teacher_force,
+)
+from updraft.train.heads import Head, new_head, save_head, select_draft_vocab
+from updraft.train.losses import LossConfig, TargetHead, compute_loss, expected_accept_length
+
+CHECKPOINT = "checkpoint/state.pt"
+LOG_NAME = "train_log.json"
+#: Config fields a resumed run must share with the checkpoint (the rest may change).
+RESUME_KEYS = (
+    "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
+    "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
+    "token_weight", "draft_vocab_size", "steps", "epochs",
+)
+#: Config fields that decide which sequences get generated (the data cache is reused if equal).
+DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
+CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is fixed
+RESERVE_FRACTION = 0.1  # share of the time budget kept for saving and the final check
+
+
+def _say(msg: str) -> None:
+    print(f"[train-draft] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Prepared:
+    loaded: LoadedModel
+    train: DistillData
+    held: DistillData
+    held_prompts: list[TrainPrompt]
+    data_info: dict[str, Any]
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0  # next batch of the epoch
+    total_steps: int | None = None
+    warmup: int = 0
+    log: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---- data -----------------------------------------------------------------------------------
+def _target_identity(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"target_name": path.name, "target_size": st.st_size if path.is_file() else None}
+
+
+def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: float, loaded: LoadedModel | None = None) -> Prepared:
+    """Load the target, generate (or reuse) the sequences, teacher-force them."""
+    path = resolve_model(cfg.target)
+    if loaded is None:
+        loaded = load_checkpoint(path, dtype=dtype, device=device, progress=cfg.progress)
+    prompts = build_prompts(cfg.num_prompts, cfg.seed)
+    train_p, held_p = split_prompts(prompts, cfg.held_out, cfg.seed)
+    ordered = held_p + train_p  # held-out first: always generated in full, before any deadline
+    data_dir = Path(cfg.data_dir or Path(cfg.out) / "data")
+    meta = {k: getattr(cfg, k) for k in DATA_KEYS} | _target_identity(path)
+    cached = GenerationResult.load(data_dir)
+    if cached is not None and cached[1] == json.loads(json.dumps(meta)):
+        gen = cached[0]
+        _say(f"reusing {len(gen.seqs)} cached sequences from {data_dir}")
+        reused = True
+    else:
+        if cfg.resume:
+            raise ValueError(f"resume needs the data the run trained on: no matching sequences in {data_dir}")
+        if cached is not None:
+            _say(f"{data_dir} holds sequences of other settings: generating anew")
+        deadline = t0 + cfg.time_budget * cfg.gen_fraction if cfg.time_budget else None
+        gen = _generate(cfg, loaded, ordered, deadline)
+        gen.save(data_dir, meta)
+        reused = False
+    held_ids = set(range(len(held_p)))
+    held_seqs, held_plens = gen.select(held_ids)
+    train_seqs, train_plens = gen.select(set(range(len(held_p), len(ordered))))
+    if not train_seqs or not held_seqs:
+        raise ValueError(
+            f"generation produced {len(train_seqs)} training and {len(held_seqs)} held-out sequences: "
+            "raise time_budget / gen_fraction or lower held_out"
+        )
+    aux = default_aux_layers(loaded.config.num_layers) if cfg.method == "eagle3" else ()
+    longest = max(len(s) for s in train_seqs + held_seqs)
+    tf_tokens = max(16384 if device.type == "cuda" else 4096, longest)
+    engine = Engine(
+        EngineConfig(model=str(path), device=device.type, dtype=_dtype_name(dtype), max_total_tokens=tf_tokens + 64,
+                     max_running_requests=64, disable_cuda_graph=True, progress=False),
+        loaded=loaded,
+    )
+    t = time.perf_counter()
+    train = teacher_force(engine, train_seqs, train_plens, aux, tf_tokens, cfg.progress)
+    held = teacher_force(engine, held_seqs, held_plens, aux, tf_tokens, False)
+    tf_s = time.perf_counter() - t
+    del engine
+    _free()
+    info = {"reused_cache": reused, "data_dir": str(data_dir), "generation": gen.stats, "teacher_forcing_s": tf_s,
+            "train": train.stats(), "held_out": held.stats()}
+    _say(
+        f"data: {len(train_seqs)} training sequences ({train.num_tokens} tokens, "
+        f"{int(info['train']['training_positions'])} training positions), {len(held_seqs)} held out"
+    )
+    return Prepared(loaded, train, held, held_p, info)
+
+
+def _generate(cfg: TrainConfig, loaded: LoadedModel, prompts: list[TrainPrompt], deadline: float | None) -> GenerationResult:
+    device = next(loaded.model.parameters()).device
+    kv = cfg.gen_max_total_tokens or cfg.gen_batch * (cfg.max_new_tokens + 512)
+    engine = Engine(
+        EngineConfig(
+            model=str(loaded.source), device=device.type, dtype=_dtype_name(next(loaded.model.parameters()).dtype),
+            max_total_tokens=kv, max_running_requests=cfg.gen_batch, cuda_graph_max_bs=cfg.gen_batch,
+            chunked_prefill_size=8192,  # a wave of new requests (see collect_sequences) in one prefill step
+            seed=cfg.seed, progress=cfg.progress,
+        ),
+        loaded=loaded,
+    )
+    gen = collect_sequences(engine, prompts, cfg.max_new_tokens, cfg.temperature, cfg.seed, deadline, cfg.progress)
+    s = gen.stats
+    _say(
+        f"generated {int(s['generated_tokens'])} tokens in {s['wall_s']:.1f}s ({s['tokens_per_s']:.0f} tok/s, "
+        f"{int(s['finished'])} finished, {int(s['aborted'])} cut at the deadline)"
+    )
+    del engine
+    _free()
+    return gen
+
+
+def _free() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- schedule ---------------------------------------------------------------------------------
+def lr_at(cfg: TrainConfig, step: int, total: int | None, warmup: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine from ``lr`` to ``lr * min_lr_ratio`` at
+    ``total`` (unknown total: the peak)."""
+    if warmup and step < warmup:
+        return cfg.lr * (step + 1) / warmup
+    if total is None:
+        return cfg.lr
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+# ---- evaluation -----------------------------------------------------------------------------
+@torch.no_grad()
+def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: TargetHead, device: torch.device, autocast: Any) -> dict[str, Any]:
+    """Per-step top-1 accuracy of a chain of ``spec_steps`` drafts on the held-out sequences
+    (teacher-forced along the target's tokens) and the accept length it implies."""
+    loss_cfg = LossConfig(steps=cfg.spec_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight, step_decay=cfg.step_decay)
+    lengths = data.lengths.tolist()
+    order = sorted(range(data.num_seqs), key=lambda s: lengths[s])
+    hits = [0.0] * cfg.spec_steps
+    rows = [0.0] * cfg.spec_steps
+    loss_sum, n_batches = 0.0, 0
+    i = 0
+    while i < len(order):
+        j = i + 1
+        while j < len(order) and (j - i + 1) * lengths[order[j]] <= cfg.batch_tokens:
+            j += 1
+        batch = data.batch(order[i:j], device, cfg.method == "eagle3")
+        with autocast():
+            _, m = compute_loss(head, batch, loss_cfg, labels)
+        for k in range(cfg.spec_steps):
+            r = m.get(f"rows{k}", 0.0)
+            rows[k] += r
+            hits[k] += m.get(f"acc{k}", 0.0) * r
+        loss_sum += m["loss"]
+        n_batches += 1
+        i = j
+    acc = [h / r if r else 0.0 for h, r in zip(hits, rows)]
+    est = expected_accept_length({f"acc{k}": a for k, a in enumerate(acc)}, cfg.spec_steps)
+    return {"acc": acc, "expected_accept_length": est, "loss": loss_sum / max(1, n_batches)}
+
+
+def engine_acceptance(
+    cfg: TrainConfig, loaded: LoadedModel, head_dir: Path, prompts: list[TrainPrompt], deadline: float | None
+) -> dict[str, Any]:
+    """Serve the saved head in the engine (greedy, chain of ``spec_steps``) on held-out prompts:
+    mean accept length (counting the bonus token) and per-position acceptance."""
+    from updraft.train.data import chat_ids
+
+    device = next(loaded.model.parameters()).device
+    n = len(prompts)
+    spec = SpeculativeConfig(method=cfg.method, draft_model=str(head_dir), num_steps=cfg.spec_steps)
+    engine = Engine(
+        EngineConfig(
+            model=str(loaded.source), device=device.type, dtype=_dtype_name(next(loaded.model.parameters()).dtype),
+            max_total_tokens=n * (cfg.final_eval_tokens + 1024) + 64, max_running_requests=n, cuda_graph_max_bs=n,
+            speculative=spec, progress=False,
+        ),
+        loaded=loaded,
+    )
+    t = time.perf_counter()
+    params = SamplingParams(temperature=0.0, max_tokens=cfg.final_eval_tokens)
+    reqs = [engine.add_request(chat_ids(engine, p.text), params, detokenize=False) for p in prompts]
+    cut = False
+    while engine.has_unfinished():
+        engine.step()
+        if deadline is not None and time.time() > deadline and not cut:
+            cut = True
+            for r in reqs:
+                engine.abort(r.request_id)
+    stats = engine.spec_stats
+    out = {
+        "prompts": n,
+        "max_tokens": cfg.final_eval_tokens,
+        "mean_accept_length": stats.mean_accept_length,
+        "acceptance_rate": stats.acceptance_rate,
+        "per_position": stats.per_position_rate(),
+        "verify_steps": stats.num_drafts,
+        "tokens": sum(len(r.output_ids) for r in reqs),
+        "wall_s": time.perf_counter() - t,
+        "cut_at_deadline": cut,
+    }
+    del engine, reqs
+    loaded.model.aux_layers = ()  # set by the EAGLE-3 engine; the target is shared
+    _free()
+    return out
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+def _data_fingerprint(data: DistillData) -> list[int]:
+    tok = data.tokens.cpu()
+    return [data.num_seqs, data.num_tokens, int((tok * (torch.arange(tok.numel()) % 1009 + 1)).sum())]
+
+
+def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: TrainState, cfg: TrainConfig, fp: list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "head": head.state_dict(), "optimizer": opt.state_dict(), "step": state.step, "epoch": state.epoch,
+        "batch_index": state.batch_index, "total_steps": state.total_steps, "warmup": state.warmup,
+        "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp,
+        "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(blob, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cfg: TrainConfig, fp: list[int]) -> TrainState:
+    if not path.is_file():
+        raise ValueError(f"resume: no checkpoint at {path}")
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    saved = blob["config"]
+    for k in RESUME_KEYS:
+        if saved.get(k) != getattr(cfg, k):
+            raise ValueError(f"resume: {k}={getattr(cfg, k)!r} but the checkpoint was trained with {k}={saved.get(k)!r}")
+    if blob["data"] != fp:
+        raise ValueError("resume: the data differs from the data the checkpoint was trained on")
+    head.load_state_dict(blob["head"])
+    opt.load_state_dict(blob["optimizer"])
+    torch.set_rng_state(blob["rng"])
+    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(blob["cuda_rng"])
+    return TrainState(blob["step"], blob["epoch"], blob["batch_index"], blob["total_steps"], blob["warmup"], blob["log"], blob["evals"])
+
+
+# ---- the run ----------------------------------------------------------------------------------
+def train(
+    cfg: TrainConfig, *, start_time: float | None = None, stop_after: int | None = None, loaded: LoadedModel | None = None,
+) -> dict[str, Any]:
+    """Run ``updraft train-draft``; returns the training log (also written to OUT/train_log.json).
+    ``stop_after``: stop (after checkpointing) once this many steps are done, without saving the
+    head -- an interrupted run, for tests of ``resume``. ``loaded``: reuse a loaded target."""
+    cfg = cfg.validate()
+    t0 = start_time if start_time is not None else time.time()
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
+    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device))
+    precision = cfg.resolved_precision(device.type)
+    # The target runs in bf16 on CUDA unless fp32 training is asked for (then nothing is mixed).
+    target_dtype = torch.bfloat16 if device.type == "cuda" and precision == "bf16" else torch.float32
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget_end = t0 + cfg.time_budget if cfg.time_budget else None
+    train_deadline = t0 + cfg.time_budget * (1 - RESERVE_FRACTION) if cfg.time_budget else None
+
+    prep = prepare(cfg, device, target_dtype, t0, loaded)
+    target = prep.loaded.model
+    target.requires_grad_(False)
+    draft_ids = None
+    if cfg.method == "eagle3":
+        draft_ids = select_draft_vocab(prep.train.token_counts(prep.loaded.config.vocab_size), cfg.draft_vocab_size)
+    aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
+    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    params = [p for p in head.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
+    labels = TargetHead(head)
+    loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight, step_decay=cfg.step_decay)
+    fp = _data_fingerprint(prep.train)
+    ckpt = out / CHECKPOINT
+    state = load_checkpoint_state(ckpt, head, opt, cfg, fp) if cfg.resume else TrainState()
+    if cfg.resume:
+        _say(f"resumed at step {state.step} (epoch {state.epoch}, batch {state.batch_index})")
+
+    def autocast() -> Any:
+        if precision == "bf16":
+            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    lengths = prep.train.lengths.tolist()
+    batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
+    if not cfg.resume:
+        state.warmup = cfg.warmup_steps
+        if cfg.steps is not None:
+            state.total_steps = cfg.steps
+        elif cfg.time_budget is None:
+            state.total_steps = max(1, math.ceil(cfg.epochs * len(batches)))
+        if state.total_steps is not None:
+            state.warmup = min(cfg.warmup_steps, state.total_steps // 10)
+    bar = None
+    if cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
+    window: dict[str, float] = {}
+    win_n = 0
+    calib_start: tuple[int, float] | None = None
+    train_start = time.time()
+    stopped = "steps"
+    try:
+        while state.total_steps is None or state.step < state.total_steps:
+            if train_deadline is not None and time.time() > train_deadline:
+                stopped = "time budget"
+                break
+            if state.batch_index >= len(batches):
+                state.epoch += 1
+                state.batch_index = 0
+                batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
+            seqs = batches[state.batch_index]
+            lr = lr_at(cfg, state.step, state.total_steps, state.warmup)
+            for g in opt.param_groups:
+                g["lr"] = lr
+            batch = prep.train.batch(seqs, device, cfg.method == "eagle3")
+            with autocast():
+                loss, m = compute_loss(head, batch, loss_cfg, labels)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip > 0 else torch.zeros(())
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            state.step += 1
+            state.batch_index += 1
+            m["grad_norm"] = float(gnorm)
+            m["tokens"] = float(batch.target_mask.sum())
+            for k, v in m.items():
+                window[k] = window.get(k, 0.0) + v
+            win_n += 1
+            # A time-budgeted run fixes its step count (and with it the LR schedule) after a few timed steps.
+            if state.total_steps is None:
+                if state.step == 2 or calib_start is None:
+                    calib_start = (state.step, time.time())
+                elif state.step - calib_start[0] >= CALIBRATION_STEPS:
+                    per_step = (time.time() - calib_start[1]) / (state.step - calib_start[0])
+                    left = max(0.0, (train_deadline or time.time()) - time.time())
+                    evals = (left / per_step) / cfg.eval_every if cfg.eval_every else 0
+                    state.total_steps = state.step + max(1, int(0.93 * left / per_step - 2 * evals))
+                    state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
+                    _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
+                    if bar is not None:
+                        bar.total = state.total_steps
+                        bar.refresh()
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{m['loss']:.3f}", acc0=f"{m.get('acc0', 0):.2f}", lr=f"{lr:.1e}", refresh=False)
+            if state.step % cfg.log_every == 0:
+                entry = {k: v / win_n for k, v in window.items()} | {"step": state.step, "epoch": state.epoch, "lr": lr, "elapsed_s": time.time() - t0}
+                state.log.append(entry)
+                window, win_n = {}, 0
+                if bar is None:
+                    accs = " ".join(f"{entry.get(f'acc{k}', 0):.2f}" for k in range(cfg.ttt_steps))
+                    _say(f"step {state.step}/{state.total_steps or '?'} loss {entry['loss']:.4f} acc [{accs}] lr {lr:.2e}")
+            if cfg.eval_every and state.step % cfg.eval_every == 0:
+                _eval(head, prep, cfg, labels, device, autocast, state, t0, bar)
+            if cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0:
+                save_checkpoint(ckpt, head, opt, state, cfg, fp)
+            if stop_after is not None and state.step >= stop_after:
+                if bar is not None:
+                    bar.close()
+                save_checkpoint(ckpt, head, opt, state, cfg, fp)
+                return {"stopped_after": state.step}
+    except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
+        stopped = "interrupted"
+        _say(f"interrupted at step {state.step}: saving the head as it is")
+    if bar is not None:
+        bar.close()
+    train_s = time.time() - train_start
+    done = state.evals and state.evals[-1]["step"] == state.step
+    final = state.evals[-1] if done else _eval(head, prep, cfg, labels, device, autocast, state, t0, None)
+    save_checkpoint(ckpt, head, opt, state, cfg, fp)
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
+    save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding)
+    del opt, labels
+    _free()
+    result: dict[str, Any] = {
+        "config": cfg.as_dict(),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "commit": git_commit(),
+        "precision": precision,
+        "data": prep.data_info,
+        "steps": state.step,
+        "total_steps": state.total_steps,
+        "epochs_seen": state.epoch + state.batch_index / max(1, len(batches)),
+        "stopped_by": stopped,
+        "train_s": train_s,
+        "log": state.log,
+        "held_out_evals": state.evals,
+        "held_out_final": final,
+    }
+    if cfg.final_eval_prompts:
+        del head
+        _free()
+        result["engine_acceptance"] = engine_acceptance(cfg, prep.loaded, out, prep.held_prompts[: cfg.final_eval_prompts], budget_end)
+        e = result["engine_acceptance"]
+        _say(
+            f"engine on {e['prompts']} held-out prompts: mean accept length {e['mean_accept_length']:.2f} "
+            f"(S={cfg.spec_steps}), per position {[round(x, 2) for x in e['per_position']]}"
+        )
+    result["total_s"] = time.time() - t0
+    write_json(out / LOG_NAME, result)
+    write_model_card(out, result)
+    _say(f"head written to {out} in {result['total_s']:.0f}s")
+    return result
+
+
+def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, device: torch.device, autocast: Any,
+          state: TrainState, t0: float, bar: Any) -> dict[str, Any]:
+    t = time.time()
+    r = held_out_estimate(head, prep.held, cfg, labels, device, autocast)
+    r |= {"step": state.step, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
+    state.evals.append(r)
+    msg = f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length {r['expected_accept_length']:.2f} (S={cfg.spec_steps})"
+    if bar is not None:
+        bar.write(f"[train-draft] {msg}", file=sys.stderr)
+    else:
+        _say(msg)
+    return r
+
+
+def write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def write_model_card(out: Path, r: dict[str, Any]) -> None:
+    cfg = r["config"]
+    d = r["data"]["train"]
+    est = r["held_out_final"]
+    lines = [
+        f"# EAGLE draft head ({cfg['method']}) for {cfg['target']}",
+        "",
+        "Trained by `updraft train-draft` (self-distillation on updraft's own generated prompt set;",
+        "no evaluation-set prompts). Load it with `--speculative-algorithm "
+        f"{'EAGLE3' if cfg['method'] == 'eagle3' else 'EAGLE'} --speculative-draft-model-path {out.name}`.",
+        "",
+        f"- device: {r['device']}, torch {r['torch']}, precision {r['precision']}",
+        f"- data: {int(d['sequences'])} sequences, {int(d['tokens'])} tokens ({int(d['training_positions'])} training positions)",
+        f"- training: {r['steps']} steps, {r['epochs_seen']:.2f} epochs, {r['train_s']:.0f}s; ttt_steps={cfg['ttt_steps']}, lr={cfg['lr']}",
+        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']})",
+    ]
+    e = r.get("engine_acceptance")
+    if e:
+        lines.append(
+            f"- engine, {e['prompts']} held-out prompts x {e['max_tokens']} tokens, greedy: mean accept length "
+            f"{e['mean_accept_length']:.2f}, per position {[round(x, 3) for x in e['per_position']]}"
+        )
+    lines += ["", "Full log: `train_log.json`.", ""]
+    (out / "README.md").write_text("\n".join(lines))
