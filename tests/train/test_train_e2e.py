@@ -100,3 +100,14 @@ def test_time_budget_is_kept(tmp_path, tiny_target) -> None:  # noqa: ANN001
     assert log["data"]["generation"]["aborted"] > 0  # cut by the deadline
     assert log["stopped_by"] in ("steps", "time budget") and log["steps"] >= 1
     assert (tmp_path / "b" / "model.safetensors").is_file()
+
+
+def test_bf16_run_like_the_gpu(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN001
+    """``precision=bf16`` on CPU takes the GPU's numerics path: a bf16 target (generation,
+    teacher forcing, serving) and the head under bf16 autocast; the head is saved and served."""
+    cfg = TrainConfig(target=str(tiny_checkpoint("llama")), out=str(tmp_path / "h"), precision="bf16", steps=4,
+                      **(SMALL | {"num_prompts": 12, "eval_every": 2}))
+    log = train(cfg)
+    assert log["precision"] == "bf16" and log["steps"] == 4
+    assert all(torch.isfinite(torch.tensor(e["loss"])) for e in log["log"])
+    assert log["engine_acceptance"]["verify_steps"] > 0

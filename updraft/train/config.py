@@ -26,7 +26,7 @@ class TrainConfig:
     data_dir: str | None = _opt("cache of the generated sequences, reused when it matches (default: OUT/data)", default=None)
     resume: bool = _opt("continue from OUT/checkpoint/state.pt (same data, same schedule)", default=False)
     device: str = _opt("auto (cuda if available), cpu or cuda", default="auto")
-    precision: str = _opt("auto (bf16 autocast on CUDA, fp32 on CPU), fp32 or bf16", default="auto")
+    precision: str = _opt("auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16 (target in bf16, head under bf16 autocast with fp32 weights)", default="auto")
     seed: int = _opt("seed of the prompts, the split, the head's initialisation and the batch order", default=0)
     progress: bool = _opt("progress bars", default=True)
     # ---- data

@@ -323,8 +323,9 @@ def train(
         raise ValueError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
     device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device))
     precision = cfg.resolved_precision(device.type)
-    # The target runs in bf16 on CUDA unless fp32 training is asked for (then nothing is mixed).
-    target_dtype = torch.bfloat16 if device.type == "cuda" and precision == "bf16" else torch.float32
+    # bf16: the target runs in bf16 (as it serves on GPU) and the head trains under bf16 autocast
+    # with fp32 weights; fp32: nothing is mixed.
+    target_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     budget_end = t0 + cfg.time_budget if cfg.time_budget else None
@@ -465,12 +466,16 @@ def train(
     if cfg.final_eval_prompts:
         del head
         _free()
-        result["engine_acceptance"] = engine_acceptance(cfg, prep.loaded, out, prep.held_prompts[: cfg.final_eval_prompts], budget_end)
-        e = result["engine_acceptance"]
-        _say(
-            f"engine on {e['prompts']} held-out prompts: mean accept length {e['mean_accept_length']:.2f} "
-            f"(S={cfg.spec_steps}), per position {[round(x, 2) for x in e['per_position']]}"
-        )
+        try:  # the head is saved already: a failure here must not lose the run
+            e = engine_acceptance(cfg, prep.loaded, out, prep.held_prompts[: cfg.final_eval_prompts], budget_end)
+            result["engine_acceptance"] = e
+            _say(
+                f"engine on {e['prompts']} held-out prompts: mean accept length {e['mean_accept_length']:.2f} "
+                f"(S={cfg.spec_steps}), per position {[round(x, 2) for x in e['per_position']]}"
+            )
+        except Exception as exc:  # noqa: BLE001
+            result["engine_acceptance_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            _say(f"final engine check failed: {result['engine_acceptance_error']}")
     result["total_s"] = time.time() - t0
     write_json(out / LOG_NAME, result)
     write_model_card(out, result)
@@ -506,8 +511,8 @@ def write_model_card(out: Path, r: dict[str, Any]) -> None:
         f"# EAGLE draft head ({cfg['method']}) for {cfg['target']}",
         "",
         "Trained by `updraft train-draft` (self-distillation on updraft's own generated prompt set;",
-        "no evaluation-set prompts). Load it with `--speculative-algorithm "
-        f"{'EAGLE3' if cfg['method'] == 'eagle3' else 'EAGLE'} --speculative-draft-model-path {out.name}`.",
+        "no evaluation-set prompts). Serve it with `--speculative-algorithm "
+        f"{'EAGLE3' if cfg['method'] == 'eagle3' else 'EAGLE'} --speculative-draft-model-path <this folder>`.",
         "",
         f"- device: {r['device']}, torch {r['torch']}, precision {r['precision']}",
         f"- data: {int(d['sequences'])} sequences, {int(d['tokens'])} tokens ({int(d['training_positions'])} training positions)",
