@@ -26,16 +26,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 
-from updraft.batch import ForwardMode
+from updraft.batch import REAL_MODES, ForwardMode
 
-ATTN_MODES = (
-    ForwardMode.EXTEND,
-    ForwardMode.DECODE,
-    ForwardMode.TARGET_VERIFY,
-    ForwardMode.DRAFT_DECODE,
-    ForwardMode.DRAFT_EXTEND,
-    ForwardMode.DRAFT_EXTEND_V2,
-)
+ATTN_MODES = REAL_MODES  # the matrix's column order
 RUNNERS = ("eager", "graph-metadata", "graph")
 #: Production-runner columns -> (draft extend version of the engine that serves it, the forward
 #: mode its graph captures). Defined here, not in runner_harness, so that deciding which cells
