@@ -138,6 +138,14 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     spec.add_argument("--speculative-num-draft-tokens", type=int, help="tokens verified per request (S + 1)")
     spec.add_argument("--speculative-draft-extend", choices=["v1", "v2"], help="draft extend semantics (default v2)")
     spec.add_argument("--draft-attention-backend", help="attention backend of the draft model (default: the target's)")
+    spec.add_argument(
+        "--speculative-disable-adaptive", dest="speculative_adaptive", action="store_false", default=None,
+        help="always draft --speculative-num-steps tokens (default: choose S per iteration, 0 included)",
+    )
+    spec.add_argument(
+        "--speculative-adaptive-steps", type=int, action="append", default=None,
+        help="an S value adaptive speculation may choose (repeatable; default 0 1 2 3 and num_steps)",
+    )
 
 
 def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
@@ -149,15 +157,18 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
         "num_draft_tokens": args.speculative_num_draft_tokens,
         "draft_extend": args.speculative_draft_extend,
         "draft_attention_backend": args.draft_attention_backend,
+        "adaptive": getattr(args, "speculative_adaptive", None),
+        "adaptive_steps": getattr(args, "speculative_adaptive_steps", None),
     }
     given = {k: v for k, v in flags.items() if v is not None}
     if args.speculative_config is not None:
         cfg = parse_speculative_config(args.speculative_config)
-        extra = {k: v for k, v in given.items() if k != "draft_attention_backend"}
+        late = ("draft_attention_backend", "adaptive", "adaptive_steps")
+        extra = {k: v for k, v in given.items() if k not in late}
         if extra:
             raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")
-        if "draft_attention_backend" in given and cfg is not None:
-            cfg = dataclasses.replace(cfg, draft_attention_backend=given["draft_attention_backend"]).validate()
+        if cfg is not None and any(k in given for k in late):
+            cfg = dataclasses.replace(cfg, **{k: given[k] for k in late if k in given}).validate()
         return cfg
     if not given:
         return None

@@ -46,6 +46,9 @@ class EngineConfig:
         "phase to run eagerly (repeatable): decode, target_verify, draft_decode, draft_extend", default=None
     )
     graph_emulate: bool = _opt("CPU: run the graph machinery under the graph emulator (tests)", default=False)
+    disable_overlap: bool = _opt(
+        "speculative decoding: read each iteration's results before launching the next (no overlap)", default=False
+    )
     progress: bool = _opt("show progress bars (loading, capture)", default=True)
     speculative: SpeculativeConfig | None = _opt("speculative decoding (None = off)", default=None)
 
@@ -133,6 +136,16 @@ class SpeculativeConfig:
     ngram_min: int = _opt("n-gram proposer: shortest suffix to match", default=1)
     ngram_max: int = _opt("n-gram proposer: longest suffix to match", default=4)
     draft_attention_backend: str | None = _opt("attention backend of the draft (default: the target's)", default=None)
+    adaptive: bool = _opt("choose S per iteration from measured cycle costs and running acceptance (False: always num_steps)", default=True)
+    adaptive_steps: list[int] | None = _opt("S values adaptive speculation may choose (default: 0, 1, 2, 3 and num_steps)", default=None)
+
+    def step_choices(self) -> list[int]:
+        """The S values an iteration may run (just num_steps when adaptive is off)."""
+        if not self.adaptive:
+            return [self.num_steps]
+        if self.adaptive_steps:
+            return sorted(set(self.adaptive_steps))
+        return sorted({s for s in (0, 1, 2, 3) if s < self.num_steps} | {self.num_steps})
 
     @property
     def ndt(self) -> int:
@@ -158,6 +171,12 @@ class SpeculativeConfig:
             )
         if self.draft_extend not in ("v1", "v2"):
             raise ConfigError(f"draft_extend={self.draft_extend!r} is invalid: choose v1 or v2")
+        if self.adaptive_steps is not None:
+            bad = [s for s in self.adaptive_steps if not isinstance(s, int) or not 0 <= s <= self.num_steps]
+            if bad or not self.adaptive_steps:
+                raise ConfigError(
+                    f"adaptive_steps={self.adaptive_steps!r} is invalid: give integers in 0..num_steps={self.num_steps}"
+                )
         if self.needs_draft_model and not self.draft_model:
             raise ConfigError(f"speculative method {self.method!r} needs a draft model (draft_model / --speculative-draft-model-path)")
         if self.method == "ngram":

@@ -105,6 +105,8 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
         "paths": dict(eng.runner.path_counts),
         "outputs": outputs,
     }
+    if eng.driver is not None:
+        res["fused"] = eng.driver.adaptive.snapshot() | {"launches": eng.driver.launches}
     if spec.num_drafts and eng.spec is not None:
         res["spec"] = spec.as_dict() | {
             "per_position_rate": spec.per_position_rate(),
@@ -150,7 +152,7 @@ def cmd_bench(args: argparse.Namespace, engine_cfg: EngineConfig) -> int:
     cfgs = [("spec" if engine_cfg.speculative else "plain", engine_cfg)]
     if engine_cfg.speculative is not None and not args.no_baseline:
         cfgs.insert(0, ("plain", dataclasses.replace(engine_cfg, speculative=None)))
-    params = SamplingParams(temperature=0, max_tokens=args.output_len, ignore_eos=True)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.output_len, ignore_eos=True)
     results: dict[str, Any] = {"runs": {}}
     loaded = None
     if is_random(engine_cfg.model):
@@ -194,7 +196,7 @@ def run_peers(engine: Engine, loaded: Any, prompts: list[list[int]], args: argpa
         hf = hf_from_ours(engine.model)
     else:
         hf = load_hf(resolve_model(engine.config.model), engine.dtype, engine.device)
-    params = SamplingParams(temperature=0, max_tokens=args.output_len, ignore_eos=True)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.output_len, ignore_eos=True)
     ours = {bs: run_one(engine, prompts, params, bs) for bs in (1, 8)}
     out: dict[str, Any] = {}
     for mode in str(args.peer_modes).split(","):

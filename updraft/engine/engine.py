@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
+from updraft.engine.spec_driver import SpecDriver, build_driver, fused_planned
 from updraft.engine.timing import PhaseTimer
 from updraft.errors import RequestError
 from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
@@ -69,6 +71,10 @@ class Engine:
                 config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress
             )
         self.lookahead = self.draft.lookahead if self.draft is not None else 0
+        if self.draft is not None and fused_planned(config, self.device) and not config.disable_overlap:
+            # An iteration in flight may commit S + 1 tokens the host does not know yet, and the
+            # next one writes S positions past that: allocate for both (see spec_driver).
+            self.lookahead = 2 * self.draft.lookahead + 1
         self._check_backend_modes()
         self._setup_memory()
         self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
@@ -88,11 +94,15 @@ class Engine:
         from updraft.graphs.setup import capture_engine_graphs
 
         self.graph_log = capture_engine_graphs(self)
+        self.driver: SpecDriver | None = build_driver(self)
+        if self.driver is not None:
+            self.graph_log.append(self.driver.describe())
         self.requests: dict[str, Request] = {}
         self._pending: list[StepOutput] = []
         self._ids = itertools.count()
         # Requests without their own seed draw from the default generator, seeded here.
         torch.manual_seed(config.seed)
+        self._seed_rng = random.Random(config.seed)  # RNG keys of unseeded requests (graph sampling)
         self.stats = EngineStats()
         self.spec_stats = SpecStats()
         self._fail_forward: set[str] = set()  # fault injection: request ids whose forward raises
@@ -209,7 +219,8 @@ class Engine:
         rid = request_id if request_id is not None else f"req-{next(self._ids)}"
         if rid in self.requests:
             raise RequestError(f"request id {rid!r} is already in use")
-        req = Request(request_id=rid, prompt_ids=ids, params=params, prompt=text)
+        rng_seed = (params.seed if params.seed is not None else self._seed_rng.getrandbits(32)) & ((1 << 48) - 1)
+        req = Request(request_id=rid, prompt_ids=ids, params=params, prompt=text, rng_seed=rng_seed)
         req.max_len = self.max_model_len
         if params.seed is not None:
             req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
@@ -230,7 +241,8 @@ class Engine:
         return True
 
     def has_unfinished(self) -> bool:
-        return self.scheduler.num_unfinished > 0 or bool(self._pending)
+        inflight = self.driver is not None and self.driver.inflight is not None
+        return self.scheduler.num_unfinished > 0 or bool(self._pending) or inflight
 
     @property
     def num_running(self) -> int:
@@ -246,9 +258,14 @@ class Engine:
             return self._step()
 
     def _step(self) -> list[StepOutput]:
+        drv = self.driver
+        if drv is not None and drv.inflight is not None and not self._overlap_continues():
+            self._drain()
         with self.timer("schedule"):
             sched = self.scheduler.schedule()
-        if sched is not None:
+        if sched is None:
+            self._drain()
+        else:
             self.stats.steps += 1
             if sched.mode == ForwardMode.EXTEND:
                 self.stats.prefill_steps += 1
@@ -279,7 +296,10 @@ class Engine:
             if req.request_id in self._fail_forward:
                 raise RuntimeError(f"injected forward failure for {req.request_id}")
         if sched.mode == ForwardMode.DECODE and self.spec is not None:
-            self._run_speculative(sched.reqs)
+            if self.driver is not None and self.driver.fused.can_run(sched.reqs)[0]:
+                self._run_fused(sched.reqs)
+            else:
+                self._run_speculative(sched.reqs)
             return
         phase = "prefill" if sched.mode == ForwardMode.EXTEND else "decode"
         with self.timer(phase):
@@ -305,13 +325,66 @@ class Engine:
                 self.spec.proposer.on_prefill(
                     sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
                 )
+            if self.driver is not None:
+                self.driver.fused.state.admit([r for r, s in zip(sched.reqs, sched.samples) if s and not r.finished])
 
     def _run_speculative(self, reqs: list[Request]) -> None:
+        """The per-phase iteration (n-gram, standalone, v1, penalties, logprobs, large batches)."""
         assert self.spec is not None
+        drv = self.driver
+        if drv is not None:
+            self._drain()
+            owned = [r for r in reqs if r.request_id in drv.device_owned]
+            self.spec.proposer.redraft_first(owned)  # type: ignore[attr-defined]
+            drv.device_owned.difference_update(r.request_id for r in owned)
         res = self.spec.step(reqs)
         for i, req in enumerate(reqs):
             req.num_computed += res.accept_lens[i]
             self._emit(req, res.tokens[i], res.logprobs[i] if res.logprobs is not None else [])
+        if drv is not None:
+            drv.fused.state.admit([r for r in reqs if not r.finished])
+
+    # ---- the fused iteration (overlap) ---------------------------------------------------
+    def _overlap_continues(self) -> bool:
+        """Whether the next step can launch while the iteration in flight runs: only another
+        decode iteration that needs no preemption (anything else drains first)."""
+        sch = self.scheduler
+        return not sch.waiting and all(not r.in_prefill for r in sch.running) and sch.decode_fits()
+
+    def _run_fused(self, reqs: list[Request]) -> None:
+        drv = self.driver
+        assert drv is not None
+        with self.timer("fused_launch"):
+            inf = drv.launch(reqs)
+        prev, drv.inflight = drv.inflight, inf
+        if prev is not None:
+            self._complete(prev)
+        if not drv.overlap:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Read the iteration in flight, if any (then nothing is in flight)."""
+        drv = self.driver
+        if drv is None or drv.inflight is None:
+            return
+        inf, drv.inflight = drv.inflight, None
+        self._complete(inf)
+
+    def _complete(self, inf) -> None:  # noqa: ANN001 - spec.fused.InFlight
+        """Emit a finished iteration's tokens; requests that finished meanwhile are skipped."""
+        drv = self.driver
+        assert drv is not None
+        with self.timer("fused_wait"):
+            acc, toks = drv.finish(inf)
+        for req, a, t in zip(inf.reqs, acc, toks):
+            if req.finished:
+                continue
+            req.num_computed += a
+            if inf.num_steps:
+                req.spec.record(inf.num_steps, a - 1)
+            self._emit(req, t, [])
+        for req in drv.take_freeable():
+            self.scheduler.free_kv(req)
 
     def _build_batch(self, sched: ScheduledBatch):  # -> ForwardBatch
         if sched.mode == ForwardMode.EXTEND:
@@ -412,7 +485,13 @@ class Engine:
         req.finish_reason = reason
         req.finish_time = time.perf_counter()
         self.stats.preemptions += req.num_preemptions
-        self.scheduler.release(req)
+        if self.driver is not None and self.driver.in_flight(req):
+            self.scheduler.retire(req)  # its KV is freed once the iteration in flight is done
+            self.driver.defer(req)
+        else:
+            self.scheduler.release(req)
+        if self.driver is not None:
+            self.driver.device_owned.discard(req.request_id)
         self.spec_stats.merge(req.spec)
         if self.spec is not None:
             self.spec.proposer.release(req)

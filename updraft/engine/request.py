@@ -91,6 +91,8 @@ class Request:
     # every known token has run; a resumed request re-prefills prompt + output so far.
     in_prefill: bool = True
     generator: torch.Generator | None = None
+    # Key of the counter-based RNG used inside graphs (the request's seed, or one the engine drew).
+    rng_seed: int = 0
     output_text: str = ""
     logprobs: list[dict[str, object]] = field(default_factory=list)
     first_token_time: float | None = None

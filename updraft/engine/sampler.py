@@ -72,7 +72,7 @@ class SamplingBatch:
 
     @property
     def batch_size(self) -> int:
-        return len(self.params)
+        return int(self.temperature.shape[0])
 
     @property
     def device(self) -> torch.device:
@@ -110,6 +110,51 @@ class SamplingBatch:
             prompt_mask, output_counts = _occurrences(params, history, vocab_size, device)
         return cls._assemble(
             params, list(generators), vocab_size, device, prompt_mask, output_counts
+        )
+
+    @classmethod
+    def on_device(
+        cls,
+        temperature: torch.Tensor,
+        top_k: torch.Tensor,
+        top_p: torch.Tensor,
+        min_p: torch.Tensor,
+        vocab_size: int,
+    ) -> SamplingBatch:
+        """A batch whose parameters are already device tensors (gathered inside a CUDA graph).
+
+        Every filter pass runs (the host cannot look at the values to skip one), which is the
+        same distribution: a disabled filter is a no-op at its neutral value. Rows with
+        ``temperature < GREEDY_TEMPERATURE`` are greedy (one-hot). No penalties, no logprobs,
+        no host generators: the caller supplies the noise.
+        """
+        greedy = temperature < GREEDY_TEMPERATURE
+        one = torch.ones_like(temperature)
+        off_k = torch.full_like(top_k, vocab_size)
+        k = torch.where(greedy | (top_k <= 0) | (top_k >= vocab_size), off_k, top_k)
+        return cls(
+            params=[],
+            generators=[],
+            vocab_size=vocab_size,
+            temperature=torch.where(greedy, one, temperature),
+            greedy=greedy,
+            top_k=k,
+            top_p=torch.where(greedy, one, top_p),
+            min_p=torch.where(greedy, torch.zeros_like(min_p), min_p),
+            repetition_penalty=one,
+            frequency_penalty=torch.zeros_like(one),
+            presence_penalty=torch.zeros_like(one),
+            prompt_mask=None,
+            output_counts=None,
+            all_greedy=False,
+            any_greedy=True,
+            any_penalty=False,
+            any_top_k=True,
+            any_top_p=True,
+            any_min_p=True,
+            max_top_k=vocab_size,
+            need_logprobs=False,
+            max_logprobs=0,
         )
 
     def select(self, rows: Sequence[int]) -> SamplingBatch:
@@ -266,7 +311,9 @@ class Sampler:
 
     @staticmethod
     def sample_from_probs(
-        probs: torch.Tensor, generators: Sequence[torch.Generator | None]
+        probs: torch.Tensor,
+        generators: Sequence[torch.Generator | None],
+        noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """[B] int64 tokens drawn from ``probs`` [B, V] by an exponential race.
 
@@ -275,15 +322,20 @@ class Sampler:
         sampling work as they are) but must have a positive entry. Row ``r`` draws its V noise
         values from ``generators[r]`` when set (the generator advances by the same amount on every
         call, whatever the rest of the batch), else from a single default-RNG call for the batch.
+        ``noise`` [B, V] Exp(1): given (inside graphs, from ``updraft.spec.device_rng``), the
+        generators are not used.
         """
-        if len(generators) != probs.shape[0]:
-            raise ValueError(f"{len(generators)} generators for {probs.shape[0]} rows")
-        noise = torch.empty_like(probs, dtype=torch.float32)
-        if any(g is None for g in generators):
-            noise.exponential_()
-        for r, g in enumerate(generators):
-            if g is not None:
-                noise[r].exponential_(generator=g)
+        if noise is None:
+            if len(generators) != probs.shape[0]:
+                raise ValueError(f"{len(generators)} generators for {probs.shape[0]} rows")
+            noise = torch.empty_like(probs, dtype=torch.float32)
+            if any(g is None for g in generators):
+                noise.exponential_()
+            for r, g in enumerate(generators):
+                if g is not None:
+                    noise[r].exponential_(generator=g)
+        else:
+            noise = noise.clone()
         # Exp(1) may return exactly 0 on some backends: p / 0 is inf (a forced pick) or, for a
         # zero-probability token, NaN, which argmax would choose. Clamp keeps both impossible.
         noise.clamp_(min=torch.finfo(torch.float32).tiny)

@@ -54,10 +54,25 @@ class Scheduler:
 
     def release(self, req: Request) -> None:
         """Free the request's KV and row and drop it from the queues (finish or abort)."""
+        self.free_kv(req)
+        self.retire(req)
+
+    def free_kv(self, req: Request) -> None:
+        """Free the request's KV pages and row (exactly once; a second call does nothing)."""
         if req.row is not None:
             self.allocator.free(req.row)
             self.req_pool.free(req.row)
             req.row = None
+
+    def decode_fits(self) -> bool:
+        """Whether every decoding request gets its next step's KV without a preemption."""
+        decoding = [r for r in self.running if not r.in_prefill]
+        need = sum(self.allocator.pages_needed(r.row, self.decode_len(r)) for r in decoding)
+        return need <= self.allocator.num_free_pages
+
+    def retire(self, req: Request) -> None:
+        """Drop the request from the queues, keeping its KV (an iteration in flight still writes
+        it; the engine frees it once that iteration is done)."""
         if req in self.running:
             self.running.remove(req)
         try:

@@ -130,6 +130,10 @@ class EagleHead(nn.Module):
         logits = torch.nn.functional.linear(rows, self.shared.lm_head_weight()).float()
         return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
 
+    def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
+        """The logits ``forward`` computes for rows whose output feature is ``feat``."""
+        return torch.nn.functional.linear(feat, self.shared.lm_head_weight()).float()
+
 
 class Eagle3Layer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
@@ -179,6 +183,10 @@ class Eagle3Head(nn.Module):
         logits = self.lm_head(normed[batch.logits_indices]).float()
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else out[batch.logits_indices]
         return ModelOutput(logits=logits, hidden=hidden)
+
+    def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat``."""
+        return self.lm_head(self.norm(feat)).float()
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]

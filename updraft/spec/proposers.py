@@ -161,6 +161,16 @@ class DraftModelProposer(Proposer):
                 self.next_q = torch.zeros(self.next_token.shape[0], self.vocab, device=q.device)
             self.next_q[rows] = q
 
+    def redraft_first(self, reqs: list[Request]) -> None:
+        """Recompute the first draft (and its q) of ``reqs`` from their stored draft features.
+        The fused iteration keeps only the feature (its next iteration applies the LM head), so
+        this runs before a per-phase iteration that follows fused ones."""
+        if not reqs or self.next_hidden is None:
+            return
+        rows = torch.tensor([r.row for r in reqs], dtype=torch.long, device=self.runner.device)
+        feat = self.next_hidden[rows]
+        self._store_next(reqs, rows, self.runner.model.logits_from_feature(feat), feat)  # type: ignore[operator]
+
     # ---- prefill ---------------------------------------------------------------------
     def on_prefill(self, reqs, starts, lens, finished_prefill, target_hidden):  # type: ignore[override]
         ids: list[int] = []

@@ -39,6 +39,8 @@ def rejection_accept(
     draft_probs: torch.Tensor | None,
     target_probs: torch.Tensor,
     generators: list[torch.Generator | None],
+    uniforms: torch.Tensor | None = None,
+    exp_noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lossless speculative sampling (Leviathan et al. / Chen et al.).
 
@@ -49,6 +51,9 @@ def rejection_accept(
     probability ``min(1, p_k(d_k) / q_k(d_k))``; at the first rejection the emitted token is drawn
     from ``normalize(max(p_k - q_k, 0))``; if all S are accepted the bonus is drawn from p_S. The
     emitted sequence is then distributed exactly as sampling from the target.
+
+    ``uniforms`` [B, S] and ``exp_noise`` [B, V] (counter-based, inside graphs) replace the draws
+    from ``generators`` when given.
     """
     bsz, s = drafts.shape
     dev = drafts.device
@@ -58,7 +63,7 @@ def rejection_accept(
         q_d = torch.ones_like(p_d)
     else:
         q_d = draft_probs.gather(-1, idx).squeeze(-1)
-    u = _uniforms((bsz, s), generators, dev)
+    u = _uniforms((bsz, s), generators, dev) if uniforms is None else uniforms
     # q_d > 0 always for a sampled draft; clamp guards a draft the draft sampler could not emit.
     ok = (u * q_d.clamp_min(1e-20) <= p_d).to(torch.int32)
     accepted = torch.cumprod(ok, dim=1).sum(dim=1)  # [B] in 0..S
@@ -75,7 +80,7 @@ def rejection_accept(
     # If p <= q everywhere on the rejected row (only possible when p == q, i.e. a rejection had
     # probability 0), fall back to p so we never divide by zero.
     residual = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p_at)
-    extra = Sampler.sample_from_probs(residual, generators)
+    extra = Sampler.sample_from_probs(residual, generators, exp_noise)
     emitted = torch.cat([drafts, drafts[:, :1]], dim=1).clone()
     emitted[rows, accepted] = extra
     return accepted + 1, emitted

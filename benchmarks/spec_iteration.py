@@ -1,0 +1,276 @@
+"""The fused speculative iteration on the GPU (issue 12): cycle cost, host work, speed-ups.
+
+Part 1 (cost; SmolLM2 and/or a random Llama-3.1-8B shape with a random EAGLE-3-shaped head of
+a 32k draft vocabulary): per batch size, the plain decode step and the fused iteration at
+S = 5 (greedy and T = 0.7 top-p 0.9), both as device time from CUDA events around the replay,
+at --context tokens; the cycle in plain decode steps; host tensor ops and host time of one
+launch (ops counted with a TorchDispatchMode: a graph replay is one call, not counted).
+
+Part 2 (speed; SmolLM2 + builtin:smollm2, mt_bench first turns; n-gram on sum): tokens/s with
+and without speculation side by side in one process, per batch size, greedy and sampled, with
+the chosen-S histogram of adaptive speculation, mean accept length, and the engine's host ops
+per speculative iteration at bs 1. Prints a table; writes JSON to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, str(Path(__file__).parent))
+from graph_phases import LLAMA8B, fake_requests, random_llama  # noqa: E402
+
+from updraft.batch import ForwardMode  # noqa: E402
+from updraft.bench.offline import make_prompts, run_one  # noqa: E402
+from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.engine.engine import Engine  # noqa: E402
+from updraft.models.config import ModelConfig  # noqa: E402
+from updraft.provenance import git_commit  # noqa: E402
+from updraft.sampling_params import SamplingParams  # noqa: E402
+
+
+class OpCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def write_random_eagle3(folder: Path, cfg: ModelConfig, draft_vocab: int) -> Path:
+    """A random EAGLE-3 head in the published layout (hidden = target hidden, own lm_head)."""
+    from safetensors.torch import save_file
+
+    h, i, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    g = torch.Generator().manual_seed(0)
+
+    def w(*s: int) -> torch.Tensor:
+        return (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)
+
+    one = torch.ones(h, dtype=torch.bfloat16)
+    t = {"fc.weight": w(h, 3 * h), "midlayer.self_attn.q_proj.weight": w(cfg.num_heads * hd, 2 * h),
+         "midlayer.self_attn.k_proj.weight": w(cfg.num_kv_heads * hd, 2 * h), "midlayer.self_attn.v_proj.weight": w(cfg.num_kv_heads * hd, 2 * h),
+         "midlayer.self_attn.o_proj.weight": w(h, cfg.num_heads * hd), "midlayer.mlp.gate_proj.weight": w(i, h),
+         "midlayer.mlp.up_proj.weight": w(i, h), "midlayer.mlp.down_proj.weight": w(h, i), "midlayer.input_layernorm.weight": one,
+         "midlayer.hidden_norm.weight": one, "midlayer.post_attention_layernorm.weight": one, "norm.weight": one,
+         "lm_head.weight": w(draft_vocab, h), "d2t": torch.zeros(draft_vocab, dtype=torch.long)}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(t, str(folder / "model.safetensors"))
+    conf = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": h, "intermediate_size": i, "num_hidden_layers": 1,
+            "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads, "head_dim": hd,
+            "vocab_size": cfg.vocab_size, "draft_vocab_size": draft_vocab, "max_position_embeddings": cfg.max_position_embeddings,
+            "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "bias": False}
+    (folder / "config.json").write_text(json.dumps(conf))
+    return folder
+
+
+def _median_event_ms(fn: Any, iters: int) -> float:
+    times = []
+    for _ in range(iters + 3):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times[3:])
+
+
+def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int) -> dict[str, Any]:
+    base = EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
+                        max_total_tokens=max(sizes) * (context + 64) + 4096, max_running_requests=max(sizes))
+    out: dict[str, Any] = {}
+    plain = Engine(base, loaded=loaded)
+    for bs in sizes:
+        reqs = fake_requests(plain, bs, context)
+        batch = plain.runner.make_batch(ForwardMode.DECODE, [1] * bs, [r.row for r in reqs], [context + 1] * bs, [1] * bs, stride=1)
+        out[f"decode_ms_bs{bs}"] = _median_event_ms(lambda b=batch, e=plain: e.runner.forward(b), iters)
+    del plain
+    if loaded is not None:
+        loaded.model.aux_layers = ()
+    spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False)
+    eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
+    drv = eng.driver
+    assert drv is not None, eng.graph_log
+    for bs in sizes:
+        reqs = fake_requests(eng, bs, context)
+        for sampled in (False, True):
+            for r in reqs:
+                r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+            drv.fused.state.admit(reqs)
+            drv.fused.graph_for(5, sampled, bs)
+            secs, host, ops = [], [], []
+            for i in range(iters + 3):
+                drv.fused.state.admit(reqs)  # back to the same lengths every time
+                torch.cuda.synchronize()
+                counter = OpCounter()
+                t0 = time.perf_counter()
+                with counter:
+                    inf = drv.fused.launch(reqs, 5, sampled)
+                host.append(time.perf_counter() - t0)
+                inf.wait()
+                if i >= 3:
+                    secs.append(inf.seconds() * 1e3)
+                    ops.append(counter.count)
+            key = f"{'sampled' if sampled else 'greedy'}_bs{bs}"
+            out[f"cycle_ms_{key}"] = statistics.median(secs)
+            out[f"cycle_steps_{key}"] = out[f"cycle_ms_{key}"] / out[f"decode_ms_bs{bs}"]
+            out[f"launch_host_ms_{key}"] = statistics.median(host[3:]) * 1e3
+            out[f"launch_host_ops_{key}"] = statistics.median(ops)
+        for r in reqs:
+            eng.scheduler.release(r)
+    del eng
+    torch.cuda.empty_cache()
+    return out
+
+
+def engine_ops_per_iteration(eng: Engine, prompt: list[int], steps: int = 40) -> dict[str, float]:
+    """Host tensor ops and host time per engine step in steady-state speculative decoding, bs 1."""
+    req = eng.add_request(prompt, SamplingParams(temperature=0, max_tokens=steps * 8 + 40, ignore_eos=True))
+    while not req.output_ids:
+        eng.step()
+    for _ in range(5):
+        eng.step()
+    drv = eng.driver
+    assert drv is not None
+    l0 = drv.launches
+    w0 = drv.wait_s
+    counter = OpCounter()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with counter:
+        for _ in range(steps):
+            eng.step()
+    wall = time.perf_counter() - t0
+    waited = drv.wait_s - w0
+    n = drv.launches - l0
+    eng.abort(req.request_id)
+    while eng.has_unfinished():
+        eng.step()
+    return {"iterations": n, "host_ops_per_iteration": counter.count / max(n, 1),
+            "wall_ms_per_iteration": wall / max(n, 1) * 1e3,
+            "host_ms_per_iteration": (wall - waited) / max(n, 1) * 1e3,
+            "note": "host ops counted over engine.step() (graph replays are one call); host time = wall minus the wait for results"}
+
+
+def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    greedy = SamplingParams(temperature=0, max_tokens=out_len, ignore_eos=True)
+    sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
+    base = EngineConfig(model=gguf, device="cuda", dtype="bfloat16", progress=False, max_running_requests=max(sizes))
+    variants = [
+        ("plain", None),
+        ("eagle_adaptive", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5)),
+        ("eagle_s5", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5, adaptive=False)),
+    ]
+    prompts_cache: dict[str, list[list[int]]] = {}
+    for name, spec in variants:
+        eng = Engine(dataclasses.replace(base, speculative=spec))
+        if "mt" not in prompts_cache:
+            prompts_cache["mt"] = make_prompts(eng, "mt_bench", max(n_prompts, max(sizes)), 0)
+        ps = prompts_cache["mt"]
+        # warm-up: captures the lazily captured fused graphs at every size used below
+        for bs in sizes:
+            run_one(eng, ps[:bs], dataclasses.replace(greedy, max_tokens=24), bs)
+        run_one(eng, ps[:1], dataclasses.replace(sampled, max_tokens=24), 1)
+        for bs in sizes:
+            n = max(bs, n_prompts) if bs > 1 else max(4, n_prompts // 4)
+            r = run_one(eng, ps[:n], greedy, bs)
+            r.pop("outputs", None)
+            res[f"{name}_greedy_bs{bs}"] = r
+            print(f"{name:16s} greedy bs {bs:3d}: {r['output_tok_s']:8.1f} tok/s  accept {r.get('spec', {}).get('mean_accept_length', '-')}  {r.get('fused', {}).get('chosen_s', '')}", flush=True)
+        r = run_one(eng, ps[: max(4, n_prompts // 4)], sampled, 1)
+        r.pop("outputs", None)
+        res[f"{name}_sampled_bs1"] = r
+        print(f"{name:16s} T=0.7    bs   1: {r['output_tok_s']:8.1f} tok/s  accept {r.get('spec', {}).get('mean_accept_length', '-')}", flush=True)
+        if name == "eagle_s5":
+            res["engine_host"] = engine_ops_per_iteration(eng, ps[0])
+        del eng
+        torch.cuda.empty_cache()
+    for name, spec in [("plain", None), ("ngram", SpeculativeConfig(method="ngram", num_steps=5))]:
+        eng = Engine(dataclasses.replace(base, speculative=spec))
+        ps = make_prompts(eng, "sum", max(n_prompts, 64), 0)
+        for bs in (1, 64):
+            run_one(eng, ps[:bs], dataclasses.replace(greedy, max_tokens=16), bs)
+            r = run_one(eng, ps[: max(bs, 8)], greedy, bs)
+            r.pop("outputs", None)
+            res[f"{name}_sum_bs{bs}"] = r
+            print(f"{name:16s} sum bs {bs:3d}: {r['output_tok_s']:8.1f} tok/s", flush=True)
+        del eng
+    return res
+
+
+def lossless(gguf: str) -> dict[str, Any]:
+    """fp32 on the GPU: fused speculative outputs equal plain greedy (bs 1 and 8, overlap on/off,
+    adaptive on/off), and a seeded sampled run repeats."""
+    base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8)
+    greedy = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
+    plain = Engine(base)
+    ps = make_prompts(plain, "mt_bench", 8, 0)
+    ref = {bs: run_one(plain, ps[:bs], greedy, bs)["outputs"] for bs in (1, 8)}
+    del plain
+    out: dict[str, Any] = {}
+    for adaptive in (True, False):
+        for overlap in (True, False):
+            spec = SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5, adaptive=adaptive)
+            eng = Engine(dataclasses.replace(base, speculative=spec, disable_overlap=not overlap))
+            for bs in (1, 8):
+                got = run_one(eng, ps[:bs], greedy, bs)["outputs"]
+                out[f"adaptive={adaptive},overlap={overlap},bs={bs}"] = got == ref[bs]
+            seeded = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=32, seed=3, ignore_eos=True)
+            a = run_one(eng, ps[:4], seeded, 4)["outputs"]
+            b = run_one(eng, ps[:4], seeded, 4)["outputs"]
+            out[f"seeded_repeat,adaptive={adaptive},overlap={overlap}"] = a == b
+            assert eng.driver is not None and eng.driver.launches > 0
+            del eng
+    print("lossless fp32 on the GPU:", json.dumps(out), flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--smollm", default=None, help="SmolLM2 GGUF path (parts 1 and 2)")
+    ap.add_argument("--eight-b", action="store_true", help="part 1 on the random Llama-3.1-8B shape")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--sizes", default="1,8,32,64")
+    ap.add_argument("--num-prompts", type=int, default=32)
+    ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    results: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    if args.eight_b:
+        cfg = ModelConfig(**LLAMA8B)
+        with tempfile.TemporaryDirectory() as tmp:
+            head = write_random_eagle3(Path(tmp) / "e3", cfg, 32000)
+            loaded = random_llama(cfg, torch.bfloat16)
+            results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters)
+            print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
+            del loaded
+            torch.cuda.empty_cache()
+    if args.smollm:
+        results["lossless_fp32"] = lossless(args.smollm)
+        results["cost_smollm2"] = cost(args.smollm, None, "builtin:smollm2", "eagle", [1, 8], args.context, args.iters)
+        print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
+        if not args.skip_speed:
+            results["speed_smollm2"] = speed(args.smollm, sizes, args.num_prompts, args.output_len)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "spec_iteration.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

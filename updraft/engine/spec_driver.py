@@ -1,0 +1,113 @@
+"""The engine's side of the fused speculative iteration: launching, overlap, deferred frees.
+
+With overlap (the default), the engine launches iteration N+1 before it reads iteration N's
+results, so the host's scheduling, detokenisation and stop checks run while the GPU works. What
+that asks for (../shared/design/spec-decoding.md, "The iteration without host stalls"):
+
+* the host learns accept lengths one iteration late; the request state the next launch needs
+  lives on the device (``RowState``, the draft feature);
+* KV: the scheduler allocates a lookahead that covers the iteration in flight plus the next one
+  (``Engine`` doubles it), and a request that finishes or is aborted while an iteration that
+  includes it is in flight keeps its KV and row until that iteration is done (``defer``), then
+  frees them exactly once;
+* anything that is not a plain decode iteration of fused-eligible requests (a prefill, a
+  preemption, penalties, logprobs) first drains the iteration in flight (``Engine._drain``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import torch
+
+from updraft.batch import ForwardMode
+from updraft.config import EngineConfig
+from updraft.engine.request import Request
+from updraft.graphs.runner import capture_sizes
+from updraft.spec.adaptive import AdaptiveSteps
+from updraft.spec.fused import FusedIteration, InFlight
+
+if TYPE_CHECKING:
+    from updraft.engine.engine import Engine
+
+
+class SpecDriver:
+    def __init__(self, fused: FusedIteration, adaptive: AdaptiveSteps, overlap: bool) -> None:
+        self.fused = fused
+        self.adaptive = adaptive
+        self.overlap = overlap
+        self.inflight: InFlight | None = None
+        self._deferred: list[Request] = []
+        #: request ids whose first draft exists only as a feature (a fused iteration ran last)
+        self.device_owned: set[str] = set()
+        self.launches = 0
+        self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
+
+    def launch(self, reqs: list[Request]) -> InFlight:
+        bs_key = next(b for b in self.fused.sizes if b >= len(reqs))
+        s = self.adaptive.choose(bs_key)
+        sampled = any(not r.params.greedy for r in reqs)
+        inf = self.fused.launch(reqs, s, sampled)
+        self.device_owned.update(r.request_id for r in reqs)
+        self.launches += 1
+        return inf
+
+    def finish(self, inf: InFlight) -> tuple[list[int], list[list[int]]]:
+        """Wait for ``inf`` and feed its cost and acceptance to the adaptive policy."""
+        t0 = time.perf_counter()
+        acc, toks = inf.wait()
+        self.wait_s += time.perf_counter() - t0
+        self.adaptive.record(inf.num_steps, inf.bs, inf.seconds(), [a for r, a in zip(inf.reqs, acc) if not r.finished])
+        return acc, toks
+
+    def in_flight(self, req: Request) -> bool:
+        return self.inflight is not None and any(r is req for r in self.inflight.reqs)
+
+    def defer(self, req: Request) -> None:
+        self._deferred.append(req)
+
+    def take_freeable(self) -> list[Request]:
+        """Deferred requests that no iteration in flight touches any more."""
+        keep = [r for r in self._deferred if self.in_flight(r)]
+        done = [r for r in self._deferred if not self.in_flight(r)]
+        self._deferred = keep
+        return done
+
+    def describe(self) -> str:
+        mode = "overlapped" if self.overlap else "synchronous"
+        return (f"speculation: fused iteration ({mode}), S chosen from {self.adaptive.choices}"
+                f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
+                f"graphs captured on first use for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]}")
+
+
+_FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
+
+
+def fused_planned(config: EngineConfig, device: torch.device) -> bool:
+    """Whether this configuration runs the fused iteration (EAGLE heads, v2, graphs on)."""
+    spec = config.speculative
+    if spec is None or spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
+        return False
+    if config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
+        return False
+    return not set(config.disable_graph_phase or []) & set(_FUSED_PHASES)
+
+
+def build_driver(engine: Engine) -> SpecDriver | None:
+    cfg = engine.config
+    if engine.spec is None or cfg.speculative is None or not fused_planned(cfg, engine.device):
+        return None
+    proposer = engine.spec.proposer
+    ok, _ = FusedIteration.supports(proposer)
+    if not ok:
+        return None
+    draft = proposer.runner  # type: ignore[attr-defined]
+    need = [(engine.runner, ForwardMode.TARGET_VERIFY), (draft, ForwardMode.DRAFT_DECODE), (draft, ForwardMode.DRAFT_EXTEND_V2)]
+    if any(mode not in runner.backend.graph_modes for runner, mode in need):
+        return None
+    sizes = capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)
+    fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
+                           emulate=engine.device.type != "cuda", capture_hidden=engine.spec.target_capture)
+    adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive)
+    return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)

@@ -1,0 +1,95 @@
+"""Adaptive speculation: choose S (drafts per iteration) to maximise expected tokens per second.
+
+Per iteration the engine may run any S of ``choices`` (0 = a plain target step that keeps the
+draft current). The expected tokens of an iteration with S drafts are
+
+    E[S] = 1 + sum_{k=1..S} prod_{j<=k} a_j,
+
+where ``a_j`` is the running conditional acceptance of draft position j (accepted given the
+drafts before it were), estimated from every verify step with a Beta(2, 2) prior and an
+exponential decay (recent content matters more). The cost of S is the measured device time of
+that iteration at the captured batch size it ran at (an exponential moving average). The pick is
+``argmax E[S] / cost(S, bs)``; a (S, bs) without two cost samples yet is tried first, and every
+``explore_every``-th iteration runs the largest S so that the acceptance of deep positions stays
+known even while a smaller S wins.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class AdaptiveSteps:
+    choices: list[int]  # allowed S values, e.g. [0, 1, 2, 3, 5]
+    enabled: bool = True
+    explore_every: int = 16
+    decay: float = 0.995
+    cost_ema: float = 0.2
+    #: position j (1-based) -> [accepted, trials] with decay
+    _acc: dict[int, list[float]] = field(default_factory=dict)
+    _cost: dict[tuple[int, int], float] = field(default_factory=dict)
+    _samples: Counter[tuple[int, int]] = field(default_factory=Counter)
+    _iters: int = 0
+    chosen: Counter[int] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.choices = sorted(set(self.choices))
+        if not self.choices:
+            raise ValueError("adaptive speculation needs at least one S")
+
+    @property
+    def max_steps(self) -> int:
+        return self.choices[-1]
+
+    def rate(self, j: int) -> float:
+        acc, trials = self._acc.get(j, [0.0, 0.0])
+        return (acc + 2.0) / (trials + 4.0)
+
+    def expected_tokens(self, s: int) -> float:
+        total, run = 1.0, 1.0
+        for j in range(1, s + 1):
+            run *= self.rate(j)
+            total += run
+        return total
+
+    def choose(self, bs_key: int) -> int:
+        self._iters += 1
+        if not self.enabled or len(self.choices) == 1:
+            s = self.max_steps
+        elif self._iters % self.explore_every == 0:
+            s = self.max_steps
+        else:
+            untried = [c for c in reversed(self.choices) if self._samples[(c, bs_key)] < 2]
+            if untried:
+                s = untried[0]
+            else:
+                s = max(self.choices, key=lambda c: self.expected_tokens(c) / self._cost[(c, bs_key)])
+        self.chosen[s] += 1
+        return s
+
+    def record(self, s: int, bs_key: int, seconds: float, accept_lens: list[int]) -> None:
+        """One finished iteration: its device time and every row's accept length (1..S+1)."""
+        key = (s, bs_key)
+        old = self._cost.get(key)
+        self._cost[key] = seconds if old is None else (1 - self.cost_ema) * old + self.cost_ema * seconds
+        self._samples[key] += 1
+        if s == 0 or not accept_lens:
+            return
+        for j in range(1, s + 1):
+            st = self._acc.setdefault(j, [0.0, 0.0])
+            st[0] *= self.decay
+            st[1] *= self.decay
+            for a in accept_lens:
+                accepted_before = a - 1  # drafts accepted in this row
+                if accepted_before >= j - 1:  # position j was tried
+                    st[1] += 1
+                    st[0] += 1 if accepted_before >= j else 0
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "chosen_s": dict(sorted(self.chosen.items())),
+            "acceptance_per_position": [round(self.rate(j), 4) for j in range(1, self.max_steps + 1)],
+            "cost_ms": {f"S={s},bs={b}": round(c * 1e3, 4) for (s, b), c in sorted(self._cost.items())},
+        }

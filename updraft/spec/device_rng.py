@@ -1,0 +1,54 @@
+"""Counter-based random numbers for sampling inside CUDA graphs.
+
+A captured graph cannot draw from per-request ``torch.Generator`` objects (their state lives on
+the host), and the default CUDA generator would tie every request to one stream. Instead each
+draw is a pure function of ``(seed, offset, stream, column)``:
+
+* ``seed`` [B]: the request's seed (its ``SamplingParams.seed``, or one the engine drew for it);
+* ``offset`` [B]: the request's iteration counter, advanced by the graph itself after every
+  iteration (a graph that forgot to advance it would sample the same numbers every replay);
+* ``stream``: a small host constant naming the purpose inside one iteration (draft step k,
+  acceptance uniforms, residual sample), frozen at capture like any other host scalar;
+* ``column``: the index inside the row (vocabulary entry, draft position).
+
+The hash is Thomas Mueller's 32-bit integer mixer, computed in int64 with every product below
+2**63 (the multiplier is below 2**31 and the operand below 2**32), so CPU and CUDA give the same
+bits and a seeded run repeats token for token on either.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M32 = 0xFFFFFFFF
+_MUL = 0x45D9F3B
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A bijective avalanche mix of 32-bit values held in int64 (out of place)."""
+    x = x & _M32
+    x = x ^ (x >> 16)
+    x = (x * _MUL) & _M32
+    x = x ^ (x >> 16)
+    x = (x * _MUL) & _M32
+    return x ^ (x >> 16)
+
+
+def row_keys(seed: torch.Tensor, offset: torch.Tensor, stream: int) -> torch.Tensor:
+    """[B] int64 32-bit key per row for one (seed, offset, stream) triple."""
+    k = _mix32(seed.long() ^ (stream * 0x9E3779B1 & _M32))
+    k = _mix32(k ^ (seed.long() >> 32))
+    return _mix32(k ^ offset.long())
+
+
+def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
+    """[B, n] float32 uniforms in (0, 1), 24 bits each (exact in float32, never 0 or 1)."""
+    keys = row_keys(seed, offset, stream)
+    cols = torch.arange(n, device=keys.device, dtype=torch.int64)
+    bits = _mix32((keys[:, None] + cols[None, :] * 0x632BE5AB) ^ keys[:, None] >> 7)
+    return ((bits >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def exponential(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
+    """[B, n] float32 Exp(1) noise (``-log U``) for the exponential race of ``sample_from_probs``."""
+    return -torch.log(uniform(seed, offset, stream, n))

@@ -1,0 +1,348 @@
+"""One whole EAGLE speculative iteration in ONE graph replay, state on the device.
+
+For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts (0 allowed: a
+plain target step that keeps the draft's KV and feature current), the captured body does:
+
+1. read each row's committed length ``N``, bonus token and draft feature from ``RowState`` and
+   the proposer's ``next_hidden``;
+2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
+   DRAFT_DECODE forwards, each step's token and feature fed straight into the next;
+3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``);
+4. accept: greedy matching, or lossless rejection sampling with counter-based noise
+   (``updraft.spec.device_rng``; the row's offset advances in the graph);
+5. DRAFT_EXTEND_V2 over all ``S + 1`` rows; its output feature at row ``accept_len - 1`` becomes
+   the row's next draft feature (no LM head here: step 2 of the next iteration applies it);
+6. the row's ``N``, bonus token and offset are updated in place; ``out`` holds
+   ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a sync.
+
+Every phase's inputs are written by device ops into the static buffers its attention metadata
+was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
+is pure device work in both graph-capable backends), so a launch is: one copy of the row list,
+one replay, one copy back. Padded rows use row 0 (see ``RowState``).
+
+KV: the host must have allocated positions ``< N + S`` of every row before launching (the
+scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
+from updraft.engine.model_runner import ModelRunner
+from updraft.engine.request import Request
+from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
+from updraft.graphs.runner import PhaseSpec, StaticInputs
+from updraft.models.eagle import Eagle3Head
+from updraft.spec import device_rng
+from updraft.spec.proposers import DraftModelProposer
+from updraft.spec.row_state import RowState
+from updraft.spec.verify import greedy_accept, rejection_accept
+
+# RNG streams inside one iteration (host constants, frozen at capture).
+_STREAM_ACCEPT = 1000
+_STREAM_RESIDUAL = 1001
+_STREAM_BONUS = 1002  # S = 0: the target's own sample
+
+
+def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
+    """A ForwardBatch over freshly allocated static inputs, seeded like padded rows. Logits rows:
+    every token (``phase.logits == "all"``), the last of each request ("last"), or none."""
+    st = StaticInputs.alloc(phase, bs, device, dtype)
+    w = phase.width
+    fill = max(backend.fill_seq_len, w)  # type: ignore[attr-defined]
+    st.seq_lens.fill_(fill)
+    st.extend_seq_lens.fill_(w)
+    st.extend_start_loc.copy_(torch.arange(bs, device=device, dtype=torch.int32) * w)
+    batch = ForwardBatch(
+        mode=phase.mode,
+        batch_size=bs,
+        input_ids=st.input_ids,
+        positions=st.positions,
+        req_pool_indices=st.req_pool_indices,
+        seq_lens=st.seq_lens,
+        extend_seq_lens=st.extend_seq_lens,
+        extend_start_loc=st.extend_start_loc,
+        out_cache_loc=st.out_cache_loc,
+        seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32),
+        extend_seq_lens_cpu=torch.full((bs,), w, dtype=torch.int32),
+        logits_indices=_logits_rows(phase.logits, bs, w, device),
+        stride=w,
+        max_extend_len=w,
+        capture_hidden=phase.capture_hidden,
+        attn_backend=backend,  # type: ignore[arg-type]
+    )
+    if phase.spec_input and st.spec_input is not None:
+        batch.spec_inputs[phase.spec_input] = st.spec_input
+    return batch
+
+
+def _logits_rows(kind: str, bs: int, w: int, device: torch.device) -> torch.Tensor:
+    if kind == "all":
+        return torch.arange(bs * w, device=device)
+    if kind == "last":
+        return torch.arange(bs, device=device) * w + (w - 1)
+    return torch.zeros(0, dtype=torch.long, device=device)
+
+
+def _write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor, req_to_token: torch.Tensor) -> None:
+    """Fill a fixed-stride batch: request b has ``stride`` tokens ``ids[b]`` at positions
+    ``first_pos[b] ..``; KV slots come from the table (allocated by the host beforehand)."""
+    w = batch.stride
+    pos = first_pos[:, None] + torch.arange(w, device=rows.device)  # [bs, w]
+    batch.input_ids.copy_(ids.reshape(-1))
+    batch.positions.copy_(pos.reshape(-1))
+    batch.out_cache_loc.copy_(req_to_token[rows[:, None], pos].reshape(-1))
+    batch.req_pool_indices.copy_(rows)
+    batch.seq_lens.copy_(first_pos + w)
+
+
+@dataclass
+class _IterGraph:
+    """The captured iteration for one (S, sampled, bs)."""
+
+    num_steps: int
+    sampled: bool
+    bs: int
+    rows: torch.Tensor  # [bs] int64 static input
+    chain: list[ForwardBatch]
+    verify: ForwardBatch
+    extend: ForwardBatch
+    out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
+    rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
+    out_host: list[torch.Tensor] = field(default_factory=list)
+    graph: EmulatedGraph | CudaGraph | None = None
+    replays: int = 0
+
+
+@dataclass
+class InFlight:
+    """One launched iteration; ``wait`` returns its results (the only host sync)."""
+
+    reqs: list[Request]
+    num_steps: int
+    bs: int
+    out_host: torch.Tensor
+    done: torch.cuda.Event | None
+    timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
+
+    def wait(self) -> tuple[list[int], list[list[int]]]:
+        if self.done is not None:
+            self.done.synchronize()
+        rows = self.out_host[: len(self.reqs)].tolist()
+        acc = [r[0] for r in rows]
+        return acc, [r[1 : 1 + a] for r, a in zip(rows, acc)]
+
+    def seconds(self) -> float:
+        """Device time of the replay (read after ``wait``)."""
+        if isinstance(self.timing, float):
+            return self.timing
+        start, end = self.timing
+        return start.elapsed_time(end) / 1000.0
+
+
+class FusedIteration:
+    """Captures and launches whole EAGLE iterations (see the module docstring)."""
+
+    def __init__(self, target: ModelRunner, proposer: DraftModelProposer, sampler: Sampler, sizes: list[int],
+                 *, emulate: bool, capture_hidden: CaptureHidden) -> None:
+        self.target = target
+        self.proposer = proposer
+        self.draft = proposer.runner
+        self.sampler = sampler
+        self.sizes = sorted(sizes)
+        self.emulate = emulate
+        self.device = target.device
+        self.target_capture = capture_hidden
+        self.state = RowState(target.req_pool.max_reqs + 1, self.device)
+        self.graphs: dict[tuple[int, bool, int], _IterGraph] = {}
+        self.pool = new_pool(emulate)
+        self.head = self.draft.model
+        self.to_target = self.head.to_target_ids if isinstance(self.head, Eagle3Head) else None
+        self.target_vocab = target.config.vocab_size
+        self.capture_seconds = 0.0
+        self._slot = 0
+        self._pinned = self.device.type == "cuda"
+
+    # ---- eligibility ---------------------------------------------------------------------
+    @staticmethod
+    def supports(proposer: object) -> tuple[bool, str]:
+        if not isinstance(proposer, DraftModelProposer):
+            return False, "not a draft-model proposer"
+        if not proposer.shift:
+            return False, "standalone drafts run on the per-phase path"
+        if proposer.draft_extend != "v2":
+            return False, "draft extend v1 needs host accept lengths"
+        if proposer.next_hidden is None:
+            return False, "no draft feature"
+        return True, ""
+
+    def can_run(self, reqs: list[Request]) -> tuple[bool, str]:
+        if len(reqs) > self.sizes[-1]:
+            return False, f"batch size {len(reqs)} > largest captured {self.sizes[-1]}"
+        for r in reqs:
+            p = r.params
+            if p.uses_penalties:
+                return False, "penalties run on the per-phase path"
+            if p.logprobs is not None:
+                return False, "logprobs run on the per-phase path"
+        return True, ""
+
+    # ---- capture -------------------------------------------------------------------------
+    def _build(self, s: int, sampled: bool, bs: int) -> _IterGraph:
+        dev = self.device
+        ndt = s + 1
+        hid = self.draft.config.hidden_size
+        chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, "hidden", hid)
+        chain = [_static_batch(chain_phase, bs, self.draft.backend, dev, self.draft.dtype) for _ in range(max(0, s - 1))]
+        verify = _static_batch(PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture), bs,
+                               self.target.backend, dev, self.target.dtype)
+        feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
+        # No logits rows: the next iteration applies the LM head to the selected feature.
+        ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, "target_hidden", feat_dim)
+        extend = _static_batch(ext_phase, bs, self.draft.backend, dev, self.draft.dtype)
+        for b in chain + [extend]:
+            self.draft.backend.init_capture_metadata(b)
+        self.target.backend.init_capture_metadata(verify)
+        g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
+                       torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
+        for _ in range(2):
+            host = torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned)
+            g.rows_host.append(host)
+            g.out_host.append(torch.zeros(bs, s + 2, dtype=torch.long, pin_memory=self._pinned))
+        return g
+
+    def _capture(self, s: int, sampled: bool, bs: int) -> _IterGraph:
+        t0 = time.perf_counter()
+        g = self._build(s, sampled, bs)
+        for _ in range(2):  # warm-up on padding rows only: touches row 0 and the scratch slot
+            self._body(g)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        graph = make_graph(self.emulate, self.pool)
+        graph.capture(lambda: self._body(g), watch=lambda: [g.chain, g.verify, g.extend])
+        g.graph = graph
+        self.graphs[(s, sampled, bs)] = g
+        self.capture_seconds += time.perf_counter() - t0
+        return g
+
+    def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
+        bs = next(b for b in self.sizes if b >= n)
+        g = self.graphs.get((s, sampled, bs))
+        return g if g is not None else self._capture(s, sampled, bs)
+
+    # ---- the captured body ---------------------------------------------------------------
+    def _row_sampling(self, g: _IterGraph, repeat: int, vocab: int) -> SamplingBatch:
+        st, rows = self.state, g.rows
+        def take(t: torch.Tensor) -> torch.Tensor:
+            v = t[rows]
+            return v.repeat_interleave(repeat) if repeat > 1 else v
+        return SamplingBatch.on_device(take(st.temperature), take(st.top_k), take(st.top_p), take(st.min_p), vocab)
+
+    def _choose(self, g: _IterGraph, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Draft token (target ids) from draft logits, and the distribution q it came from."""
+        if not g.sampled:
+            ids = logits.argmax(-1)
+            return (self.to_target(ids) if self.to_target else ids), None
+        q = self.sampler.probs(logits, self._row_sampling(g, 1, logits.shape[-1]))
+        st, rows = self.state, g.rows
+        noise = device_rng.exponential(st.seed[rows], st.offset[rows], step, q.shape[-1])
+        ids = Sampler.sample_from_probs(q, [], noise)
+        if self.to_target is None:
+            return ids, q
+        full = torch.zeros(q.shape[0], self.target_vocab, dtype=q.dtype, device=q.device)
+        cols = self.to_target(torch.arange(q.shape[1], device=q.device)).expand_as(q)
+        return self.to_target(ids), full.scatter_(1, cols, q)
+
+    def _body(self, g: _IterGraph) -> torch.Tensor:
+        st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
+        ndt = s + 1
+        table = self.target.req_pool.req_to_token
+        n = st.seq_len[rows]
+        bonus = st.bonus[rows]
+        feat = self.proposer.next_hidden[rows]  # type: ignore[index]
+        toks: list[torch.Tensor] = []
+        qs: list[torch.Tensor] = []
+        if s >= 1:
+            tok, q = self._choose(g, self.head.logits_from_feature(feat), 0)
+            toks.append(tok)
+            qs += [q] if q is not None else []
+        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at position N - 2 + k
+            _write_rows(b, rows, n - 2 + k, toks[-1], table)
+            b.spec_inputs["hidden"].copy_(feat)
+            self.draft.backend.init_replay_metadata(b)
+            out = self.head(b)
+            feat = out.hidden
+            tok, q = self._choose(g, out.logits, k)
+            toks.append(tok)
+            qs += [q] if q is not None else []
+        v = g.verify
+        _write_rows(v, rows, n - 1, torch.stack([bonus] + toks, dim=1), table)
+        self.target.backend.init_replay_metadata(v)
+        tout = self.target.model(v)
+        accept, emitted = self._accept(g, tout.logits.view(bs, ndt, -1), toks, qs)
+        e = g.extend
+        _write_rows(e, rows, n - 1, emitted, table)
+        e.spec_inputs["target_hidden"].copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
+        self.draft.backend.init_replay_metadata(e)
+        dout = self.head(e)
+        last = accept - 1
+        ar = torch.arange(bs, device=rows.device)
+        self.proposer.next_hidden[rows] = dout.hidden.view(bs, ndt, -1)[ar, last].to(self.proposer.next_hidden.dtype)  # type: ignore[index,union-attr]
+        st.seq_len[rows] = n + accept
+        st.bonus[rows] = emitted[ar, last]
+        st.offset[rows] = st.offset[rows] + 1
+        st.reset_padding()
+        self.proposer.next_hidden[:1].zero_()  # type: ignore[index]
+        g.out[:, 0].copy_(accept)
+        g.out[:, 1:].copy_(emitted)
+        return g.out
+
+    def _accept(self, g: _IterGraph, logits: torch.Tensor, toks: list[torch.Tensor], qs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        bs, ndt, vocab = logits.shape
+        s = ndt - 1
+        drafts = torch.stack(toks, dim=1) if toks else torch.zeros(bs, 0, dtype=torch.long, device=logits.device)
+        if not g.sampled:
+            return greedy_accept(drafts, logits.argmax(-1))
+        st, rows = self.state, g.rows
+        probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), self._row_sampling(g, ndt, vocab)).view(bs, ndt, vocab)
+        seed, off = st.seed[rows], st.offset[rows]
+        if s == 0:
+            tok = Sampler.sample_from_probs(probs[:, 0], [], device_rng.exponential(seed, off, _STREAM_BONUS, vocab))
+            return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
+        u = device_rng.uniform(seed, off, _STREAM_ACCEPT, s)
+        noise = device_rng.exponential(seed, off, _STREAM_RESIDUAL, vocab)
+        accept, emitted = rejection_accept(drafts, torch.stack(qs, dim=1), probs, [], u, noise)
+        return accept.long(), emitted
+
+    # ---- launch ----------------------------------------------------------------------------
+    def launch(self, reqs: list[Request], num_steps: int, sampled: bool) -> InFlight:
+        """Replay the iteration for ``reqs`` (their rows admitted, their KV allocated)."""
+        g = self.graph_for(num_steps, sampled, len(reqs))
+        self._slot ^= 1
+        rows_host, out_host = g.rows_host[self._slot], g.out_host[self._slot]
+        staged = rows_host.numpy()  # a plain host write, no tensor op
+        staged[:] = 0
+        staged[: len(reqs)] = [r.row for r in reqs]
+        g.rows.copy_(rows_host, non_blocking=True)
+        assert g.graph is not None
+        if self.device.type == "cuda":
+            start, end, done = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), torch.cuda.Event())
+            start.record()
+            g.graph.replay()
+            end.record()
+            out_host.copy_(g.out, non_blocking=True)
+            done.record()
+            timing: tuple[torch.cuda.Event, torch.cuda.Event] | float = (start, end)
+        else:
+            t0 = time.perf_counter()
+            g.graph.replay()
+            timing = time.perf_counter() - t0
+            out_host.copy_(g.out)
+            done = None
+        g.replays += 1
+        return InFlight(reqs, num_steps, g.bs, out_host, done, timing)
