@@ -59,12 +59,14 @@ def write_random_eagle3(folder: Path, cfg: ModelConfig, draft_vocab: int) -> Pat
     def w(*s: int) -> torch.Tensor:
         return (torch.randn(*s, generator=g) * 0.02).to(torch.bfloat16)
 
-    one = torch.ones(h, dtype=torch.bfloat16)
+    def one() -> torch.Tensor:
+        return torch.ones(h, dtype=torch.bfloat16)
+
     t = {"fc.weight": w(h, 3 * h), "midlayer.self_attn.q_proj.weight": w(cfg.num_heads * hd, 2 * h),
          "midlayer.self_attn.k_proj.weight": w(cfg.num_kv_heads * hd, 2 * h), "midlayer.self_attn.v_proj.weight": w(cfg.num_kv_heads * hd, 2 * h),
          "midlayer.self_attn.o_proj.weight": w(h, cfg.num_heads * hd), "midlayer.mlp.gate_proj.weight": w(i, h),
-         "midlayer.mlp.up_proj.weight": w(i, h), "midlayer.mlp.down_proj.weight": w(h, i), "midlayer.input_layernorm.weight": one,
-         "midlayer.hidden_norm.weight": one, "midlayer.post_attention_layernorm.weight": one, "norm.weight": one,
+         "midlayer.mlp.up_proj.weight": w(i, h), "midlayer.mlp.down_proj.weight": w(h, i), "midlayer.input_layernorm.weight": one(),
+         "midlayer.hidden_norm.weight": one(), "midlayer.post_attention_layernorm.weight": one(), "norm.weight": one(),
          "lm_head.weight": w(draft_vocab, h), "d2t": torch.zeros(draft_vocab, dtype=torch.long)}
     folder.mkdir(parents=True, exist_ok=True)
     save_file(t, str(folder / "model.safetensors"))
@@ -74,6 +76,13 @@ def write_random_eagle3(folder: Path, cfg: ModelConfig, draft_vocab: int) -> Pat
             "rms_norm_eps": cfg.rms_norm_eps, "rope_theta": cfg.rope_theta, "bias": False}
     (folder / "config.json").write_text(json.dumps(conf))
     return folder
+
+
+def _free() -> None:
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def _median_event_ms(fn: Any, iters: int) -> float:
@@ -97,7 +106,10 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         reqs = fake_requests(plain, bs, context)
         batch = plain.runner.make_batch(ForwardMode.DECODE, [1] * bs, [r.row for r in reqs], [context + 1] * bs, [1] * bs, stride=1)
         out[f"decode_ms_bs{bs}"] = _median_event_ms(lambda b=batch, e=plain: e.runner.forward(b), iters)
+        for r in reqs:
+            plain.scheduler.release(r)
     del plain
+    _free()
     if loaded is not None:
         loaded.model.aux_layers = ()
     spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False)
@@ -132,7 +144,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         for r in reqs:
             eng.scheduler.release(r)
     del eng
-    torch.cuda.empty_cache()
+    _free()
     return out
 
 
@@ -169,7 +181,8 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
     res: dict[str, Any] = {}
     greedy = SamplingParams(temperature=0, max_tokens=out_len, ignore_eos=True)
     sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
-    base = EngineConfig(model=gguf, device="cuda", dtype="bfloat16", progress=False, max_running_requests=max(sizes))
+    base = EngineConfig(model=gguf, device="cuda", dtype="bfloat16", progress=False, max_running_requests=max(sizes),
+                        max_total_tokens=200_000)
     variants = [
         ("plain", None),
         ("eagle_adaptive", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5)),
@@ -198,7 +211,7 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
         if name == "eagle_s5":
             res["engine_host"] = engine_ops_per_iteration(eng, ps[0])
         del eng
-        torch.cuda.empty_cache()
+        _free()
     for name, spec in [("plain", None), ("ngram", SpeculativeConfig(method="ngram", num_steps=5))]:
         eng = Engine(dataclasses.replace(base, speculative=spec))
         ps = make_prompts(eng, "sum", max(n_prompts, 64), 0)
@@ -209,18 +222,21 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
             res[f"{name}_sum_bs{bs}"] = r
             print(f"{name:16s} sum bs {bs:3d}: {r['output_tok_s']:8.1f} tok/s", flush=True)
         del eng
+        _free()
     return res
 
 
 def lossless(gguf: str) -> dict[str, Any]:
     """fp32 on the GPU: fused speculative outputs equal plain greedy (bs 1 and 8, overlap on/off,
     adaptive on/off), and a seeded sampled run repeats."""
-    base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8)
+    base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8,
+                        max_total_tokens=20000)
     greedy = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
     plain = Engine(base)
     ps = make_prompts(plain, "mt_bench", 8, 0)
     ref = {bs: run_one(plain, ps[:bs], greedy, bs)["outputs"] for bs in (1, 8)}
     del plain
+    _free()
     out: dict[str, Any] = {}
     for adaptive in (True, False):
         for overlap in (True, False):
@@ -235,6 +251,7 @@ def lossless(gguf: str) -> dict[str, Any]:
             out[f"seeded_repeat,adaptive={adaptive},overlap={overlap}"] = a == b
             assert eng.driver is not None and eng.driver.launches > 0
             del eng
+            _free()
     print("lossless fp32 on the GPU:", json.dumps(out), flush=True)
     return out
 

@@ -46,7 +46,10 @@ class SpecDriver:
 
     def launch(self, reqs: list[Request]) -> InFlight:
         bs_key = next(b for b in self.fused.sizes if b >= len(reqs))
-        s = self.adaptive.choose(bs_key)
+        # A request with its own seed repeats token for token only if every iteration drafts
+        # the same S (its random numbers are drawn per iteration): pin S for such batches.
+        seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
+        s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key)
         sampled = any(not r.params.greedy for r in reqs)
         inf = self.fused.launch(reqs, s, sampled)
         self.device_owned.update(r.request_id for r in reqs)
