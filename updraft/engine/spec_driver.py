@@ -42,6 +42,7 @@ class SpecDriver:
         #: request ids whose first draft exists only as a feature (a fused iteration ran last)
         self.device_owned: set[str] = set()
         self.launches = 0
+        self._last: tuple[float, int, int] | None = None  # (time, S, bs key) of the last launch
         self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
 
     def launch(self, reqs: list[Request]) -> InFlight:
@@ -49,7 +50,13 @@ class SpecDriver:
         # A request with its own seed repeats token for token only if every iteration drafts
         # the same S (its random numbers are drawn per iteration): pin S for such batches.
         seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
+        now = time.perf_counter()
+        if self._last is not None and now - self._last[0] < _STEADY_GAP_S:
+            # Launch-to-launch wall time: max(device, host) per iteration in steady state. The
+            # device time alone would ignore the host work that a larger S amortises.
+            self.adaptive.record_cost(self._last[1], self._last[2], now - self._last[0])
         s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key)
+        self._last = (now, s, bs_key)
         sampled = any(not r.params.greedy for r in reqs)
         inf = self.fused.launch(reqs, s, sampled)
         self.device_owned.update(r.request_id for r in reqs)
@@ -61,7 +68,8 @@ class SpecDriver:
         t0 = time.perf_counter()
         acc, toks = inf.wait()
         self.wait_s += time.perf_counter() - t0
-        self.adaptive.record(inf.num_steps, inf.bs, inf.seconds(), [a for r, a in zip(inf.reqs, acc) if not r.finished])
+        self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
+        self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds())
         return acc, toks
 
     def in_flight(self, req: Request) -> bool:
@@ -83,6 +91,9 @@ class SpecDriver:
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
                 f"graphs captured on first use for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]}")
 
+
+#: Launches further apart than this are not back to back (a prefill or idle time came between).
+_STEADY_GAP_S = 0.25
 
 _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
 

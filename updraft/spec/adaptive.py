@@ -7,8 +7,10 @@ draft current). The expected tokens of an iteration with S drafts are
 
 where ``a_j`` is the running conditional acceptance of draft position j (accepted given the
 drafts before it were), estimated from every verify step with a Beta(2, 2) prior and an
-exponential decay (recent content matters more). The cost of S is the measured device time of
-that iteration at the captured batch size it ran at (an exponential moving average). The pick is
+exponential decay (recent content matters more). The cost of S at a captured batch size is the
+wall time from one launch to the next when iterations run back to back (max of device and host
+work: at large batches the host's per-iteration work is what a larger S amortises), an
+exponential moving average; before any such sample, the device time of the replay. The pick is
 ``argmax E[S] / cost(S, bs)``; a (S, bs) without two cost samples yet is tried first, and every
 ``explore_every``-th iteration runs the largest S so that the acceptance of deep positions stays
 known even while a smaller S wins.
@@ -61,7 +63,7 @@ class AdaptiveSteps:
         elif self._iters % self.explore_every == 0:
             s = self.max_steps
         else:
-            untried = [c for c in reversed(self.choices) if self._samples[(c, bs_key)] < 2]
+            untried = [c for c in reversed(self.choices) if (c, bs_key) not in self._cost]
             if untried:
                 s = untried[0]
             else:
@@ -69,12 +71,20 @@ class AdaptiveSteps:
         self.chosen[s] += 1
         return s
 
-    def record(self, s: int, bs_key: int, seconds: float, accept_lens: list[int]) -> None:
-        """One finished iteration: its device time and every row's accept length (1..S+1)."""
+    def record_cost(self, s: int, bs_key: int, seconds: float) -> None:
+        """A launch-to-launch interval of an iteration with S drafts at this batch size."""
         key = (s, bs_key)
-        old = self._cost.get(key)
+        old = self._cost.get(key) if self._samples[key] else None
         self._cost[key] = seconds if old is None else (1 - self.cost_ema) * old + self.cost_ema * seconds
         self._samples[key] += 1
+
+    def record_device(self, s: int, bs_key: int, seconds: float) -> None:
+        """Device time of a replay: the cost estimate until wall-time samples exist."""
+        if not self._samples[(s, bs_key)]:
+            self._cost[(s, bs_key)] = seconds
+
+    def record(self, s: int, accept_lens: list[int]) -> None:
+        """Every row's accept length (1..S+1) of one finished iteration."""
         if s == 0 or not accept_lens:
             return
         for j in range(1, s + 1):
