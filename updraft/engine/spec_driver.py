@@ -89,7 +89,8 @@ class SpecDriver:
         mode = "overlapped" if self.overlap else "synchronous"
         return (f"speculation: fused iteration ({mode}), S chosen from {self.adaptive.choices}"
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
-                f"graphs captured on first use for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]}")
+                f"greedy graphs for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in "
+                f"{self.fused.capture_seconds:.2f}s (sampled ones on first use)")
 
 
 #: Launches further apart than this are not back to back (a prefill or idle time came between).
@@ -124,4 +125,5 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
                            emulate=engine.device.type != "cuda", capture_hidden=engine.spec.target_capture)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive)
+    fused.capture_all(adaptive.choices, sampled=False)  # greedy at start; sampled on first use
     return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)

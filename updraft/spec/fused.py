@@ -230,6 +230,14 @@ class FusedIteration:
         self.capture_seconds += time.perf_counter() - t0
         return g
 
+    def capture_all(self, choices: list[int], sampled: bool) -> None:
+        """Capture every (S, bs) now: a capture in the middle of serving stalls it for the
+        capture's duration, and adaptive S visits every S at every batch size."""
+        for bs in self.sizes:
+            for s in choices:
+                if (s, sampled, bs) not in self.graphs:
+                    self._capture(s, sampled, bs)
+
     def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
         bs = next(b for b in self.sizes if b >= n)
         g = self.graphs.get((s, sampled, bs))
