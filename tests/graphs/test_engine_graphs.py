@@ -63,7 +63,9 @@ def test_sampling_drafts_take_the_per_step_path(tiny_checkpoint, heads) -> None:
     target = tiny_checkpoint("llama")
     cfg = {"method": "eagle", "model": str(heads["eagle"]), "num_speculative_tokens": 3}
     llm = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8)
-    p = SamplingParams(temperature=0.7, seed=1, max_tokens=10, ignore_eos=True)
+    # logprobs keep this batch on the per-phase path (the fused iteration samples with its own
+    # counter-based RNG instead of the request's generator: same distribution, other draws).
+    p = SamplingParams(temperature=0.7, seed=1, max_tokens=10, ignore_eos=True, logprobs=0)
     eager = LLM(str(target), device="cpu", progress=False, speculative_config=cfg)
     assert llm.generate([[1, 2, 3]], p)[0].outputs[0].token_ids == eager.generate([[1, 2, 3]], p)[0].outputs[0].token_ids
     counts = llm.engine.spec.proposer.chain_counts
