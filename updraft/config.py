@@ -46,6 +46,9 @@ class EngineConfig:
         "phase to run eagerly (repeatable): decode, target_verify, draft_decode, draft_extend", default=None
     )
     graph_emulate: bool = _opt("CPU: run the graph machinery under the graph emulator (tests)", default=False)
+    disable_fused_iteration: bool = _opt(
+        "speculative decoding: run each iteration phase by phase (per-phase graphs) instead of one fused graph", default=False
+    )
     disable_overlap: bool = _opt(
         "speculative decoding: read each iteration's results before launching the next (no overlap)", default=False
     )

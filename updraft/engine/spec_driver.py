@@ -104,7 +104,7 @@ def fused_planned(config: EngineConfig, device: torch.device) -> bool:
     spec = config.speculative
     if spec is None or spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
         return False
-    if config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
+    if config.disable_fused_iteration or config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
         return False
     return not set(config.disable_graph_phase or []) & set(_FUSED_PHASES)
 
