@@ -121,11 +121,11 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         for sampled in (False, True):
             for r in reqs:
                 r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
-            drv.fused.state.admit(reqs)
+            drv.admit(reqs)
             drv.fused.graph_for(5, sampled, bs)
             secs, host, ops = [], [], []
             for i in range(iters + 3):
-                drv.fused.state.admit(reqs)  # back to the same lengths every time
+                drv.admit(reqs)  # back to the same lengths every time
                 torch.cuda.synchronize()
                 counter = OpCounter()
                 t0 = time.perf_counter()

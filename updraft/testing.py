@@ -14,6 +14,19 @@ from safetensors.torch import save_file
 TINY_VOCAB = 300
 
 
+def repeating_prompts(n: int, seed: int) -> list[list[int]]:
+    """``n`` random token-id prompts (ids < 256) of mixed lengths, each ending with a repeat of
+    its own start, so n-gram drafting has something to find."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        base = [rng.randrange(0, 256) for _ in range(rng.randrange(4, 30))]
+        out.append(base + base[: rng.randrange(0, len(base))])
+    return out
+
+
 def write_tiny_tokenizer(folder: Path) -> None:
     """A byte-level tokenizer (no merges) with ChatML specials, as tokenizer.json + config."""
     from tokenizers import AddedToken, decoders, models, pre_tokenizers

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from updraft.llm import LLM
+from updraft.sampling_params import SamplingParams
 from updraft.testing import write_eagle3_head, write_eagle_head
+
+#: What the speculative tests generate, and the plain reference they are compared with.
+SPEC_GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +22,24 @@ def eagle_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def eagle3_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_eagle3_head(tmp_path_factory.mktemp("eagle3"))
+
+
+@pytest.fixture(scope="session")
+def target(tiny_checkpoint):  # noqa: ANN001, ANN201
+    """The tiny Llama target every speculative test drafts for."""
+    return tiny_checkpoint("llama")
+
+
+@pytest.fixture(scope="session")
+def reference(target):  # noqa: ANN001, ANN201
+    """``reference(prompts)``: plain greedy outputs (SPEC_GREEDY) of the target, cached."""
+    llm = LLM(str(target), device="cpu", progress=False)
+    cache: dict[tuple, list[list[int]]] = {}
+
+    def run(ps: list[list[int]]) -> list[list[int]]:
+        key = tuple(map(tuple, ps))
+        if key not in cache:
+            cache[key] = [o.outputs[0].token_ids for o in llm.generate(ps, SPEC_GREEDY)]
+        return cache[key]
+
+    return run

@@ -5,34 +5,13 @@ aborts with an iteration in flight free every KV slot exactly once."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.testing import repeating_prompts as prompts
 
-GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
-
-
-def prompts(n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        base = [rng.randrange(0, 256) for _ in range(rng.randrange(4, 30))]
-        out.append(base + base[: rng.randrange(0, len(base))])
-    return out
-
-
-@pytest.fixture(scope="module")
-def target(tiny_checkpoint):  # noqa: ANN001, ANN201
-    return tiny_checkpoint("llama")
-
-
-@pytest.fixture(scope="module")
-def reference(target):  # noqa: ANN001, ANN201
-    llm = LLM(str(target), device="cpu", progress=False)
-    return lambda ps, params=GREEDY: [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = conftest.SPEC_GREEDY
 
 
 def fused_llm(target, head, kind: str, *, overlap: bool = True, adaptive: bool = True, steps: int = 3, **kw) -> LLM:  # noqa: ANN001
@@ -165,5 +144,4 @@ def test_host_ops_per_fused_iteration_within_budget(target, eagle_head, monkeypa
     n = eng.driver.launches - launches
     assert n == 10
     per_iter = Count.n / n
-    print(f"host ops per iteration: {per_iter}")
     assert per_iter <= 50, f"{per_iter:.1f} host tensor ops per speculative iteration (budget 50)"

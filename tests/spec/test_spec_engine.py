@@ -3,42 +3,13 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.testing import repeating_prompts as prompts
 
-GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
-
-
-def prompts(n: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        base = [rng.randrange(0, 256) for _ in range(rng.randrange(4, 30))]
-        out.append(base + base[: rng.randrange(0, len(base))])  # repeats give n-grams something to find
-    return out
-
-
-@pytest.fixture(scope="module")
-def target(tiny_checkpoint):  # noqa: ANN001, ANN201
-    return tiny_checkpoint("llama")
-
-
-@pytest.fixture(scope="module")
-def reference(target):  # noqa: ANN001, ANN201
-    llm = LLM(str(target), device="cpu", progress=False)
-    cache: dict[tuple, list[list[int]]] = {}
-
-    def run(ps: list[list[int]]) -> list[list[int]]:
-        key = tuple(map(tuple, ps))
-        if key not in cache:
-            cache[key] = [o.outputs[0].token_ids for o in llm.generate(ps, GREEDY)]
-        return cache[key]
-
-    return run
+GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = conftest.SPEC_GREEDY
 
 
 def spec_config(kind: str, version: str, paths: dict) -> dict:

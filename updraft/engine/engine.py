@@ -296,7 +296,7 @@ class Engine:
             if req.request_id in self._fail_forward:
                 raise RuntimeError(f"injected forward failure for {req.request_id}")
         if sched.mode == ForwardMode.DECODE and self.spec is not None:
-            if self.driver is not None and self.driver.fused.can_run(sched.reqs)[0]:
+            if self.driver is not None and self.driver.can_run(sched.reqs):
                 self._run_fused(sched.reqs)
             else:
                 self._run_speculative(sched.reqs)
@@ -326,7 +326,7 @@ class Engine:
                     sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
                 )
             if self.driver is not None:
-                self.driver.fused.state.admit([r for r, s in zip(sched.reqs, sched.samples) if s and not r.finished])
+                self.driver.admit([r for r, s in zip(sched.reqs, sched.samples) if s and not r.finished])
 
     def _run_speculative(self, reqs: list[Request]) -> None:
         """The per-phase iteration (n-gram, standalone, v1, penalties, logprobs, large batches)."""
@@ -334,15 +334,13 @@ class Engine:
         drv = self.driver
         if drv is not None:
             self._drain()
-            owned = [r for r in reqs if r.request_id in drv.device_owned]
-            self.spec.proposer.redraft_first(owned)  # type: ignore[attr-defined]
-            drv.device_owned.difference_update(r.request_id for r in owned)
+            self.spec.proposer.redraft_first(drv.claim_host_drafts(reqs))  # type: ignore[attr-defined]
         res = self.spec.step(reqs)
         for i, req in enumerate(reqs):
             req.num_computed += res.accept_lens[i]
             self._emit(req, res.tokens[i], res.logprobs[i] if res.logprobs is not None else [])
         if drv is not None:
-            drv.fused.state.admit([r for r in reqs if not r.finished])
+            drv.admit([r for r in reqs if not r.finished])
 
     # ---- the fused iteration (overlap) ---------------------------------------------------
     def _overlap_continues(self) -> bool:
@@ -491,7 +489,7 @@ class Engine:
         else:
             self.scheduler.release(req)
         if self.driver is not None:
-            self.driver.device_owned.discard(req.request_id)
+            self.driver.forget(req)
         self.spec_stats.merge(req.spec)
         if self.spec is not None:
             self.spec.proposer.release(req)

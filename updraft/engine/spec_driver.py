@@ -46,7 +46,7 @@ class SpecDriver:
         self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
 
     def launch(self, reqs: list[Request]) -> InFlight:
-        bs_key = next(b for b in self.fused.sizes if b >= len(reqs))
+        bs_key = self.fused.bucket(len(reqs))
         # A request with its own seed repeats token for token only if every iteration drafts
         # the same S (its random numbers are drawn per iteration): pin S for such batches.
         seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
@@ -71,6 +71,24 @@ class SpecDriver:
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
         self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds())
         return acc, toks
+
+    def can_run(self, reqs: list[Request]) -> bool:
+        return self.fused.can_run(reqs)[0]
+
+    def admit(self, reqs: list[Request]) -> None:
+        """The host's view of ``reqs`` becomes their device state (after a prefill or a
+        per-phase iteration)."""
+        self.fused.state.admit(reqs)
+
+    def claim_host_drafts(self, reqs: list[Request]) -> list[Request]:
+        """Those of ``reqs`` whose first draft exists only as a feature; from now on the
+        per-phase path owns them (it recomputes that draft)."""
+        owned = [r for r in reqs if r.request_id in self.device_owned]
+        self.device_owned.difference_update(r.request_id for r in owned)
+        return owned
+
+    def forget(self, req: Request) -> None:
+        self.device_owned.discard(req.request_id)
 
     def in_flight(self, req: Request) -> bool:
         return self.inflight is not None and any(r is req for r in self.inflight.reqs)

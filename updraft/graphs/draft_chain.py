@@ -21,7 +21,7 @@ import torch
 
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
-from updraft.graphs.runner import CaptureStats, PhaseSpec, StaticInputs
+from updraft.graphs.runner import CaptureStats, PhaseSpec, StaticInputs, static_batch
 
 
 class DraftChainGraph:
@@ -49,23 +49,7 @@ class DraftChainGraph:
         self.to_target = getattr(model, "to_target_ids", None)
 
     def _step_batch(self, k: int, bs: int) -> ForwardBatch:
-        st = self.inputs[k]
-        fill = max(self.backend.fill_seq_len, 1)
-        st.seq_lens[:bs].fill_(fill)
-        st.extend_seq_lens[:bs].fill_(1)
-        st.extend_start_loc[:bs].copy_(torch.arange(bs, device=self.device, dtype=torch.int32))
-        st.logits_indices[:bs].copy_(torch.arange(bs, device=self.device))
-        b = ForwardBatch(
-            mode=ForwardMode.DRAFT_DECODE, batch_size=bs, input_ids=st.input_ids[:bs], positions=st.positions[:bs],
-            req_pool_indices=st.req_pool_indices[:bs], seq_lens=st.seq_lens[:bs], extend_seq_lens=st.extend_seq_lens[:bs],
-            extend_start_loc=st.extend_start_loc[:bs], out_cache_loc=st.out_cache_loc[:bs],
-            seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32), extend_seq_lens_cpu=torch.ones(bs, dtype=torch.int32),
-            logits_indices=st.logits_indices[:bs], stride=1, max_extend_len=1, capture_hidden=CaptureHidden.LAST,
-            attn_backend=self.backend,
-        )
-        if st.spec_input is not None:
-            b.spec_inputs["hidden"] = st.spec_input[:bs]
-        return b
+        return static_batch(self.phase, self.inputs[k], bs, self.backend, self.device)
 
     def _body(self, bs: int) -> torch.Tensor:
         batches = self.batches[bs]

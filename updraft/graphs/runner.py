@@ -61,14 +61,14 @@ class PhaseSpec:
 
     mode: ForwardMode
     width: int  # tokens per request (1 decode, ndt verify / v2, S+1 for v1 packed capacity)
-    logits: str  # "last" (one row per request), "all" (every row), "select" (one chosen row)
+    logits: str  # "last" (one row per request), "all" (every row), "select" (one chosen row), "none"
     capture_hidden: CaptureHidden = CaptureHidden.NONE
     spec_input: str | None = None  # key of batch.spec_inputs the model reads, if any
     spec_dim: int = 0
 
     @property
     def rows_per_request(self) -> int:
-        return self.width if self.logits == "all" else 1
+        return {"all": self.width, "none": 0}.get(self.logits, 1)
 
     @property
     def packed(self) -> bool:
@@ -110,6 +110,45 @@ class StaticInputs:
         )
 
 
+def static_batch(phase: PhaseSpec, st: StaticInputs, bs: int, backend: Any, device: torch.device) -> ForwardBatch:
+    """The captured batch of ``bs`` requests: views into ``st``, seeded like padded rows (prefix
+    0, ``width`` new tokens in the padding row 0, every KV write to the scratch slot; never zero
+    lengths: failure class 8). Logits rows: every token ("all"), none ("none"), else the last
+    row of each request (a "select" replay overwrites them with the chosen rows)."""
+    w = phase.width
+    t = bs * w
+    fill = max(backend.fill_seq_len, w)
+    st.seq_lens[:bs].fill_(fill)
+    st.extend_seq_lens[:bs].fill_(w)
+    st.extend_start_loc[:bs].copy_(torch.arange(bs, device=device, dtype=torch.int32) * w)
+    rows = bs * phase.rows_per_request
+    if phase.logits == "all":
+        st.logits_indices[:rows].copy_(torch.arange(t, device=device))
+    elif rows:
+        st.logits_indices[:rows].copy_(torch.arange(bs, device=device) * w + w - 1)
+    batch = ForwardBatch(
+        mode=phase.mode,
+        batch_size=bs,
+        input_ids=st.input_ids[:t],
+        positions=st.positions[:t],
+        req_pool_indices=st.req_pool_indices[:bs],
+        seq_lens=st.seq_lens[:bs],
+        extend_seq_lens=st.extend_seq_lens[:bs],
+        extend_start_loc=st.extend_start_loc[:bs],
+        out_cache_loc=st.out_cache_loc[:t],
+        seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32),
+        extend_seq_lens_cpu=torch.full((bs,), w, dtype=torch.int32),
+        logits_indices=st.logits_indices[:rows],
+        stride=0 if phase.packed else w,
+        max_extend_len=w,
+        capture_hidden=phase.capture_hidden,
+        attn_backend=backend,
+    )
+    if phase.spec_input and st.spec_input is not None:
+        batch.spec_inputs[phase.spec_input] = st.spec_input[:t]
+    return batch
+
+
 @dataclass
 class CaptureStats:
     sizes: list[int]
@@ -138,41 +177,7 @@ class PhaseGraphRunner:
 
     # ---- capture -----------------------------------------------------------------------
     def _static_batch(self, bs: int) -> ForwardBatch:
-        p, st, w = self.phase, self.static, self.phase.width
-        t = bs * w
-        fill = self.backend.fill_seq_len
-        # Seeded like padded rows: prefix 0, `width` new tokens in the padding row 0, all KV
-        # writes to the scratch slot; never zero lengths (failure class 8).
-        st.seq_lens[:bs].fill_(max(fill, w))
-        st.extend_seq_lens[:bs].fill_(w)
-        st.extend_start_loc[:bs].copy_(torch.arange(bs, device=self.device, dtype=torch.int32) * w)
-        rows = p.rows_per_request
-        base = torch.arange(bs, device=self.device) * w
-        if p.logits == "all":
-            st.logits_indices[: bs * rows].copy_(torch.arange(t, device=self.device))
-        else:
-            st.logits_indices[:bs].copy_(base + w - 1)
-        batch = ForwardBatch(
-            mode=p.mode,
-            batch_size=bs,
-            input_ids=st.input_ids[:t],
-            positions=st.positions[:t],
-            req_pool_indices=st.req_pool_indices[:bs],
-            seq_lens=st.seq_lens[:bs],
-            extend_seq_lens=st.extend_seq_lens[:bs],
-            extend_start_loc=st.extend_start_loc[:bs],
-            out_cache_loc=st.out_cache_loc[:t],
-            seq_lens_cpu=torch.full((bs,), max(fill, w), dtype=torch.int32),
-            extend_seq_lens_cpu=torch.full((bs,), w, dtype=torch.int32),
-            logits_indices=st.logits_indices[: bs * rows],
-            stride=0 if p.packed else w,
-            max_extend_len=w,
-            capture_hidden=p.capture_hidden,
-            attn_backend=self.backend,
-        )
-        if p.spec_input and st.spec_input is not None:
-            batch.spec_inputs[p.spec_input] = st.spec_input[:t]
-        return batch
+        return static_batch(self.phase, self.static, bs, self.backend, self.device)
 
     def capture(self) -> CaptureStats:
         t0 = time.perf_counter()

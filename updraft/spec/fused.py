@@ -36,7 +36,7 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
-from updraft.graphs.runner import PhaseSpec, StaticInputs
+from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
 from updraft.models.eagle import Eagle3Head
 from updraft.spec import device_rng
 from updraft.spec.proposers import DraftModelProposer
@@ -50,43 +50,8 @@ _STREAM_BONUS = 1002  # S = 0: the target's own sample
 
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
-    """A ForwardBatch over freshly allocated static inputs, seeded like padded rows. Logits rows:
-    every token (``phase.logits == "all"``), the last of each request ("last"), or none."""
-    st = StaticInputs.alloc(phase, bs, device, dtype)
-    w = phase.width
-    fill = max(backend.fill_seq_len, w)  # type: ignore[attr-defined]
-    st.seq_lens.fill_(fill)
-    st.extend_seq_lens.fill_(w)
-    st.extend_start_loc.copy_(torch.arange(bs, device=device, dtype=torch.int32) * w)
-    batch = ForwardBatch(
-        mode=phase.mode,
-        batch_size=bs,
-        input_ids=st.input_ids,
-        positions=st.positions,
-        req_pool_indices=st.req_pool_indices,
-        seq_lens=st.seq_lens,
-        extend_seq_lens=st.extend_seq_lens,
-        extend_start_loc=st.extend_start_loc,
-        out_cache_loc=st.out_cache_loc,
-        seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32),
-        extend_seq_lens_cpu=torch.full((bs,), w, dtype=torch.int32),
-        logits_indices=_logits_rows(phase.logits, bs, w, device),
-        stride=w,
-        max_extend_len=w,
-        capture_hidden=phase.capture_hidden,
-        attn_backend=backend,  # type: ignore[arg-type]
-    )
-    if phase.spec_input and st.spec_input is not None:
-        batch.spec_inputs[phase.spec_input] = st.spec_input
-    return batch
-
-
-def _logits_rows(kind: str, bs: int, w: int, device: torch.device) -> torch.Tensor:
-    if kind == "all":
-        return torch.arange(bs * w, device=device)
-    if kind == "last":
-        return torch.arange(bs, device=device) * w + (w - 1)
-    return torch.zeros(0, dtype=torch.long, device=device)
+    """A captured batch over static inputs of its own (each (S, sampled, bs) graph has its own)."""
+    return static_batch(phase, StaticInputs.alloc(phase, bs, device, dtype), bs, backend, device)
 
 
 def _write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor, req_to_token: torch.Tensor) -> None:
@@ -116,7 +81,6 @@ class _IterGraph:
     rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
     out_host: list[torch.Tensor] = field(default_factory=list)
     graph: EmulatedGraph | CudaGraph | None = None
-    replays: int = 0
 
 
 @dataclass
@@ -238,8 +202,12 @@ class FusedIteration:
                 if (s, sampled, bs) not in self.graphs:
                     self._capture(s, sampled, bs)
 
+    def bucket(self, n: int) -> int:
+        """The captured batch size a batch of ``n`` requests replays at."""
+        return next(b for b in self.sizes if b >= n)
+
     def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
-        bs = next(b for b in self.sizes if b >= n)
+        bs = self.bucket(n)
         g = self.graphs.get((s, sampled, bs))
         return g if g is not None else self._capture(s, sampled, bs)
 
@@ -352,5 +320,4 @@ class FusedIteration:
             timing = time.perf_counter() - t0
             out_host.copy_(g.out)
             done = None
-        g.replays += 1
         return InFlight(reqs, num_steps, g.bs, out_host, done, timing)
