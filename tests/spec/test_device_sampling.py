@@ -52,26 +52,40 @@ def test_on_device_batch_is_the_same_distribution(params: SamplingParams) -> Non
     torch.testing.assert_close(sampler.probs(logits, dev), host, rtol=1e-6, atol=1e-7)
 
 
+def test_inverse_cdf_follows_the_weights() -> None:
+    n, v = 40000, 7
+    w = torch.tensor([0.5, 0.0, 2.0, 1.0, 0.0, 0.25, 3.0])  # unnormalised, with zeros
+    u = device_rng.uniform(torch.arange(n), torch.zeros(n, dtype=torch.long), 5, 1)[:, 0]
+    idx = device_rng.inverse_cdf(w.expand(n, v), u)
+    obs = np.bincount(idx.numpy(), minlength=v)
+    assert obs[1] == 0 and obs[4] == 0
+    keep = w.numpy() > 0
+    assert chi_p(obs[keep], w.numpy()[keep]) > 1e-4
+
+
 def test_graphed_rejection_sampling_is_lossless() -> None:
-    """Drafts drawn by the exponential race with counter noise, acceptance with counter uniforms:
-    the first emitted token follows p_0 and the one after an accepted first draft p_1."""
+    """Drafts drawn with counter uniforms by inverse CDF, acceptance and the correction token
+    likewise (as the fused graph does): the first emitted token follows p_0 and the one after
+    an accepted first draft p_1."""
     gen = torch.Generator().manual_seed(1)
     v, s, n = 6, 3, 40000
     p = torch.softmax(torch.randn(s + 1, v, generator=gen) * 1.5, -1)
     q = torch.softmax(torch.randn(s, v, generator=gen) * 1.5, -1)
     seed = torch.arange(n) * 7919
     off = torch.full((n,), 3, dtype=torch.long)
-    drafts = torch.stack(
-        [Sampler.sample_from_probs(q[k].expand(n, v), [], device_rng.exponential(seed, off, k, v)) for k in range(s)], dim=1
-    )
+
+    def u1(stream: int) -> torch.Tensor:
+        return device_rng.uniform(seed, off, stream, 1)[:, 0]
+
+    drafts = torch.stack([device_rng.inverse_cdf(q[k].expand(n, v), u1(k)) for k in range(s)], dim=1)
     acc, em = rejection_accept(
         drafts, q.expand(n, s, v).contiguous(), p.expand(n, s + 1, v).contiguous(), [],
-        device_rng.uniform(seed, off, 1000, s), device_rng.exponential(seed, off, 1001, v),
+        device_rng.uniform(seed, off, 1000, s), u1(1001),
     )
     assert chi_p(np.bincount(em[:, 0].numpy(), minlength=v), p[0].numpy()) > 1e-4
     ok = acc.numpy() >= 2
     assert chi_p(np.bincount(em[ok, 1].numpy(), minlength=v), p[1].numpy()) > 1e-4
     # The same test has power: a rule that draws the correction from p instead of the residual fails.
-    bad = Sampler.sample_from_probs(p[0].expand(n, v), [], device_rng.exponential(seed, off, 1001, v))
+    bad = device_rng.inverse_cdf(p[0].expand(n, v), u1(1001))
     first = torch.where(acc >= 2, drafts[:, 0], bad)
     assert chi_p(np.bincount(first.numpy(), minlength=v), p[0].numpy()) < 1e-6

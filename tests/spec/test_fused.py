@@ -145,3 +145,42 @@ def test_host_ops_per_fused_iteration_within_budget(target, eagle_head, monkeypa
     assert n == 10
     per_iter = Count.n / n
     assert per_iter <= 50, f"{per_iter:.1f} host tensor ops per speculative iteration (budget 50)"
+
+
+def test_fused_sampling_matches_the_target_distribution(target, eagle_head) -> None:  # noqa: ANN001
+    """End to end through the fused graph (emulated): the first token the speculative iteration
+    emits follows the target's own sampling distribution (T 0.8, top-k 6), chi-square over 1500
+    seeded requests, conditioned on the most frequent first token (sampled by the prefill).
+    A random head rarely drafts the target's likely tokens, so this checks the plumbing
+    (parameters, seeds, draws, residuals); the power against a wrong q or residual rule is in
+    test_device_sampling.py."""
+    import dataclasses
+
+    import numpy as np
+    from scipy.stats import chisquare
+
+    from updraft.batch import ForwardMode
+    from updraft.engine.sampler import Sampler, SamplingBatch
+
+    eng = fused_llm(target, eagle_head, "eagle", adaptive=False, max_running_requests=8).engine
+    prompt = [5, 17, 42, 9, 5, 17]
+    base = SamplingParams(temperature=0.8, top_k=6, max_tokens=2, ignore_eos=True)
+    reqs = [eng.add_request(prompt, dataclasses.replace(base, seed=i)) for i in range(1500)]
+    while eng.has_unfinished():
+        eng.step()
+    assert eng.driver.launches > 0
+    firsts = [r.output_ids[0] for r in reqs]
+    t1 = max(set(firsts), key=firsts.count)
+    seconds = [r.output_ids[1] for r in reqs if r.output_ids[0] == t1]
+    assert len(seconds) > 150
+    # The target's distribution after prompt + t1, from a plain engine's prefill logits.
+    ref = LLM(str(target), device="cpu", progress=False).engine
+    row = ref.req_pool.alloc()
+    assert row is not None and ref.allocator.ensure(row, len(prompt) + 1)
+    n = len(prompt) + 1
+    logits = ref.runner.forward(ref.runner.make_batch(ForwardMode.EXTEND, prompt + [t1], [row], [n], [n])).logits
+    probs = Sampler().probs(logits, SamplingBatch.build([base], [None], logits.shape[-1], "cpu"))[0].double().numpy()
+    obs = np.bincount(seconds, minlength=probs.shape[0])
+    support = probs > 0
+    assert obs[~support].sum() == 0
+    assert chisquare(obs[support], probs[support] / probs[support].sum() * obs.sum()).pvalue > 1e-4

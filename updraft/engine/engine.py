@@ -354,11 +354,12 @@ class Engine:
         assert drv is not None
         with self.timer("fused_launch"):
             inf = drv.launch(reqs)
+        if not drv.overlap:  # read it now (back to back with the next one: no drained())
+            self._complete(inf)
+            return
         prev, drv.inflight = drv.inflight, inf
         if prev is not None:
             self._complete(prev)
-        if not drv.overlap:
-            self._drain()
 
     def _drain(self) -> None:
         """Read the iteration in flight, if any (then nothing is in flight)."""
@@ -367,6 +368,7 @@ class Engine:
             return
         inf, drv.inflight = drv.inflight, None
         self._complete(inf)
+        drv.drained()
 
     def _complete(self, inf) -> None:  # noqa: ANN001 - spec.fused.InFlight
         """Emit a finished iteration's tokens; requests that finished meanwhile are skipped."""

@@ -311,9 +311,7 @@ class Sampler:
 
     @staticmethod
     def sample_from_probs(
-        probs: torch.Tensor,
-        generators: Sequence[torch.Generator | None],
-        noise: torch.Tensor | None = None,
+        probs: torch.Tensor, generators: Sequence[torch.Generator | None]
     ) -> torch.Tensor:
         """[B] int64 tokens drawn from ``probs`` [B, V] by an exponential race.
 
@@ -322,20 +320,15 @@ class Sampler:
         sampling work as they are) but must have a positive entry. Row ``r`` draws its V noise
         values from ``generators[r]`` when set (the generator advances by the same amount on every
         call, whatever the rest of the batch), else from a single default-RNG call for the batch.
-        ``noise`` [B, V] Exp(1): given (inside graphs, from ``updraft.spec.device_rng``), the
-        generators are not used.
         """
-        if noise is None:
-            if len(generators) != probs.shape[0]:
-                raise ValueError(f"{len(generators)} generators for {probs.shape[0]} rows")
-            noise = torch.empty_like(probs, dtype=torch.float32)
-            if any(g is None for g in generators):
-                noise.exponential_()
-            for r, g in enumerate(generators):
-                if g is not None:
-                    noise[r].exponential_(generator=g)
-        else:
-            noise = noise.clone()
+        if len(generators) != probs.shape[0]:
+            raise ValueError(f"{len(generators)} generators for {probs.shape[0]} rows")
+        noise = torch.empty_like(probs, dtype=torch.float32)
+        if any(g is None for g in generators):
+            noise.exponential_()
+        for r, g in enumerate(generators):
+            if g is not None:
+                noise[r].exponential_(generator=g)
         # Exp(1) may return exactly 0 on some backends: p / 0 is inf (a forced pick) or, for a
         # zero-probability token, NaN, which argmax would choose. Clamp keeps both impossible.
         noise.clamp_(min=torch.finfo(torch.float32).tiny)

@@ -42,7 +42,7 @@ class SpecDriver:
         #: request ids whose first draft exists only as a feature (a fused iteration ran last)
         self.device_owned: set[str] = set()
         self.launches = 0
-        self._last: tuple[float, int, int] | None = None  # (time, S, bs key) of the last launch
+        self._last_done: float | None = None  # when the last iteration's results arrived
         self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
 
     def launch(self, reqs: list[Request]) -> InFlight:
@@ -50,13 +50,7 @@ class SpecDriver:
         # A request with its own seed repeats token for token only if every iteration drafts
         # the same S (its random numbers are drawn per iteration): pin S for such batches.
         seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
-        now = time.perf_counter()
-        if self._last is not None and now - self._last[0] < _STEADY_GAP_S:
-            # Launch-to-launch wall time: max(device, host) per iteration in steady state. The
-            # device time alone would ignore the host work that a larger S amortises.
-            self.adaptive.record_cost(self._last[1], self._last[2], now - self._last[0])
         s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key)
-        self._last = (now, s, bs_key)
         sampled = any(not r.params.greedy for r in reqs)
         inf = self.fused.launch(reqs, s, sampled)
         self.device_owned.update(r.request_id for r in reqs)
@@ -67,7 +61,14 @@ class SpecDriver:
         """Wait for ``inf`` and feed its cost and acceptance to the adaptive policy."""
         t0 = time.perf_counter()
         acc, toks = inf.wait()
-        self.wait_s += time.perf_counter() - t0
+        done = time.perf_counter()
+        self.wait_s += done - t0
+        if self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
+            # Completion-to-completion wall time of back-to-back iterations: max(device, host)
+            # for THIS iteration (with overlap the device runs it while the host handles the
+            # previous one). Device time alone would ignore the host work a larger S amortises.
+            self.adaptive.record_cost(inf.num_steps, inf.bs, done - self._last_done)
+        self._last_done = done
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
         self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds())
         return acc, toks
@@ -90,6 +91,11 @@ class SpecDriver:
     def forget(self, req: Request) -> None:
         self.device_owned.discard(req.request_id)
 
+    def drained(self) -> None:
+        """Nothing is in flight any more (a prefill or idle time follows): the next completion
+        interval would include that gap."""
+        self._last_done = None
+
     def in_flight(self, req: Request) -> bool:
         return self.inflight is not None and any(r is req for r in self.inflight.reqs)
 
@@ -111,7 +117,7 @@ class SpecDriver:
                 f"{self.fused.capture_seconds:.2f}s (sampled ones on first use)")
 
 
-#: Launches further apart than this are not back to back (a prefill or idle time came between).
+#: Completions further apart than this are not back to back (a prefill or idle time came between).
 _STEADY_GAP_S = 0.25
 
 _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")

@@ -157,11 +157,14 @@ class PagedAllocator:
                 w_slots.extend(pages[q // p] * p + q % p for q in range(old, n))
                 self._alloc_len[row] = n
         if w_rows:
+            # One packed copy, non-blocking from pinned memory on CUDA: a blocking copy would
+            # wait for every queued kernel, i.e. for the speculative iteration in flight.
             dev = self.req_pool.device
-            table = self.req_pool.req_to_token
-            table[torch.tensor(w_rows, device=dev), torch.tensor(w_pos, device=dev)] = torch.tensor(
-                w_slots, dtype=torch.int32, device=dev
-            )
+            packed = torch.tensor([w_rows, w_pos, w_slots], dtype=torch.int64)
+            if dev.type == "cuda":
+                packed = packed.pin_memory()
+            packed = packed.to(dev, non_blocking=True)
+            self.req_pool.req_to_token[packed[0], packed[1]] = packed[2].to(torch.int32)
         return True
 
     def free(self, row: int) -> None:

@@ -29,10 +29,12 @@ class AdaptiveSteps:
     explore_every: int = 16
     decay: float = 0.995
     cost_ema: float = 0.2
+    switch_margin: float = 0.05
     #: position j (1-based) -> [accepted, trials] with decay
     _acc: dict[int, list[float]] = field(default_factory=dict)
     _cost: dict[tuple[int, int], float] = field(default_factory=dict)
     _samples: Counter[tuple[int, int]] = field(default_factory=Counter)
+    _current: dict[int, int] = field(default_factory=dict)
     _iters: int = 0
     chosen: Counter[int] = field(default_factory=Counter)
 
@@ -67,9 +69,22 @@ class AdaptiveSteps:
             if untried:
                 s = untried[0]
             else:
-                s = max(self.choices, key=lambda c: self.expected_tokens(c) / self._cost[(c, bs_key)])
+                s = self._best(bs_key)
         self.chosen[s] += 1
         return s
+
+    def _best(self, bs_key: int) -> int:
+        """The S of highest expected tokens per second; the current one stays unless another is
+        better by ``switch_margin`` (noisy cost samples would otherwise flip the choice)."""
+        def score(c: int) -> float:
+            return self.expected_tokens(c) / self._cost[(c, bs_key)]
+
+        best = max(self.choices, key=score)
+        cur = self._current.get(bs_key)
+        if cur is not None and score(best) <= score(cur) * (1 + self.switch_margin):
+            best = cur
+        self._current[bs_key] = best
+        return best
 
     def record_cost(self, s: int, bs_key: int, seconds: float) -> None:
         """A launch-to-launch interval of an iteration with S drafts at this batch size."""

@@ -9,7 +9,8 @@ draw is a pure function of ``(seed, offset, stream, column)``:
   iteration (a graph that forgot to advance it would sample the same numbers every replay);
 * ``stream``: a small host constant naming the purpose inside one iteration (draft step k,
   acceptance uniforms, residual sample), frozen at capture like any other host scalar;
-* ``column``: the index inside the row (vocabulary entry, draft position).
+* ``column``: the index inside the row (draft position; one per row for a token draw, which
+  ``inverse_cdf`` turns into an index).
 
 The hash is Thomas Mueller's 32-bit integer mixer, computed in int64 with every product below
 2**63 (the multiplier is below 2**31 and the operand below 2**32), so CPU and CUDA give the same
@@ -49,6 +50,12 @@ def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> to
     return ((bits >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
 
 
-def exponential(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
-    """[B, n] float32 Exp(1) noise (``-log U``) for the exponential race of ``sample_from_probs``."""
-    return -torch.log(uniform(seed, offset, stream, n))
+def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """[B] int64: index ``i`` of row ``b`` with probability ``weights[b, i] / weights[b].sum()``,
+    from one uniform ``u[b]`` in (0, 1). Rows need not be normalised but need positive mass; the
+    running sum is float64 so a 128k vocabulary loses nothing to rounding. Zero-weight entries
+    are never picked (the search lands on the first entry whose running sum exceeds the target).
+    One uniform per row instead of one noise value per vocabulary entry (the exponential race)."""
+    c = weights.double().cumsum(-1)
+    target = (u.double() * c[:, -1])[:, None]
+    return torch.searchsorted(c, target, right=True).squeeze(1).clamp_(max=weights.shape[-1] - 1)

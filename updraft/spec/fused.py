@@ -34,7 +34,7 @@ import torch
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
-from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
 from updraft.models.eagle import Eagle3Head
@@ -42,6 +42,9 @@ from updraft.spec import device_rng
 from updraft.spec.proposers import DraftModelProposer
 from updraft.spec.row_state import RowState
 from updraft.spec.verify import greedy_accept, rejection_accept
+
+#: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
+DRAFT_CANDIDATES = 64
 
 # RNG streams inside one iteration (host constants, frozen at capture).
 _STREAM_ACCEPT = 1000
@@ -220,19 +223,33 @@ class FusedIteration:
         return SamplingBatch.on_device(take(st.temperature), take(st.top_k), take(st.top_p), take(st.min_p), vocab)
 
     def _choose(self, g: _IterGraph, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Draft token (target ids) from draft logits, and the distribution q it came from."""
+        """Draft token (target ids) from draft logits, and the distribution q it came from.
+
+        Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
+        draft's top ``DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY q as
+        long as it is the q the draft was drawn from, and this q costs one top-k instead of a
+        sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate."""
         if not g.sampled:
             ids = logits.argmax(-1)
             return (self.to_target(ids) if self.to_target else ids), None
-        q = self.sampler.probs(logits, self._row_sampling(g, 1, logits.shape[-1]))
         st, rows = self.state, g.rows
-        noise = device_rng.exponential(st.seed[rows], st.offset[rows], step, q.shape[-1])
-        ids = Sampler.sample_from_probs(q, [], noise)
-        if self.to_target is None:
-            return ids, q
-        full = torch.zeros(q.shape[0], self.target_vocab, dtype=q.dtype, device=q.device)
-        cols = self.to_target(torch.arange(q.shape[1], device=q.device)).expand_as(q)
-        return self.to_target(ids), full.scatter_(1, cols, q)
+        k = min(DRAFT_CANDIDATES, logits.shape[-1])
+        vals, cand = logits.topk(k, dim=-1)  # best first
+        temp = st.temperature[rows]
+        greedy = temp < GREEDY_TEMPERATURE
+        p = torch.softmax(vals / torch.where(greedy, torch.ones_like(temp), temp)[:, None], dim=-1)
+        j = torch.arange(k, device=logits.device)
+        top_k = st.top_k[rows]
+        keep = (j[None, :] < torch.where(top_k > 0, top_k, k)[:, None]) & (torch.cumsum(p, -1) - p < st.top_p[rows][:, None])
+        keep &= p >= st.min_p[rows][:, None] * p[:, :1]
+        keep &= (j[None, :] == 0) | ~greedy[:, None]
+        q = torch.where(keep, p, torch.zeros_like(p))
+        q = q / q.sum(-1, keepdim=True)
+        pick = device_rng.inverse_cdf(q, device_rng.uniform(st.seed[rows], st.offset[rows], step, 1)[:, 0])
+        ids = cand.gather(1, pick[:, None]).squeeze(1)
+        cols = self.to_target(cand) if self.to_target else cand
+        full = torch.zeros(q.shape[0], self.target_vocab, dtype=q.dtype, device=q.device).scatter_(1, cols, q)
+        return (self.to_target(ids) if self.to_target else ids), full
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
@@ -288,11 +305,11 @@ class FusedIteration:
         probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), self._row_sampling(g, ndt, vocab)).view(bs, ndt, vocab)
         seed, off = st.seed[rows], st.offset[rows]
         if s == 0:
-            tok = Sampler.sample_from_probs(probs[:, 0], [], device_rng.exponential(seed, off, _STREAM_BONUS, vocab))
+            tok = device_rng.inverse_cdf(probs[:, 0], device_rng.uniform(seed, off, _STREAM_BONUS, 1)[:, 0])
             return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
         u = device_rng.uniform(seed, off, _STREAM_ACCEPT, s)
-        noise = device_rng.exponential(seed, off, _STREAM_RESIDUAL, vocab)
-        accept, emitted = rejection_accept(drafts, torch.stack(qs, dim=1), probs, [], u, noise)
+        u_residual = device_rng.uniform(seed, off, _STREAM_RESIDUAL, 1)[:, 0]
+        accept, emitted = rejection_accept(drafts, torch.stack(qs, dim=1), probs, [], u, u_residual)
         return accept.long(), emitted
 
     # ---- launch ----------------------------------------------------------------------------

@@ -63,8 +63,12 @@ class RowState:
                 for r in reqs
             ],
             dtype=torch.float64,
-        ).to(self.device, non_blocking=True)
-        rows = torch.tensor([r.row for r in reqs], dtype=torch.long).to(self.device, non_blocking=True)
+        )
+        rows = torch.tensor([r.row for r in reqs], dtype=torch.long)
+        if self.device.type == "cuda":  # pinned: a pageable copy would wait for the iteration in flight
+            packed, rows = packed.pin_memory(), rows.pin_memory()
+        packed = packed.to(self.device, non_blocking=True)
+        rows = rows.to(self.device, non_blocking=True)
         self.seq_len[rows] = packed[:, _LEN].long()
         self.bonus[rows] = packed[:, _BONUS].long()
         self.temperature[rows] = packed[:, _TEMP].float()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from updraft.engine.sampler import Sampler
+from updraft.spec.device_rng import inverse_cdf
 
 
 def greedy_accept(drafts: torch.Tensor, target_argmax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,7 +41,7 @@ def rejection_accept(
     target_probs: torch.Tensor,
     generators: list[torch.Generator | None],
     uniforms: torch.Tensor | None = None,
-    exp_noise: torch.Tensor | None = None,
+    residual_uniform: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Lossless speculative sampling (Leviathan et al. / Chen et al.).
 
@@ -52,8 +53,8 @@ def rejection_accept(
     from ``normalize(max(p_k - q_k, 0))``; if all S are accepted the bonus is drawn from p_S. The
     emitted sequence is then distributed exactly as sampling from the target.
 
-    ``uniforms`` [B, S] and ``exp_noise`` [B, V] (counter-based, inside graphs) replace the draws
-    from ``generators`` when given.
+    ``uniforms`` [B, S] and ``residual_uniform`` [B] (counter-based, inside graphs) replace the
+    draws from ``generators`` when given; the emitted token is then drawn by ``inverse_cdf``.
     """
     bsz, s = drafts.shape
     dev = drafts.device
@@ -80,7 +81,10 @@ def rejection_accept(
     # If p <= q everywhere on the rejected row (only possible when p == q, i.e. a rejection had
     # probability 0), fall back to p so we never divide by zero.
     residual = torch.where(mass > 0, residual / mass.clamp_min(1e-30), p_at)
-    extra = Sampler.sample_from_probs(residual, generators, exp_noise)
+    if residual_uniform is None:
+        extra = Sampler.sample_from_probs(residual, generators)
+    else:
+        extra = inverse_cdf(residual, residual_uniform)
     emitted = torch.cat([drafts, drafts[:, :1]], dim=1).clone()
     emitted[rows, accepted] = extra
     return accepted + 1, emitted

@@ -1,0 +1,51 @@
+"""Adaptive S: the choice follows expected tokens per second, explores, and does not flap."""
+
+from __future__ import annotations
+
+from updraft.spec.adaptive import AdaptiveSteps
+
+
+def feed(a: AdaptiveSteps, bs: int, costs: dict[int, float], accept: list[int], n: int) -> None:
+    for _ in range(n):
+        s = a.choose(bs)
+        a.record_cost(s, bs, costs[s])
+        a.record(s, [min(x, s + 1) for x in accept])
+
+
+def test_picks_long_drafts_when_they_pay_and_plain_steps_when_they_do_not() -> None:
+    a = AdaptiveSteps([0, 1, 3, 5], explore_every=1000)
+    # every draft accepted, cycles barely dearer than a plain step: S = 5
+    feed(a, 1, {0: 1.0, 1: 1.05, 3: 1.1, 5: 1.15}, [6] * 4, 60)
+    assert a.choose(1) == 5
+    b = AdaptiveSteps([0, 1, 3, 5], explore_every=1000)
+    # nothing accepted and each draft costs: S = 0
+    feed(b, 8, {0: 1.0, 1: 1.3, 3: 1.8, 5: 2.3}, [1] * 8, 60)
+    assert b.choose(8) == 0
+    assert b.expected_tokens(5) < 1.3 and b.rate(1) < 0.2
+
+
+def test_every_s_is_tried_and_the_largest_is_revisited() -> None:
+    a = AdaptiveSteps([0, 2, 4], explore_every=8)
+    seen = []
+    for _ in range(24):
+        s = a.choose(1)
+        seen.append(s)
+        a.record_cost(s, 1, 1.0 + 0.5 * s)
+        a.record(s, [1])
+    assert set(seen[:3]) == {0, 2, 4}  # untried first
+    assert seen[7] == 4 and seen[15] == 4 and seen[23] == 4  # periodic exploration of S max
+
+
+def test_no_flapping_between_near_equal_choices() -> None:
+    """S = 1 (2 tokens per 1.0) and S = 2 (3 tokens per 1.5) tie; both costs are measured with
+    3% noise. The choice settles instead of following the noise."""
+    a = AdaptiveSteps([1, 2], explore_every=10_000)
+    picks = []
+    for i in range(200):
+        noise = (1.03, 0.97)[(i * 7 + i // 3) % 2]
+        a.record_cost(1, 1, 1.0 * noise)
+        a.record_cost(2, 1, 1.5 / noise)
+        a.record(2, [3] * 4)
+        picks.append(a.choose(1))
+    switches = sum(1 for x, y in zip(picks[10:], picks[11:]) if x != y)
+    assert switches <= 2, picks
