@@ -4,10 +4,13 @@ Part 1 (cost; SmolLM2 and/or a random Llama-3.1-8B shape with a random EAGLE-3-s
 a 32k draft vocabulary): per batch size, the plain decode step and the fused iteration at
 S = 5 (greedy and T = 0.7 top-p 0.9), both as device time from CUDA events around the replay,
 at --context tokens; the cycle in plain decode steps; host tensor ops and host time of one
-launch (ops counted with a TorchDispatchMode: a graph replay is one call, not counted).
+launch (ops counted with a TorchDispatchMode: a graph replay is one call, not counted). Plain
+decoding at bs 1: the fused plain step's device time and end-to-end TPOT with and without
+overlap.
 
 Part 2 (speed; SmolLM2 + builtin:smollm2, mt_bench first turns; n-gram on sum): tokens/s with
-and without speculation side by side in one process, per batch size, greedy and sampled, with
+and without speculation side by side in one process (plain = overlapped plain decoding, the
+default; plain_step = per-step graphs), per batch size, greedy and sampled, with
 the chosen-S histogram of adaptive speculation, mean accept length, and the engine's host ops
 per speculative iteration at bs 1. Prints a table; writes JSON to --out.
 """
@@ -97,6 +100,34 @@ def _median_event_ms(fn: Any, iters: int) -> float:
     return statistics.median(times[3:])
 
 
+def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, iters: int) -> dict[str, float]:
+    """Plain decoding at bs 1: the device time of the fused plain step (a DECODE replay with
+    state on the device), and end-to-end TPOT (p50 over 128 tokens after a ``context``-token
+    prompt) with overlap (the default) and without (per-step graphs)."""
+    drv = plain.driver
+    assert drv is not None and drv.fused.drafter is None, plain.graph_log
+    reqs = fake_requests(plain, 1, context)
+    secs = []
+    for i in range(iters + 3):
+        drv.admit(reqs)
+        inf = drv.fused.launch(reqs, 0, False)
+        inf.wait()
+        if i >= 3:
+            secs.append(inf.seconds() * 1e3)
+    for r in reqs:
+        plain.scheduler.release(r)
+    out = {"plain_step_device_ms_bs1": statistics.median(secs)}
+    prompt = [(7 * i + 3) % 1000 + 10 for i in range(context)]
+    params = SamplingParams(temperature=0, max_tokens=128, ignore_eos=True)
+    run_one(plain, [prompt], dataclasses.replace(params, max_tokens=8), 1)
+    out["tpot_ms_overlap_bs1"] = run_one(plain, [prompt], params, 1)["tpot_s"]["p50"] * 1e3
+    step = Engine(dataclasses.replace(base, disable_overlap=True), loaded=loaded)
+    run_one(step, [prompt], dataclasses.replace(params, max_tokens=8), 1)
+    out["tpot_ms_per_step_bs1"] = run_one(step, [prompt], params, 1)["tpot_s"]["p50"] * 1e3
+    del step
+    return out
+
+
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int) -> dict[str, Any]:
     base = EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
                         max_total_tokens=max(sizes) * (context + 64) + 4096, max_running_requests=max(sizes))
@@ -108,6 +139,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         out[f"decode_ms_bs{bs}"] = _median_event_ms(lambda b=batch, e=plain: e.runner.forward(b), iters)
         for r in reqs:
             plain.scheduler.release(r)
+    out |= plain_tpot(plain, base, loaded, context, iters)
     del plain
     _free()
     if loaded is not None:
@@ -127,19 +159,21 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
             for i in range(iters + 3):
                 drv.admit(reqs)  # back to the same lengths every time
                 torch.cuda.synchronize()
-                counter = OpCounter()
-                t0 = time.perf_counter()
-                with counter:
+                if i == 0:  # ops counted once: the counter slows the host, so no timing with it
+                    with OpCounter() as counter:
+                        inf = drv.fused.launch(reqs, 5, sampled)
+                    ops.append(counter.count)
+                else:
+                    t0 = time.perf_counter()
                     inf = drv.fused.launch(reqs, 5, sampled)
-                host.append(time.perf_counter() - t0)
+                    host.append(time.perf_counter() - t0)
                 inf.wait()
                 if i >= 3:
                     secs.append(inf.seconds() * 1e3)
-                    ops.append(counter.count)
             key = f"{'sampled' if sampled else 'greedy'}_bs{bs}"
             out[f"cycle_ms_{key}"] = statistics.median(secs)
             out[f"cycle_steps_{key}"] = out[f"cycle_ms_{key}"] / out[f"decode_ms_bs{bs}"]
-            out[f"launch_host_ms_{key}"] = statistics.median(host[3:]) * 1e3
+            out[f"launch_host_ms_{key}"] = statistics.median(host[2:]) * 1e3
             out[f"launch_host_ops_{key}"] = statistics.median(ops)
         for r in reqs:
             eng.scheduler.release(r)
@@ -158,23 +192,62 @@ def engine_ops_per_iteration(eng: Engine, prompt: list[int], steps: int = 40) ->
     drv = eng.driver
     assert drv is not None
     l0 = drv.launches
-    w0 = drv.wait_s
     counter = OpCounter()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    with counter:
+    with counter:  # ops first: the counter slows the host, so the timing below runs without it
         for _ in range(steps):
             eng.step()
+    n_ops = drv.launches - l0
+    l0, w0 = drv.launches, drv.wait_s
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        eng.step()
     wall = time.perf_counter() - t0
     waited = drv.wait_s - w0
     n = drv.launches - l0
     eng.abort(req.request_id)
     while eng.has_unfinished():
         eng.step()
-    return {"iterations": n, "host_ops_per_iteration": counter.count / max(n, 1),
+    return {"iterations": n, "host_ops_per_iteration": counter.count / max(n_ops, 1),
             "wall_ms_per_iteration": wall / max(n, 1) * 1e3,
             "host_ms_per_iteration": (wall - waited) / max(n, 1) * 1e3,
             "note": "host ops counted over engine.step() (graph replays are one call); host time = wall minus the wait for results"}
+
+
+def arrival_cost(eng: Engine, prompt: list[int], reps: int = 5) -> dict[str, float]:
+    """What one arriving request costs at bs 1: the prefill step (target, and the draft's
+    prefill), synchronised; then its host tensor ops (counted in a separate step: the counter
+    slows the host) and GPU kernels (from the profiler, another step)."""
+    params = SamplingParams(temperature=0, max_tokens=2, ignore_eos=True)
+    out: dict[str, float] = {"prompt_tokens": len(prompt)}
+    times = []
+
+    def one(mode: str) -> None:
+        req = eng.add_request(prompt, params)
+        torch.cuda.synchronize()
+        if mode == "time":
+            t0 = time.perf_counter()
+            eng.step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+        elif mode == "ops":
+            with OpCounter() as counter:
+                eng.step()
+            out["host_ops"] = counter.count
+        else:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                eng.step()
+                torch.cuda.synchronize()
+            out["cuda_kernels"] = sum(e.count for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA)
+        assert req.output_ids, "the step was meant to be the prefill"
+        while eng.has_unfinished():
+            eng.step()
+        eng.release_finished(req.request_id)
+
+    for mode in ["time"] * (reps + 1) + ["ops", "profile"]:
+        one(mode)
+    out["prefill_step_ms"] = statistics.median(times[1:])
+    return out
 
 
 def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str, Any]:
@@ -183,14 +256,16 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
     sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
     base = EngineConfig(model=gguf, device="cuda", dtype="bfloat16", progress=False, max_running_requests=max(sizes),
                         max_total_tokens=200_000)
-    variants = [
-        ("plain", None),
-        ("eagle_adaptive", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5)),
-        ("eagle_s5", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5, adaptive=False)),
+    eagle = SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5)
+    variants = [  # plain = plain decoding with overlap (the default); plain_step = per-step graphs
+        ("plain", base),
+        ("plain_step", dataclasses.replace(base, disable_overlap=True)),
+        ("eagle_adaptive", dataclasses.replace(base, speculative=eagle)),
+        ("eagle_s5", dataclasses.replace(base, speculative=dataclasses.replace(eagle, adaptive=False))),
     ]
     prompts_cache: dict[str, list[list[int]]] = {}
-    for name, spec in variants:
-        eng = Engine(dataclasses.replace(base, speculative=spec))
+    for name, cfg in variants:
+        eng = Engine(cfg)
         if "mt" not in prompts_cache:
             prompts_cache["mt"] = make_prompts(eng, "mt_bench", max(n_prompts, max(sizes)), 0)
         ps = prompts_cache["mt"]
@@ -210,6 +285,9 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
         print(f"{name:16s} T=0.7    bs   1: {r['output_tok_s']:8.1f} tok/s  accept {r.get('spec', {}).get('mean_accept_length', '-')}", flush=True)
         if name == "eagle_s5":
             res["engine_host"] = engine_ops_per_iteration(eng, ps[0])
+        if name in ("plain", "eagle_s5"):
+            res[f"arrival_{name}"] = a = arrival_cost(eng, ps[1])
+            print(f"{name:16s} arrival: {json.dumps(a)}", flush=True)
         del eng
         _free()
     for name, spec in [("plain", None), ("ngram", SpeculativeConfig(method="ngram", num_steps=5))]:
@@ -228,16 +306,22 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
 
 def lossless(gguf: str) -> dict[str, Any]:
     """fp32 on the GPU: fused speculative outputs equal plain greedy (bs 1 and 8, overlap on/off,
-    adaptive on/off), and a seeded sampled run repeats."""
+    adaptive on/off; plain decoding with overlap too), and a seeded sampled run repeats."""
     base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8,
                         max_total_tokens=20000)
     greedy = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
-    plain = Engine(base)
+    plain = Engine(dataclasses.replace(base, disable_overlap=True))  # the reference: per-step graphs
     ps = make_prompts(plain, "mt_bench", 8, 0)
     ref = {bs: run_one(plain, ps[:bs], greedy, bs)["outputs"] for bs in (1, 8)}
     del plain
     _free()
     out: dict[str, Any] = {}
+    fused_plain = Engine(base)  # plain decoding through the fused step with overlap
+    assert fused_plain.driver is not None
+    for bs in (1, 8):
+        out[f"plain_overlap,bs={bs}"] = run_one(fused_plain, ps[:bs], greedy, bs)["outputs"] == ref[bs]
+    del fused_plain
+    _free()
     for adaptive in (True, False):
         for overlap in (True, False):
             spec = SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5, adaptive=adaptive)

@@ -24,7 +24,7 @@ def heads(tmp_path_factory):  # noqa: ANN001, ANN201
 
 @pytest.mark.parametrize(
     "kind,version",
-    [("plain", None), ("ngram", "v2"), ("eagle", "v2"), ("eagle", "v1"), ("eagle3", "v2"), ("eagle3", "v1"), ("standalone", "v2"), ("standalone", "v1")],
+    [("plain", None), ("plain", "per-step"), ("ngram", "v2"), ("eagle", "v2"), ("eagle", "v1"), ("eagle3", "v2"), ("eagle3", "v1"), ("standalone", "v2"), ("standalone", "v1")],
 )
 def test_graphs_equal_eager(tiny_checkpoint, heads, kind: str, version: str | None) -> None:  # noqa: ANN001
     target = tiny_checkpoint("llama")
@@ -38,15 +38,18 @@ def test_graphs_equal_eager(tiny_checkpoint, heads, kind: str, version: str | No
     elif kind == "standalone":
         cfg = {"method": "standalone", "model": str(tiny_checkpoint("llama", seed=5)), "num_speculative_tokens": 3, "draft_extend": version}
     eager = LLM(str(target), device="cpu", progress=False, speculative_config=cfg)
-    graphs = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8)
+    # plain decoding overlaps through the fused step by default; "per-step" keeps the DECODE graphs
+    graphs = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8,
+                 disable_overlap=version == "per-step")
     ref = [o.outputs[0].token_ids for o in eager.generate(ps, GREEDY)]
     assert [o.outputs[0].token_ids for o in graphs.generate(ps, GREEDY)] == ref
     eng = graphs.engine
     if eng.driver is not None:
-        # EAGLE v2 runs the fused iteration (one graph per iteration); nothing fell back to the
-        # per-phase runners, whose graphs the kit's production-runner columns cover.
+        # EAGLE v2 and plain decoding run the fused iteration (one graph per iteration); nothing
+        # fell back to the per-phase runners, whose graphs the kit's production-runner columns cover.
         assert eng.driver.launches > 0 and eng.driver.fused.graphs
-        assert not eng.runner.path_counts and not eng.spec.proposer.runner.path_counts, eng.runner.path_counts
+        assert not eng.runner.path_counts, eng.runner.path_counts
+        assert eng.spec is None or not eng.spec.proposer.runner.path_counts  # type: ignore[attr-defined]
         return
     assert eng.runner.graph_hit_rate() == 1.0, eng.runner.path_counts
     if eng.spec is not None and hasattr(eng.spec.proposer, "runner"):

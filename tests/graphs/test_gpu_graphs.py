@@ -54,18 +54,23 @@ def test_real_graphs_match_eager_and_reference(backend: str, dtype: str) -> None
 def test_engine_graphs_on_equal_off(smollm2_gguf, backend: str) -> None:  # noqa: ANN001
     chats = ["What is the capital of France?", "Write a haiku about GPUs.", "Explain recursion.", "Name three planets.", "Say hi."]
     params = [SamplingParams(temperature=0, max_tokens=24 + 8 * i) for i in range(len(chats))]
-    for spec in (None, {"method": "standalone", "model": str(smollm2_gguf), "num_speculative_tokens": 4},
-                 {"method": "ngram", "num_speculative_tokens": 4}):
+    # plain decoding twice: through the fused device-state step (overlap) and the per-step graphs
+    for spec, overlap in ((None, True), (None, False), ({"method": "standalone", "model": str(smollm2_gguf), "num_speculative_tokens": 4}, False),
+                          ({"method": "ngram", "num_speculative_tokens": 4}, False)):
         outs = {}
         for graphs in (False, True):
             llm = LLM(str(smollm2_gguf), device="cuda", dtype="float32", attention_backend=backend, progress=False,
-                      disable_cuda_graph=not graphs, cuda_graph_max_bs=4, speculative_config=spec, max_total_tokens=32768)
+                      disable_cuda_graph=not graphs, cuda_graph_max_bs=4, speculative_config=spec, max_total_tokens=32768,
+                      disable_overlap=not overlap)
             ps = [llm.render_chat([{"role": "user", "content": c}]) for c in chats]
             outs[graphs] = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
             if graphs:
                 counts = llm.engine.runner.path_counts
-                print(f"\n{backend} spec={spec and spec['method']}: {dict(counts)}")
-                assert any(k.endswith(" graph") for k in counts)
+                print(f"\n{backend} spec={spec and spec['method']} overlap={overlap}: {dict(counts)}")
+                if overlap:
+                    assert llm.engine.driver is not None and llm.engine.driver.launches > 0
+                else:
+                    assert any(k.endswith(" graph") for k in counts)
                 assert any("eager: batch size 5" in k for k in counts)  # 5 > largest captured 4
         assert outs[True] == outs[False]
 

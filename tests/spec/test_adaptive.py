@@ -24,16 +24,47 @@ def test_picks_long_drafts_when_they_pay_and_plain_steps_when_they_do_not() -> N
     assert b.expected_tokens(5) < 1.3 and b.rate(1) < 0.2
 
 
-def test_every_s_is_tried_and_the_largest_is_revisited() -> None:
+def test_every_s_is_tried_and_every_s_is_revisited() -> None:
     a = AdaptiveSteps([0, 2, 4], explore_every=8)
     seen = []
-    for _ in range(24):
+    for _ in range(48):
         s = a.choose(1)
         seen.append(s)
         a.record_cost(s, 1, 1.0 + 0.5 * s)
         a.record(s, [1])
     assert set(seen[:3]) == {0, 2, 4}  # untried first
-    assert seen[7] == 4 and seen[15] == 4 and seen[23] == 4  # periodic exploration of S max
+    assert sum(1 for s in seen if s > 0) == 2 + 4  # nothing accepted: S = 0 but when untried or exploring
+    # exploration: a round robin, largest first, so every cost is refreshed
+    assert [seen[i] for i in range(7, 48, 8)] == [4, 2, 0, 4, 2, 0]
+
+
+def test_one_stalled_sample_does_not_price_an_s_out_for_good() -> None:
+    """The first interval of S = 5 included a 20x stall (a graph capture). S = 5 is the best
+    choice (2 tokens per 1.3 against 1 per 1.0), and once exploration has brought two honest
+    samples it is chosen again (an average would stay above 2.0 for 15 samples)."""
+    a = AdaptiveSteps([0, 5], explore_every=4)
+    a.record_cost(5, 1, 20.0)
+    for _ in range(200):
+        a.record(5, [2])
+    picks = []
+    for _ in range(40):
+        s = a.choose(1)
+        picks.append(s)
+        a.record_cost(s, 1, {0: 1.0, 5: 1.3}[s])
+    assert picks[-8:].count(5) >= 7, picks
+
+
+def test_greedy_and_sampled_costs_are_separate() -> None:
+    a = AdaptiveSteps([0, 5], explore_every=10_000)
+    for _ in range(200):
+        a.record(5, [6])
+    for _ in range(5):
+        a.record_cost(0, 1, 1.0)
+        a.record_cost(5, 1, 1.2)
+        a.record_cost(0, 1, 1.0, sampled=True)
+        a.record_cost(5, 1, 9.0, sampled=True)
+    assert a.choose(1) == 5 and a.choose(1, sampled=True) == 0
+    assert "S=5,bs=1,sampled" in a.snapshot()["cost_ms"]  # type: ignore[operator]
 
 
 def test_no_flapping_between_near_equal_choices() -> None:

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import random
 import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,8 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
     eng.scheduler.max_running = bs
     eng.timer.reset()
     eng.runner.path_counts.clear()
+    chosen0 = Counter(eng.driver.adaptive.chosen) if eng.driver is not None else Counter()
+    launches0 = eng.driver.launches if eng.driver is not None else 0
     reqs = []
     t0 = time.perf_counter()
     for p in prompts:
@@ -101,18 +104,30 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
         "tpot_s": percentiles(tpot),
         "phases": phases,
         "cpu_overhead_s": max(0.0, step_total - inner),
-        "graph_hit_rate": eng.runner.graph_hit_rate(),
-        "paths": dict(eng.runner.path_counts),
+        "graph_hit_rate": _graph_hit_rate(eng, launches0),
+        "paths": dict(eng.runner.path_counts) | ({"fused graph": eng.driver.launches - launches0} if eng.driver else {}),
         "outputs": outputs,
     }
     if eng.driver is not None:
-        res["fused"] = eng.driver.adaptive.snapshot() | {"launches": eng.driver.launches}
+        # chosen S and launches of this run only (the policy's estimates carry over between runs)
+        chosen = eng.driver.adaptive.chosen - chosen0
+        res["fused"] = eng.driver.adaptive.snapshot() | {"chosen_s": dict(sorted(chosen.items())),
+                                                         "launches": eng.driver.launches - launches0}
     if spec.num_drafts and eng.spec is not None:
         res["spec"] = spec.as_dict() | {
             "per_position_rate": spec.per_position_rate(),
             "accept_length_histogram": accept_histogram(spec, eng.spec.num_steps),
         }
     return res
+
+
+def _graph_hit_rate(eng: Engine, launches0: int) -> float:
+    """Target forwards that replayed a graph, fused iterations included (each one replay)."""
+    counts = eng.runner.path_counts
+    fused = eng.driver.launches - launches0 if eng.driver is not None else 0
+    graph = sum(c for k, c in counts.items() if k.endswith(" graph")) + fused
+    total = sum(counts.values()) + fused
+    return graph / total if total else 0.0
 
 
 def decode_bandwidth(engine: Engine, context: int, peak_bw: float, iters: int = 30) -> dict[str, float]:

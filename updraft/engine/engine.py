@@ -71,10 +71,11 @@ class Engine:
                 config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress
             )
         self.lookahead = self.draft.lookahead if self.draft is not None else 0
-        if self.draft is not None and fused_planned(config, self.device) and not config.disable_overlap:
+        if fused_planned(config, self.device) and not config.disable_overlap:
             # An iteration in flight may commit S + 1 tokens the host does not know yet, and the
-            # next one writes S positions past that: allocate for both (see spec_driver).
-            self.lookahead = 2 * self.draft.lookahead + 1
+            # next one writes S positions past that: allocate for both (see spec_driver). Plain
+            # decoding (S = 0): one position.
+            self.lookahead = 2 * self.lookahead + 1
         self._check_backend_modes()
         self._setup_memory()
         self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
@@ -295,12 +296,13 @@ class Engine:
         for req in sched.reqs:
             if req.request_id in self._fail_forward:
                 raise RuntimeError(f"injected forward failure for {req.request_id}")
-        if sched.mode == ForwardMode.DECODE and self.spec is not None:
-            if self.driver is not None and self.driver.can_run(sched.reqs):
-                self._run_fused(sched.reqs)
-            else:
-                self._run_speculative(sched.reqs)
+        if sched.mode == ForwardMode.DECODE and self.driver is not None and self.driver.can_run(sched.reqs):
+            self._run_fused(sched.reqs)
             return
+        if sched.mode == ForwardMode.DECODE and self.spec is not None:
+            self._run_speculative(sched.reqs)
+            return
+        self._drain()  # a per-step forward needs every request's tokens on the host
         phase = "prefill" if sched.mode == ForwardMode.EXTEND else "decode"
         with self.timer(phase):
             batch = self._build_batch(sched)
@@ -325,8 +327,8 @@ class Engine:
                 self.spec.proposer.on_prefill(
                     sched.reqs, starts, sched.extend_lens, sched.samples, self.spec.target_hidden(out)
                 )
-            if self.driver is not None:
-                self.driver.admit([r for r, s in zip(sched.reqs, sched.samples) if s and not r.finished])
+        if self.driver is not None:  # the device state follows the host's view again
+            self.driver.admit([r for r, s in zip(sched.reqs, sched.samples) if s and not r.finished])
 
     def _run_speculative(self, reqs: list[Request]) -> None:
         """The per-phase iteration (n-gram, standalone, v1, penalties, logprobs, large batches)."""

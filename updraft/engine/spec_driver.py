@@ -1,4 +1,5 @@
-"""The engine's side of the fused speculative iteration: launching, overlap, deferred frees.
+"""The engine's side of the fused iteration (speculative, or plain decoding with overlap):
+launching, overlap, deferred frees.
 
 With overlap (the default), the engine launches iteration N+1 before it reads iteration N's
 results, so the host's scheduling, detokenisation and stop checks run while the GPU works. What
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from updraft.batch import ForwardMode
+from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import EngineConfig
 from updraft.engine.request import Request
 from updraft.graphs.runner import capture_sizes
@@ -43,6 +44,7 @@ class SpecDriver:
         self.device_owned: set[str] = set()
         self.launches = 0
         self._last_done: float | None = None  # when the last iteration's results arrived
+        self._skip_cost = False  # the next completion interval includes a graph capture
         self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
 
     def launch(self, reqs: list[Request]) -> InFlight:
@@ -50,9 +52,12 @@ class SpecDriver:
         # A request with its own seed repeats token for token only if every iteration drafts
         # the same S (its random numbers are drawn per iteration): pin S for such batches.
         seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
-        s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key)
         sampled = any(not r.params.greedy for r in reqs)
+        s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key, sampled)
         inf = self.fused.launch(reqs, s, sampled)
+        # A capture stalls the host before this replay: the interval of the iteration completed
+        # next (the one in flight, or this one without overlap) includes the stall.
+        self._skip_cost |= inf.captured
         self.device_owned.update(r.request_id for r in reqs)
         self.launches += 1
         return inf
@@ -63,14 +68,16 @@ class SpecDriver:
         acc, toks = inf.wait()
         done = time.perf_counter()
         self.wait_s += done - t0
-        if self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
+        if self._skip_cost:
+            self._skip_cost = False
+        elif self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
             # Completion-to-completion wall time of back-to-back iterations: max(device, host)
             # for THIS iteration (with overlap the device runs it while the host handles the
             # previous one). Device time alone would ignore the host work a larger S amortises.
-            self.adaptive.record_cost(inf.num_steps, inf.bs, done - self._last_done)
+            self.adaptive.record_cost(inf.num_steps, inf.bs, done - self._last_done, inf.sampled)
         self._last_done = done
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
-        self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds())
+        self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds(), inf.sampled)
         return acc, toks
 
     def can_run(self, reqs: list[Request]) -> bool:
@@ -111,6 +118,9 @@ class SpecDriver:
 
     def describe(self) -> str:
         mode = "overlapped" if self.overlap else "synchronous"
+        if self.fused.drafter is None:
+            return (f"plain decoding: device-state decode steps ({mode}), graphs for bs "
+                    f"{self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in {self.fused.capture_seconds:.2f}s")
         return (f"speculation: fused iteration ({mode}), S chosen from {self.adaptive.choices}"
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
                 f"greedy graphs for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in "
@@ -124,18 +134,32 @@ _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
 
 
 def fused_planned(config: EngineConfig, device: torch.device) -> bool:
-    """Whether this configuration runs the fused iteration (EAGLE heads, v2, graphs on)."""
-    spec = config.speculative
-    if spec is None or spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
-        return False
+    """Whether this configuration runs the fused iteration: EAGLE heads with draft extend v2, or
+    plain decoding with overlap; graphs on."""
     if config.disable_fused_iteration or config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
+        return False
+    spec = config.speculative
+    if spec is None:  # plain: the device-state step only pays with overlap
+        return not config.disable_overlap and "decode" not in (config.disable_graph_phase or [])
+    if spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
         return False
     return not set(config.disable_graph_phase or []) & set(_FUSED_PHASES)
 
 
 def build_driver(engine: Engine) -> SpecDriver | None:
     cfg = engine.config
-    if engine.spec is None or cfg.speculative is None or not fused_planned(cfg, engine.device):
+    if not fused_planned(cfg, engine.device):
+        return None
+    sizes = capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)
+    emulate = engine.device.type != "cuda"
+    if cfg.speculative is None:
+        if ForwardMode.DECODE not in engine.runner.backend.graph_modes:
+            return None
+        plain = FusedIteration(engine.runner, None, engine.sampler, sizes, emulate=emulate, capture_hidden=CaptureHidden.NONE)
+        steps = AdaptiveSteps([0], enabled=False)
+        plain.capture_all(steps.choices, sampled=False)
+        return SpecDriver(plain, steps, overlap=True)
+    if engine.spec is None:
         return None
     proposer = engine.spec.proposer
     ok, _ = FusedIteration.supports(proposer)
@@ -145,9 +169,8 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     need = [(engine.runner, ForwardMode.TARGET_VERIFY), (draft, ForwardMode.DRAFT_DECODE), (draft, ForwardMode.DRAFT_EXTEND_V2)]
     if any(mode not in runner.backend.graph_modes for runner, mode in need):
         return None
-    sizes = capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
-                           emulate=engine.device.type != "cuda", capture_hidden=engine.spec.target_capture)
+                           emulate=emulate, capture_hidden=engine.spec.target_capture)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive)
     fused.capture_all(adaptive.choices, sampled=False)  # greedy at start; sampled on first use
     return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)

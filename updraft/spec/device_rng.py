@@ -43,11 +43,13 @@ def row_keys(seed: torch.Tensor, offset: torch.Tensor, stream: int) -> torch.Ten
 
 
 def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
-    """[B, n] float32 uniforms in (0, 1), 24 bits each (exact in float32, never 0 or 1)."""
+    """[B, n] float32 uniforms in (0, 1): 23 random bits plus one half, which float32 holds
+    exactly (24 significant bits), so a draw is never 0 or 1. (With 24 bits, ``2**24 - 1 + 0.5``
+    rounds to ``2**24``: a draw of exactly 1.0 once in 2**24, which an inverse CDF runs off.)"""
     keys = row_keys(seed, offset, stream)
     cols = torch.arange(n, device=keys.device, dtype=torch.int64)
     bits = _mix32((keys[:, None] + cols[None, :] * 0x632BE5AB) ^ keys[:, None] >> 7)
-    return ((bits >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return ((bits >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
 
 
 def inverse_cdf(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

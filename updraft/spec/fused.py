@@ -1,5 +1,8 @@
 """One whole EAGLE speculative iteration in ONE graph replay, state on the device.
 
+Without a draft (plain decoding) the same machinery runs a DECODE step of the bonus token, so
+plain decoding gets device-resident state and overlap too (S = 0 only, steps 2 and 5 absent).
+
 For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts (0 allowed: a
 plain target step that keeps the draft's KV and feature current), the captured body does:
 
@@ -27,6 +30,7 @@ scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -37,8 +41,8 @@ from updraft.engine.request import Request
 from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
-from updraft.models.eagle import Eagle3Head
-from updraft.spec import device_rng
+from updraft.models.eagle import Eagle3Head, EagleHead
+from updraft.spec import device_rng, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
 from updraft.spec.row_state import RowState
 from updraft.spec.verify import greedy_accept, rejection_accept
@@ -46,10 +50,10 @@ from updraft.spec.verify import greedy_accept, rejection_accept
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
 
-# RNG streams inside one iteration (host constants, frozen at capture).
-_STREAM_ACCEPT = 1000
-_STREAM_RESIDUAL = 1001
-_STREAM_BONUS = 1002  # S = 0: the target's own sample
+#: The RNG stream of a sampled iteration: ONE draw of ``2 S + 2`` uniforms per row per iteration
+#: (columns: S draft picks, S acceptance tests, the residual pick, the S = 0 sample), since every
+#: hash round is a kernel of its own inside the graph.
+_STREAM_ITER = 1000
 
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
@@ -78,12 +82,45 @@ class _IterGraph:
     bs: int
     rows: torch.Tensor  # [bs] int64 static input
     chain: list[ForwardBatch]
-    verify: ForwardBatch
-    extend: ForwardBatch
+    verify: ForwardBatch  # DECODE (width 1) without a draft
+    extend: ForwardBatch | None  # None without a draft
     out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
     rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
     out_host: list[torch.Tensor] = field(default_factory=list)
     graph: EmulatedGraph | CudaGraph | None = None
+
+
+@dataclass
+class _Drafter:
+    """The draft side of the iteration: the proposer (owner of the per-row draft feature), its
+    runner and head."""
+
+    proposer: DraftModelProposer
+    runner: ModelRunner
+    head: EagleHead | Eagle3Head
+    next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
+    to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3)
+
+    @classmethod
+    def of(cls, proposer: DraftModelProposer) -> _Drafter:
+        head = proposer.runner.model
+        if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head):
+            raise ValueError("the fused iteration needs an EAGLE head with a stored draft feature")
+        return cls(proposer, proposer.runner, head, proposer.next_hidden,
+                   head.to_target_ids if isinstance(head, Eagle3Head) else None)
+
+
+@dataclass
+class _RowParams:
+    """Per-row sampling parameters of one sampled iteration (device tensors [B], gathered once)."""
+
+    temperature: torch.Tensor
+    top_k: torch.Tensor
+    top_p: torch.Tensor
+    min_p: torch.Tensor
+    temp_eff: torch.Tensor  # 1 for greedy rows
+    top_k_eff: torch.Tensor  # 1 for greedy rows: they keep their best candidate only
+    top_p_eff: torch.Tensor  # inf where top-p is off (rounding must not drop the tail)
 
 
 @dataclass
@@ -92,7 +129,9 @@ class InFlight:
 
     reqs: list[Request]
     num_steps: int
+    sampled: bool
     bs: int
+    captured: bool  # the launch captured its graph first (its host time is no iteration's cost)
     out_host: torch.Tensor
     done: torch.cuda.Event | None
     timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
@@ -115,11 +154,11 @@ class InFlight:
 class FusedIteration:
     """Captures and launches whole EAGLE iterations (see the module docstring)."""
 
-    def __init__(self, target: ModelRunner, proposer: DraftModelProposer, sampler: Sampler, sizes: list[int],
+    def __init__(self, target: ModelRunner, proposer: DraftModelProposer | None, sampler: Sampler, sizes: list[int],
                  *, emulate: bool, capture_hidden: CaptureHidden) -> None:
         self.target = target
-        self.proposer = proposer
-        self.draft = proposer.runner
+        #: None: plain decoding (S = 0 only, a DECODE forward, no draft to keep current)
+        self.drafter = _Drafter.of(proposer) if proposer is not None else None
         self.sampler = sampler
         self.sizes = sorted(sizes)
         self.emulate = emulate
@@ -128,9 +167,7 @@ class FusedIteration:
         self.state = RowState(target.req_pool.max_reqs + 1, self.device)
         self.graphs: dict[tuple[int, bool, int], _IterGraph] = {}
         self.pool = new_pool(emulate)
-        self.head = self.draft.model
-        self.to_target = self.head.to_target_ids if isinstance(self.head, Eagle3Head) else None
-        self.target_vocab = target.config.vocab_size
+        self.to_target = self.drafter.to_target if self.drafter is not None else None
         self.capture_seconds = 0.0
         self._slot = 0
         self._pinned = self.device.type == "cuda"
@@ -163,17 +200,25 @@ class FusedIteration:
     def _build(self, s: int, sampled: bool, bs: int) -> _IterGraph:
         dev = self.device
         ndt = s + 1
-        hid = self.draft.config.hidden_size
-        chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, "hidden", hid)
-        chain = [_static_batch(chain_phase, bs, self.draft.backend, dev, self.draft.dtype) for _ in range(max(0, s - 1))]
-        verify = _static_batch(PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture), bs,
-                               self.target.backend, dev, self.target.dtype)
-        feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
-        # No logits rows: the next iteration applies the LM head to the selected feature.
-        ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, "target_hidden", feat_dim)
-        extend = _static_batch(ext_phase, bs, self.draft.backend, dev, self.draft.dtype)
-        for b in chain + [extend]:
-            self.draft.backend.init_capture_metadata(b)
+        d = self.drafter
+        if d is None:
+            if s:
+                raise ValueError(f"plain decoding has no drafts: S = {s}")
+            verify = _static_batch(PhaseSpec(ForwardMode.DECODE, 1, "last", CaptureHidden.NONE), bs,
+                                   self.target.backend, dev, self.target.dtype)
+            chain: list[ForwardBatch] = []
+            extend = None
+        else:
+            chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, "hidden", d.runner.config.hidden_size)
+            chain = [_static_batch(chain_phase, bs, d.runner.backend, dev, d.runner.dtype) for _ in range(max(0, s - 1))]
+            verify = _static_batch(PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture), bs,
+                                   self.target.backend, dev, self.target.dtype)
+            feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
+            # No logits rows: the next iteration applies the LM head to the selected feature.
+            ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, "target_hidden", feat_dim)
+            extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
+            for b in chain + [extend]:
+                d.runner.backend.init_capture_metadata(b)
         self.target.backend.init_capture_metadata(verify)
         g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
@@ -191,7 +236,7 @@ class FusedIteration:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         graph = make_graph(self.emulate, self.pool)
-        graph.capture(lambda: self._body(g), watch=lambda: [g.chain, g.verify, g.extend])
+        graph.capture(lambda: self._body(g), watch=lambda: [b for b in [*g.chain, g.verify, g.extend] if b is not None])
         g.graph = graph
         self.graphs[(s, sampled, bs)] = g
         self.capture_seconds += time.perf_counter() - t0
@@ -215,106 +260,132 @@ class FusedIteration:
         return g if g is not None else self._capture(s, sampled, bs)
 
     # ---- the captured body ---------------------------------------------------------------
-    def _row_sampling(self, g: _IterGraph, repeat: int, vocab: int) -> SamplingBatch:
+    def _row_params(self, g: _IterGraph) -> _RowParams:
+        """Each row's sampling parameters, gathered once per iteration (not once per draft step)."""
         st, rows = self.state, g.rows
-        def take(t: torch.Tensor) -> torch.Tensor:
-            v = t[rows]
-            return v.repeat_interleave(repeat) if repeat > 1 else v
-        return SamplingBatch.on_device(take(st.temperature), take(st.top_k), take(st.top_p), take(st.min_p), vocab)
+        temp = st.temperature[rows]
+        greedy = temp < GREEDY_TEMPERATURE
+        top_k, top_p, min_p = st.top_k[rows], st.top_p[rows], st.min_p[rows]
+        return _RowParams(temp, top_k, top_p, min_p, torch.where(greedy, torch.ones_like(temp), temp),
+                          torch.where(greedy, torch.ones_like(top_k), top_k), torch.where(top_p < 1, top_p, torch.inf))
 
-    def _choose(self, g: _IterGraph, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Draft token (target ids) from draft logits, and the distribution q it came from.
+    def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None
+                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Draft token (target ids) from draft logits, and the distribution q it came from as
+        (candidate ids in the target vocabulary [B, K], their probabilities [B, K]).
 
         Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
         draft's top ``DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY q as
         long as it is the q the draft was drawn from, and this q costs one top-k instead of a
-        sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate."""
-        if not g.sampled:
+        sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate.
+        q and the draw are one kernel (``sampling_kernels.choose``)."""
+        if prm is None or u is None:
             ids = logits.argmax(-1)
             return (self.to_target(ids) if self.to_target else ids), None
-        st, rows = self.state, g.rows
-        k = min(DRAFT_CANDIDATES, logits.shape[-1])
-        vals, cand = logits.topk(k, dim=-1)  # best first
-        temp = st.temperature[rows]
-        greedy = temp < GREEDY_TEMPERATURE
-        p = torch.softmax(vals / torch.where(greedy, torch.ones_like(temp), temp)[:, None], dim=-1)
-        j = torch.arange(k, device=logits.device)
-        top_k = st.top_k[rows]
-        keep = (j[None, :] < torch.where(top_k > 0, top_k, k)[:, None]) & (torch.cumsum(p, -1) - p < st.top_p[rows][:, None])
-        keep &= p >= st.min_p[rows][:, None] * p[:, :1]
-        keep &= (j[None, :] == 0) | ~greedy[:, None]
-        q = torch.where(keep, p, torch.zeros_like(p))
-        q = q / q.sum(-1, keepdim=True)
-        pick = device_rng.inverse_cdf(q, device_rng.uniform(st.seed[rows], st.offset[rows], step, 1)[:, 0])
+        vals, cand = logits.topk(min(DRAFT_CANDIDATES, logits.shape[-1]), dim=-1)  # best first
+        q, pick = sampling_kernels.choose(vals, prm.temp_eff, prm.top_k_eff, prm.top_p_eff, prm.min_p, u)
         ids = cand.gather(1, pick[:, None]).squeeze(1)
-        cols = self.to_target(cand) if self.to_target else cand
-        full = torch.zeros(q.shape[0], self.target_vocab, dtype=q.dtype, device=q.device).scatter_(1, cols, q)
-        return (self.to_target(ids) if self.to_target else ids), full
+        if self.to_target:
+            ids, cand = self.to_target(ids), self.to_target(cand)
+        return ids, (cand, q)
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
-        ndt = s + 1
         table = self.target.req_pool.req_to_token
         n = st.seq_len[rows]
         bonus = st.bonus[rows]
-        feat = self.proposer.next_hidden[rows]  # type: ignore[index]
-        toks: list[torch.Tensor] = []
-        qs: list[torch.Tensor] = []
-        if s >= 1:
-            tok, q = self._choose(g, self.head.logits_from_feature(feat), 0)
-            toks.append(tok)
-            qs += [q] if q is not None else []
-        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at position N - 2 + k
-            _write_rows(b, rows, n - 2 + k, toks[-1], table)
-            b.spec_inputs["hidden"].copy_(feat)
-            self.draft.backend.init_replay_metadata(b)
-            out = self.head(b)
-            feat = out.hidden
-            tok, q = self._choose(g, out.logits, k)
-            toks.append(tok)
-            qs += [q] if q is not None else []
-        v = g.verify
-        _write_rows(v, rows, n - 1, torch.stack([bonus] + toks, dim=1), table)
-        self.target.backend.init_replay_metadata(v)
-        tout = self.target.model(v)
-        accept, emitted = self._accept(g, tout.logits.view(bs, ndt, -1), toks, qs)
-        e = g.extend
-        _write_rows(e, rows, n - 1, emitted, table)
-        e.spec_inputs["target_hidden"].copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
-        self.draft.backend.init_replay_metadata(e)
-        dout = self.head(e)
-        last = accept - 1
+        prm = self._row_params(g) if g.sampled else None
+        u = sampling_kernels.uniform(st.seed[rows], st.offset[rows], _STREAM_ITER, 2 * s + 2) if g.sampled else None
+        if self.drafter is None:  # plain decoding: the bonus token at position N - 1
+            v = g.verify
+            _write_rows(v, rows, n - 1, bonus[:, None], table)
+            self.target.backend.init_replay_metadata(v)
+            logits = self.target.model(v).logits.view(bs, 1, -1)
+            if prm is None or u is None:
+                accept, emitted = greedy_accept(logits.new_zeros(bs, 0, dtype=torch.long), logits.argmax(-1))
+            else:
+                accept, emitted = self._sampled_accept(logits, [], [], prm, u)
+        else:
+            accept, emitted = self._speculate(g, self.drafter, n, bonus, prm, u)
         ar = torch.arange(bs, device=rows.device)
-        self.proposer.next_hidden[rows] = dout.hidden.view(bs, ndt, -1)[ar, last].to(self.proposer.next_hidden.dtype)  # type: ignore[index,union-attr]
         st.seq_len[rows] = n + accept
-        st.bonus[rows] = emitted[ar, last]
+        st.bonus[rows] = emitted[ar, accept - 1]
         st.offset[rows] = st.offset[rows] + 1
         st.reset_padding()
-        self.proposer.next_hidden[:1].zero_()  # type: ignore[index]
         g.out[:, 0].copy_(accept)
         g.out[:, 1:].copy_(emitted)
         return g.out
 
-    def _accept(self, g: _IterGraph, logits: torch.Tensor, toks: list[torch.Tensor], qs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, bonus: torch.Tensor, prm: _RowParams | None,
+                   u: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft chain, verify, accept, draft extend and the rows' next draft feature."""
+        rows, s, bs = g.rows, g.num_steps, g.bs
+        ndt = s + 1
+        table = self.target.req_pool.req_to_token
+        feat = d.next_hidden[rows]
+        toks: list[torch.Tensor] = []
+        qs: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+        def choose(logits: torch.Tensor, k: int) -> None:
+            tok, q = self._choose(logits, prm, u[:, k] if u is not None else None)
+            toks.append(tok)
+            qs.extend([q] if q is not None else [])
+
+        if s >= 1:
+            choose(d.head.logits_from_feature(feat), 0)
+        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at position N - 2 + k
+            _write_rows(b, rows, n - 2 + k, toks[-1], table)
+            b.spec_inputs["hidden"].copy_(feat)
+            d.runner.backend.init_replay_metadata(b)
+            out = d.head(b)
+            feat = out.hidden
+            choose(out.logits, k)
+        v = g.verify
+        _write_rows(v, rows, n - 1, torch.stack([bonus] + toks, dim=1), table)
+        self.target.backend.init_replay_metadata(v)
+        tout = self.target.model(v)
+        logits = tout.logits.view(bs, ndt, -1)
+        if prm is None or u is None:
+            drafts = torch.stack(toks, dim=1) if toks else logits.new_zeros(bs, 0, dtype=torch.long)
+            accept, emitted = greedy_accept(drafts, logits.argmax(-1))
+        else:
+            accept, emitted = self._sampled_accept(logits, toks, qs, prm, u)
+        e = g.extend
+        assert e is not None
+        _write_rows(e, rows, n - 1, emitted, table)
+        e.spec_inputs["target_hidden"].copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
+        d.runner.backend.init_replay_metadata(e)
+        dout = d.head(e)
+        ar = torch.arange(bs, device=rows.device)
+        d.next_hidden[rows] = dout.hidden.view(bs, ndt, -1)[ar, accept - 1].to(d.next_hidden.dtype)
+        d.next_hidden[:1].zero_()  # the padding row
+        return accept, emitted
+
+    def _sampled_accept(self, logits: torch.Tensor, toks: list[torch.Tensor], qs: list[tuple[torch.Tensor, torch.Tensor]],
+                        prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lossless rejection sampling of the drafts against the target's exact distribution
+        (the plain sampler's, every filter pass run: the host cannot skip one)."""
         bs, ndt, vocab = logits.shape
         s = ndt - 1
-        drafts = torch.stack(toks, dim=1) if toks else torch.zeros(bs, 0, dtype=torch.long, device=logits.device)
-        if not g.sampled:
-            return greedy_accept(drafts, logits.argmax(-1))
-        st, rows = self.state, g.rows
-        probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), self._row_sampling(g, ndt, vocab)).view(bs, ndt, vocab)
-        seed, off = st.seed[rows], st.offset[rows]
+
+        def rep(t: torch.Tensor) -> torch.Tensor:
+            return t.repeat_interleave(ndt) if ndt > 1 else t
+
+        sb = SamplingBatch.on_device(rep(prm.temperature), rep(prm.top_k), rep(prm.top_p), rep(prm.min_p), vocab)
+        probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), sb).view(bs, ndt, vocab)
         if s == 0:
-            tok = device_rng.inverse_cdf(probs[:, 0], device_rng.uniform(seed, off, _STREAM_BONUS, 1)[:, 0])
+            tok = device_rng.inverse_cdf(probs[:, 0], u[:, 1])
             return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
-        u = device_rng.uniform(seed, off, _STREAM_ACCEPT, s)
-        u_residual = device_rng.uniform(seed, off, _STREAM_RESIDUAL, 1)[:, 0]
-        accept, emitted = rejection_accept(drafts, torch.stack(qs, dim=1), probs, [], u, u_residual)
+        cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
+        q_cand = torch.stack([q for _, q in qs], dim=1)
+        q = torch.zeros(bs, s, vocab, dtype=q_cand.dtype, device=q_cand.device).scatter_(2, cand, q_cand)
+        accept, emitted = rejection_accept(torch.stack(toks, dim=1), q, probs, [], u[:, s : 2 * s], u[:, 2 * s])
         return accept.long(), emitted
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[Request], num_steps: int, sampled: bool) -> InFlight:
         """Replay the iteration for ``reqs`` (their rows admitted, their KV allocated)."""
+        captured = (num_steps, sampled, self.bucket(len(reqs))) not in self.graphs
         g = self.graph_for(num_steps, sampled, len(reqs))
         self._slot ^= 1
         rows_host, out_host = g.rows_host[self._slot], g.out_host[self._slot]
@@ -337,4 +408,4 @@ class FusedIteration:
             timing = time.perf_counter() - t0
             out_host.copy_(g.out)
             done = None
-        return InFlight(reqs, num_steps, g.bs, out_host, done, timing)
+        return InFlight(reqs, num_steps, sampled, g.bs, captured, out_host, done, timing)

@@ -1,0 +1,171 @@
+"""The Triton sampling kernels (``updraft.spec.sampling_kernels``) against their torch references:
+``uniform`` bit for bit with ``device_rng.uniform``, ``choose`` with ``choose_reference``.
+
+Without CUDA they run under the Triton interpreter (tests/conftest.py turns it on), one Python
+loop iteration per program, so batches stay small."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from updraft.spec import device_rng
+from updraft.spec import sampling_kernels as sk
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+INF = math.inf
+
+
+def test_kernels_are_what_runs() -> None:
+    # Otherwise every comparison below would compare a torch reference with itself.
+    assert sk.use_triton(torch.empty(0, device=DEV))
+
+
+# ---- uniform -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("b,n", [(1, 1), (7, 12), (5, 33), (3, 128)])
+def test_uniform_is_bit_identical(b: int, n: int) -> None:
+    g = torch.Generator().manual_seed(b * 1000 + n)
+    # Stream constants 0 and 5 fit an int32 kernel argument; those of 1 and 77 are >= 2**31 (int64).
+    for stream in (0, 1, 5, 77):
+        seed = torch.randint(0, 1 << 48, (b,), generator=g).to(DEV)
+        offset = torch.randint(0, 1 << 40, (b,), generator=g).to(DEV)
+        got = sk.uniform(seed, offset, stream, n)
+        want = device_rng.uniform(seed, offset, stream, n)
+        assert got.shape == (b, n) and got.dtype == torch.float32
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), f"stream {stream}"
+        assert float(got.min()) > 0 and float(got.max()) < 1
+
+
+def test_uniform_strided_inputs_and_extremes() -> None:
+    # Non-contiguous [B] views, negative seeds (arithmetic shift) and the largest int64 values.
+    seeds = torch.tensor([[0, 9], [-1, 9], [(1 << 63) - 1, 9], [-(1 << 62), 9]], device=DEV)[:, 0]
+    offsets = torch.tensor([[3, 0], [(1 << 62) + 5, 0], [0, 0], [1 << 40, 0]], device=DEV)[:, 0]
+    assert not seeds.is_contiguous()
+    got = sk.uniform(seeds, offsets, 3, 12)
+    assert torch.equal(got, device_rng.uniform(seeds, offsets, 3, 12))
+    # The key whose first draw was exactly 1.0 when the uniforms took 24 bits ((2**24 - 1) + 0.5
+    # rounds to 2**24 in float32): 23 bits + 0.5 are exact, so every draw is inside (0, 1).
+    seed, offset = torch.tensor([0], device=DEV), torch.tensor([12401933], device=DEV)
+    one = sk.uniform(seed, offset, 0, 1)
+    assert torch.equal(one, device_rng.uniform(seed, offset, 0, 1))
+    assert 0.0 < float(one) < 1.0
+
+
+# ---- choose ------------------------------------------------------------------------------------
+def _rows(b: int, k: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """Mixed sampling rows: greedy, top-k, top-p, min-p, all filters off, combinations."""
+    # (temp, top_k, top_p, min_p); greedy rows are what the engine passes: temp 1, top_k 1.
+    kinds = [
+        (1.0, 1, INF, 0.0),
+        (0.8, 5, INF, 0.0),
+        (1.2, 20, INF, 0.0),
+        (0.9, 1000, INF, 0.0),  # top_k beyond K: off
+        (0.7, 0, 0.5, 0.0),
+        (1.3, 0, 0.9, 0.0),
+        (1.0, 0, INF, 0.05),
+        (0.6, 0, INF, 0.2),
+        (1.0, 0, INF, 0.0),  # all off
+        (0.9, 10, 0.9, 0.02),
+    ]
+    picks = [kinds[i % len(kinds)] for i in range(b)]
+    temp = torch.tensor([r[0] for r in picks])
+    top_k = torch.tensor([r[1] for r in picks], dtype=torch.long)
+    top_p = torch.tensor([r[2] for r in picks])
+    min_p = torch.tensor([r[3] for r in picks])
+    # Best K of a vocabulary of draft logits, sorted descending, as torch.topk returns them.
+    vals = (torch.randn(b, 4 * k, generator=g) * 3).topk(k, dim=-1).values
+    u = torch.rand(b, generator=g).clamp(1e-6, 1 - 1e-6)
+    return tuple(t.to(DEV) for t in (vals, temp, top_k, top_p, min_p, u))
+
+
+def _near_boundary(q: torch.Tensor, u: torch.Tensor, rel: float = 1e-5) -> torch.Tensor:
+    """[B] bool: rows whose target ``u * total`` is within ``rel`` of a running-sum boundary,
+    where float32 and float64 searches may legitimately disagree."""
+    c = q.double().cumsum(-1)
+    total = c[:, -1:]
+    return ((c - u.double()[:, None] * total).abs() <= rel * total).any(-1)
+
+
+@pytest.mark.parametrize("k", [64, 50])
+def test_choose_matches_reference(k: int) -> None:
+    g = torch.Generator().manual_seed(k)
+    compared = total = 0
+    for _ in range(3):
+        vals, temp, top_k, top_p, min_p, u = _rows(16, k, g)
+        q, pick = sk.choose(vals, temp, top_k, top_p, min_p, u)
+        q_ref, pick_ref = sk.choose_reference(vals, temp, top_k, top_p, min_p, u)
+        assert q.shape == (16, k) and q.dtype == torch.float32 and pick.dtype == torch.int64
+        torch.testing.assert_close(q, q_ref, atol=1e-6, rtol=0)
+        torch.testing.assert_close(q.sum(-1), torch.ones(16, device=DEV), atol=1e-5, rtol=0)
+        ok = ~_near_boundary(q_ref, u)
+        assert torch.equal(pick[ok], pick_ref[ok])
+        compared += int(ok.sum())
+        total += 16
+        greedy = top_k == 1
+        assert bool((pick[greedy] == 0).all()) and bool((q[greedy, 0] == 1).all())
+        assert bool((q.gather(1, pick[:, None]) > 0).all()) and int(pick.max()) < k
+        # The filters did what they say (checked on the reference, which the kernel matches).
+        nnz = (q_ref > 0).sum(-1)
+        assert bool((nnz[top_k > 0] <= top_k[top_k > 0]).all())
+        assert bool((nnz[(top_k == 0) & (top_p == INF) & (min_p == 0)] == k).all())
+        assert bool((nnz[(top_p < 1) | (min_p > 0) | ((top_k > 0) & (top_k < k))] < k).all())
+    assert compared >= total - 2
+
+
+def test_choose_edges_of_u() -> None:
+    # u at the ends of the uniforms' range, and 1.0 (a target past every running sum): the pick
+    # is the first entry, resp. the last one with q > 0 (never the zero tail).
+    g = torch.Generator().manual_seed(7)
+    vals, temp, top_k, top_p, min_p, _ = _rows(10, 50, g)
+    for u_val in (2.0**-25, 1 - 2.0**-24, 1.0):
+        u = torch.full((10,), u_val, device=DEV)
+        q, pick = sk.choose(vals, temp, top_k, top_p, min_p, u)
+        _, pick_ref = sk.choose_reference(vals, temp, top_k, top_p, min_p, u)
+        last = torch.where(q > 0, torch.arange(50, device=DEV), 0).amax(-1)
+        assert torch.equal(pick, torch.zeros_like(pick) if u_val < 0.5 else last), u_val
+        assert torch.equal(pick_ref, pick), u_val
+
+
+def test_choose_exact_ties() -> None:
+    # Two equal best logits give q = [0.5, 0.5, 0, ...] exactly, so boundaries are hit exactly:
+    # u * total == running sum picks the NEXT entry (searchsorted right), and min_p = 1 keeps
+    # every entry equal to p_0 (>=, not >).
+    vals = torch.tensor([[2.0, 2.0] + [0.0] * 10] * 4, device=DEV)
+    temp = torch.ones(4, device=DEV)
+    top_k = torch.tensor([2, 2, 0, 0], device=DEV)
+    top_p = torch.full((4,), INF, device=DEV)
+    min_p = torch.tensor([0.0, 0.0, 1.0, 1.0], device=DEV)
+    u = torch.tensor([0.5, 0.25, 0.5, 0.75], device=DEV)
+    for fn in (sk.choose, sk.choose_reference):
+        q, pick = fn(vals, temp, top_k, top_p, min_p, u)
+        assert torch.equal(q[:, :2], torch.full((4, 2), 0.5, device=DEV)) and not bool(
+            q[:, 2:].any()
+        )
+        assert pick.tolist() == [1, 0, 1, 1], fn
+
+
+def test_choose_picks_follow_q() -> None:
+    # One row, many evenly spaced u = (i + 0.5) / N: the share of picks of entry i is within one
+    # u-step of q_i per boundary (deterministic, no statistics). N is kept small for the
+    # interpreter (one program per row).
+    n, k = 1000, 64
+    g = torch.Generator().manual_seed(3)
+    vals = (torch.randn(1, 4 * k, generator=g) * 2).topk(k, dim=-1).values.to(DEV)
+
+    def rep(x: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.full((n,), x, dtype=dtype, device=DEV)
+
+    u = (torch.arange(n, device=DEV) + 0.5) / n
+    q, pick = sk.choose(vals.expand(n, k), rep(0.7), rep(0, torch.long), rep(0.9), rep(0.0), u)
+    assert bool((q == q[:1]).all())  # identical rows, identical q
+    kept = int((q[0] > 0).sum())
+    assert 1 < kept < k  # top-p actually cut the tail, and more than one entry is in play
+    freq = torch.bincount(pick, minlength=k).double() / n
+    assert float((freq - q[0].double()).abs().max()) <= 2 / n
+    assert bool((freq[q[0] == 0] == 0).all())
+    _, pick_ref = sk.choose_reference(
+        vals.expand(n, k), rep(0.7), rep(0, torch.long), rep(0.9), rep(0.0), u
+    )
+    assert int((pick != pick_ref).sum()) <= 2

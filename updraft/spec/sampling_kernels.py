@@ -1,0 +1,216 @@
+"""Triton kernels for the sampled draft step of the fused speculative graph.
+
+Inside a captured graph every tiny torch op is one more kernel node to replay; these two kernels
+stand in for chains of a few dozen of them.
+
+``uniform``: the counter-based uniforms of ``device_rng.uniform``, bit for bit. Grid: one program
+per row; the row's ``n`` columns are one ``BLOCK_N = next_pow2(n)`` tile. All integer math is
+int64 exactly as in the torch reference (every operand is masked to 32 bits before a multiply,
+so no product reaches 2**63), and the float steps (an exact int-to-float conversion of 23 bits,
+one IEEE round-to-nearest add, a power-of-two scale) round the same everywhere, so CPU torch,
+CUDA torch and this kernel agree on every bit. The stream constant is computed on the
+host (it is a Python int in the reference too) and passed as a kernel argument.
+
+``choose``: the draft's sampling distribution ``q`` over its best ``K`` logits (temperature,
+top-k, top-p, min-p) and one inverse-CDF draw from it. Grid: one program per row; the row is one
+``BLOCK_K = next_pow2(K)`` tile with the tail lanes loaded as ``-inf`` logits (zero probability,
+never kept, never counted by the search). Numerics: softmax, cumulative sums and the search are
+float32 (the torch reference runs the search in float64 like ``device_rng.inverse_cdf``), so
+``q`` matches to float32 rounding and the pick matches unless ``u * total`` lies within rounding
+of a cumulative-sum boundary. The filter comparisons are exact, so a row whose cumulative sum sits
+within rounding of ``top_p`` (or whose ``p`` sits at ``min_p * p_0``) may keep a different set
+than the reference; both are valid distributions, and rejection sampling only needs the ``q``
+that was actually drawn from, which is the one returned.
+
+Dispatch: the launchers run the kernel on CUDA tensors and, for tests, on CPU tensors when the
+Triton interpreter is on; otherwise they fall back to the torch references. The interpreter
+switch is read by triton when a kernel is *defined*, so ``TRITON_INTERPRET`` must be set before
+this module is imported (``tests/conftest.py`` does that on machines without CUDA).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.ops.triton_utils import num_warps
+from updraft.spec import device_rng
+
+#: Largest candidate count ``choose`` takes: one row is one register tile.
+MAX_K = 256
+
+# Hash constants: must stay those of ``device_rng`` (the bit-identity test catches a drift).
+_M32 = tl.constexpr(0xFFFFFFFF)
+_MUL = tl.constexpr(0x45D9F3B)
+_COL = tl.constexpr(0x632BE5AB)
+
+
+def interpreter_on() -> bool:
+    """Whether triton runs kernels in its CPU interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def use_triton(t: torch.Tensor) -> bool:
+    """Whether the launchers run the kernel for inputs on ``t``'s device (else torch)."""
+    return t.is_cuda or interpreter_on()
+
+
+# ---- uniform ---------------------------------------------------------------------------------
+@triton.jit
+def _mix32(x):
+    """``device_rng._mix32`` on int64 values (the literals promote to int64, never to uint32)."""
+    x = x & _M32
+    x = x ^ (x >> 16)
+    x = (x * _MUL) & _M32
+    x = x ^ (x >> 16)
+    x = (x * _MUL) & _M32
+    return x ^ (x >> 16)
+
+
+@triton.jit
+def _uniform_kernel(Seed, Offset, Out, stream_c, n, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
+    seed = tl.load(Seed + row)
+    offset = tl.load(Offset + row)
+    # stream_c may arrive as int32 (small streams) or int64 (>= 2**31): widen before mixing.
+    k = _mix32(seed ^ stream_c.to(tl.int64))
+    k = _mix32(k ^ (seed >> 32))  # arithmetic shift, as torch's on int64
+    key = _mix32(k ^ offset)
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)  # int64 before the multiply: c * _COL > 2**31
+    bits = _mix32((key + cols * _COL) ^ (key >> 7))
+    # Same float steps as the reference (all exact: 23 bits + 0.5 fit float32's 24).
+    u = ((bits >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
+    tl.store(Out + row * n + cols, u, mask=cols < n)
+
+
+def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
+    """[B, n] float32 uniforms: ``device_rng.uniform(seed, offset, stream, n)``, bit for bit, in
+    one launch. ``seed`` and ``offset`` are [B] integer tensors (any strides)."""
+    if not use_triton(seed):
+        return device_rng.uniform(seed, offset, stream, n)
+    seed = seed.long().contiguous()
+    offset = offset.long().contiguous()
+    out = torch.empty((seed.shape[0], n), dtype=torch.float32, device=seed.device)
+    if out.numel() == 0:
+        return out
+    block_n = triton.next_power_of_2(n)
+    _uniform_kernel[(seed.shape[0],)](
+        seed,
+        offset,
+        out,
+        (stream * 0x9E3779B1) & 0xFFFFFFFF,
+        n,
+        BLOCK_N=block_n,
+        num_warps=min(4, num_warps(block_n)),
+    )
+    return out
+
+
+# ---- choose ----------------------------------------------------------------------------------
+def choose_reference(
+    vals: torch.Tensor,
+    temp: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    u: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch version of ``choose`` (same arguments and results); the search runs in float64."""
+    k = vals.shape[-1]
+    j = torch.arange(k, device=vals.device)
+    p = torch.softmax(vals.float() / temp.float()[:, None], dim=-1)
+    keep = (
+        (j[None, :] < torch.where(top_k > 0, top_k, k)[:, None])
+        & (torch.cumsum(p, -1) - p < top_p.float()[:, None])
+        & (p >= min_p.float()[:, None] * p[:, :1])
+    )
+    q = torch.where(keep, p, 0.0)
+    q = q / q.sum(-1, keepdim=True)
+    # Should u * total round up to the total, the search runs off the row and the clamp to K - 1
+    # lands in the zero tail: take the last q > 0 entry instead, as the kernel does.
+    last_pos = torch.where(q > 0, j, 0).amax(-1)
+    return q, torch.minimum(device_rng.inverse_cdf(q, u), last_pos)
+
+
+@triton.jit
+def _choose_kernel(
+    Vals, Temp, TopK, TopP, MinP, U, Q, Pick, K: tl.constexpr, BLOCK_K: tl.constexpr
+):
+    row = tl.program_id(0).to(tl.int64)
+    j = tl.arange(0, BLOCK_K)
+    valid = j < K
+    x = tl.load(Vals + row * K + j, mask=valid, other=float("-inf")) / tl.load(Temp + row)
+    # exp(-inf) = 0: masked lanes have p = 0 and add nothing to any sum below.
+    e = tl.exp(x - tl.max(x, axis=0))
+    p = e / tl.sum(e, axis=0)
+    top_k = tl.load(TopK + row)
+    k_eff = tl.where(top_k > 0, top_k, K)
+    p0 = tl.sum(tl.where(j == 0, p, 0.0), axis=0)  # entry 0, as the reference's p[:, :1]
+    keep = (
+        valid
+        & (j < k_eff)
+        & (tl.cumsum(p, axis=0) - p < tl.load(TopP + row))
+        & (p >= tl.load(MinP + row) * p0)
+    )
+    q = tl.where(keep, p, 0.0)
+    q = q / tl.sum(q, axis=0)
+    tl.store(Q + row * K + j, q, mask=valid)
+    # Inverse CDF: the first entry whose running sum exceeds u * total, i.e. the number of
+    # entries whose running sum is <= it (searchsorted right; the running sum never decreases,
+    # and masked lanes are excluded from the count). The total is the running sum's last value
+    # (its max), not a separately rounded sum, so the search is consistent with its own scale.
+    cq = tl.cumsum(q, axis=0)
+    target = tl.load(U + row) * tl.max(tl.where(valid, cq, 0.0), axis=0)
+    pick = tl.sum((valid & (cq <= target)).to(tl.int64), axis=0)
+    # The entry found always has q > 0 (its running sum rose past the previous one). Only when
+    # no running sum exceeds the target (u * total rounded up to total) does the count run past
+    # the last positive entry into the zero tail or off the row: take the last q > 0 entry then.
+    # This one min is both the clamp to K - 1 and that guard.
+    last_pos = tl.max(tl.where(q > 0, j, 0), axis=0).to(tl.int64)
+    tl.store(Pick + row, tl.minimum(pick, last_pos))
+
+
+def choose(
+    vals: torch.Tensor,
+    temp: torch.Tensor,
+    top_k: torch.Tensor,
+    top_p: torch.Tensor,
+    min_p: torch.Tensor,
+    u: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sampling distribution over each row's candidates and one draw from it.
+
+    ``vals`` [B, K] float32: a row's best ``K <= MAX_K`` logits sorted descending (``topk``).
+    ``temp`` [B] (> 0; greedy rows pass 1 with ``top_k`` 1), ``top_k`` [B] int64 (0 or >= K:
+    off), ``top_p`` [B] (pass ``inf`` to turn it off: with 1.0 a running sum rounded to 1 would
+    drop the tail), ``min_p`` [B] (0: off), ``u`` [B] uniforms in (0, 1).
+
+    Returns ``q`` [B, K] float32 (softmax of ``vals / temp`` restricted to the entries kept by
+    all three filters, renormalised; entry 0 is always kept) and ``pick`` [B] int64, the index
+    drawn from ``q`` by inverse CDF with ``u`` (never a zero-``q`` entry)."""
+    b, k = vals.shape
+    assert 0 < k <= MAX_K, f"choose: {k} candidates (at most {MAX_K})"
+    if not use_triton(vals):
+        return choose_reference(vals, temp, top_k, top_p, min_p, u)
+    q = torch.empty((b, k), dtype=torch.float32, device=vals.device)
+    pick = torch.empty(b, dtype=torch.int64, device=vals.device)
+    if b == 0:
+        return q, pick
+    block_k = triton.next_power_of_2(k)
+    _choose_kernel[(b,)](
+        vals.float().contiguous(),
+        temp.float().contiguous(),
+        top_k.long().contiguous(),
+        top_p.float().contiguous(),
+        min_p.float().contiguous(),
+        u.float().contiguous(),
+        q,
+        pick,
+        K=k,
+        BLOCK_K=block_k,
+        num_warps=min(4, num_warps(block_k)),
+    )
+    return q, pick
