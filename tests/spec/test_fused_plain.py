@@ -104,3 +104,21 @@ def test_plain_overlap_preemption_under_kv_pressure(target, reference) -> None: 
     assert [o.outputs[0].token_ids for o in outs] == reference(ps)
     assert llm.engine.stats.preemptions > 0, "the pool was meant to force preemptions"
     assert llm.engine.allocator.used_tokens == 0
+
+
+def test_rng_offset_advances_once_per_step(target) -> None:  # noqa: ANN001
+    """The graph advances each real row's RNG offset by one per replay (a frozen offset would
+    draw the same numbers every step); the padding row stays at zero."""
+    eng = plain_llm(target).engine
+    drv = eng.driver
+    assert drv is not None
+    req = eng.add_request(prompts(1, seed=8)[0], SamplingParams(temperature=0.9, max_tokens=12, seed=3, ignore_eos=True))
+    while not req.output_ids:
+        eng.step()
+    state = drv.fused.state
+    off0, launches0 = int(state.offset[req.row]), drv.launches
+    for _ in range(5):
+        eng.step()
+    assert drv.launches - launches0 == 5
+    assert int(state.offset[req.row]) - off0 == 5
+    assert int(state.offset[0]) == 0

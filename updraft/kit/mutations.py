@@ -29,7 +29,7 @@ class Edit:
 @dataclass(frozen=True)
 class Mutation:
     name: str
-    failure_class: str  # "1" .. "11", or "-" for the kit's own list
+    failure_class: str  # "1" .. "11", "O1" .. "O4" (overlap hazards), or "-" for the kit's own list
     what: str  # one line: what the mutation changes
     edits: tuple[Edit, ...]
     targets: tuple[str, ...]
@@ -48,6 +48,11 @@ RUNNER = "updraft/graphs/runner.py"
 TN = "updraft/attention/torch_native.py"
 TB = "updraft/attention/triton_backend.py"
 PROP = "updraft/spec/proposers.py"
+
+ENGINE = "updraft/engine/engine.py"
+FUSED = "updraft/spec/fused.py"
+FP = "tests/spec/test_fused_plain.py"
+FS = "tests/spec/test_fused.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- failure classes 1-11 ------------------------------------------------------------
@@ -202,6 +207,24 @@ MUTATIONS: tuple[Mutation, ...] = (
        RUNNER, "            for _ in range(2):  # warm-up: lazy init, autotuning, allocator\n",
        "            for _ in range(0):  # MUTATION\n",
        "kit --runner graph --runner production", "tests/graphs/test_gpu_graphs.py -k real_graphs", device="gpu"),
+    # ---- the overlapped iteration's hazards (design note, "The iteration without host stalls")
+    _m("o1-results-before-copy", "O1", "the host reads an iteration's results without waiting for their copy to land",
+       FUSED, "        self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)\n",
+       "        pass  # MUTATION\n",
+       f"{FP}::test_plain_overlap_equals_per_step_greedy", f"{FS}::test_fused_stops_inside_accepted_block"),
+    _m("o2-lookahead-misses-inflight", "O2", "the lookahead covers the next iteration only, not the one still in flight",
+       ENGINE, "            self.lookahead = 2 * self.lookahead + 1\n", "            self.lookahead = self.lookahead  # MUTATION\n",
+       f"{FS}::test_fused_lossless_greedy", f"{FP}::test_plain_overlap_equals_per_step_greedy"),
+    _m("o2-kv-freed-while-in-flight", "O2", "a request finished or aborted mid-flight frees its KV before the iteration in flight is done",
+       ENGINE, "        if self.driver is not None and self.driver.in_flight(req):\n", "        if False:  # MUTATION\n",
+       f"{FP}::test_plain_overlap_abort_mid_flight_frees_kv_once", f"{FS}::test_fused_abort_mid_flight_frees_kv_once"),
+    _m("o3-rng-offset-frozen", "O3", "the graph no longer advances the rows' RNG offsets (every replay draws the same numbers)",
+       FUSED, "        st.offset[rows] = st.offset[rows] + 1\n", "        st.offset[rows] = st.offset[rows] + 0  # MUTATION\n",
+       f"{FP}::test_rng_offset_advances_once_per_step"),
+    _m("o4-finished-row-still-emitted", "O4", "results of the iteration in flight are still applied to a request that finished meanwhile",
+       ENGINE, "            if req.finished:\n                continue\n            req.num_computed += a\n",
+       "            req.num_computed += a  # MUTATION\n",
+       f"{FP}::test_plain_overlap_stops_and_max_tokens", f"{FS}::test_fused_stops_inside_accepted_block"),
 )
 
 

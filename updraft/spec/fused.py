@@ -123,6 +123,18 @@ class _RowParams:
     top_p_eff: torch.Tensor  # inf where top-p is off (rounding must not drop the tail)
 
 
+class _EmulatedCopy:
+    """The emulator's stand-in for the device-to-host copy and its event: the values are taken
+    at launch (as the copy queued behind the replay would read them) but land in the host buffer
+    only when the host waits, so reading results before waiting fails on CPU as on a GPU."""
+
+    def __init__(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        self.dst, self.src = dst, src.clone()
+
+    def synchronize(self) -> None:
+        self.dst.copy_(self.src)
+
+
 @dataclass
 class InFlight:
     """One launched iteration; ``wait`` returns its results (the only host sync)."""
@@ -133,12 +145,11 @@ class InFlight:
     bs: int
     captured: bool  # the launch captured its graph first (its host time is no iteration's cost)
     out_host: torch.Tensor
-    done: torch.cuda.Event | None
+    done: torch.cuda.Event | _EmulatedCopy
     timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
 
     def wait(self) -> tuple[list[int], list[list[int]]]:
-        if self.done is not None:
-            self.done.synchronize()
+        self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)
         rows = self.out_host[: len(self.reqs)].tolist()
         acc = [r[0] for r in rows]
         return acc, [r[1 : 1 + a] for r, a in zip(rows, acc)]
@@ -394,18 +405,19 @@ class FusedIteration:
         staged[: len(reqs)] = [r.row for r in reqs]
         g.rows.copy_(rows_host, non_blocking=True)
         assert g.graph is not None
+        done: torch.cuda.Event | _EmulatedCopy
+        timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
         if self.device.type == "cuda":
-            start, end, done = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), torch.cuda.Event())
+            start, end, copied = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), torch.cuda.Event())
             start.record()
             g.graph.replay()
             end.record()
             out_host.copy_(g.out, non_blocking=True)
-            done.record()
-            timing: tuple[torch.cuda.Event, torch.cuda.Event] | float = (start, end)
+            copied.record()
+            done, timing = copied, (start, end)
         else:
             t0 = time.perf_counter()
             g.graph.replay()
             timing = time.perf_counter() - t0
-            out_host.copy_(g.out)
-            done = None
+            done = _EmulatedCopy(out_host, g.out)
         return InFlight(reqs, num_steps, sampled, g.bs, captured, out_host, done, timing)
