@@ -22,6 +22,18 @@ def test_generate_prints_text_rate_and_ttft(tiny_checkpoint) -> None:  # noqa: A
     assert r.stdout.strip()
 
 
+def test_generate_compare_plain_side_by_side(tiny_checkpoint, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    """--compare-plain: the same request without speculation, both rates on one line, and the
+    greedy outputs are identical (fp32)."""
+    code = main(["generate", "--model", str(tiny_checkpoint("llama")), "--prompt", "hello", "--max-tokens", "12",
+                 "--ignore-eos", "--no-progress", "--speculative-algorithm", "NGRAM", "--speculative-num-steps", "3",
+                 "--compare-plain"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    line = next(x for x in err.splitlines() if x.startswith("[side by side:"))
+    assert "speculative" in line and "plain" in line and "x |" in line and "outputs identical (greedy)" in line, line
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [
@@ -37,6 +49,7 @@ def test_generate_prints_text_rate_and_ttft(tiny_checkpoint) -> None:  # noqa: A
         (["--speculative-algorithm", "NGRAM", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "7"], "num_draft_tokens=7"),
         (["--speculative-algorithm", "MEDUSA"], "MEDUSA"),
         (["--attention-backend", "flash"], "flash"),
+        (["--compare-plain"], "--compare-plain needs speculative decoding"),
     ],
 )
 def test_errors_are_one_line(tiny_checkpoint, capsys: pytest.CaptureFixture[str], args: list[str], needle: str) -> None:  # noqa: ANN001

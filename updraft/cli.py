@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from updraft.config import (
     ConfigError,
@@ -22,6 +22,10 @@ from updraft.config import (
 )
 from updraft.errors import UpdraftError
 from updraft.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from updraft.engine.engine import Engine
+    from updraft.engine.request import Request
 
 SAMPLING_HELP = {
     "temperature": "sampling temperature (0 = greedy)",
@@ -98,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--chat", help="user message, wrapped in the model's chat template")
     gen.add_argument("--system", help="system message for --chat")
     gen.add_argument("--no-stream", dest="stream", action="store_false", help="print the text at the end")
+    gen.add_argument("--compare-plain", action="store_true",
+                     help="also generate without speculation and print both decode rates side by side")
     add_engine_args(gen)
     add_dataclass_args(gen, SamplingParams, only=SAMPLING_CLI_FIELDS, helps=SAMPLING_HELP)
     gen.set_defaults(func=cmd_generate, temperature=0.0)
@@ -183,15 +189,33 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
     return dataclasses.replace(cfg, speculative=speculative_from_args(args)).validate()
 
 
+def _generate_one(engine: Engine, prompt: str | list[int], params: SamplingParams, stream: bool) -> tuple[Request, float]:
+    """Run one request to completion, streaming its text (or printing it at the end)."""
+    req = engine.add_request(prompt, params)
+    t0 = time.perf_counter()
+    while engine.has_unfinished():
+        for out in engine.step():
+            if stream and out.new_text:
+                sys.stdout.write(out.new_text)
+                sys.stdout.flush()
+    if not stream:
+        sys.stdout.write(req.output_text)
+    sys.stdout.write("\n")
+    if req.error:
+        raise UpdraftError(f"generation failed: {req.error}")
+    return req, time.perf_counter() - t0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
+    from updraft.engine.engine import Engine
     from updraft.llm import LLM, request_metrics
 
     engine_cfg = engine_config_from_args(args)
     params = dataclass_from_args(SamplingParams, args, only=SAMPLING_CLI_FIELDS).validate()
     if args.prompt is None and args.chat is None:
         args.chat = "Write a haiku about speculative decoding."
-    from updraft.engine.engine import Engine
-
+    if args.compare_plain and engine_cfg.speculative is None:
+        raise UpdraftError("--compare-plain needs speculative decoding (--speculative-algorithm or --speculative-config)")
     llm = LLM(engine=Engine(engine_cfg))
     engine = llm.engine
     if args.chat is not None:
@@ -203,20 +227,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         prompt: str | list[int] = llm.render_chat(messages)
     else:
         prompt = args.prompt
-    req = engine.add_request(prompt, params)
-    t0 = time.perf_counter()
-    while engine.has_unfinished():
-        for out in engine.step():
-            if args.stream and out.new_text:
-                sys.stdout.write(out.new_text)
-                sys.stdout.flush()
-    if not args.stream:
-        sys.stdout.write(req.output_text)
-    sys.stdout.write("\n")
-    if req.error:
-        raise UpdraftError(f"generation failed: {req.error}")
+    req, wall = _generate_one(engine, prompt, params, args.stream)
     m = request_metrics(req)
-    wall = time.perf_counter() - t0
     n = m["completion_tokens"]
     tps = m["decode_tokens_per_s"]
     rate = f"decode {tps:.1f} tok/s" if tps is not None else "decode n/a (1 token)"
@@ -234,7 +246,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
             f"per position [{per_pos}] | {s['num_drafts']} verify steps]",
             file=sys.stderr,
         )
+    if args.compare_plain:
+        _compare_plain(engine, engine_cfg, prompt, params, req, tps)
     return 0
+
+
+def _compare_plain(engine: Engine, cfg: EngineConfig, prompt: str | list[int], params: SamplingParams, spec_req: Request,
+                   spec_tps: float | None) -> None:
+    """The same request without speculation (same weights, same process), side by side."""
+    from updraft.engine.engine import Engine
+    from updraft.llm import request_metrics
+
+    print("[without speculation:]", file=sys.stderr)
+    plain = Engine(dataclasses.replace(cfg, speculative=None), loaded=engine.loaded)
+    req, _ = _generate_one(plain, prompt, params, stream=False)
+    tps = request_metrics(req)["decode_tokens_per_s"]
+    same = "identical" if req.output_ids == spec_req.output_ids else "different"
+    ratio = f"{spec_tps / tps:.2f}x" if spec_tps and tps else "n/a"
+    print(f"[side by side: speculative {spec_tps or 0:.1f} tok/s | plain {tps or 0:.1f} tok/s | speculative / plain "
+          f"{ratio} | outputs {same}{' (greedy)' if params.greedy else ' (sampled)'}]", file=sys.stderr)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ class SpecDriver:
         self.launches = 0
         self._last_done: float | None = None  # when the last iteration's results arrived
         self._skip_cost = False  # the next completion interval includes a graph capture
+        self._launched = False  # a launch happened since the last completion
         self.wait_s = 0.0  # host time spent waiting for results (the rest of a step is host work)
 
     def launch(self, reqs: list[Request]) -> InFlight:
@@ -58,6 +59,7 @@ class SpecDriver:
         # A capture stalls the host before this replay: the interval of the iteration completed
         # next (the one in flight, or this one without overlap) includes the stall.
         self._skip_cost |= inf.captured
+        self._launched = True
         self.device_owned.update(r.request_id for r in reqs)
         self.launches += 1
         return inf
@@ -70,11 +72,14 @@ class SpecDriver:
         self.wait_s += done - t0
         if self._skip_cost:
             self._skip_cost = False
-        elif self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
+        elif self._launched and self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
             # Completion-to-completion wall time of back-to-back iterations: max(device, host)
             # for THIS iteration (with overlap the device runs it while the host handles the
             # previous one). Device time alone would ignore the host work a larger S amortises.
+            # Only with a launch in between: a drain reads the iteration in flight right after
+            # the previous one, and that interval is its leftover device time, not its cost.
             self.adaptive.record_cost(inf.num_steps, inf.bs, done - self._last_done, inf.sampled)
+        self._launched = False
         self._last_done = done
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
         self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds(), inf.sampled)
@@ -128,7 +133,8 @@ class SpecDriver:
 
 
 #: Completions further apart than this are not back to back (a prefill or idle time came between).
-_STEADY_GAP_S = 0.25
+#: Generous: an iteration of a large model on a CPU takes a good part of a second.
+_STEADY_GAP_S = 2.0
 
 _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
 

@@ -102,8 +102,8 @@ class AdaptiveSteps:
         self._samples.setdefault((s, bs, sampled), deque(maxlen=self.window)).append(seconds)
 
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
-        """Device time of a replay: the cost estimate until wall-time samples exist."""
-        self._device.setdefault((s, bs, sampled), seconds)
+        """Device time of a replay (the latest): the cost estimate until wall-time samples exist."""
+        self._device[(s, bs, sampled)] = seconds
 
     def record(self, s: int, accept_lens: list[int]) -> None:
         """Every row's accept length (1..S+1) of one finished iteration."""
