@@ -26,6 +26,7 @@ from updraft.sampling_params import SamplingParams
 if TYPE_CHECKING:
     from updraft.engine.engine import Engine
     from updraft.engine.request import Request
+    from updraft.models.loader import LoadedModel
 
 SAMPLING_HELP = {
     "temperature": "sampling temperature (0 = greedy)",
@@ -247,21 +248,30 @@ def cmd_generate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.compare_plain:
-        _compare_plain(engine, engine_cfg, prompt, params, req, tps)
+        loaded, spec_ids = engine.loaded, list(req.output_ids)
+        del llm, engine, req  # the plain engine needs the KV memory back (the weights stay)
+        _compare_plain(loaded, engine_cfg, prompt, params, spec_ids, tps)
     return 0
 
 
-def _compare_plain(engine: Engine, cfg: EngineConfig, prompt: str | list[int], params: SamplingParams, spec_req: Request,
-                   spec_tps: float | None) -> None:
+def _compare_plain(loaded: LoadedModel, cfg: EngineConfig, prompt: str | list[int], params: SamplingParams,
+                   spec_ids: list[int], spec_tps: float | None) -> None:
     """The same request without speculation (same weights, same process), side by side."""
+    import gc
+
+    import torch
+
     from updraft.engine.engine import Engine
     from updraft.llm import request_metrics
 
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
     print("[without speculation:]", file=sys.stderr)
-    plain = Engine(dataclasses.replace(cfg, speculative=None), loaded=engine.loaded)
+    plain = Engine(dataclasses.replace(cfg, speculative=None), loaded=loaded)
     req, _ = _generate_one(plain, prompt, params, stream=False)
     tps = request_metrics(req)["decode_tokens_per_s"]
-    same = "identical" if req.output_ids == spec_req.output_ids else "different"
+    same = "identical" if req.output_ids == spec_ids else "different"
     ratio = f"{spec_tps / tps:.2f}x" if spec_tps and tps else "n/a"
     print(f"[side by side: speculative {spec_tps or 0:.1f} tok/s | plain {tps or 0:.1f} tok/s | speculative / plain "
           f"{ratio} | outputs {same}{' (greedy)' if params.greedy else ' (sampled)'}]", file=sys.stderr)

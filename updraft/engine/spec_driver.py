@@ -178,5 +178,7 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
                            emulate=emulate, capture_hidden=engine.spec.target_capture)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive)
-    fused.capture_all(adaptive.choices, sampled=False)  # greedy at start; sampled on first use
+    # greedy graphs at start (sampled ones on first use), their device times as first costs
+    for (s, bs), seconds in fused.capture_all(adaptive.choices, sampled=False).items():
+        adaptive.record_device(s, bs, seconds)
     return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)

@@ -253,13 +253,24 @@ class FusedIteration:
         self.capture_seconds += time.perf_counter() - t0
         return g
 
-    def capture_all(self, choices: list[int], sampled: bool) -> None:
+    def capture_all(self, choices: list[int], sampled: bool) -> dict[tuple[int, int], float]:
         """Capture every (S, bs) now: a capture in the middle of serving stalls it for the
-        capture's duration, and adaptive S visits every S at every batch size."""
+        capture's duration, and adaptive S visits every S at every batch size. On CUDA, also
+        time one replay of each (on padding rows): the device seconds per (S, bs), a first cost
+        estimate for adaptive S that spares it trying every S at every batch size."""
+        timed: dict[tuple[int, int], float] = {}
         for bs in self.sizes:
             for s in choices:
-                if (s, sampled, bs) not in self.graphs:
-                    self._capture(s, sampled, bs)
+                g = self.graphs.get((s, sampled, bs)) or self._capture(s, sampled, bs)
+                if self.device.type == "cuda" and g.graph is not None:
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    g.rows.zero_()  # padding rows only: row 0 and the scratch KV slot
+                    start.record()
+                    g.graph.replay()
+                    end.record()
+                    end.synchronize()
+                    timed[(s, bs)] = start.elapsed_time(end) / 1000.0
+        return timed
 
     def bucket(self, n: int) -> int:
         """The captured batch size a batch of ``n`` requests replays at."""
