@@ -43,7 +43,7 @@ class EngineConfig:
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
     cuda_graph_bs: list[int] | None = _opt("batch sizes to capture (default: 1 2 4 8 12 16 24 32 48 64 ...)", default=None)
     disable_graph_phase: list[str] | None = _opt(
-        "phase to run eagerly (repeatable): decode, target_verify, draft_decode, draft_extend", default=None
+        "phase to run eagerly (repeatable): prefill, decode, target_verify, draft_decode, draft_extend", default=None
     )
     graph_emulate: bool = _opt("CPU: run the graph machinery under the graph emulator (tests)", default=False)
     disable_fused_iteration: bool = _opt(
@@ -90,7 +90,7 @@ class EngineConfig:
             )
         if self.speculative is not None:
             self.speculative.validate()
-        phases = ("decode", "target_verify", "draft_decode", "draft_extend")
+        phases = ("prefill", "decode", "target_verify", "draft_decode", "draft_extend")
         bad = [p for p in (self.disable_graph_phase or []) if p not in phases]
         if bad:
             raise ConfigError(f"disable_graph_phase={bad[0]!r} is invalid: choose from {', '.join(phases)}")

@@ -73,3 +73,33 @@ def test_sampling_drafts_take_the_per_step_path(tiny_checkpoint, heads) -> None:
     assert llm.generate([[1, 2, 3]], p)[0].outputs[0].token_ids == eager.generate([[1, 2, 3]], p)[0].outputs[0].token_ids
     counts = llm.engine.spec.proposer.chain_counts
     assert counts and all(k.startswith("per step: sampling") for k in counts), counts
+
+
+@pytest.mark.parametrize("kind", ["plain", "eagle"])
+def test_prefill_graphs_equal_eager(tiny_checkpoint, heads, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Prompts that fit a captured prefill width replay the EXTEND graph of the narrowest one (and
+    the EAGLE draft's prefill graph); longer prompts and wider waves run eagerly; the outputs equal
+    an engine without graphs (triton backend, interpreted on CPU; widths 16 and 48 to keep the
+    interpreter quick, the production widths are 64 and 256)."""
+    from updraft.graphs import setup
+
+    monkeypatch.setattr(setup, "PREFILL_WIDTHS", (16, 48))
+    target = tiny_checkpoint("llama")
+    rng = random.Random(7)
+    ps = [[rng.randrange(256) for _ in range(n)] for n in (5, 9, 12, 40, 60, 16)]
+    cfg = {"method": "eagle", "model": str(heads["eagle"]), "num_speculative_tokens": 2} if kind == "eagle" else None
+    common = dict(device="cpu", progress=False, attention_backend="triton", speculative_config=cfg, max_running_requests=2)
+    # different lengths, so that after the first wave requests arrive one at a time
+    params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in (2, 7, 3, 5, 2, 4)]
+    eager = LLM(str(target), **common)
+    graphs = LLM(str(target), graph_emulate=True, cuda_graph_bs=[1], **common)
+    ref = [o.outputs[0].token_ids for o in eager.generate(ps, params)]
+    assert [o.outputs[0].token_ids for o in graphs.generate(ps, params)] == ref
+    counts = graphs.engine.runner.path_counts
+    assert [g.phase.width for g in graphs.engine.runner.prefill_graphs] == [16, 48]
+    # a wave of two at the start (batch size 2 > 1 captured: eager), then single arrivals of 12
+    # and 40 tokens (graphs, widths 16 and 48), 60 (longer than 48: eager) and 16 tokens
+    assert counts["EXTEND graph"] >= 2, counts
+    assert counts["EXTEND eager: batch size 2 > largest captured 1"] >= 1, counts
+    if kind == "eagle":
+        assert graphs.engine.spec.proposer.runner.path_counts["EXTEND graph"] >= 1  # type: ignore[union-attr]

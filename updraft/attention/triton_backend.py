@@ -83,6 +83,7 @@ class TritonBackend(AttentionBackend):
     supported_modes = frozenset(REAL_MODES)
     graph_modes = frozenset(
         {
+            ForwardMode.EXTEND,  # packed under a graph: the captured width sizes the grid
             ForwardMode.DECODE,
             ForwardMode.DRAFT_DECODE,
             ForwardMode.TARGET_VERIFY,

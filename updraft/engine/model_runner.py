@@ -40,6 +40,9 @@ class ModelRunner:
         )
         self.backend_name = backend_name
         self.graphs: dict[ForwardMode, Any] = {}  # mode -> PhaseGraphRunner
+        #: EXTEND (prefill) runners, narrowest token width first: a short prompt replays the
+        #: narrowest graph it fits instead of paying ~1000 eager launches (host-bound).
+        self.prefill_graphs: list[Any] = []
         #: "MODE graph" / "MODE eager: <reason>" -> count, for logs and benchmarks.
         self.path_counts: Counter[str] = Counter()
 
@@ -79,12 +82,16 @@ class ModelRunner:
         """Replay the captured graph of this mode when ``can_run`` allows, else run eagerly (the
         backend builds metadata for this batch, then the model runs). ``ModelOutput.graph``
         says which path ran; graph outputs are views into static buffers."""
-        graph = self.graphs.get(batch.mode)
-        if graph is not None:
+        candidates = self.prefill_graphs if batch.mode == ForwardMode.EXTEND else [self.graphs.get(batch.mode)]
+        reason = ""
+        for graph in candidates:
+            if graph is None:
+                continue
             ok, reason = graph.can_run(batch)
             if ok:
                 self.path_counts[f"{batch.mode.name} graph"] += 1
                 return graph.replay(batch)
+        if reason:
             self.path_counts[f"{batch.mode.name} eager: {reason}"] += 1
         batch.attn_backend = self.backend
         self.backend.init_forward_metadata(batch)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("updraft")
 
 PHASE_FLAGS = {
+    ForwardMode.EXTEND: "prefill",
     ForwardMode.DECODE: "decode",
     ForwardMode.TARGET_VERIFY: "target_verify",
     ForwardMode.DRAFT_DECODE: "draft_decode",
@@ -38,11 +39,21 @@ def graph_kind(engine: Engine) -> tuple[str, str]:
     return "off", "no CUDA device (use --graph-emulate to exercise the graph machinery on CPU)"
 
 
+#: Prefill graphs: prompt chunks of up to this many tokens per request replay a graph (padded to
+#: the narrowest width that fits), for batches of up to PREFILL_MAX_BS requests. An eager prefill
+#: is host-bound (~1000 launches: 20-30 ms for SmolLM2 on an H100 against ~1.5 ms of GPU work),
+#: and every arriving request pays one, stalling the requests that are decoding.
+PREFILL_WIDTHS = (64, 256)
+PREFILL_MAX_BS = 4
+
+
 def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
     from updraft.spec.proposers import DraftModelProposer
 
     jobs: list[tuple[ModelRunner, PhaseSpec]] = []
     spec = engine.spec
+    target_capture = spec.target_capture if spec is not None else CaptureHidden.NONE
+    jobs += [(engine.runner, PhaseSpec(ForwardMode.EXTEND, w, "last", target_capture)) for w in PREFILL_WIDTHS]
     if spec is None:
         jobs.append((engine.runner, PhaseSpec(ForwardMode.DECODE, 1, "last")))
         return jobs
@@ -61,6 +72,8 @@ def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
         if feat:
             tcfg = engine.model_config
             feat_dim = tcfg.hidden_size * max(1, len(engine.model.aux_layers))
+        # the draft's prefill (EAGLE: over the target's features of the prompt)
+        jobs += [(draft, PhaseSpec(ForwardMode.EXTEND, w, "last", CaptureHidden.LAST, feat, feat_dim)) for w in PREFILL_WIDTHS]
         if proposer.draft_extend == "v2":
             jobs.append((draft, PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select", CaptureHidden.LAST, feat, feat_dim)))
         else:
@@ -96,9 +109,14 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
                 lines.append(f"graphs: {name} eager (backend {runner.backend_name} cannot capture it)")
             else:
                 pool = pools.setdefault(id(runner), new_pool(emulate))
-                g = PhaseGraphRunner(runner.model, runner.backend, phase, sizes, emulate=emulate, pool=pool)
+                prefill = phase.mode == ForwardMode.EXTEND
+                g = PhaseGraphRunner(runner.model, runner.backend, phase,
+                                     [b for b in sizes if b <= PREFILL_MAX_BS] if prefill else sizes, emulate=emulate, pool=pool)
                 stats = g.capture()
-                runner.graphs[phase.mode] = g
+                if prefill:
+                    runner.prefill_graphs.append(g)  # planned narrowest first
+                else:
+                    runner.graphs[phase.mode] = g
                 lines.append(
                     f"graphs: {'emulated ' if emulate else ''}{name} width {phase.width} captured for bs "
                     f"{stats.sizes[-1]}..{stats.sizes[0]} ({len(stats.sizes)} sizes) in {stats.seconds:.2f}s, "
