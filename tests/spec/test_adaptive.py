@@ -8,7 +8,7 @@ from updraft.spec.adaptive import AdaptiveSteps
 def feed(a: AdaptiveSteps, bs: int, costs: dict[int, float], accept: list[int], n: int) -> None:
     for _ in range(n):
         s = a.choose(bs)
-        a.record_cost(s, bs, costs[s])
+        a.record_device(s, bs, costs[s])
         a.record(s, [min(x, s + 1) for x in accept])
 
 
@@ -30,7 +30,7 @@ def test_every_s_is_tried_and_every_s_is_revisited() -> None:
     for _ in range(48):
         s = a.choose(1)
         seen.append(s)
-        a.record_cost(s, 1, 1.0 + 0.5 * s)
+        a.record_device(s, 1, 1.0 + 0.5 * s)
         a.record(s, [1])
     assert set(seen[:3]) == {0, 2, 4}  # untried first
     assert sum(1 for s in seen if s > 0) == 2 + 4  # nothing accepted: S = 0 but when untried or exploring
@@ -43,14 +43,14 @@ def test_one_stalled_sample_does_not_price_an_s_out_for_good() -> None:
     choice (2 tokens per 1.3 against 1 per 1.0), and once exploration has brought two honest
     samples it is chosen again (an average would stay above 2.0 for 15 samples)."""
     a = AdaptiveSteps([0, 5], explore_every=4)
-    a.record_cost(5, 1, 20.0)
+    a.record_device(5, 1, 20.0)
     for _ in range(200):
         a.record(5, [2])
     picks = []
     for _ in range(40):
         s = a.choose(1)
         picks.append(s)
-        a.record_cost(s, 1, {0: 1.0, 5: 1.3}[s])
+        a.record_device(s, 1, {0: 1.0, 5: 1.3}[s])
     assert picks[-8:].count(5) >= 7, picks
 
 
@@ -59,10 +59,10 @@ def test_greedy_and_sampled_costs_are_separate() -> None:
     for _ in range(200):
         a.record(5, [6])
     for _ in range(5):
-        a.record_cost(0, 1, 1.0)
-        a.record_cost(5, 1, 1.2)
-        a.record_cost(0, 1, 1.0, sampled=True)
-        a.record_cost(5, 1, 9.0, sampled=True)
+        a.record_device(0, 1, 1.0)
+        a.record_device(5, 1, 1.2)
+        a.record_device(0, 1, 1.0, sampled=True)
+        a.record_device(5, 1, 9.0, sampled=True)
     assert a.choose(1) == 5 and a.choose(1, sampled=True) == 0
     assert "S=5,bs=1,sampled" in a.snapshot()["cost_ms"]  # type: ignore[operator]
 
@@ -74,9 +74,25 @@ def test_no_flapping_between_near_equal_choices() -> None:
     picks = []
     for i in range(200):
         noise = (1.03, 0.97)[(i * 7 + i // 3) % 2]
-        a.record_cost(1, 1, 1.0 * noise)
-        a.record_cost(2, 1, 1.5 / noise)
+        a.record_device(1, 1, 1.0 * noise)
+        a.record_device(2, 1, 1.5 / noise)
         a.record(2, [3] * 4)
         picks.append(a.choose(1))
     switches = sum(1 for x, y in zip(picks[10:], picks[11:]) if x != y)
     assert switches <= 2, picks
+
+
+def test_host_work_is_what_a_larger_s_amortises() -> None:
+    """Device: S = 0 1.0, S = 5 1.6; the host needs 2.0 per iteration whatever S ran. With
+    overlap both cost 2.0 and any acceptance makes S = 5 the pick; without overlap they cost
+    3.0 and 3.6, and an acceptance that yields 1.1 tokens per S = 5 iteration does not pay."""
+    for overlap, want in ((True, 5), (False, 0)):
+        a = AdaptiveSteps([0, 5], overlap=overlap, explore_every=10_000)
+        for _ in range(400):
+            a.record(5, [1] * 9 + [2])  # first draft accepted one time in ten
+        for _ in range(5):
+            a.record_device(0, 8, 1.0)
+            a.record_device(5, 8, 1.6)
+            a.record_host(8, 2.0)
+        assert a.choose(8) == want, (overlap, a.snapshot())
+    assert a.cost(5, 8) == 3.6 and a.cost(0, 8) == 3.0 and a.cost(5, 16) is None

@@ -56,8 +56,8 @@ class SpecDriver:
         sampled = any(not r.params.greedy for r in reqs)
         s = self.adaptive.max_steps if seeded else self.adaptive.choose(bs_key, sampled)
         inf = self.fused.launch(reqs, s, sampled)
-        # A capture stalls the host before this replay: the interval of the iteration completed
-        # next (the one in flight, or this one without overlap) includes the stall.
+        # A capture stalls the host before this replay: the host work measured at the next
+        # completion (the one in flight, or this one without overlap) includes the stall.
         self._skip_cost |= inf.captured
         self._launched = True
         self.device_owned.update(r.request_id for r in reqs)
@@ -65,7 +65,8 @@ class SpecDriver:
         return inf
 
     def finish(self, inf: InFlight) -> tuple[list[int], list[list[int]]]:
-        """Wait for ``inf`` and feed its cost and acceptance to the adaptive policy."""
+        """Wait for ``inf`` and feed its device time, the host's work and the acceptance to the
+        adaptive policy."""
         t0 = time.perf_counter()
         acc, toks = inf.wait()
         done = time.perf_counter()
@@ -73,14 +74,12 @@ class SpecDriver:
         if self._skip_cost:
             self._skip_cost = False
         elif self._launched and self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
-            # Completion-to-completion wall time of back-to-back iterations: max(device, host)
-            # for THIS iteration (with overlap the device runs it while the host handles the
-            # previous one). Device time alone would ignore the host work a larger S amortises.
-            # Only with a launch in between: a drain reads the iteration in flight right after
-            # the previous one, and that interval is its leftover device time, not its cost.
-            self.adaptive.record_cost(inf.num_steps, inf.bs, done - self._last_done, inf.sampled)
-        self._launched = False
+            # Back to back: the host's work per iteration is the completion-to-completion time
+            # minus the time it waited. Only with a launch in between: a drain reads the
+            # iteration in flight right after the previous one, with no host work between.
+            self.adaptive.record_host(inf.bs, max(0.0, (done - self._last_done) - (done - t0)), inf.sampled)
         self._last_done = done
+        self._launched = False
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])
         self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds(), inf.sampled)
         return acc, toks
@@ -177,7 +176,7 @@ def build_driver(engine: Engine) -> SpecDriver | None:
         return None
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
                            emulate=emulate, capture_hidden=engine.spec.target_capture)
-    adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive)
+    adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive, overlap=not cfg.disable_overlap)
     # greedy graphs at start (sampled ones on first use), their device times as first costs
     for (s, bs), seconds in fused.capture_all(adaptive.choices, sampled=False).items():
         adaptive.record_device(s, bs, seconds)

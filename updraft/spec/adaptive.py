@@ -8,14 +8,16 @@ draft current). The expected tokens of an iteration with S drafts are
 where ``a_j`` is the running conditional acceptance of draft position j (accepted given the
 drafts before it were), estimated from every verify step with a Beta(2, 2) prior and an
 exponential decay (recent content matters more). The cost of S in a bucket (captured batch size,
-greedy or sampled: different graphs) is the wall time from one completion to the next when
-iterations run back to back (max of device and host work: at large batches the host's
-per-iteration work is what a larger S amortises): the median of its last ``window`` samples, so
-one stall (a graph capture, a GC pause) cannot price an S out for good; before any such sample,
-the device time of the replay. The pick is ``argmax E[S] / cost(S, bucket)``; a pair without a
-cost yet is tried first, and every ``explore_every``-th iteration runs the next S in a round
-robin (largest first), so every cost stays current and the acceptance of deep positions stays
-known even while a smaller S wins.
+greedy or sampled: different graphs) has two measured parts: the device time of its replay
+(CUDA events around every replay; timed once per graph at start-up) and the host's work per
+iteration in that bucket (completion-to-completion time minus the time spent waiting, whatever
+S ran: every iteration is a sample). With overlap the host works while the device runs, so the
+cost is ``max(device, host)`` (at large batches the host's per-iteration work is what a larger S
+amortises); without, their sum. Each part is the median of its last ``window`` samples, so one
+stall (a graph capture, a GC pause) cannot price an S out for good. The pick is
+``argmax E[S] / cost(S, bucket)``; a pair without a device time yet is tried first, and every
+``explore_every``-th iteration runs the next S in a round robin (largest first), so every
+estimate stays current and the acceptance of deep positions stays known while a smaller S wins.
 """
 
 from __future__ import annotations
@@ -32,14 +34,15 @@ _Key = tuple[int, int, bool]
 class AdaptiveSteps:
     choices: list[int]  # allowed S values, e.g. [0, 1, 2, 3, 5]
     enabled: bool = True
+    overlap: bool = True  # host work runs while the device does: cost = max, else sum
     explore_every: int = 8
     decay: float = 0.995
     window: int = 5
     switch_margin: float = 0.05
     #: position j (1-based) -> [accepted, trials] with decay
     _acc: dict[int, list[float]] = field(default_factory=dict)
-    _samples: dict[_Key, deque[float]] = field(default_factory=dict)
-    _device: dict[_Key, float] = field(default_factory=dict)
+    _device: dict[_Key, deque[float]] = field(default_factory=dict)
+    _host: dict[tuple[int, bool], deque[float]] = field(default_factory=dict)
     _current: dict[tuple[int, bool], int] = field(default_factory=dict)
     _iters: int = 0
     _explored: int = 0
@@ -66,10 +69,14 @@ class AdaptiveSteps:
         return total
 
     def cost(self, s: int, bs: int, sampled: bool = False) -> float | None:
-        samples = self._samples.get((s, bs, sampled))
-        if samples:
-            return statistics.median(samples)
-        return self._device.get((s, bs, sampled))
+        """Estimated seconds per iteration of S in this bucket; None before any device time."""
+        device = self._device.get((s, bs, sampled))
+        if not device:
+            return None
+        host_samples = self._host.get((bs, sampled))
+        host = statistics.median(host_samples) if host_samples else 0.0
+        dev = statistics.median(device)
+        return max(dev, host) if self.overlap else dev + host
 
     def choose(self, bs: int, sampled: bool = False) -> int:
         self._iters += 1
@@ -97,13 +104,13 @@ class AdaptiveSteps:
         self._current[(bs, sampled)] = best
         return best
 
-    def record_cost(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
-        """A completion-to-completion interval of an iteration with S drafts in this bucket."""
-        self._samples.setdefault((s, bs, sampled), deque(maxlen=self.window)).append(seconds)
-
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
-        """Device time of a replay (the latest): the cost estimate until wall-time samples exist."""
-        self._device[(s, bs, sampled)] = seconds
+        """Device time of one replay of S in this bucket."""
+        self._device.setdefault((s, bs, sampled), deque(maxlen=self.window)).append(seconds)
+
+    def record_host(self, bs: int, seconds: float, sampled: bool = False) -> None:
+        """Host work of one iteration in this bucket (completion to completion, minus waiting)."""
+        self._host.setdefault((bs, sampled), deque(maxlen=self.window)).append(seconds)
 
     def record(self, s: int, accept_lens: list[int]) -> None:
         """Every row's accept length (1..S+1) of one finished iteration."""
@@ -123,7 +130,9 @@ class AdaptiveSteps:
         return {
             "chosen_s": dict(sorted(self.chosen.items())),
             "acceptance_per_position": [round(self.rate(j), 4) for j in range(1, self.max_steps + 1)],
+            "host_ms": {f"bs={b}{',sampled' if smp else ''}": round(statistics.median(v) * 1e3, 4)
+                        for (b, smp), v in sorted(self._host.items()) if v},
             "cost_ms": {f"S={s},bs={b}{',sampled' if smp else ''}": round(c * 1e3, 4)
-                        for s, b, smp in sorted(set(self._samples) | set(self._device))
+                        for s, b, smp in sorted(self._device)
                         if (c := self.cost(s, b, smp)) is not None},
         }

@@ -222,7 +222,10 @@ class FusedIteration:
         else:
             chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, "hidden", d.runner.config.hidden_size)
             chain = [_static_batch(chain_phase, bs, d.runner.backend, dev, d.runner.dtype) for _ in range(max(0, s - 1))]
-            verify = _static_batch(PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture), bs,
+            # S = 0 scores one token: the decode kernel (split KV), not the extend kernel that a
+            # multi-token verify needs (the latter is far slower for one token at large batch).
+            mode = ForwardMode.TARGET_VERIFY if s else ForwardMode.DECODE
+            verify = _static_batch(PhaseSpec(mode, ndt, "all", self.target_capture), bs,
                                    self.target.backend, dev, self.target.dtype)
             feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
             # No logits rows: the next iteration applies the LM head to the selected feature.
