@@ -35,6 +35,7 @@ def test_fused_lossless_greedy(target, reference, eagle_head, eagle3_head, kind:
     eng = llm.engine
     assert eng.driver is not None and eng.driver.launches > 0
     assert eng.driver.fused.graphs, "no fused graph was captured"
+    assert sum(eng.driver.chosen_steps().values()) == eng.driver.launches  # what /metrics exposes
     if not adaptive:
         assert eng.spec_stats.num_draft_tokens == 3 * eng.spec_stats.num_drafts > 0
     assert eng.allocator.used_tokens == 0 and eng.req_pool.num_free == eng.req_pool.max_reqs

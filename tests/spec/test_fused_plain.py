@@ -31,6 +31,7 @@ def test_plain_overlap_equals_per_step_greedy(target, reference, bsz: int) -> No
     assert [o.outputs[0].token_ids for o in outs] == reference(ps)
     eng = llm.engine
     assert eng.driver is not None and eng.driver.launches >= 19
+    assert eng.driver.chosen_steps() == {}  # no speculation to report
     assert eng.runner.path_counts.get("DECODE graph", 0) == 0, eng.runner.path_counts  # every decode step fused
     assert eng.allocator.used_tokens == 0 and eng.req_pool.num_free == eng.req_pool.max_reqs
     eng.allocator.check_consistency()

@@ -84,6 +84,10 @@ class SpecDriver:
         self.adaptive.record_device(inf.num_steps, inf.bs, inf.seconds(), inf.sampled)
         return acc, toks
 
+    def chosen_steps(self) -> dict[int, int]:
+        """S -> speculative iterations that ran with S drafts (empty for plain decoding)."""
+        return dict(self.adaptive.chosen) if self.fused.drafter is not None else {}
+
     def can_run(self, reqs: list[Request]) -> bool:
         return self.fused.can_run(reqs)[0]
 

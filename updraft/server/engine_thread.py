@@ -135,6 +135,8 @@ class EngineSnapshot:
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_pos: tuple[int, ...] = field(default_factory=tuple)
+    #: (S, fused iterations that ran with S drafts), adaptive speculation's choices
+    chosen_steps: tuple[tuple[int, int], ...] = field(default_factory=tuple)
 
     @property
     def kv_usage(self) -> float:
@@ -332,6 +334,7 @@ class EngineThread:
             num_draft_tokens=spec.num_draft_tokens,
             num_accepted_tokens=spec.num_accepted_tokens,
             accepted_per_pos=tuple(spec.accepted_per_pos),
+            chosen_steps=tuple(sorted(e.driver.chosen_steps().items())) if e.driver is not None else (),
         )
 
     def _die(self, msg: str) -> None:

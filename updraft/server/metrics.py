@@ -139,6 +139,14 @@ class _EngineCollector(Collector):
         for pos, count in enumerate(s.accepted_per_pos):
             per_pos.add_metric([*values, str(pos)], count)
         yield per_pos
+        chosen = CounterMetricFamily(
+            PREFIX + "spec_decode_chosen_steps",
+            "Fused speculative iterations by the number of drafts adaptive speculation chose (0 = plain step).",
+            labels=[*labels, "num_steps"],
+        )
+        for steps, count in s.chosen_steps:
+            chosen.add_metric([*values, str(steps)], count)
+        yield chosen
 
 
 class ServerMetrics:
