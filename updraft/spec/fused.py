@@ -10,9 +10,11 @@ plain target step that keeps the draft's KV and feature current), the captured b
    the proposer's ``next_hidden``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next;
-3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``);
-4. accept: greedy matching, or lossless rejection sampling with counter-based noise
-   (``updraft.spec.device_rng``; the row's offset advances in the graph);
+3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
+   DECODE forward when S = 0: one token is the decode kernel's job);
+4. accept: greedy matching, or lossless rejection sampling with counter-based uniforms, one
+   draw of ``2 S + 2`` per row per iteration (``updraft.spec.sampling_kernels``; the row's
+   offset advances in the graph);
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows; its output feature at row ``accept_len - 1`` becomes
    the row's next draft feature (no LM head here: step 2 of the next iteration applies it);
 6. the row's ``N``, bonus token and offset are updated in place; ``out`` holds
