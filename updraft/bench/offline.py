@@ -104,7 +104,7 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
         "tpot_s": percentiles(tpot),
         "phases": phases,
         "cpu_overhead_s": max(0.0, step_total - inner),
-        "graph_hit_rate": _graph_hit_rate(eng, launches0),
+        "graph_hit_rate": eng.runner.graph_hit_rate(eng.driver.launches - launches0 if eng.driver else 0),
         "paths": dict(eng.runner.path_counts) | ({"fused graph": eng.driver.launches - launches0} if eng.driver else {}),
         "outputs": outputs,
     }
@@ -119,15 +119,6 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
             "accept_length_histogram": accept_histogram(spec, eng.spec.num_steps),
         }
     return res
-
-
-def _graph_hit_rate(eng: Engine, launches0: int) -> float:
-    """Target forwards that replayed a graph, fused iterations included (each one replay)."""
-    counts = eng.runner.path_counts
-    fused = eng.driver.launches - launches0 if eng.driver is not None else 0
-    graph = sum(c for k, c in counts.items() if k.endswith(" graph")) + fused
-    total = sum(counts.values()) + fused
-    return graph / total if total else 0.0
 
 
 def decode_bandwidth(engine: Engine, context: int, peak_bw: float, iters: int = 30) -> dict[str, float]:

@@ -97,7 +97,9 @@ class ModelRunner:
         self.backend.init_forward_metadata(batch)
         return self.model(batch)
 
-    def graph_hit_rate(self) -> float:
-        graph = sum(c for k, c in self.path_counts.items() if k.endswith(" graph"))
-        total = sum(self.path_counts.values())
+    def graph_hit_rate(self, other_replays: int = 0) -> float:
+        """Share of forwards that replayed a graph; ``other_replays`` are graph replays made
+        outside this runner (fused iterations) counted as forwards too."""
+        graph = sum(c for k, c in self.path_counts.items() if k.endswith(" graph")) + other_replays
+        total = sum(self.path_counts.values()) + other_replays
         return graph / total if total else 0.0

@@ -60,7 +60,8 @@ class SpecDriver:
         # completion (the one in flight, or this one without overlap) includes the stall.
         self._skip_cost |= inf.captured
         self._launched = True
-        self.device_owned.update(r.request_id for r in reqs)
+        if self.fused.drafter is not None:
+            self.device_owned.update(r.request_id for r in reqs)
         self.launches += 1
         return inf
 
@@ -74,10 +75,10 @@ class SpecDriver:
         if self._skip_cost:
             self._skip_cost = False
         elif self._launched and self._last_done is not None and done - self._last_done < _STEADY_GAP_S:
-            # Back to back: the host's work per iteration is the completion-to-completion time
-            # minus the time it waited. Only with a launch in between: a drain reads the
+            # Back to back: the host's work per iteration is the time from the previous
+            # completion to this wait. Only with a launch in between: a drain reads the
             # iteration in flight right after the previous one, with no host work between.
-            self.adaptive.record_host(inf.bs, max(0.0, (done - self._last_done) - (done - t0)), inf.sampled)
+            self.adaptive.record_host(inf.bs, max(0.0, t0 - self._last_done), inf.sampled)
         self._last_done = done
         self._launched = False
         self.adaptive.record(inf.num_steps, [a for r, a in zip(inf.reqs, acc) if not r.finished])

@@ -86,16 +86,17 @@ class AdaptiveSteps:
             s = self.choices[-1 - self._explored % len(self.choices)]
             self._explored += 1
         else:
-            untried = [c for c in reversed(self.choices) if self.cost(c, bs, sampled) is None]
-            s = untried[0] if untried else self._best(bs, sampled)
+            costs = {c: self.cost(c, bs, sampled) for c in self.choices}
+            untried = [c for c in reversed(self.choices) if costs[c] is None]
+            s = untried[0] if untried else self._best(bs, sampled, costs)
         self.chosen[s] += 1
         return s
 
-    def _best(self, bs: int, sampled: bool) -> int:
+    def _best(self, bs: int, sampled: bool, costs: dict[int, float | None]) -> int:
         """The S of highest expected tokens per second; the current one stays unless another is
         better by ``switch_margin`` (noisy cost samples would otherwise flip the choice)."""
         def score(c: int) -> float:
-            return self.expected_tokens(c) / (self.cost(c, bs, sampled) or 1e-9)
+            return self.expected_tokens(c) / (costs[c] or 1e-9)
 
         best = max(self.choices, key=score)
         cur = self._current.get((bs, sampled))

@@ -94,10 +94,9 @@ class _IterGraph:
 
 @dataclass
 class _Drafter:
-    """The draft side of the iteration: the proposer (owner of the per-row draft feature), its
-    runner and head."""
+    """The draft side of the iteration: the draft's runner and head, and the proposer's per-row
+    draft feature."""
 
-    proposer: DraftModelProposer
     runner: ModelRunner
     head: EagleHead | Eagle3Head
     next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
@@ -108,7 +107,7 @@ class _Drafter:
         head = proposer.runner.model
         if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head):
             raise ValueError("the fused iteration needs an EAGLE head with a stored draft feature")
-        return cls(proposer, proposer.runner, head, proposer.next_hidden,
+        return cls(proposer.runner, head, proposer.next_hidden,
                    head.to_target_ids if isinstance(head, Eagle3Head) else None)
 
 
