@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
-# Train the EAGLE-1 head shipped for SmolLM2-135M-Instruct on one GPU, then evaluate it on the six
-# EAGLE evaluation sets -- one command that ends well inside 600 s (training ~TRAIN_BUDGET s
+# Train the draft head shipped for SmolLM2-135M-Instruct on one GPU, then evaluate it on the six
+# EAGLE evaluation sets -- each command ends well inside 600 s (training ~TRAIN_BUDGET s
 # including data generation, evaluation bounded by EVAL_TIMEOUT s).
+#
+# One schedule spread over several such runs (each at most 10 minutes; the checkpoint and the
+# data cache live in $WORK, which survives between runs on the same machine):
+#   RUN=first  EVAL=0 bash scripts/gpu_train_head.sh   # generate the data, start the schedule
+#   RUN=resume EVAL=0 bash scripts/gpu_train_head.sh   # as many times as TRAIN_SECONDS needs
+#   RUN=resume EVAL=1 bash scripts/gpu_train_head.sh   # the last one, then the evaluation
+# The whole schedule (LR decay included) is planned for TRAIN_SECONDS of training in all. If the
+# machine (and $WORK) was lost between runs: the data is regenerated exactly from the seed
+# (greedy, not cut by the deadline), and RUN=init INIT_FROM=<the head a run brought back>
+# continues from that head's weights with a fresh optimizer.
+# METHOD=eagle (EAGLE-1, the earlier head) or eagle3 (default).
 #
 # Needs: the GGUF at $UPDRAFT_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf, updraft importable
 # (PYTHONPATH=repo root), gguf installed; matplotlib is optional (without it there is no PNG:
@@ -50,22 +61,29 @@ if [ "${TINY:-0}" = "1" ]; then
 else
   TRAIN_BUDGET=${TRAIN_BUDGET:-320}
   EVAL_TIMEOUT=${EVAL_TIMEOUT:-200}
-  TRAIN_ARGS=(--num-prompts 40000 --held-out 64 --max-new-tokens 320 --gen-batch 256 --gen-fraction 0.45
-              --gen-max-total-tokens 262144 --batch-tokens 8192 --eval-every 250 --log-every 50
-              --checkpoint-every 1000 --final-eval-prompts 16 --final-eval-tokens 192)
+  TRAIN_ARGS=(--num-prompts 14000 --held-out 64 --max-new-tokens 320 --gen-batch 384 --gen-fraction 0.5
+              --gen-max-total-tokens 393216 --batch-tokens 16384 --eval-every 500 --log-every 50
+              --checkpoint-every 500 --final-eval-prompts 16 --final-eval-tokens 192 --draft-vocab-size 8192
+              --train-seconds "${TRAIN_SECONDS:-1200}")
   EVAL_ARGS=(--limit mt_bench=80,default=20 --max-tokens 256 --speed-prompts 5 --accept-batch 16
              --max-total-tokens 65536)
 fi
 
-echo "== $(date -u +%FT%TZ) train-draft (budget ${TRAIN_BUDGET}s) =="
-rm -rf "$WORK/head"
+METHOD=${METHOD:-eagle3}
+case "${RUN:-first}" in
+  first) rm -rf "$WORK/head"; RUN_ARGS=() ;;
+  resume) RUN_ARGS=(--resume) ;;
+  init) RUN_ARGS=(--init-from "${INIT_FROM:?RUN=init needs INIT_FROM=<head folder>}"); rm -rf "$WORK/head" ;;
+  *) echo "RUN=${RUN} is not one of first, resume, init" >&2; exit 2 ;;
+esac
+echo "== $(date -u +%FT%TZ) train-draft ${METHOD} RUN=${RUN:-first} (budget ${TRAIN_BUDGET}s) =="
 start=$(date +%s)
 # The trainer keeps its own budget; the timeout is only a backstop (on SIGINT the trainer stops
 # and still saves the head).
 timeout --signal=INT --kill-after=15 $((TRAIN_BUDGET + 40)) \
   "$PY" -m updraft.train.cli --target "$GGUF" --out "$WORK/head" --data-dir "$WORK/data" \
-    --method eagle --ttt-steps 3 --spec-steps 5 --time-budget "$TRAIN_BUDGET" --no-progress \
-    "${TRAIN_ARGS[@]}" ${EXTRA_TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
+    --method "$METHOD" --ttt-steps 5 --spec-steps 5 --time-budget "$TRAIN_BUDGET" --no-progress \
+    "${TRAIN_ARGS[@]}" "${RUN_ARGS[@]}" ${EXTRA_TRAIN_ARGS:-} 2>&1 | tee "$OUT/train.log"
 train_rc=${PIPESTATUS[0]}
 echo "train-draft exit status $train_rc after $(( $(date +%s) - start ))s"
 mkdir -p "$OUT/head"
@@ -80,6 +98,7 @@ fi
 # Whatever training took, the whole script ends by TOTAL_LIMIT seconds.
 left=$(( ${TOTAL_LIMIT:-560} - ($(date +%s) - start) ))
 [ "$left" -lt "$EVAL_TIMEOUT" ] && EVAL_TIMEOUT=$left
+[ "${EVAL:-1}" = "0" ] && EVAL_TIMEOUT=0
 if [ "$EVAL_TIMEOUT" -ge 20 ]; then
   # WAIT_FOR=FILE: another GPU job started before this script (e.g. the kit matrix) touches FILE
 # when done; the bs-1 timings below must not share the GPU with it (waits at most WAIT_MAX s).
@@ -93,6 +112,9 @@ echo "== $(date -u +%FT%TZ) eval_acceptance (timeout ${EVAL_TIMEOUT}s) =="
     "$PY" benchmarks/eval_acceptance.py --model "$GGUF" --head "$OUT/head" --num-steps 5 \
       --out "$OUT/eval" "${EVAL_ARGS[@]}" 2>&1 | tee "$OUT/eval.log"
   eval_rc=${PIPESTATUS[0]}
+elif [ "${EVAL:-1}" = "0" ]; then
+  echo "evaluation skipped (EVAL=0)" | tee "$OUT/eval.log"
+  eval_rc=0
 else
   echo "no time left for the evaluation (${EVAL_TIMEOUT}s)" | tee "$OUT/eval.log"
   eval_rc=124
@@ -109,7 +131,9 @@ d, g = log["data"]["train"], log["data"]["generation"]
 print(f"device {log['device']}, torch {log['torch']}, precision {log['precision']}")
 print(f"data: {int(d['sequences'])} seqs, {int(d['tokens'])} tokens; generation {g.get('generated_tokens', 0):.0f} tokens "
       f"in {g.get('wall_s', 0):.0f}s ({g.get('tokens_per_s', 0):.0f} tok/s); teacher forcing {log['data']['teacher_forcing_s']:.1f}s")
-print(f"training: {log['steps']} steps ({log['epochs_seen']:.2f} epochs) in {log['train_s']:.0f}s, stopped by {log['stopped_by']}")
+print(f"training: {log['steps']}/{log['total_steps']} steps ({log['epochs_seen']:.2f} epochs) in {log['train_s']:.0f}s this run, "
+      f"stopped by {log['stopped_by']}; {log.get('tokens_seen', 0) / 1e6:.1f}M positions seen, "
+      f"{log.get('train_tokens_per_s', 0) / 1e3:.0f}k positions/s; draft vocab coverage {log['data'].get('draft_vocab_coverage')}")
 f = log["held_out_final"]
 print(f"held-out per-step acc {[round(a, 3) for a in f['acc']]} -> expected accept length {f['expected_accept_length']:.2f}")
 e = log.get("engine_acceptance")

@@ -31,20 +31,44 @@ def test_prompts_are_deterministic_and_split_disjoint() -> None:
     a, b = build_prompts(300, seed=7), build_prompts(300, seed=7)
     assert a == b and len({p.text for p in a}) == 300
     assert build_prompts(50, seed=8) != build_prompts(50, seed=7)
-    assert {p.category for p in a} >= {"writing", "coding", "math", "passage", "qa"}
+    assert {p.category for p in a} >= {"writing", "coding", "math", "passage", "qa", "advice", "roleplay", "essay"}
     train, held = split_prompts(a, 20, seed=7)
     assert len(held) == 20 and len(train) == 280 and not {p.text for p in train} & {p.text for p in held}
     passage = next(p for p in a if p.followup is not None)
     assert "MY PASSAGE" in passage.fill("  MY PASSAGE ")
+    assert passage.stage2_messages(" MY PASSAGE ") == [{"role": "user", "content": passage.fill("MY PASSAGE")}]
+    advice = next(p for p in a if p.second_turn is not None)
+    assert advice.followup is None and advice.two_stage
+    assert advice.stage2_messages(" MY ANSWER ") == [
+        {"role": "user", "content": advice.text}, {"role": "assistant", "content": "MY ANSWER"},
+        {"role": "user", "content": advice.second_turn},
+    ]
+    single = next(p for p in a if not p.two_stage)
+    with pytest.raises(ValueError, match="single-stage"):
+        single.stage2_messages("x")
 
 
 def test_generation_keeps_both_stages_in_prompt_order(generated) -> None:  # noqa: ANN001
     prompts, gen = generated
-    n_follow = sum(p.followup is not None for p in prompts)
-    assert len(gen.seqs) == len(prompts) + n_follow  # every passage got its follow-up
+    n_follow = sum(p.two_stage for p in prompts)
+    assert n_follow >= 2
+    assert len(gen.seqs) == len(prompts) + n_follow  # every passage / advice task got its second stage
     assert gen.prompt_index == sorted(gen.prompt_index)
     assert all(len(s) > pl for s, pl in zip(gen.seqs, gen.prompt_lens))
     assert gen.stats["generated_tokens"] == sum(len(s) - pl for s, pl in zip(gen.seqs, gen.prompt_lens))
+
+
+def test_advice_second_stage_continues_the_conversation(engine, generated) -> None:  # noqa: ANN001
+    """The second stage of a multi-turn task is prompted with the whole conversation: the first
+    user turn, the model's own first response as the assistant turn, then the next user turn."""
+    from updraft.train.data import conversation_ids
+
+    prompts, gen = generated
+    i = next(k for k, p in enumerate(prompts) if p.second_turn is not None)
+    first, second = [k for k, j in enumerate(gen.prompt_index) if j == i]
+    response = gen.seqs[first][gen.prompt_lens[first]:]
+    want = conversation_ids(engine, prompts[i].stage2_messages(engine.tokenizer.decode(response)))
+    assert gen.seqs[second][: gen.prompt_lens[second]] == want
 
 
 def test_deadline_keeps_partial_responses(engine) -> None:  # noqa: ANN001

@@ -85,6 +85,45 @@ def test_resume_equals_uninterrupted(tmp_path, tiny_target, data_dir, trained) -
         train(TrainConfig(out=str(tmp_path / "part"), resume=True, **(base | {"lr": 1e-2})), loaded=tiny_target)
 
 
+def test_init_from_starts_at_the_saved_head(tmp_path, tiny_target, data_dir, trained) -> None:  # noqa: ANN001
+    """``init_from`` (a lost checkpoint): the new run's head starts as the saved head -- same
+    weights, same EAGLE-3 draft vocabulary even when draft_vocab_size would pick another --
+    and its first held-out estimate equals the saved run's last one."""
+    method, _, _ = trained
+    base = dict(target=str(tiny_target.source), method=method, data_dir=str(data_dir), save_dtype="float32",
+                **(SMALL | {"final_eval_prompts": 0, "eval_every": 1}))
+    first = train(TrainConfig(out=str(tmp_path / "a"), steps=3, draft_vocab_size=200, **base), loaded=tiny_target)
+    again = train(TrainConfig(out=str(tmp_path / "b"), steps=1, draft_vocab_size=150, init_from=str(tmp_path / "a"),
+                              **(base | {"lr": 1e-12, "warmup_steps": 0})), loaded=tiny_target)
+    a = load_file(str(tmp_path / "a" / "model.safetensors"))
+    b = load_file(str(tmp_path / "b" / "model.safetensors"))
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k].double(), b[k].double(), atol=1e-6) if a[k].is_floating_point() else torch.equal(a[k], b[k]), k
+    assert again["held_out_evals"][0]["acc"] == pytest.approx(first["held_out_evals"][-1]["acc"], abs=1e-6)
+    assert again["tokens_seen"] > 0 and again["train_tokens_per_s"] > 0
+    with pytest.raises(ValueError, match="init_from"):
+        TrainConfig(out=str(tmp_path / "c"), resume=True, init_from=str(tmp_path / "a"), **base).validate()
+
+
+def test_train_seconds_plans_the_schedule_across_runs(tmp_path, tiny_target, data_dir, trained) -> None:  # noqa: ANN001
+    """``train_seconds``: the step count is fixed after the timed calibration steps to fill the
+    planned seconds, and a resumed run keeps that count (the LR schedule spans both runs)."""
+    method, _, _ = trained
+    base = dict(target=str(tiny_target.source), method=method, data_dir=str(data_dir), train_seconds=3.0,
+                **(SMALL | {"final_eval_prompts": 0, "eval_every": 0, "checkpoint_every": 0}))
+    part = train(TrainConfig(out=str(tmp_path / "p"), **base), loaded=tiny_target, stop_after=15)
+    assert part == {"stopped_after": 15}
+    blob = torch.load(tmp_path / "p" / "checkpoint" / "state.pt", map_location="cpu", weights_only=False)
+    planned = blob["total_steps"]
+    assert planned is not None and planned > 15 and blob["tokens_seen"] > 0
+    done = train(TrainConfig(out=str(tmp_path / "p"), resume=True, **base), loaded=tiny_target)
+    assert done["total_steps"] == planned and done["steps"] == planned and done["stopped_by"] == "steps"
+    assert done["tokens_seen"] > blob["tokens_seen"]
+    with pytest.raises(ValueError, match="train_seconds"):
+        TrainConfig(out=str(tmp_path / "q"), **(base | {"steps": 5})).validate()
+
+
 def test_time_budget_is_kept(tmp_path, tiny_target) -> None:  # noqa: ANN001
     budget = 9.0
     t0 = time.time()

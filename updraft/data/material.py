@@ -145,3 +145,50 @@ ITEMS = [
     ("apples", "basket"), ("pencils", "box"), ("cookies", "tray"), ("stickers", "sheet"), ("marbles", "bag"),
     ("books", "shelf"), ("eggs", "carton"), ("flowers", "bunch"), ("cards", "deck"), ("bottles", "crate"),
 ]
+
+#: Situations people ask advice about (multi-turn "advice" prompts).
+SITUATIONS = [
+    "I just moved to a new city and don't know anyone", "my team at work keeps missing deadlines",
+    "I want to start running but I get bored quickly", "I have an exam in two weeks and haven't started studying",
+    "my roommate never cleans the kitchen", "I want to save money for a trip next summer",
+    "I was offered a job with more pay but a longer commute", "my ten-year-old doesn't want to read books",
+    "I keep checking my phone when I should be working", "I need to give a presentation to senior managers",
+    "my small bakery is losing customers to a chain store", "I want to learn to cook healthy meals on a budget",
+    "a friend borrowed money and hasn't paid it back", "I'm planning a garden but only have a balcony",
+    "I want to switch careers into data analysis", "my elderly parents live far away and need more help",
+    "I'm nervous about my first week at a new job", "our volunteer group is losing members",
+    "I want to write a novel but never finish anything", "my dog barks whenever I leave the house",
+    "I have trouble falling asleep before midnight", "I need to choose between two universities",
+    "my neighbor plays loud music late at night", "I want to reduce my household's plastic waste",
+]
+
+#: Second user turns of a multi-turn conversation (they refer back to the first answer).
+SECOND_TURNS = [
+    "Can you make that shorter and put it in a numbered list?", "What if I only have one hour a week for this?",
+    "Which of those steps matters most, and why?", "Thanks. Can you write that as a short email I could send?",
+    "Now explain the same advice to a teenager.", "What are the most common mistakes people make with this?",
+    "Give me a concrete plan for the first seven days.", "Summarize your answer in two sentences.",
+    "Rewrite your answer in a more encouraging tone.", "What could go wrong, and how do I handle it?",
+    "Can you turn that into a table with columns for step, time needed and cost?",
+    "Give me a follow-up question I should ask myself before I start.",
+]
+
+#: Personas for role play (speak as them, in the first person).
+PERSONAS = [
+    "a famous detective from a 19th-century novel", "a medieval knight", "a pirate captain", "a friendly robot",
+    "a wise old wizard", "a sports commentator", "a grumpy cat", "a time traveler from the year 3000",
+    "an ancient Greek philosopher", "a stand-up comedian", "a strict but kind piano teacher",
+    "a tour guide in Rome", "a superhero on their day off", "a ship's doctor on a long voyage",
+    "a nature documentary narrator", "a fairy-tale queen", "a spaceship's onboard computer", "a jazz musician",
+]
+
+#: Essay subjects in science, technology, history and the humanities.
+ESSAY_SUBJECTS = [
+    "how vaccines train the immune system", "why the Roman Empire fell", "what causes inflation",
+    "how a bill becomes a law", "the causes of the First World War", "how electricity reaches our homes",
+    "the influence of Shakespeare on modern English", "why the sky is blue", "how the internet routes data",
+    "the ethics of artificial intelligence", "the importance of the printing press", "how plate tectonics shapes continents",
+    "the role of the Silk Road in spreading ideas", "how antibiotics work and why resistance develops",
+    "the Industrial Revolution's effect on cities", "the philosophy of Stoicism", "how GPS finds your position",
+    "the water crisis in dry regions", "the difference between weather and climate", "why democracy needs a free press",
+]

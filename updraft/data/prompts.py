@@ -2,10 +2,15 @@
 
 ``build_prompts(n, seed)`` returns ``n`` distinct instructions across writing, explanation,
 question answering, lists, coding (write / complete / explain / fix), math word problems,
-dialogue and role play, reasoning, and passage tasks. A passage task is two-stage: the target
-model first writes a passage (``TrainPrompt.text``), then gets ``TrainPrompt.followup`` with its
-own passage in place of ``{passage}`` (summarise it, extract facts, rewrite it, ...), which gives
-long-context, copy-heavy responses like summarisation without using anyone's articles.
+dialogue, persona role play, essays (science, history, humanities), reasoning, multi-turn advice
+and passage tasks. Two kinds are two-stage:
+
+* passage: the target model first writes a passage (``TrainPrompt.text``), then gets
+  ``TrainPrompt.followup`` with its own passage in place of ``{passage}`` (summarise it, extract
+  facts or a table, rewrite it, ...): long-context, copy-heavy responses like summarisation and
+  extraction without using anyone's articles;
+* advice: a second user turn (``TrainPrompt.second_turn``) in the same conversation, after the
+  model's own first answer (shorten it, make a plan of it, rewrite it for someone else, ...).
 
 Everything is generated from ``updraft.data.material`` by a seeded ``random.Random``: the same
 ``(n, seed)`` always gives the same list (the order of the lists and templates is part of the
@@ -21,19 +26,44 @@ from dataclasses import dataclass
 from updraft.data import material as m
 
 
+#: Bumped whenever the generator's output for a given ``(n, seed)`` changes, so cached
+#: generations of an older prompt set are not reused (``updraft.train`` keys its cache on it).
+PROMPTS_VERSION = 2
+
+Message = dict[str, str]  # one chat turn: {"role": ..., "content": ...} (the chat template's format)
+
+
 @dataclass(frozen=True)
 class TrainPrompt:
     """One user instruction. ``followup``: a second instruction containing ``{passage}``, to be
-    filled with the model's own response to ``text`` (passage tasks only)."""
+    filled with the model's own response to ``text`` (passage tasks). ``second_turn``: the next
+    user message of the same conversation, after the model's response (advice tasks)."""
 
     text: str
     category: str
     followup: str | None = None
+    second_turn: str | None = None
+
+    @property
+    def two_stage(self) -> bool:
+        return self.followup is not None or self.second_turn is not None
 
     def fill(self, passage: str) -> str:
         """The second-stage instruction with the model's passage inserted."""
-        assert self.followup is not None, "not a passage task"
+        if self.followup is None:
+            raise ValueError(f"{self.category} prompt has no passage follow-up")
         return self.followup.replace("{passage}", passage.strip())
+
+    def messages(self) -> list[Message]:
+        return [{"role": "user", "content": self.text}]
+
+    def stage2_messages(self, response: str) -> list[Message]:
+        """The conversation of the second stage, given the model's first response."""
+        if self.followup is not None:
+            return [{"role": "user", "content": self.fill(response)}]
+        if self.second_turn is None:
+            raise ValueError(f"{self.category} prompt is single-stage")
+        return [*self.messages(), {"role": "assistant", "content": response.strip()}, {"role": "user", "content": self.second_turn}]
 
 
 def _concept(r: random.Random) -> str:
@@ -182,6 +212,10 @@ FOLLOWUPS = [
     "Rewrite the following text in a more formal tone, keeping every fact.\n\n{passage}",
     "Give a TL;DR of this text, then list three questions it leaves open.\n\n{passage}",
     "Turn the following text into five quiz questions with answers.\n\n{passage}",
+    "Extract every person, place, date and number mentioned in the text below and return them as JSON.\n\n{passage}",
+    "From the passage below, make a Markdown table of the main facts (two columns: fact, detail).\n\n{passage}",
+    "List the claims made in this text and say which are supported by evidence in it.\n\n{passage}",
+    "Identify the three most important sentences in the text and quote them exactly.\n\n{passage}",
 ]
 
 
@@ -199,6 +233,46 @@ def _passage(r: random.Random) -> TrainPrompt:
     return TrainPrompt(text, "passage", followup)
 
 
+def _advice(r: random.Random) -> TrainPrompt:
+    sit, who = r.choice(m.SITUATIONS), r.choice(m.PEOPLE)
+    text = r.choice(
+        [
+            f"I work as {who}, and {sit}. What should I do?",
+            f"I need some advice: {sit}. Any suggestions?",
+            f"{sit[0].upper() + sit[1:]}. Give me practical advice, step by step.",
+            f"My situation: {sit}. What are my options, and which would you pick?",
+            f"Quick background: I'm {who}. {sit[0].upper() + sit[1:]}. How would you handle it?",
+        ]
+    )
+    return TrainPrompt(text, "advice", second_turn=r.choice(m.SECOND_TURNS))
+
+
+def _roleplay(r: random.Random) -> str:
+    who, t = r.choice(m.PERSONAS), r.choice(m.TOPICS)
+    templates = [
+        f"Pretend you are {who}. In character, tell me what you think about {t}.",
+        f"Act as {who}. Stay in character and answer: what is the best advice you ever received?",
+        f"You are {who}. Describe your morning to me, in the first person, and mention {t}.",
+        f"Embody {who} and give a short speech to a crowd about {t}.",
+        f"Role-play: you are {who} and I am a new apprentice. Introduce yourself and explain my first task.",
+        f"Imagine you are {who} writing a letter home about {r.choice(m.PLACES)}.",
+    ]
+    return r.choice(templates)
+
+
+def _essay(r: random.Random) -> str:
+    subj, who, n = r.choice(m.ESSAY_SUBJECTS), r.choice(m.AUDIENCES), r.choice([150, 200, 300, 400])
+    templates = [
+        f"Write a {n}-word essay explaining {subj}.",
+        f"In about {n} words, explain {subj} to {who}.",
+        f"Explain {subj} to {who}, with at least one concrete example.",
+        f"Write a five-paragraph essay on {subj}: introduction, three points, conclusion.",
+        f"Discuss {subj}. What do experts agree on, and where do they disagree?",
+        f"Give a structured overview of {subj} with headings.",
+    ]
+    return r.choice(templates)
+
+
 _SIMPLE: dict[str, Callable[[random.Random], str]] = {
     "writing": _writing,
     "explain": _explain,
@@ -208,11 +282,13 @@ _SIMPLE: dict[str, Callable[[random.Random], str]] = {
     "math": _math,
     "dialogue": _dialogue,
     "reasoning": _reasoning,
+    "roleplay": _roleplay,
+    "essay": _essay,
 }
-#: Category weights (passage tasks produce two training responses each).
+#: Category weights (passage and advice tasks produce two training responses each).
 WEIGHTS = {
-    "writing": 15, "explain": 12, "qa": 9, "lists": 8, "coding": 15, "math": 12, "dialogue": 7, "reasoning": 7,
-    "passage": 15,
+    "writing": 14, "explain": 10, "qa": 7, "lists": 8, "coding": 14, "math": 11, "dialogue": 6, "reasoning": 7,
+    "passage": 14, "advice": 10, "roleplay": 8, "essay": 7,
 }
 
 
@@ -233,7 +309,7 @@ def build_prompts(n: int, seed: int = 0) -> list[TrainPrompt]:
         if attempts > 100 * n + 1000:
             raise ValueError(f"could not build {n} distinct prompts (got {len(out)}); the template space is smaller")
         cat = r.choices(cats, weights)[0]
-        p = _passage(r) if cat == "passage" else TrainPrompt(_SIMPLE[cat](r), cat)
+        p = _passage(r) if cat == "passage" else _advice(r) if cat == "advice" else TrainPrompt(_SIMPLE[cat](r), cat)
         if p.text in seen:
             continue
         seen.add(p.text)

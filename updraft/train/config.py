@@ -25,6 +25,9 @@ class TrainConfig:
     method: str = _opt("eagle (EAGLE-1/2: fc + one decoder layer on the final hidden state) or eagle3 (three-layer features, draft vocabulary)", default="eagle")
     data_dir: str | None = _opt("cache of the generated sequences, reused when it matches (default: OUT/data)", default=None)
     resume: bool = _opt("continue from OUT/checkpoint/state.pt (same data, same schedule)", default=False)
+    init_from: str | None = _opt(
+        "start from the weights (and EAGLE-3 draft vocabulary) of a head folder this command wrote, with a fresh "
+        "optimizer: continues a run whose checkpoint was lost (e.g. on another machine)", default=None)
     device: str = _opt("auto (cuda if available), cpu or cuda", default="auto")
     precision: str = _opt("auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16 (target in bf16, head under bf16 autocast with fp32 weights)", default="auto")
     seed: int = _opt("seed of the prompts, the split, the head's initialisation and the batch order", default=0)
@@ -39,6 +42,9 @@ class TrainConfig:
     # ---- optimisation
     steps: int | None = _opt("optimizer steps (default: from --epochs, or as many as --time-budget allows)", default=None)
     epochs: float = _opt("passes over the data when neither --steps nor --time-budget decides", default=4.0)
+    train_seconds: float | None = _opt(
+        "training seconds the whole schedule is planned for, across --resume runs: after a few timed steps the step "
+        "count (and with it the LR schedule) is fixed to fit them; --time-budget still bounds each run", default=None)
     time_budget: float | None = _opt("seconds for the whole command: generation gets --gen-fraction, training the rest minus a reserve for saving and the final check", default=None)
     gen_fraction: float = _opt("share of --time-budget for generating data", default=0.45)
     batch_tokens: int = _opt("padded tokens per training batch", default=8192)
@@ -47,7 +53,7 @@ class TrainConfig:
     warmup_steps: int = _opt("linear warm-up steps", default=60)
     weight_decay: float = _opt("AdamW weight decay", default=0.0)
     grad_clip: float = _opt("gradient norm clip (0 = off)", default=0.5)
-    ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=3)
+    ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=5)
     step_decay: float = _opt("loss weight decay per unrolled step", default=0.8)
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
@@ -91,12 +97,18 @@ class TrainConfig:
                 raise bad(name, "must be an integer >= 0")
         if self.held_out >= self.num_prompts:
             raise bad("held_out", f"must be smaller than num_prompts={self.num_prompts}")
+        if self.resume and self.init_from:
+            raise bad("init_from", "resume continues from the checkpoint: give one of --resume and --init-from")
         if self.final_eval_prompts > self.held_out:
             raise bad("final_eval_prompts", f"must be <= held_out={self.held_out} (it runs held-out prompts)")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise bad("steps", "must be an integer >= 1 or unset")
         if self.gen_max_total_tokens is not None and self.gen_max_total_tokens < 64:
             raise bad("gen_max_total_tokens", "must be >= 64 or unset")
+        if self.train_seconds is not None and not self.train_seconds > 0:
+            raise bad("train_seconds", "must be > 0 seconds or unset")
+        if self.train_seconds is not None and self.steps is not None:
+            raise bad("train_seconds", "give one of --steps and --train-seconds")
         if self.time_budget is not None and not self.time_budget > 0:
             raise bad("time_budget", "must be > 0 seconds or unset")
         if not self.epochs > 0:

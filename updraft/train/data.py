@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.data.prompts import TrainPrompt
+from updraft.data.prompts import Message, TrainPrompt
 from updraft.engine.engine import Engine
 from updraft.sampling_params import SamplingParams
 
@@ -171,6 +171,10 @@ def chat_ids(engine: Engine, text: str) -> list[int]:
     return engine.tokenizer.encode_chat([{"role": "user", "content": text}], add_generation_prompt=True)
 
 
+def conversation_ids(engine: Engine, messages: list[Message]) -> list[int]:
+    return engine.tokenizer.encode_chat(messages, add_generation_prompt=True)
+
+
 @dataclass
 class GenerationResult:
     """Prompt + response token ids per kept sequence (ordered by prompt index, then stage) and
@@ -234,9 +238,10 @@ def collect_sequences(
     deadline: float | None = None, progress: bool = True, desc: str = "Generating",
 ) -> GenerationResult:
     """The target's responses to ``prompts`` through the engine (continuous batching; CUDA
-    graphs when the engine captured them). Passage tasks are two-stage: as soon as a passage
-    finishes, its follow-up (with the passage filled in) is queued ahead of the remaining
-    first-stage prompts, so a deadline cuts both stages alike.
+    graphs when the engine captured them). Passage and advice tasks are two-stage: as soon as the
+    first response finishes, the second stage (the passage's follow-up, or the conversation's
+    next user turn) is queued ahead of the remaining first-stage prompts, so a deadline cuts
+    both stages alike.
 
     Requests are fed in waves: whenever a quarter of the engine's ``max_running_requests`` slots
     are free, enough new requests to fill them are added at once, so their prompts share one
@@ -247,8 +252,8 @@ def collect_sequences(
     limit = engine.max_model_len - 2
     slots = engine.config.max_running_requests
     refill = max(1, slots // 4)
-    todo: deque[tuple[int, int, str]] = deque((i, 1, p.text) for i, p in enumerate(prompts))
-    follow: deque[tuple[int, int, str]] = deque()
+    todo: deque[tuple[int, int, list[Message]]] = deque((i, 1, p.messages()) for i, p in enumerate(prompts))
+    follow: deque[tuple[int, int, list[Message]]] = deque()
     inflight: dict[str, tuple[int, int, list[int]]] = {}
     done: list[tuple[int, int, list[int], list[int]]] = []
     stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0}
@@ -272,8 +277,8 @@ def collect_sequences(
             done.append((i, stage, ids, resp))
             stats["generated_tokens"] += len(resp)
             p = prompts[i]
-            if stage == 1 and p.followup is not None and req.finish_reason != "abort":
-                follow.append((i, 2, p.fill(engine.tokenizer.decode(resp))))
+            if stage == 1 and p.two_stage and req.finish_reason != "abort":
+                follow.append((i, 2, p.stage2_messages(engine.tokenizer.decode(resp, skip_special_tokens=True))))
                 if bar is not None:
                     bar.total += 1
         if bar is not None:
@@ -286,8 +291,8 @@ def collect_sequences(
             else:
                 add = 0
             while add > 0 and (follow or todo):
-                i, stage, text = follow.popleft() if follow else todo.popleft()
-                ids = chat_ids(engine, text)
+                i, stage, messages = follow.popleft() if follow else todo.popleft()
+                ids = conversation_ids(engine, messages)
                 if len(ids) >= limit:
                     stats["skipped_long"] += 1
                     continue

@@ -34,9 +34,9 @@ from typing import Any
 import torch
 
 from updraft.config import EngineConfig, SpeculativeConfig
-from updraft.data.prompts import TrainPrompt, build_prompts, split_prompts
+from updraft.data.prompts import PROMPTS_VERSION, TrainPrompt, build_prompts, split_prompts
 from updraft.engine.engine import Engine
-from updraft.models.eagle import default_aux_layers
+from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.provenance import git_commit
@@ -58,7 +58,7 @@ LOG_NAME = "train_log.json"
 RESUME_KEYS = (
     "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
     "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
-    "token_weight", "draft_vocab_size", "steps", "epochs",
+    "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds",
 )
 #: Config fields that decide which sequences get generated (the data cache is reused if equal).
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
@@ -86,6 +86,7 @@ class TrainState:
     batch_index: int = 0  # next batch of the epoch
     total_steps: int | None = None
     warmup: int = 0
+    tokens_seen: int = 0  # training positions of all steps so far (the x axis of the learning curve)
     log: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
 
@@ -105,7 +106,7 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     train_p, held_p = split_prompts(prompts, cfg.held_out, cfg.seed)
     ordered = held_p + train_p  # held-out first: always generated in full, before any deadline
     data_dir = Path(cfg.data_dir or Path(cfg.out) / "data")
-    meta = {k: getattr(cfg, k) for k in DATA_KEYS} | _target_identity(path)
+    meta = {k: getattr(cfg, k) for k in DATA_KEYS} | _target_identity(path) | {"prompts_version": PROMPTS_VERSION}
     cached = GenerationResult.load(data_dir)
     if cached is not None and cached[1] == json.loads(json.dumps(meta)):
         gen = cached[0]
@@ -284,7 +285,7 @@ def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: T
     blob = {
         "head": head.state_dict(), "optimizer": opt.state_dict(), "step": state.step, "epoch": state.epoch,
         "batch_index": state.batch_index, "total_steps": state.total_steps, "warmup": state.warmup,
-        "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp,
+        "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp, "tokens_seen": state.tokens_seen,
         "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
     }
     tmp = path.with_suffix(".tmp")
@@ -307,7 +308,27 @@ def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cf
     torch.set_rng_state(blob["rng"])
     if blob.get("cuda_rng") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(blob["cuda_rng"])
-    return TrainState(blob["step"], blob["epoch"], blob["batch_index"], blob["total_steps"], blob["warmup"], blob["log"], blob["evals"])
+    return TrainState(
+        blob["step"], blob["epoch"], blob["batch_index"], blob["total_steps"], blob["warmup"], blob.get("tokens_seen", 0),
+        blob["log"], blob["evals"],
+    )
+
+
+def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Head, dict[str, Any]] | None:
+    """``--init-from``: a head built like ``new_head`` but holding a saved head's weights (and,
+    for EAGLE-3, its draft vocabulary), for a run whose checkpoint (optimizer state) was lost."""
+    if not cfg.init_from:
+        return None
+    src = load_draft_head(cfg.init_from, target, torch.float32, device)
+    if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
+        raise ValueError(f"init_from={cfg.init_from!r} holds a {type(src).__name__}, but method={cfg.method!r}")
+    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
+    aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
+    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    own = head.state_dict()
+    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=True)
+    _say(f"initialised from {cfg.init_from}")
+    return head, hf_cfg
 
 
 # ---- the run ----------------------------------------------------------------------------------
@@ -334,11 +355,19 @@ def train(
     prep = prepare(cfg, device, target_dtype, t0, loaded)
     target = prep.loaded.model
     target.requires_grad_(False)
-    draft_ids = None
-    if cfg.method == "eagle3":
-        draft_ids = select_draft_vocab(prep.train.token_counts(prep.loaded.config.vocab_size), cfg.draft_vocab_size)
-    aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
-    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    started = warm_start(cfg, target, device)
+    if started is None:
+        draft_ids = None
+        if cfg.method == "eagle3":
+            draft_ids = select_draft_vocab(prep.train.token_counts(prep.loaded.config.vocab_size), cfg.draft_vocab_size)
+        aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
+        started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    head, hf_cfg = started
+    if isinstance(head, Eagle3Head):
+        counts = prep.train.token_counts(prep.loaded.config.vocab_size)
+        in_vocab = head.to_target_ids(torch.arange(head.lm_head.out_features, device=head.d2t.device)).cpu()
+        prep.data_info["draft_vocab_coverage"] = float(counts[in_vocab].sum() / counts.sum().clamp(min=1))
+        _say(f"draft vocabulary of {in_vocab.numel()} tokens covers {prep.data_info['draft_vocab_coverage']:.4f} of the training targets")
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     labels = TargetHead(head)
@@ -360,7 +389,7 @@ def train(
         state.warmup = cfg.warmup_steps
         if cfg.steps is not None:
             state.total_steps = cfg.steps
-        elif cfg.time_budget is None:
+        elif cfg.time_budget is None and cfg.train_seconds is None:
             state.total_steps = max(1, math.ceil(cfg.epochs * len(batches)))
         if state.total_steps is not None:
             state.warmup = min(cfg.warmup_steps, state.total_steps // 10)
@@ -370,9 +399,10 @@ def train(
 
         bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
     window: dict[str, float] = {}
-    win_n = 0
+    win_n, win_t = 0, time.time()
     calib_start: tuple[int, float] | None = None
     train_start = time.time()
+    tokens_at_start = state.tokens_seen
     stopped = "steps"
     try:
         while state.total_steps is None or state.step < state.total_steps:
@@ -398,6 +428,7 @@ def train(
             state.batch_index += 1
             m["grad_norm"] = float(gnorm)
             m["tokens"] = float(batch.target_mask.sum())
+            state.tokens_seen += int(m["tokens"])
             for k, v in m.items():
                 window[k] = window.get(k, 0.0) + v
             win_n += 1
@@ -407,7 +438,10 @@ def train(
                     calib_start = (state.step, time.time())
                 elif state.step - calib_start[0] >= CALIBRATION_STEPS:
                     per_step = (time.time() - calib_start[1]) / (state.step - calib_start[0])
-                    left = max(0.0, (train_deadline or time.time()) - time.time())
+                    if cfg.train_seconds is not None:  # the whole multi-run schedule
+                        left = max(0.0, cfg.train_seconds - (time.time() - train_start))
+                    else:
+                        left = max(0.0, (train_deadline or time.time()) - time.time())
                     evals = (left / per_step) / cfg.eval_every if cfg.eval_every else 0
                     state.total_steps = state.step + max(1, int(0.93 * left / per_step - 2 * evals))
                     state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
@@ -419,9 +453,13 @@ def train(
                 bar.update(1)
                 bar.set_postfix(loss=f"{m['loss']:.3f}", acc0=f"{m.get('acc0', 0):.2f}", lr=f"{lr:.1e}", refresh=False)
             if state.step % cfg.log_every == 0:
-                entry = {k: v / win_n for k, v in window.items()} | {"step": state.step, "epoch": state.epoch, "lr": lr, "elapsed_s": time.time() - t0}
+                now = time.time()
+                entry = {k: v / win_n for k, v in window.items()} | {
+                    "step": state.step, "epoch": state.epoch, "lr": lr, "elapsed_s": now - t0, "tokens_seen": state.tokens_seen,
+                    "train_tokens_per_s": window.get("tokens", 0.0) / max(now - win_t, 1e-9),
+                }
                 state.log.append(entry)
-                window, win_n = {}, 0
+                window, win_n, win_t = {}, 0, now
                 if bar is None:
                     accs = " ".join(f"{entry.get(f'acc{k}', 0):.2f}" for k in range(cfg.ttt_steps))
                     _say(f"step {state.step}/{state.total_steps or '?'} loss {entry['loss']:.4f} acc [{accs}] lr {lr:.2e}")
@@ -459,6 +497,8 @@ def train(
         "epochs_seen": state.epoch + state.batch_index / max(1, len(batches)),
         "stopped_by": stopped,
         "train_s": train_s,
+        "tokens_seen": state.tokens_seen,
+        "train_tokens_per_s": (state.tokens_seen - tokens_at_start) / max(train_s, 1e-9),
         "log": state.log,
         "held_out_evals": state.evals,
         "held_out_final": final,
@@ -487,7 +527,7 @@ def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, devi
           state: TrainState, t0: float, bar: Any) -> dict[str, Any]:
     t = time.time()
     r = held_out_estimate(head, prep.held, cfg, labels, device, autocast)
-    r |= {"step": state.step, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
+    r |= {"step": state.step, "tokens_seen": state.tokens_seen, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
     state.evals.append(r)
     msg = f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length {r['expected_accept_length']:.2f} (S={cfg.spec_steps})"
     if bar is not None:
