@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from updraft.data import material as m
 
-
 #: Bumped whenever the generator's output for a given ``(n, seed)`` changes, so cached
 #: generations of an older prompt set are not reused (``updraft.train`` keys its cache on it).
 PROMPTS_VERSION = 2
