@@ -134,7 +134,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     common = dict(model=str(loaded.source), device=device.type, dtype=dname, progress=False, max_total_tokens=kv)
     # The plain engine first (captured before an EAGLE-3 head switches on the aux layers).
     base = Engine(EngineConfig(**common, max_running_requests=1, cuda_graph_bs=[1]), loaded=loaded)
-    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps)
+    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=not args.pin_steps)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     aux = loaded.model.aux_layers
@@ -269,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", default="mt_bench=80,default=20", help="prompts per set: NAME=N,...,default=N (0 = all)")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--num-steps", type=int, default=5, help="draft steps S (chain)")
+    ap.add_argument("--adaptive", dest="pin_steps", action="store_false", default=True,
+                    help="let adaptive speculation choose S per iteration (default: S pinned to --num-steps, the head's acceptance along the chain)")
     ap.add_argument("--speed-prompts", type=int, default=8, help="prompts per set timed at bs 1 with and without speculation")
     ap.add_argument("--accept-batch", type=int, default=16, help="batch size of the remaining acceptance prompts")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])

@@ -37,6 +37,7 @@ from updraft.batch import ForwardMode  # noqa: E402
 from updraft.bench.offline import make_prompts, run_one  # noqa: E402
 from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
+from updraft.heads import resolve_draft_path  # noqa: E402
 from updraft.models.config import ModelConfig  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.sampling_params import SamplingParams  # noqa: E402
@@ -250,13 +251,13 @@ def arrival_cost(eng: Engine, prompt: list[int], reps: int = 5) -> dict[str, flo
     return out
 
 
-def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str, Any]:
+def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str, Any]:
     res: dict[str, Any] = {}
     greedy = SamplingParams(temperature=0, max_tokens=out_len, ignore_eos=True)
     sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
     base = EngineConfig(model=gguf, device="cuda", dtype="bfloat16", progress=False, max_running_requests=max(sizes),
                         max_total_tokens=200_000)
-    eagle = SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5)
+    eagle = SpeculativeConfig(method=method, draft_model=head, num_steps=5)
     variants = [  # plain = plain decoding with overlap (the default); plain_step = per-step graphs
         ("plain", base),
         ("plain_step", dataclasses.replace(base, disable_overlap=True)),
@@ -304,7 +305,7 @@ def speed(gguf: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str
     return res
 
 
-def lossless(gguf: str) -> dict[str, Any]:
+def lossless(gguf: str, head: str, method: str) -> dict[str, Any]:
     """fp32 on the GPU: fused speculative outputs equal plain greedy (bs 1 and 8, overlap on/off,
     adaptive on/off; plain decoding with overlap too), and a seeded sampled run repeats."""
     base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8,
@@ -324,7 +325,7 @@ def lossless(gguf: str) -> dict[str, Any]:
     _free()
     for adaptive in (True, False):
         for overlap in (True, False):
-            spec = SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5, adaptive=adaptive)
+            spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=adaptive)
             eng = Engine(dataclasses.replace(base, speculative=spec, disable_overlap=not overlap))
             for bs in (1, 8):
                 got = run_one(eng, ps[:bs], greedy, bs)["outputs"]
@@ -340,6 +341,12 @@ def lossless(gguf: str) -> dict[str, Any]:
     return out
 
 
+def head_method(head: str) -> str:
+    """eagle or eagle3, from the head folder's config.json architecture."""
+    cfg = json.loads((Path(resolve_draft_path(head)) / "config.json").read_text())
+    return "eagle3" if any("Eagle3" in a for a in cfg.get("architectures", [])) else "eagle"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smollm", default=None, help="SmolLM2 GGUF path (parts 1 and 2)")
@@ -349,6 +356,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,8,32,64")
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=128)
+    ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -364,11 +372,13 @@ def main() -> None:
             del loaded
             torch.cuda.empty_cache()
     if args.smollm:
-        results["lossless_fp32"] = lossless(args.smollm)
-        results["cost_smollm2"] = cost(args.smollm, None, "builtin:smollm2", "eagle", [1, 8], args.context, args.iters)
+        method = head_method(args.head)
+        results["head"] = {"path": args.head, "method": method}
+        results["lossless_fp32"] = lossless(args.smollm, args.head, method)
+        results["cost_smollm2"] = cost(args.smollm, None, args.head, method, [1, 8], args.context, args.iters)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
-            results["speed_smollm2"] = speed(args.smollm, sizes, args.num_prompts, args.output_len)
+            results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "spec_iteration.json").write_text(json.dumps(results, indent=1, default=str))
 

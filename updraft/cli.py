@@ -240,7 +240,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     if "spec" in m:
         s = m["spec"]
-        per_pos = ", ".join(f"{r:.2f}" for r in (c / s["num_drafts"] for c in s["accepted_per_position"]))
+        per_pos = ", ".join(f"{c / n if n else 0.0:.2f}" for c, n in zip(s["accepted_per_position"], s["proposed_per_position"]))
         print(
             f"[speculative {engine_cfg.speculative.method}: mean accept length {s['mean_accept_length']:.2f} "  # type: ignore[union-attr]
             f"(tokens per verify step, counting the bonus token) | acceptance rate {s['acceptance_rate']:.2f} | "

@@ -237,7 +237,8 @@ def engine_acceptance(
 
     device = next(loaded.model.parameters()).device
     n = len(prompts)
-    spec = SpeculativeConfig(method=cfg.method, draft_model=str(head_dir), num_steps=cfg.spec_steps)
+    # S pinned: the head's acceptance along a chain of spec_steps, not what adaptive S would run.
+    spec = SpeculativeConfig(method=cfg.method, draft_model=str(head_dir), num_steps=cfg.spec_steps, adaptive=False)
     engine = Engine(
         EngineConfig(
             model=str(loaded.source), device=device.type, dtype=_dtype_name(next(loaded.model.parameters()).dtype),
