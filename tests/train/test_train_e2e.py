@@ -148,3 +148,19 @@ def test_bf16_run_like_the_gpu(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN0
     assert log["precision"] == "bf16" and log["steps"] == 4
     assert all(torch.isfinite(torch.tensor(e["loss"])) for e in log["log"])
     assert log["engine_acceptance"]["verify_steps"] > 0
+
+
+def test_plan_steps_fills_the_planned_seconds() -> None:
+    import time as _time
+
+    from updraft.train.trainer import _plan_steps
+
+    now = _time.time()
+    cfg = TrainConfig(out="x", train_seconds=100.0, eval_every=0)
+    # 90 s left of the planned 100 at 0.1 s a step: 93% of 900 steps after the 20 done.
+    # (+-2 steps: the clock moves between here and the call)
+    assert abs(_plan_steps(cfg, 20, 0.1, now - 10.0, None) - (20 + 0.93 * 900)) <= 2
+    # A longer sample that measured twice the speed plans twice the steps.
+    assert abs(_plan_steps(cfg, 20, 0.05, now - 10.0, None) - (20 + 0.93 * 1800)) <= 2
+    budget = TrainConfig(out="x", eval_every=0)
+    assert abs(_plan_steps(budget, 5, 0.5, now, now + 50.0) - (5 + 0.93 * 100)) <= 2

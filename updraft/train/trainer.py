@@ -62,7 +62,8 @@ RESUME_KEYS = (
 )
 #: Config fields that decide which sequences get generated (the data cache is reused if equal).
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
-CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is fixed
+CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is planned
+REPLAN_STEPS = 150  # timed steps after which that plan is made once more, from the longer sample
 RESERVE_FRACTION = 0.1  # share of the time budget kept for saving and the final check
 
 
@@ -332,6 +333,18 @@ def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Hea
     return head, hf_cfg
 
 
+def _plan_steps(cfg: TrainConfig, step: int, per_step: float, train_start: float, train_deadline: float | None) -> int:
+    """The step count that fills the planned training time at ``per_step`` seconds a step:
+    ``train_seconds`` of the whole schedule (across --resume runs), else this run's deadline;
+    a share is kept for the held-out evaluations."""
+    if cfg.train_seconds is not None:
+        left = max(0.0, cfg.train_seconds - (time.time() - train_start))
+    else:
+        left = max(0.0, (train_deadline or time.time()) - time.time())
+    evals = (left / per_step) / cfg.eval_every if cfg.eval_every else 0
+    return step + max(1, int(0.93 * left / per_step - 2 * evals))
+
+
 # ---- the run ----------------------------------------------------------------------------------
 def train(
     cfg: TrainConfig, *, start_time: float | None = None, stop_after: int | None = None, loaded: LoadedModel | None = None,
@@ -402,6 +415,7 @@ def train(
     window: dict[str, float] = {}
     win_n, win_t = 0, time.time()
     calib_start: tuple[int, float] | None = None
+    planned_at: int | None = None  # the step of this run's first plan, until it is re-planned
     train_start = time.time()
     tokens_at_start = state.tokens_seen
     stopped = "steps"
@@ -433,19 +447,24 @@ def train(
             for k, v in m.items():
                 window[k] = window.get(k, 0.0) + v
             win_n += 1
-            # A time-budgeted run fixes its step count (and with it the LR schedule) after a few timed steps.
-            if state.total_steps is None:
-                if state.step == 2 or calib_start is None:
+            # A time-budgeted run fixes its step count (and with it the LR schedule) after a few
+            # timed steps, and re-plans once after REPLAN_STEPS: the first steps run slower
+            # (allocator growth, kernel heuristics for each new batch shape), so the first
+            # plan can be short by half.
+            if state.total_steps is None or planned_at is not None:
+                if calib_start is None or (state.total_steps is None and state.step == 2):
                     calib_start = (state.step, time.time())
-                elif state.step - calib_start[0] >= CALIBRATION_STEPS:
+                elif (state.total_steps is None and state.step - calib_start[0] >= CALIBRATION_STEPS) or (
+                    planned_at is not None and state.step - calib_start[0] == REPLAN_STEPS
+                ):
                     per_step = (time.time() - calib_start[1]) / (state.step - calib_start[0])
-                    if cfg.train_seconds is not None:  # the whole multi-run schedule
-                        left = max(0.0, cfg.train_seconds - (time.time() - train_start))
+                    first = state.total_steps is None
+                    state.total_steps = _plan_steps(cfg, state.step, per_step, train_start, train_deadline)
+                    if first:
+                        state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
+                        planned_at = state.step
                     else:
-                        left = max(0.0, (train_deadline or time.time()) - time.time())
-                    evals = (left / per_step) / cfg.eval_every if cfg.eval_every else 0
-                    state.total_steps = state.step + max(1, int(0.93 * left / per_step - 2 * evals))
-                    state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
+                        planned_at = None  # done: the schedule stays fixed from here (and on --resume)
                     _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
                     if bar is not None:
                         bar.total = state.total_steps
