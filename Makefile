@@ -9,7 +9,7 @@ setup:
 
 demo: setup
 	$(VENV)/bin/updraft generate --chat "Explain speculative decoding in two sentences." --max-tokens 96 \
-		--speculative-algorithm EAGLE --speculative-draft-model-path builtin:smollm2 --compare-plain
+		--speculative-algorithm EAGLE3 --speculative-draft-model-path builtin:smollm2 --compare-plain
 
 test: setup
 	$(PY) -m pytest -m "not gpu and not slow" -q

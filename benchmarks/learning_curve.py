@@ -70,12 +70,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+", help="train_log.json files (NAME=PATH to label one)")
     ap.add_argument("--out", default=".", help="folder for learning_curve.png and learning_curve.txt")
+    ap.add_argument("--chain", action="store_true",
+                    help="the logs are successive runs of one head (--init-from): draw one curve, each run's positions "
+                         "offset by the positions of the runs before it")
     args = ap.parse_args()
     logs = []
+    offset = 0
     for item in args.logs:
         name, _, path = item.rpartition("=") if "=" in item else ("", "", item)
         p = Path(path)
-        logs.append((name or p.parent.name, curve(json.loads(p.read_text()))))
+        log = json.loads(p.read_text())
+        pts = curve(log)
+        if args.chain:
+            pts = [dict(e, tokens_seen=e["tokens_seen"] + offset, run=name or p.parent.name) for e in pts if "tokens_seen" in e]
+            offset += int(log.get("tokens_seen", 0))
+        logs.append((name or p.parent.name, pts))
+    if args.chain:
+        logs = [("+".join(n for n, _ in logs), [e for _, pts in logs for e in pts])]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     text = "\n\n".join(table(n, pts) for n, pts in logs)

@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     res: dict[str, object] = {}
-    for name, spec in (("plain", None), ("eagle", SpeculativeConfig(method="eagle", draft_model="builtin:smollm2", num_steps=5))):
+    for name, spec in (("plain", None), ("eagle", SpeculativeConfig(method="eagle3", draft_model="builtin:smollm2", num_steps=5))):
         eng = Engine(EngineConfig(model=args.model, device="cuda", dtype="bfloat16", progress=False, speculative=spec))
         prompt = make_prompts(eng, "mt_bench", 2, 0)[1]
         r = profile_prefill(eng, prompt, args.top)

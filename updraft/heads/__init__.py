@@ -2,9 +2,10 @@
 draft model path goes (``--speculative-draft-model-path builtin:smollm2``, the ``model`` key of
 a speculative config).
 
-* ``smollm2``: EAGLE-1 head for SmolLM2-135M-Instruct (the default model), trained by
-  ``updraft train-draft`` (see the folder's README.md for how and what it measured). Its
-  embedding and LM head are the target's, so the folder holds only the head's own layers.
+* ``smollm2``: EAGLE-3 head for SmolLM2-135M-Instruct (the default model), trained by
+  ``updraft train-draft --method eagle3`` (see the folder's README.md for how and what it
+  measured). Its embedding is the target's; its LM head covers an 8,192-token draft vocabulary.
+  Serve it with method ``eagle3`` (``--speculative-algorithm EAGLE3``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from updraft.errors import ModelNotFoundError
 
 PREFIX = "builtin:"
 #: name -> (folder inside this package, speculative method)
-BUILTIN_HEADS = {"smollm2": ("smollm2-135m-instruct-eagle", "eagle")}
+BUILTIN_HEADS = {"smollm2": ("smollm2-135m-instruct-eagle3", "eagle3")}
 
 
 def builtin_head_path(name: str) -> Path:
