@@ -146,6 +146,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     spec.add_argument("--speculative-draft-extend", choices=["v1", "v2"], help="draft extend semantics (default v2)")
     spec.add_argument("--draft-attention-backend", help="attention backend of the draft model (default: the target's)")
     spec.add_argument(
+        "--speculative-token-map",
+        help="EAGLE-1: file of frequent target token ids (.pt, .json or .txt); the draft's LM head runs over those only",
+    )
+    spec.add_argument(
         "--speculative-disable-adaptive", dest="speculative_adaptive", action="store_false", default=None,
         help="always draft --speculative-num-steps tokens (default: choose S per iteration, 0 included)",
     )
@@ -166,11 +170,12 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
         "draft_attention_backend": args.draft_attention_backend,
         "adaptive": getattr(args, "speculative_adaptive", None),
         "adaptive_steps": getattr(args, "speculative_adaptive_steps", None),
+        "token_map": getattr(args, "speculative_token_map", None),
     }
     given = {k: v for k, v in flags.items() if v is not None}
     if args.speculative_config is not None:
         cfg = parse_speculative_config(args.speculative_config)
-        late = ("draft_attention_backend", "adaptive", "adaptive_steps")
+        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map")
         extra = {k: v for k, v in given.items() if k not in late}
         if extra:
             raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")

@@ -141,6 +141,10 @@ class SpeculativeConfig:
     draft_attention_backend: str | None = _opt("attention backend of the draft (default: the target's)", default=None)
     adaptive: bool = _opt("choose S per iteration from measured cycle costs and running acceptance (False: always num_steps)", default=True)
     adaptive_steps: list[int] | None = _opt("S values adaptive speculation may choose (default: 0, 1, 2, 3 and num_steps)", default=None)
+    token_map: str | None = _opt(
+        "EAGLE-1: file of frequent target token ids (.pt tensor, .json or .txt list); the draft's LM head runs over "
+        "those rows only (build one with python -m updraft.spec.token_map)", default=None,
+    )
 
     def step_choices(self) -> list[int]:
         """The S values an iteration may run (just num_steps when adaptive is off)."""
@@ -189,6 +193,11 @@ class SpeculativeConfig:
                 raise ConfigError(
                     f"ngram_min={self.ngram_min}, ngram_max={self.ngram_max} are invalid: need 1 <= ngram_min <= ngram_max"
                 )
+        if self.token_map is not None and (self.method != "eagle" or not isinstance(self.token_map, str) or not self.token_map):
+            raise ConfigError(
+                f"token_map={self.token_map!r} is invalid: a token map is a file path for EAGLE-1 heads (method eagle); "
+                "EAGLE-3 heads carry their own draft vocabulary (d2t)"
+            )
         if self.draft_attention_backend is not None:
             from updraft.attention import BACKEND_NAMES
 
@@ -201,8 +210,9 @@ class SpeculativeConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SpeculativeConfig:
-        """Accept vLLM-style keys (method, model, num_speculative_tokens, prompt_lookup_min/max)
-        and our own field names; unknown keys are refused."""
+        """Accept vLLM-style keys (method, model, num_speculative_tokens, prompt_lookup_min/max),
+        SGLang's ``speculative_token_map`` and our own field names (``token_map``); unknown keys
+        are refused."""
         if not isinstance(d, dict):
             raise ConfigError(f"speculative config must be a JSON object, got {type(d).__name__}")
         renames = {
@@ -211,6 +221,7 @@ class SpeculativeConfig:
             "prompt_lookup_min": "ngram_min",
             "prompt_lookup_max": "ngram_max",
             "algorithm": "method",
+            "speculative_token_map": "token_map",  # SGLang's server argument
         }
         known = {f.name for f in fields(cls)}
         kwargs: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 Step k (k = 1..S-1) of request i reads draft ``d_k`` at KV length ``base_i + k`` (EAGLE also reads
 the previous step's feature) and its argmax becomes ``d_{k+1}``. Inside the graph the argmax,
-the draft->target id map (EAGLE-3) and the feature are written straight into the next step's
+the draft->target id map (EAGLE-3, an EAGLE-1 token map) and the feature are written straight into the next step's
 static inputs, so one replay runs the whole chain without host round trips. Before replay the
 runner fills every step's inputs that depend on the batch (positions, KV slots, lengths) and
 runs the backend's replay-init once per step (each step owns its captured metadata).
@@ -22,6 +22,7 @@ import torch
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 from updraft.graphs.runner import CaptureStats, PhaseSpec, StaticInputs, static_batch
+from updraft.models.eagle import draft_to_target
 
 
 class DraftChainGraph:
@@ -46,7 +47,7 @@ class DraftChainGraph:
         self.batches: dict[int, list[ForwardBatch]] = {}
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
         self.stats: CaptureStats | None = None
-        self.to_target = getattr(model, "to_target_ids", None)
+        self.to_target = draft_to_target(model)
 
     def _step_batch(self, k: int, bs: int) -> ForwardBatch:
         return static_batch(self.phase, self.inputs[k], bs, self.backend, self.device)

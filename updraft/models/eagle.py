@@ -4,6 +4,9 @@ EAGLE-1/2 (``LlamaForCausalLMEagle``): ``fc`` (2h -> h, with bias) over concat(t
 feature), then decoder layers (layer 0 has no input norm), no final norm; logits are the
 target's LM head applied to the output feature, and the output feature is the next step's input
 feature. Keys: ``fc.*``, ``layers.N.*``, optional ``embed_tokens.weight`` / ``lm_head.weight``.
+A token map (``EagleHead.set_token_map``: frequent target ids, as SGLang's
+``--speculative-token-map``) restricts the LM head to those rows; logits are then over the map
+and ``to_target_ids`` turns a logit index back into a target id, as for EAGLE-3.
 
 EAGLE-3 (``LlamaForCausalLMEagle3``): the target's hidden states of three layers are concatenated
 (3h) and projected by ``fc`` (3h -> h); ``midlayer`` normalises the embedding (input_layernorm)
@@ -13,12 +16,14 @@ by ``d2t`` (target = draft + d2t[draft]); the pre-norm output is the next step's
 ``fc.weight``, ``midlayer.*``, ``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``.
 
 Both read the target feature from ``batch.spec_inputs["target_hidden"]`` (prefill, draft extend)
-or their own previous feature from ``batch.spec_inputs["hidden"]`` (draft decode).
+or their own previous feature from ``batch.spec_inputs["hidden"]`` (draft decode). Layout
+variants of other engines' trainers are normalised by ``updraft.models.eagle_formats``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,12 @@ from torch import nn
 from updraft.batch import CaptureHidden, ForwardBatch
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig
+from updraft.models.eagle_formats import (
+    config_kind,
+    kind_from_tensors,
+    normalize_config,
+    normalize_state_dict,
+)
 from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
 from updraft.models.llama import (
     LlamaAttention,
@@ -37,8 +48,6 @@ from updraft.models.llama import (
     ModelOutput,
     finish_residual,
 )
-
-EAGLE_ARCHS = {"LlamaForCausalLMEagle": "eagle", "LlamaForCausalLMEagle3": "eagle3"}
 
 
 @dataclass(frozen=True)
@@ -51,13 +60,12 @@ class DraftHeadConfig:
     aux_layer_ids: tuple[int, ...] | None = None  # EAGLE-3 override from the head's config
 
     @classmethod
-    def from_hf(cls, cfg: dict[str, Any]) -> DraftHeadConfig:
-        archs = cfg.get("architectures") or []
-        kind = next((EAGLE_ARCHS[a] for a in archs if a in EAGLE_ARCHS), None)
+    def from_hf(cls, cfg: dict[str, Any], kind: str | None = None) -> DraftHeadConfig:
+        """``kind`` given: the caller already knows it (e.g. from the tensors); else the
+        config's architectures must name an EAGLE head."""
+        kind = kind or config_kind(cfg)
         if kind is None:
-            raise CheckpointError(
-                f"draft head config has architectures {archs}; expected one of {', '.join(EAGLE_ARCHS)}"
-            )
+            raise CheckpointError(f"draft head config has architectures {cfg.get('architectures')}: the kind of head is unknown")
         base = dict(cfg, architectures=["LlamaForCausalLM"])
         model = ModelConfig.from_hf(base)
         if kind == "eagle3":
@@ -115,6 +123,37 @@ class EagleHead(nn.Module):
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.layers[0].input_layernorm = nn.Identity()  # type: ignore[assignment]
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+        # Token map (None: the full vocabulary). Not persistent: never saved with the head.
+        self.hot_ids: torch.Tensor | None
+        self.hot_lm_head: torch.Tensor | None
+        self.register_buffer("hot_ids", None, persistent=False)
+        self.register_buffer("hot_lm_head", None, persistent=False)
+
+    def set_token_map(self, ids: torch.Tensor | None) -> None:
+        """Evaluate the LM head only over the rows ``ids`` (distinct target token ids): logits
+        are then ``[rows, len(ids)]`` and ``to_target_ids`` maps an index back. None: full
+        vocabulary again.
+
+        Hazards: the truncated LM head is a copy (``len(ids) x hidden``) taken now, so set the
+        map after the LM head's final weights are in place; graphs captured before the call keep
+        the old width (set it before capture)."""
+        if ids is None:
+            self.hot_ids = self.hot_lm_head = None
+            return
+        w = self.shared.lm_head_weight()
+        hot = ids.to(device=w.device, dtype=torch.long)
+        self.hot_ids = hot
+        self.hot_lm_head = w[hot].contiguous()
+
+    @property
+    def draft_vocab_size(self) -> int:
+        return int(self.hot_ids.numel()) if self.hot_ids is not None else self.config.vocab_size
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return draft_ids if self.hot_ids is None else self.hot_ids[draft_ids]
+
+    def _lm_weight(self) -> torch.Tensor:
+        return self.hot_lm_head if self.hot_lm_head is not None else self.shared.lm_head_weight()
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
@@ -127,12 +166,13 @@ class EagleHead(nn.Module):
             h, residual = layer(h, residual, batch, self.rotary)
         h = finish_residual(h, residual)  # no final norm: the output feature is the residual stream
         rows = h[batch.logits_indices]
-        logits = torch.nn.functional.linear(rows, self.shared.lm_head_weight()).float()
+        logits = torch.nn.functional.linear(rows, self._lm_weight()).float()
         return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
 
     def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
-        """The logits ``forward`` computes for rows whose output feature is ``feat``."""
-        return torch.nn.functional.linear(feat, self.shared.lm_head_weight()).float()
+        """The logits ``forward`` computes for rows whose output feature is ``feat`` (over the
+        token map when one is set)."""
+        return torch.nn.functional.linear(feat, self._lm_weight()).float()
 
 
 class Eagle3Layer(nn.Module):
@@ -188,11 +228,24 @@ class Eagle3Head(nn.Module):
         """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat``."""
         return self.lm_head(self.norm(feat)).float()
 
+    @property
+    def draft_vocab_size(self) -> int:
+        return self.lm_head.out_features
+
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
 
 
 DraftHead = EagleHead | Eagle3Head
+
+
+def draft_to_target(model: nn.Module) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """How a draft model's logit indices become target token ids: None when its logits are over
+    the target vocabulary (a standalone LM, an EAGLE-1 head without a token map). Callers that
+    capture graphs read this once, so a token map must be set before they are built."""
+    if isinstance(model, Eagle3Head) or (isinstance(model, EagleHead) and model.hot_ids is not None):
+        return model.to_target_ids
+    return None
 
 
 def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
@@ -219,7 +272,8 @@ def _read_state_dict(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dtype, device: torch.device) -> DraftHead:
-    """Load an EAGLE / EAGLE-3 head folder and bind it to ``target`` (shared embedding / LM head)."""
+    """Load an EAGLE / EAGLE-3 head folder and bind it to ``target`` (shared embedding / LM head).
+    Other engines' layouts are accepted (``updraft.models.eagle_formats``)."""
     folder = Path(path)
     if not (folder / "config.json").is_file():
         raise ModelNotFoundError(f"draft head {path} not found: expected a folder with config.json")
@@ -227,7 +281,13 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
         raw = json.loads((folder / "config.json").read_text())
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{folder / 'config.json'} is not valid JSON: {exc.msg}") from None
-    hc = DraftHeadConfig.from_hf(raw)
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{folder / 'config.json'} is not a JSON object")
+    kind = config_kind(raw)
+    sd = _read_state_dict(folder)
+    kind = kind or kind_from_tensors(raw, sd)
+    sd = normalize_state_dict(sd, kind)
+    hc = DraftHeadConfig.from_hf(normalize_config(raw, kind, sd), kind)
     tcfg = target.config
     if hc.target_hidden_size != tcfg.hidden_size:
         raise CheckpointError(
@@ -235,7 +295,6 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
         )
     if hc.model.vocab_size != tcfg.vocab_size:
         raise CheckpointError(f"draft head vocabulary is {hc.model.vocab_size} tokens, the target's is {tcfg.vocab_size}")
-    sd = _read_state_dict(folder)
     head: DraftHead = EagleHead(hc) if hc.kind == "eagle" else Eagle3Head(hc)
     head.shared._target.append(target)
     if "embed_tokens.weight" in sd:
@@ -244,7 +303,8 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
     if hc.kind == "eagle" and "lm_head.weight" in sd:
         head.shared.own_lm_head = nn.Linear(hc.model.hidden_size, hc.model.vocab_size, bias=False)
         sd["shared.own_lm_head.weight"] = sd.pop("lm_head.weight")
-    sd.pop("t2d", None)  # the inverse map is derivable from d2t
+    if isinstance(head, Eagle3Head):
+        _fill_full_vocab_eagle3(head, sd, target, folder)
     head.to(dtype=dtype)
     expected = {k: v for k, v in head.state_dict().items()}
     _fuse_into(head, sd, expected, folder)
@@ -257,6 +317,21 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
     head.rotary.build(device, dtype)
     head.eval()
     return head
+
+
+def _fill_full_vocab_eagle3(head: Eagle3Head, sd: dict[str, torch.Tensor], target: LlamaForCausalLM, folder: Path) -> None:
+    """An EAGLE-3 head over the whole target vocabulary may come without ``d2t`` (ids map one to
+    one, as vLLM reads it) or without ``lm_head.weight`` (SGLang then takes the target's LM
+    head): fill them in. A reduced draft vocabulary needs both."""
+    full = head.draft_vocab_size == target.config.vocab_size
+    for name in ("d2t", "lm_head.weight"):
+        if name not in sd and not full:
+            raise CheckpointError(
+                f"{folder}: EAGLE-3 head with a {head.draft_vocab_size}-token draft vocabulary has no {name}"
+            )
+    sd.setdefault("d2t", torch.zeros(head.draft_vocab_size, dtype=torch.long))
+    if "lm_head.weight" not in sd:
+        sd["lm_head.weight"] = target.lm_head_weight.detach()
 
 
 def _fuse_into(head: nn.Module, sd: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], folder: Path) -> None:
@@ -287,7 +362,7 @@ def _fuse_into(head: nn.Module, sd: dict[str, torch.Tensor], expected: dict[str,
             loaded.add(name)
     missing = []
     for name in expected:
-        if name.endswith(("qkv_proj.weight", "gate_up_proj.weight")):
+        if name.endswith(("qkv_proj.weight", "gate_up_proj.weight")) and name not in loaded:  # stacked in the file: done
             shards = 3 if "qkv" in name else 2
             missing += [f"{name}[{i}]" for i in range(shards) if f"{name}#{i}" not in loaded]
         elif name not in loaded and not name.endswith("cos_sin"):

@@ -43,7 +43,7 @@ from updraft.engine.request import Request
 from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
-from updraft.models.eagle import Eagle3Head, EagleHead
+from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.spec import device_rng, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
 from updraft.spec.row_state import RowState
@@ -100,15 +100,14 @@ class _Drafter:
     runner: ModelRunner
     head: EagleHead | Eagle3Head
     next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
-    to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3)
+    to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
 
     @classmethod
     def of(cls, proposer: DraftModelProposer) -> _Drafter:
         head = proposer.runner.model
         if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head):
             raise ValueError("the fused iteration needs an EAGLE head with a stored draft feature")
-        return cls(proposer.runner, head, proposer.next_hidden,
-                   head.to_target_ids if isinstance(head, Eagle3Head) else None)
+        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head))
 
 
 @dataclass

@@ -25,7 +25,7 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.graphs.draft_chain import DraftChainGraph
-from updraft.models.eagle import Eagle3Head, EagleHead
+from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.spec.ngram import NgramIndex
 
 
@@ -121,6 +121,8 @@ class DraftModelProposer(Proposer):
         self.next_hidden = torch.zeros(rows, hidden, dtype=runner.dtype, device=dev) if self.shift else None
         self.next_q: torch.Tensor | None = None  # [rows, V] allocated when a sampling request shows up
         self.vocab = self._target_vocab()
+        #: Draft logit index -> target id (EAGLE-3's draft vocabulary, an EAGLE-1 token map).
+        self.to_target = draft_to_target(model)
         #: The S-1 draft forwards in one graph (greedy batches), set by graph capture.
         self.chain: DraftChainGraph | None = None
         self.chain_counts: dict[str, int] = {}
@@ -135,20 +137,22 @@ class DraftModelProposer(Proposer):
     def _choose(self, reqs: list[Request], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft token per row (target ids) and, for sampling requests, the distribution q it
         was drawn from (over target ids). Greedy requests take the argmax."""
-        model = self.runner.model
+        to_target = self.to_target
         if all(r.params.greedy for r in reqs):
             ids = logits.argmax(-1)
-            return (model.to_target_ids(ids) if isinstance(model, Eagle3Head) else ids), None
+            return (to_target(ids) if to_target is not None else ids), None
         # The draft distribution uses the request's temperature / top-k / top-p / min-p (no
         # penalties: any q keeps rejection sampling lossless, as long as it is the q we used).
         params = [replace(r.params, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0) for r in reqs]
         sb = SamplingBatch.build(params, [r.generator for r in reqs], logits.shape[-1], logits.device, None)
         q_draft = self.sampler.probs(logits, sb)
         ids = Sampler.sample_from_probs(q_draft, [r.generator for r in reqs])
-        if isinstance(model, Eagle3Head):
+        if to_target is not None:
+            # q over target ids (zero outside the draft vocabulary): verification compares it
+            # with the target's distribution token by token.
             q = torch.zeros(q_draft.shape[0], self.vocab, dtype=q_draft.dtype, device=q_draft.device)
-            q.scatter_(1, model.to_target_ids(torch.arange(q_draft.shape[1], device=q.device)).expand_as(q_draft), q_draft)
-            return model.to_target_ids(ids), q
+            q.scatter_(1, to_target(torch.arange(q_draft.shape[1], device=q.device)).expand_as(q_draft), q_draft)
+            return to_target(ids), q
         return ids, q_draft
 
     def _store_next(self, reqs: list[Request], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:

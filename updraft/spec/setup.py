@@ -12,11 +12,12 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.sampler import Sampler
 from updraft.engine.timing import PhaseTimer
 from updraft.memory.pools import KVPool, ReqToTokenPool
-from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load_draft_head
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
+from updraft.spec.token_map import load_token_map
 from updraft.spec.worker import SpecWorker
 
 
@@ -50,6 +51,8 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
         want = "eagle3" if isinstance(head, Eagle3Head) else "eagle"
         if want != cfg.method:
             raise ConfigError(f"speculative method {cfg.method!r} but {cfg.draft_model} is an {want} head")
+        if cfg.token_map is not None and isinstance(head, EagleHead):
+            head.set_token_map(load_token_map(cfg.token_map, target.config.vocab_size))
         if isinstance(head, Eagle3Head):
             layers = head.head_config.aux_layer_ids or default_aux_layers(target.config.num_layers)
             bad = [i for i in layers if not 0 <= i < target.config.num_layers]
