@@ -123,3 +123,17 @@ def test_rng_offset_advances_once_per_step(target) -> None:  # noqa: ANN001
     assert drv.launches - launches0 == 5
     assert int(state.offset[req.row]) - off0 == 5
     assert int(state.offset[0]) == 0
+
+
+def test_queue_beyond_the_batch_keeps_overlapping(target, reference) -> None:  # noqa: ANN001
+    """Requests waiting while every running slot is taken cannot be admitted before the host
+    reads a finish: the pipeline keeps overlapping and drains only around arrivals and finishes
+    (it used to drain every step while anything waited, serialising host and device)."""
+    ps = prompts(3, seed=41)
+    llm = plain_llm(target, max_running_requests=1)
+    outs = llm.generate(ps, GREEDY)
+    assert [o.outputs[0].token_ids for o in outs] == reference(ps)
+    drv = llm.engine.driver
+    assert drv is not None and drv.launches >= 3 * 19
+    assert drv.drains <= 3 * 3, (drv.drains, drv.launches)  # a few per request, not one per step
+    assert llm.engine.allocator.used_tokens == 0

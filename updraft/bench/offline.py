@@ -71,6 +71,7 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
     eng.runner.path_counts.clear()
     chosen0 = Counter(eng.driver.adaptive.chosen) if eng.driver is not None else Counter()
     launches0 = eng.driver.launches if eng.driver is not None else 0
+    drains0 = eng.driver.drains if eng.driver is not None else 0
     reqs = []
     t0 = time.perf_counter()
     for p in prompts:
@@ -112,7 +113,8 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
         # chosen S and launches of this run only (the policy's estimates carry over between runs)
         chosen = eng.driver.adaptive.chosen - chosen0
         res["fused"] = eng.driver.adaptive.snapshot() | {"chosen_s": dict(sorted(chosen.items())),
-                                                         "launches": eng.driver.launches - launches0}
+                                                         "launches": eng.driver.launches - launches0,
+                                                         "drains": eng.driver.drains - drains0}
     if spec.num_drafts and eng.spec is not None:
         res["spec"] = spec.as_dict() | {
             "per_position_rate": spec.per_position_rate(),

@@ -347,9 +347,12 @@ class Engine:
     # ---- the fused iteration (overlap) ---------------------------------------------------
     def _overlap_continues(self) -> bool:
         """Whether the next step can launch while the iteration in flight runs: only another
-        decode iteration that needs no preemption (anything else drains first)."""
+        decode iteration that needs no preemption (anything else drains first). Requests
+        waiting while every running slot is taken do not stop it: nothing can be admitted
+        until the host reads a finish, which is one iteration late under overlap anyway (with
+        a queue longer than the batch, draining every step would serialise host and device)."""
         sch = self.scheduler
-        return not sch.waiting and all(not r.in_prefill for r in sch.running) and sch.decode_fits()
+        return not sch.can_admit() and all(not r.in_prefill for r in sch.running) and sch.decode_fits()
 
     def _run_fused(self, reqs: list[Request]) -> None:
         drv = self.driver

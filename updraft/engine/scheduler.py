@@ -64,6 +64,11 @@ class Scheduler:
             self.req_pool.free(req.row)
             req.row = None
 
+    def can_admit(self) -> bool:
+        """Whether the next schedule could start a waiting request (a free row under
+        ``max_running``); KV room is checked when it is scheduled."""
+        return bool(self.waiting) and self.req_pool.num_free > 0 and len(self.running) < self.max_running
+
     def decode_fits(self) -> bool:
         """Whether every decoding request gets its next step's KV without a preemption."""
         decoding = [r for r in self.running if not r.in_prefill]

@@ -43,6 +43,7 @@ class SpecDriver:
         #: request ids whose first draft exists only as a feature (a fused iteration ran last)
         self.device_owned: set[str] = set()
         self.launches = 0
+        self.drains = 0  # times the pipeline emptied (a prefill, a per-step forward or idle time followed)
         self._last_done: float | None = None  # when the last iteration's results arrived
         self._skip_cost = False  # the next completion interval includes a graph capture
         self._launched = False  # a launch happened since the last completion
@@ -111,6 +112,7 @@ class SpecDriver:
         """Nothing is in flight any more (a prefill or idle time follows): the next completion
         interval would include that gap."""
         self._last_done = None
+        self.drains += 1
 
     def in_flight(self, req: Request) -> bool:
         return self.inflight is not None and any(r is req for r in self.inflight.reqs)
