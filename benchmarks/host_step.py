@@ -4,7 +4,8 @@ host's work per iteration exceeds the device's).
 Builds a tiny random Llama (byte-level tokenizer; its LM head only scores printable ASCII tokens,
 so the text detokenises cleanly, as real text mostly does) and runs --bs concurrent requests
 through the fused iteration under the CPU graph emulator with overlap, for plain decoding and for
-EAGLE (a random head, S pinned). Only steady-state decode steps with every request running are
+EAGLE (a random head, S pinned), each with text only at the end (what ``LLM.generate`` and
+``updraft bench`` ask for) and with streamed text ("stream"). Only steady-state decode steps with every request running are
 measured. The emulated graph replay runs on the CPU inside the launch; its time is subtracted, so
 "host" is what the host would still do per iteration on a GPU:
 
@@ -126,13 +127,25 @@ class Probe:
         return {k: 1000 * v / steps for k, v in ms.items()}
 
 
-def run_steps(llm: LLM, bs: int, steps: int, max_tokens: int, profile: cProfile.Profile | None) -> dict[str, float]:
+def add(eng: Engine, prompt: list[int], params: SamplingParams, stream: bool) -> Any:  # noqa: ANN401
+    """``add_request``; without ``stream``, text only at the end where the engine supports it
+    (``LLM.generate`` and ``updraft bench`` ask for that; before it existed, every request
+    streamed)."""
+    if stream:
+        return eng.add_request(prompt, params)
+    try:
+        return eng.add_request(prompt, params, stream_text=False)
+    except TypeError:
+        return eng.add_request(prompt, params)
+
+
+def run_steps(llm: LLM, bs: int, steps: int, max_tokens: int, stream: bool, profile: cProfile.Profile | None) -> dict[str, float]:
     """One run: bs requests, warm up until all decode, then time ``steps`` steps."""
     eng = llm.engine
     probe = getattr(eng, "_host_probe", None) or Probe(eng)
     eng._host_probe = probe  # type: ignore[attr-defined]
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
-    reqs = [eng.add_request([65 + (i * 7 + j) % 26 for j in range(8 + i % 9)], params) for i in range(bs)]
+    reqs = [add(eng, [65 + (i * 7 + j) % 26 for j in range(8 + i % 9)], params, stream) for i in range(bs)]
     while any(r.in_prefill for r in reqs) or eng.driver.inflight is None:  # type: ignore[union-attr]
         eng.step()
     for _ in range(3):  # capture and the first completions are not steady state
@@ -166,13 +179,7 @@ def emit_micro(llm: LLM, bs: int, ntok: int, iters: int, stream: bool, stops: bo
     ascii_ids = [i for i in range(256) if len(t := eng.tokenizer.decode([i])) == 1 and "a" <= t <= "z"]
     stop_params = SamplingParams(max_tokens=10**6, ignore_eos=True, stop=["\n\n", "###", "zzzq"])
     plain = SamplingParams(max_tokens=10**6, ignore_eos=True)
-    reqs = []
-    for i in range(bs):
-        kw = {} if stream else {"stream_text": False}
-        try:
-            reqs.append(eng.add_request([66, 67, 68], stop_params if stops and i % 2 == 0 else plain, **kw))
-        except TypeError:  # an engine without lazy text: every request streams
-            reqs.append(eng.add_request([66, 67, 68], stop_params if stops and i % 2 == 0 else plain))
+    reqs = [add(eng, [66, 67, 68], stop_params if stops and i % 2 == 0 else plain, stream) for i in range(bs)]
     toks = [[ascii_ids[(i * 5 + k * 3) % len(ascii_ids)] for k in range(ntok)] for i in range(bs)]
     t0 = time.perf_counter()
     for _ in range(iters):
@@ -209,12 +216,14 @@ def main() -> None:
         for bs in args.bs:
             llm = make_llm(target, head if mode == "eagle" else None, bs, args.num_steps)
             prof = cProfile.Profile() if args.profile == mode and bs == max(args.bs) else None
-            runs = [run_steps(llm, bs, args.steps, max_tokens, prof if k == 0 else None) for k in range(args.repeats)]
-            row: dict[str, Any] = {"mode": mode, "bs": bs}
-            row.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
-            rows.append(row)
+            for stream in (False, True):
+                runs = [run_steps(llm, bs, args.steps, max_tokens, stream, prof if k == 0 and not stream else None)
+                        for k in range(args.repeats)]
+                row: dict[str, Any] = {"mode": mode + (" stream" if stream else ""), "bs": bs}
+                row.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
+                rows.append(row)
             if prof is not None:
-                pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(30)
+                pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats("engine/|memory/|tokeniz|adaptive|fused.py:(412|152)", 30)
             if mode == "plain":  # _emit alone: what an accepting head emits per iteration
                 ntok = args.num_steps + 1
                 for stream, stops in ((True, False), (True, True), (False, False), (False, True)):
