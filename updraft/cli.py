@@ -197,7 +197,7 @@ def engine_config_from_args(args: argparse.Namespace) -> EngineConfig:
 
 def _generate_one(engine: Engine, prompt: str | list[int], params: SamplingParams, stream: bool) -> tuple[Request, float]:
     """Run one request to completion, streaming its text (or printing it at the end)."""
-    req = engine.add_request(prompt, params)
+    req = engine.add_request(prompt, params, stream_text=stream)
     t0 = time.perf_counter()
     while engine.has_unfinished():
         for out in engine.step():

@@ -120,7 +120,9 @@ class LLM:
                 ids = []
                 for j in range(p.n):
                     child = replace(p, n=1, seed=None if p.seed is None else p.seed + j)
-                    req = self.engine.add_request(prompt if isinstance(prompt, str) else list(prompt), child, None)
+                    req = self.engine.add_request(
+                        prompt if isinstance(prompt, str) else list(prompt), child, None, stream_text=False
+                    )
                     added.append(req.request_id)
                     ids.append(req.request_id)
                 groups.append(ids)

@@ -1,4 +1,5 @@
-"""Paged KV bookkeeping: random alloc / grow / free / abort sequences keep the pool consistent."""
+"""Paged KV bookkeeping: random alloc / grow / free / abort sequences keep the pool consistent,
+with and without slack pages taken ahead (reclaimed when the free list runs short)."""
 
 from __future__ import annotations
 
@@ -10,42 +11,57 @@ from hypothesis import strategies as st
 from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
 
 
-def make(page: int, pages: int = 12, reqs: int = 4, width: int = 64) -> tuple[ReqToTokenPool, PagedAllocator]:
+def make(page: int, pages: int = 12, reqs: int = 4, width: int = 64, ahead: int = 0) -> tuple[ReqToTokenPool, PagedAllocator]:
     rp = ReqToTokenPool(reqs, width, "cpu")
-    return rp, PagedAllocator(rp, pages, page)
+    return rp, PagedAllocator(rp, pages, page, ahead=ahead)
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["new", "grow", "free"]), st.integers(0, 7), st.integers(1, 40)),
+    st.tuples(st.sampled_from(["new", "grow", "grow_all", "free"]), st.integers(0, 7), st.integers(1, 40)),
     max_size=60,
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(page=st.sampled_from([1, 2, 4, 16]), seq=ops)
-def test_random_sequences_keep_pool_consistent(page: int, seq: list[tuple[str, int, int]]) -> None:
-    rp, alloc = make(page, pages=max(4, 48 // page))
+@given(page=st.sampled_from([1, 2, 4, 16]), ahead=st.sampled_from([0, 3, 40]), seq=ops)
+def test_random_sequences_keep_pool_consistent(page: int, ahead: int, seq: list[tuple[str, int, int]]) -> None:
+    rp, alloc = make(page, pages=max(4, 48 // page), ahead=ahead)
+    exact = make(page, pages=max(4, 48 // page))[1]  # the same requests without slack
     live: dict[int, int] = {}  # row -> allocated length
     for op, pick, n in seq:
         if op == "new":
             row = rp.alloc()
             if row is None:
                 continue
-            if alloc.ensure(row, n):
+            ok = alloc.ensure(row, n)
+            assert exact.ensure(row, n) == ok, "slack changed an allocation decision"
+            if ok:
                 live[row] = n
             else:
                 rp.free(row)
         elif op == "grow" and live:
             row = sorted(live)[pick % len(live)]
             target = live[row] + n
-            if target <= rp.width and alloc.ensure(row, target):
-                live[row] = target
+            if target <= rp.width:
+                ok = alloc.ensure(row, target)
+                assert exact.ensure(row, target) == ok, "slack changed an allocation decision"
+                if ok:
+                    live[row] = target
+        elif op == "grow_all" and live:  # one ensure_batch, as a decode step does
+            rows = sorted(live)
+            targets = [min(rp.width, live[r] + 1 + (n + r) % 6) for r in rows]
+            ok = alloc.ensure_batch(rows, targets)
+            assert exact.ensure_batch(rows, targets) == ok, "slack changed an allocation decision"
+            if ok:
+                live.update(zip(rows, targets))
         elif op == "free" and live:
             row = sorted(live)[pick % len(live)]
             alloc.free(row)
+            exact.free(row)
             rp.free(row)
             del live[row]
         alloc.check_consistency()
+        assert alloc.num_free_pages == exact.num_free_pages and alloc.used_tokens == exact.used_tokens
         # Every live row maps its positions to distinct slots inside its own pages, never slot 0.
         seen: set[int] = set()
         for row, length in live.items():
@@ -64,6 +80,24 @@ def test_random_sequences_keep_pool_consistent(page: int, seq: list[tuple[str, i
     alloc.check_consistency()
     assert alloc.used_tokens == 0
     assert rp.num_free == rp.max_reqs
+
+
+def test_slack_is_taken_ahead_and_reclaimed() -> None:
+    rp, alloc = make(1, pages=21, reqs=2, ahead=8)  # 20 usable slots
+    a, b = rp.alloc(), rp.alloc()
+    assert a is not None and b is not None
+    assert alloc.ensure(a, 4)
+    assert len(alloc._pages[a]) == 12 and alloc.num_free_pages == 16  # 8 slack pages count as free
+    table = rp.req_to_token[a].tolist()
+    assert alloc.ensure(a, 10) and rp.req_to_token[a].tolist() == table  # grew within slack: no write
+    assert alloc.ensure(b, 10)  # 8 free pages + 2 taken from a's slack
+    assert alloc.num_free_pages == 0 and not alloc.ensure(b, 11)
+    alloc.check_consistency()  # a's reclaimed table entries are zero again
+    assert set(rp.req_to_token[a, :10].tolist()).isdisjoint(rp.req_to_token[b, :10].tolist())
+    alloc.free(a)
+    alloc.free(b)
+    alloc.check_consistency()
+    assert alloc.used_tokens == 0 and alloc.num_free_pages == 20
 
 
 def test_ensure_all_or_nothing() -> None:

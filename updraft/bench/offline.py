@@ -75,7 +75,7 @@ def run_one(engine: Engine, prompts: list[list[int]], params: SamplingParams, bs
     reqs = []
     t0 = time.perf_counter()
     for p in prompts:
-        reqs.append(eng.add_request(p, params))
+        reqs.append(eng.add_request(p, params, stream_text=False))
     while eng.has_unfinished():
         eng.step()
     wall = time.perf_counter() - t0

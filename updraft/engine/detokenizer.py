@@ -2,7 +2,9 @@
 
 ``IncrementalDetokenizer`` turns output token ids into text deltas without re-decoding the whole
 output; ``StopChecker`` turns those deltas into text that is safe to stream, holding back
-anything that could still become a stop string.
+anything that could still become a stop string. ``TextStream`` puts the two together for a
+request: one decode per batch of tokens (a speculative iteration emits several), falling back to
+token-by-token only when a stop string completes inside the batch.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ PROMPT_CONTEXT_TOKENS = 5
 # character is at most 4 bytes, so real models never get close; the cap only bounds the cost per
 # call for a stream of invalid bytes, whose text is mojibake anyway.
 MAX_PENDING_TOKENS = 32
+
+# Tokens a window may grow to before it is re-anchored at its last clean boundary. Re-anchoring
+# costs a second decode (the new context's length), so growing the window instead makes most
+# adds one decode; each decode is a few more ids, which costs far less than the call itself.
+WINDOW_TOKENS = 12
 
 
 class Decoder(Protocol):
@@ -77,12 +84,15 @@ class IncrementalDetokenizer:
         stable = len(text) if clean else len(text.rstrip(REPLACEMENT))
         delta = text[self._emitted : stable]
         self._emitted = max(self._emitted, stable)
-        if clean:
+        if clean and len(self._window) > WINDOW_TOKENS:
             # Keep the tokens since the previous boundary as context for the next decode (it
             # starts at a clean boundary, and gives the next token its leading space).
             self._window = self._window[self._boundary :]
             self._boundary = len(self._window)
             self._emitted = len(self._decode(self._window))
+        elif clean:  # the window ends at a clean boundary too: all of its text is accounted for
+            self._boundary = len(self._window)
+            self._emitted = len(text)
         return self._emit(delta)
 
     def flush(self) -> str:
@@ -92,6 +102,17 @@ class IncrementalDetokenizer:
         self._boundary = len(self._window)
         self._emitted = len(self._decode(self._window))
         return self._emit(delta)
+
+    def snapshot(self) -> tuple[object, ...]:
+        """State to ``restore`` (cheap: the window list is only ever appended to or replaced)."""
+        return (self._window, len(self._window), self._boundary, self._emitted, self._pieces, len(self._pieces), self._text)
+
+    def restore(self, state: tuple[object, ...]) -> None:
+        """Undo every ``add``/``flush`` since ``snapshot``."""
+        window, n, self._boundary, self._emitted, pieces, k, self._text = state  # type: ignore[assignment]
+        del window[n:]  # type: ignore[index]
+        del pieces[k:]  # type: ignore[index]
+        self._window, self._pieces = window, pieces  # type: ignore[assignment]
 
     def _emit(self, delta: str) -> str:
         if delta:
@@ -118,6 +139,8 @@ class StopChecker:
         if any(not s for s in stop):
             raise ValueError("stop strings must be non-empty")
         self._stop = list(stop)
+        self._firsts = {s[0] for s in stop}
+        self._longest = max((len(s) for s in stop), default=1)
         self._include = include_stop
         self._held = ""
         self.stopped = False
@@ -148,6 +171,17 @@ class StopChecker:
         self._held = buf[len(buf) - keep :]
         return buf[: len(buf) - keep], False
 
+    @property
+    def active(self) -> bool:
+        """Whether there are stop strings to match (otherwise ``feed`` passes text through)."""
+        return bool(self._stop)
+
+    def snapshot(self) -> tuple[str, bool, str | None]:
+        return self._held, self.stopped, self.matched
+
+    def restore(self, state: tuple[str, bool, str | None]) -> None:
+        self._held, self.stopped, self.matched = state
+
     def flush(self) -> str:
         """Held-back text, for a request that ended without matching a stop string."""
         held, self._held = self._held, ""
@@ -155,9 +189,61 @@ class StopChecker:
 
     def _partial_suffix(self, buf: str) -> int:
         """Length of the longest suffix of ``buf`` that is a proper prefix of a stop string."""
-        longest = min(len(buf), max(len(s) for s in self._stop) - 1)
+        longest = min(len(buf), self._longest - 1)
+        if longest <= 0 or self._firsts.isdisjoint(buf[len(buf) - longest :]):
+            return 0  # no stop string can even start in the tail (the common case)
         for k in range(longest, 0, -1):
             tail = buf[-k:]
             if any(s.startswith(tail) for s in self._stop):
                 return k
         return 0
+
+
+class TextStream:
+    """A request's output text: incremental detokenisation plus stop strings, fed in batches.
+
+    ``feed(tokens)`` decodes a whole batch at once. A stop string that completes inside the
+    batch must cut the output at the token whose text completed it (what token-by-token feeding
+    gives, and what the engine reports as emitted ids), so then the batch is undone and replayed
+    one token at a time; stops are rare, so the common case is one decode per batch.
+    """
+
+    def __init__(
+        self, tokenizer: Decoder, prompt_ids: list[int], skip_special_tokens: bool, stop: list[str], include_stop: bool
+    ) -> None:
+        self.detok = IncrementalDetokenizer(tokenizer, prompt_ids, skip_special_tokens)
+        self.stop = StopChecker(stop, include_stop)
+        self.has_stop_strings = self.stop.active
+
+    def feed(self, tokens: list[int]) -> tuple[str, int | None]:
+        """Add ``tokens``; return (text safe to emit, index in ``tokens`` of the token whose text
+        completed a stop string, or None). Tokens after that index are not consumed."""
+        if not tokens:
+            return "", None
+        if not self.stop.active:
+            return self.detok.add(tokens), None
+        if len(tokens) == 1:
+            text, stopped = self.stop.feed(self.detok.add(tokens))
+            return text, 0 if stopped else None
+        state = self.detok.snapshot(), self.stop.snapshot()
+        text, stopped = self.stop.feed(self.detok.add(tokens))
+        if not stopped:
+            return text, None
+        self.detok.restore(state[0])
+        self.stop.restore(state[1])
+        out = ""
+        for i, tok in enumerate(tokens):
+            text, stopped = self.stop.feed(self.detok.add([tok]))
+            out += text
+            if stopped:
+                return out, i
+        # Only a batch can match where single tokens do not yet: the undecided tail of a
+        # multi-byte character is held back per token but may settle within the batch. The
+        # single-token replay is the reference; its held-back text stays held.
+        return out, None
+
+    def finish(self) -> str:
+        """End of a request that did not stop on a string: release held-back text (an unfinished
+        final character still counts, and may itself complete a stop string)."""
+        text, stopped = self.stop.feed(self.detok.flush())
+        return text if stopped else text + self.stop.flush()

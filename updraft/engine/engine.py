@@ -19,7 +19,7 @@ import torch
 from updraft.attention import resolve_backend_name
 from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import ConfigError, EngineConfig
-from updraft.engine.detokenizer import IncrementalDetokenizer, StopChecker
+from updraft.engine.detokenizer import TextStream
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
 from updraft.engine.sampler import Sampler, SamplingBatch
@@ -37,6 +37,9 @@ from updraft.spec.worker import SpecWorker
 logger = logging.getLogger("updraft")
 
 CPU_KV_BUDGET_BYTES = 2 << 30  # default KV pool on CPU (allocated lazily by the OS)
+#: KV positions a growing request takes beyond what it needs while pages are free (reclaimable
+#: slack; see PagedAllocator): most decode steps then allocate nothing.
+KV_GROW_AHEAD_TOKENS = 32
 
 
 @dataclass
@@ -169,7 +172,7 @@ class Engine:
             raise ConfigError(f"KV pool of {capacity} tokens is too small; raise max_total_tokens")
         width = self.max_model_len + self.lookahead + 1
         self.req_pool = ReqToTokenPool(cfg.max_running_requests, width, self.device)
-        self.allocator = PagedAllocator(self.req_pool, self.num_pages, page)
+        self.allocator = PagedAllocator(self.req_pool, self.num_pages, page, ahead=KV_GROW_AHEAD_TOKENS)
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -187,6 +190,7 @@ class Engine:
         request_id: str | None = None,
         *,
         detokenize: bool = True,
+        stream_text: bool = True,
     ) -> Request:
         """Validate, tokenise and queue a request. Bad input raises ``RequestError``/``ValueError``
         with a one-line message; nothing is queued then.
@@ -194,7 +198,11 @@ class Engine:
         ``detokenize=False``: outputs carry token ids only (``new_text`` stays empty) and stop
         strings are not matched here; the caller detokenises and aborts the request when a stop
         string matches (the HTTP server does this off the engine thread). EOS, stop token ids and
-        max_tokens still end the request here."""
+        max_tokens still end the request here.
+
+        ``stream_text=False``: the text is produced once, when the request finishes (its final
+        output carries all of it; ``output_text`` is empty until then), so a request without stop
+        strings costs no detokenisation per step. Token ids still stream every step."""
         params = (params or SamplingParams()).validate()
         if params.n != 1:
             raise RequestError(f"n={params.n}: the engine takes n=1 per request (LLM.generate fans out n)")
@@ -225,9 +233,11 @@ class Engine:
         req.max_len = self.max_model_len
         if params.seed is not None:
             req.generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        req.stop_ids = self._stop_ids(params)
         if detokenize:
-            req.detok = IncrementalDetokenizer(self.tokenizer, ids, params.skip_special_tokens)
-            req.stop_checker = StopChecker(params.stop, params.include_stop_str_in_output)
+            req.text = TextStream(self.tokenizer, ids, params.skip_special_tokens, params.stop,
+                                  params.include_stop_str_in_output)
+            req.stream_text = stream_text
         self.requests[rid] = req
         self.scheduler.add(req)
         return req
@@ -238,7 +248,7 @@ class Engine:
         if req is None or req.finished:
             return False
         self._finish(req, "abort")
-        self._pending.append(StepOutput(req.request_id, [], "", True, "abort"))
+        self._pending.append(StepOutput(req.request_id, [], self._catch_up_text(req), True, "abort"))
         return True
 
     def has_unfinished(self) -> bool:
@@ -442,48 +452,70 @@ class Engine:
         return tokens, lps, bad
 
     # ---- outputs -----------------------------------------------------------------------
+    def _stop_ids(self, p: SamplingParams) -> frozenset[int]:
+        return frozenset(p.stop_token_ids) | (frozenset() if p.ignore_eos else frozenset(self.eos_ids))
+
+    def _token_cut(self, req: Request, tokens: list[int]) -> tuple[int, str | None]:
+        """How many of ``tokens`` to keep, and the finish reason the last kept one brings: the
+        first stop id (EOS, stop_token_ids) or the token that reaches max_tokens or the context
+        limit, whichever comes first (a stop id on that very token wins). At least one is kept."""
+        stop_ids = req.stop_ids if req.stop_ids is not None else self._stop_ids(req.params)
+        room = max(1, min(req.params.max_tokens - len(req.output_ids), req.max_len - req.seq_len))
+        if stop_ids and not stop_ids.isdisjoint(tokens):
+            first = next(i for i, t in enumerate(tokens) if t in stop_ids)
+            if first < room:
+                return first + 1, "stop"
+        if room <= len(tokens):
+            return room, "length"
+        return len(tokens), None
+
     def _emit(self, req: Request, tokens: list[int], logprobs: list[dict[str, Any]]) -> None:
-        """Append sampled tokens, detokenise, check stop conditions, report the delta. Tokens
-        after a stop condition are dropped (speculation can produce several at once)."""
-        now = time.perf_counter()
+        """Append sampled tokens, check stop conditions, detokenise, report the delta. Tokens
+        after a stop condition are dropped (speculation can produce several at once).
+
+        Per request, not per token: stop ids and lengths cut the list first, then the text of
+        every kept token is decoded at once (a stop string inside them cuts again, exactly where
+        token-by-token feeding would). A request that wants no streamed text and has no stop
+        strings is not detokenised until it finishes."""
         if req.first_token_time is None:
-            req.first_token_time = now
-        p = req.params
-        new_ids: list[int] = []
+            req.first_token_time = time.perf_counter()
+        n, reason = self._token_cut(req, tokens)
+        new_ids = tokens[:n]
+        req.output_ids.extend(new_ids)
         text = ""
-        reason: str | None = None
-        stopped_on_string = False
-        for i, tok in enumerate(tokens):
-            req.output_ids.append(tok)
-            new_ids.append(tok)
-            if logprobs:
-                req.logprobs.append(logprobs[i])
-            self.stats.generated_tokens += 1
-            if (not p.ignore_eos and tok in self.eos_ids) or tok in p.stop_token_ids:
+        ts = req.text
+        if ts is not None and (reason is not None or req.stream_text or ts.has_stop_strings):
+            text, stop_at = ts.feed(req.output_ids[req.text_pos :])
+            if stop_at is not None:
+                keep = req.text_pos + stop_at + 1
+                drop = len(req.output_ids) - keep
+                if drop:
+                    del req.output_ids[keep:]
+                    del new_ids[n - drop :]
                 reason = "stop"
-            if req.detok is not None:  # None: the caller detokenises (add_request(detokenize=False))
-                delta = req.detok.add([tok])  # type: ignore[attr-defined]
-                emit, stopped = req.stop_checker.feed(delta)  # type: ignore[union-attr]
-                text += emit
-                if stopped:
-                    reason = "stop"
-                    stopped_on_string = True
-            if reason is None and (len(req.output_ids) >= p.max_tokens or req.seq_len >= req.max_len):
-                reason = "length"
-            if reason is not None:
-                break
-        if reason is not None and not stopped_on_string and req.detok is not None:
-            # An unfinished final character (held back by the detokeniser) still counts.
-            emit, stopped = req.stop_checker.feed(req.detok.flush())  # type: ignore[union-attr]
-            text += emit
-            if not stopped:
-                text += req.stop_checker.flush()  # type: ignore[union-attr]  # type: ignore[union-attr]
-        req.output_text += text
+            req.text_pos = len(req.output_ids)
+            if reason is not None and stop_at is None:
+                text += ts.finish()
+            req.output_text += text
+        self.stats.generated_tokens += len(new_ids)
         out = StepOutput(req.request_id, new_ids, text, reason is not None, reason)
-        out.new_logprobs = logprobs[: len(new_ids)] if logprobs else []
+        if logprobs:
+            out.new_logprobs = logprobs[: len(new_ids)]
+            req.logprobs.extend(out.new_logprobs)
         if reason is not None:
             self._finish(req, reason)
         self._pending.append(out)
+
+    def _catch_up_text(self, req: Request) -> str:
+        """Text of output tokens not detokenised yet (``stream_text=False``), for a request that
+        ends without a final emit (abort, error): what streaming would have emitted by now."""
+        ts = req.text
+        if ts is None or req.text_pos == len(req.output_ids):
+            return ""
+        text, _ = ts.feed(req.output_ids[req.text_pos :])  # no stop strings: never lazy with them
+        req.text_pos = len(req.output_ids)
+        req.output_text += text
+        return text
 
     def _finish(self, req: Request, reason: str) -> None:
         req.status = RequestStatus.FINISHED
@@ -512,7 +544,7 @@ class Engine:
         req.error = msg
         self.stats.failed_requests += 1
         self._finish(req, "error")
-        self._pending.append(StepOutput(req.request_id, [], "", True, "error", error=msg))
+        self._pending.append(StepOutput(req.request_id, [], self._catch_up_text(req), True, "error", error=msg))
 
     def release_finished(self, request_id: str) -> Request | None:
         """Forget a finished request (the caller has read its outputs)."""

@@ -5,10 +5,14 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from updraft.sampling_params import SamplingParams
+
+if TYPE_CHECKING:
+    from updraft.engine.detokenizer import TextStream
 
 
 class RequestStatus(enum.Enum):
@@ -111,9 +115,14 @@ class Request:
     num_preemptions: int = 0
     spec: SpecStats = field(default_factory=SpecStats)
     max_len: int = 0  # context limit for this request (prompt + output)
-    # Set by the engine: incremental detokeniser and stop-string checker.
-    detok: object | None = None
-    stop_checker: object | None = None
+    # Set by the engine: detokeniser + stop strings (None: the caller detokenises), whether text
+    # is wanted as it is produced (else only at the end, unless stop strings need it), how many
+    # output tokens the text covers, and the token ids that end the request (EOS unless ignored,
+    # stop_token_ids).
+    text: TextStream | None = None
+    stream_text: bool = True
+    text_pos: int = 0
+    stop_ids: frozenset[int] | None = None
 
     @property
     def all_ids(self) -> list[int]:

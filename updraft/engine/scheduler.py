@@ -72,8 +72,11 @@ class Scheduler:
     def decode_fits(self) -> bool:
         """Whether every decoding request gets its next step's KV without a preemption."""
         decoding = [r for r in self.running if not r.in_prefill]
-        need = sum(self.allocator.pages_needed(r.row, self.decode_len(r)) for r in decoding)
-        return need <= self.allocator.num_free_pages
+        return self._decode_pages(decoding) <= self.allocator.num_free_pages
+
+    def _decode_pages(self, decoding: list[Request]) -> int:
+        la = self.lookahead
+        return self.allocator.pages_needed_batch([r.row for r in decoding], [r.seq_len + la for r in decoding])  # type: ignore[misc]
 
     def retire(self, req: Request) -> None:
         """Drop the request from the queues, keeping its KV (an iteration in flight still writes
@@ -113,13 +116,14 @@ class Scheduler:
             self.preempt(self.running[-1])
 
     def _schedule_prefill(self) -> ScheduledBatch | None:
+        candidates = [r for r in self.running if r.in_prefill] + list(self.waiting)
+        if not candidates:
+            return None
         budget = self.chunk_size
-        decoding = [r for r in self.running if not r.in_prefill]
-        reserve = sum(self.allocator.pages_needed(r.row, self.decode_len(r)) for r in decoding)
+        reserve = self._decode_pages([r for r in self.running if not r.in_prefill])
         reqs: list[Request] = []
         lens: list[int] = []
         samples: list[bool] = []
-        candidates = [r for r in self.running if r.in_prefill] + list(self.waiting)
         for req in candidates:
             if budget <= 0:
                 break
@@ -151,11 +155,13 @@ class Scheduler:
 
     def _schedule_decode(self) -> ScheduledBatch | None:
         decoding = [r for r in self.running if not r.in_prefill]
+        la = self.lookahead
         while decoding:
             rows = [r.row for r in decoding]
-            lens = [self.decode_len(r) for r in decoding]
+            lens = [r.seq_len + la for r in decoding]
             if self.allocator.ensure_batch(rows, lens):  # type: ignore[arg-type]
-                return ScheduledBatch(ForwardMode.DECODE, decoding, [1] * len(decoding), [True] * len(decoding))
+                n = len(decoding)
+                return ScheduledBatch(ForwardMode.DECODE, decoding, [1] * n, [True] * n)
             if len(decoding) == 1:
                 # A lone request always fits (the engine caps the context at the pool size), so
                 # a prefilling request holds the pages; `schedule` resolves that.

@@ -90,20 +90,37 @@ class KVPool:
 
 
 class PagedAllocator:
-    """Page allocator. Each request row holds a list of pages covering its allocated positions."""
+    """Page allocator. Each request row holds a list of pages covering its requested positions.
 
-    def __init__(self, req_pool: ReqToTokenPool, num_pages: int, page_size: int) -> None:
+    Growing rows take ``ahead`` positions' worth of pages more than asked for, while the free
+    list has them, so that most steps of a decoding request need no allocation and no table
+    write (a speculative step grows every request by up to S + 1 positions). Those pages are
+    *slack*: every decision (``num_free_pages``, ``pages_needed``, ``ensure``'s all-or-nothing
+    check) counts them as free, so admission and preemption are the same as without them, and
+    a row that needs pages when the free list is short takes them from other rows' slack.
+
+    Hazard: slack is only ever taken from beyond a row's requested length. Requested lengths
+    only grow while a row lives, and an iteration in flight writes below the length requested
+    before it was launched, so reclaimed pages are never ones an in-flight iteration writes.
+    """
+
+    def __init__(self, req_pool: ReqToTokenPool, num_pages: int, page_size: int, ahead: int = 0) -> None:
         self.req_pool = req_pool
         self.page_size = page_size
         self.num_pages = num_pages
+        self.ahead_pages = -(-ahead // page_size)
         # Page 0 is the scratch page and is never handed out.
         self._free_pages: list[int] = list(range(num_pages - 1, 0, -1))
         self._pages: dict[int, list[int]] = {}
-        self._alloc_len: dict[int, int] = {}
+        rows = req_pool.max_reqs + 1
+        self._want = [0] * rows  # requested positions per row
+        self._cap = [0] * rows  # positions whose slots are in the table (held pages, capped at the width)
+        self._exact_pages = 0  # pages the requested positions need, summed over rows
 
     @property
     def num_free_pages(self) -> int:
-        return len(self._free_pages)
+        """Pages free for new requests and growth: the free list plus every row's slack."""
+        return self.num_pages - 1 - self._exact_pages
 
     @property
     def capacity_tokens(self) -> int:
@@ -111,19 +128,24 @@ class PagedAllocator:
 
     @property
     def used_tokens(self) -> int:
-        return (self.num_pages - 1 - len(self._free_pages)) * self.page_size
+        return self._exact_pages * self.page_size
 
     def allocated_len(self, row: int) -> int:
-        return self._alloc_len.get(row, 0)
+        return self._want[row]
 
     def pages_needed(self, row: int | None, new_len: int) -> int:
         """Extra pages that ``ensure(row, new_len)`` would take."""
-        have = len(self._pages.get(row, ())) if row is not None else 0
-        need = -(-new_len // self.page_size)
-        return max(0, need - have)
+        p = self.page_size
+        have = -(-self._want[row] // p) if row is not None else 0
+        return max(0, -(-new_len // p) - have)
+
+    def pages_needed_batch(self, rows: list[int], new_lens: list[int]) -> int:
+        """``pages_needed`` summed over rows (one call per step instead of one per request)."""
+        p, want = self.page_size, self._want
+        return sum(max(0, -(-n // p) + (want[r] // -p)) for r, n in zip(rows, new_lens))
 
     def can_ensure(self, row: int | None, new_len: int) -> bool:
-        return self.pages_needed(row, new_len) <= len(self._free_pages)
+        return self.pages_needed(row, new_len) <= self.num_free_pages
 
     def ensure(self, row: int, new_len: int) -> bool:
         """Make positions ``[0, new_len)`` of ``row`` backed by slots and write them to the table.
@@ -134,61 +156,133 @@ class PagedAllocator:
 
     def ensure_batch(self, rows: list[int], new_lens: list[int]) -> bool:
         """``ensure`` for several rows at once with one table write; all or nothing."""
+        p, want, cap = self.page_size, self._want, self._cap
         width = self.req_pool.width
-        extra_total = 0
+        grow: list[tuple[int, int]] = []
+        extra = 0
         for row, n in zip(rows, new_lens):
+            w = want[row]
+            if n <= w:
+                continue
             if n > width:
                 raise ValueError(f"request needs {n} KV positions but the table is {width} wide")
-            extra_total += self.pages_needed(row, n)
-        if extra_total > len(self._free_pages):
+            grow.append((row, n))
+            extra += -(-n // p) + (w // -p)
+        if extra > self.num_free_pages:
             return False
-        p = self.page_size
+        self._exact_pages += extra
+        short: list[int] = []
+        for row, n in grow:
+            want[row] = n
+            if n > cap[row]:
+                short.append(row)
+        if short:
+            self._take_pages(short)
+        return True
+
+    def _take_pages(self, rows: list[int]) -> None:
+        """Back each row's requested positions with pages, then give each slack while the free
+        list lasts, and write the new slots to the table in one packed copy."""
+        p, want, cap = self.page_size, self._want, self._cap
+        width = self.req_pool.width
+        fp = self._free_pages
+        pages_of = [self._pages.setdefault(row, []) for row in rows]
+        # Every row first takes exactly what it needs. Reclaiming can only trim other rows: these
+        # need all of their pages (their requested length is beyond their capacity). No slack
+        # is handed out before every need is met, so none of it is reclaimed while its table
+        # write is still pending below.
+        for pages, row in zip(pages_of, rows):
+            need = -(-want[row] // p) - len(pages)
+            if need > len(fp):
+                self._reclaim(need - len(fp))
+            pages.extend(fp[: -need - 1 : -1])  # the order pop() would give: 1, 2, ... first
+            del fp[-need:]
+        max_pages = -(-width // p)
         w_rows: list[int] = []
         w_pos: list[int] = []
         w_slots: list[int] = []
-        for row, n in zip(rows, new_lens):
-            pages = self._pages.setdefault(row, [])
-            old = self._alloc_len.get(row, 0)
-            for _ in range(self.pages_needed(row, n)):
-                pages.append(self._free_pages.pop())
-            if n > old:
-                w_rows.extend([row] * (n - old))
-                w_pos.extend(range(old, n))
-                w_slots.extend(pages[q // p] * p + q % p for q in range(old, n))
-                self._alloc_len[row] = n
-        if w_rows:
-            # One packed copy, non-blocking from pinned memory on CUDA: a blocking copy would
-            # wait for every queued kernel, i.e. for the speculative iteration in flight.
-            dev = self.req_pool.device
-            packed = torch.tensor([w_rows, w_pos, w_slots], dtype=torch.int64)
-            if dev.type == "cuda":
-                packed = packed.pin_memory()
-            packed = packed.to(dev, non_blocking=True)
-            self.req_pool.req_to_token[packed[0], packed[1]] = packed[2].to(torch.int32)
-        return True
+        for pages, row in zip(pages_of, rows):
+            extra = min(self.ahead_pages, max_pages - len(pages), len(fp))
+            if extra > 0:
+                pages.extend(fp[: -extra - 1 : -1])
+                del fp[-extra:]
+            start, end = cap[row], min(len(pages) * p, width)
+            w_rows.extend([row] * (end - start))
+            w_pos.extend(range(start, end))
+            if p == 1:
+                w_slots.extend(pages[start:end])
+            else:
+                w_slots.extend(pages[q // p] * p + q % p for q in range(start, end))
+            cap[row] = end
+        # One packed copy, non-blocking from pinned memory on CUDA: a blocking copy would
+        # wait for every queued kernel, i.e. for the speculative iteration in flight.
+        self._write_table(w_rows, w_pos, w_slots)
+
+    def _reclaim(self, count: int) -> None:
+        """Move at least ``count`` slack pages of rows back to the free list."""
+        p = self.page_size
+        rows: list[int] = []
+        cols: list[int] = []
+        for row, pages in self._pages.items():
+            keep = -(-self._want[row] // p)
+            if len(pages) > keep:
+                count -= len(pages) - keep
+                self._free_pages.extend(reversed(pages[keep:]))
+                del pages[keep:]
+                start, end = min(keep * p, self.req_pool.width), self._cap[row]
+                rows.extend([row] * (end - start))
+                cols.extend(range(start, end))
+                self._cap[row] = start
+                if count <= 0:
+                    break
+        # Reclaimed slots now belong to other rows: no stale table entry may point at them.
+        self._write_table(rows, cols, [0] * len(rows))
+
+    def _write_table(self, rows: list[int], cols: list[int], slots: list[int]) -> None:
+        if not rows:
+            return
+        dev = self.req_pool.device
+        packed = torch.tensor([rows, cols, slots], dtype=torch.int64)
+        if dev.type == "cuda":
+            packed = packed.pin_memory()
+        packed = packed.to(dev, non_blocking=True)
+        self.req_pool.req_to_token[packed[0], packed[1]] = packed[2].to(torch.int32)
 
     def free(self, row: int) -> None:
         """Return every page of ``row`` and clear its table row (stale slots must not survive)."""
         pages = self._pages.pop(row, [])
-        n = self._alloc_len.pop(row, 0)
+        self._exact_pages -= -(-self._want[row] // self.page_size)
+        n = self._cap[row]
+        self._want[row] = self._cap[row] = 0
         self._free_pages.extend(reversed(pages))
         if n:
             self.req_pool.req_to_token[row, :n] = 0
 
     def slots_of(self, row: int) -> torch.Tensor:
-        return self.req_pool.req_to_token[row, : self._alloc_len.get(row, 0)]
+        return self.req_pool.req_to_token[row, : self._want[row]]
 
     def check_consistency(self) -> None:
-        """Every page is either free or owned by exactly one row; slot 0's page is never owned."""
+        """Every page is either free or owned by exactly one row; slot 0's page is never owned;
+        each row holds at least the pages of its requested length, and the table holds exactly
+        its pages' slots up to its capacity, zeros beyond."""
         owned = [p for pages in self._pages.values() for p in pages]
         all_pages = owned + self._free_pages
         if len(all_pages) != len(set(all_pages)):
             raise AssertionError("a page is owned twice or both owned and free")
         if set(all_pages) != set(range(1, self.num_pages)):
             raise AssertionError("pages leaked or invented")
-        for row, pages in self._pages.items():
-            n = self._alloc_len.get(row, 0)
-            if len(pages) != -(-n // self.page_size):
-                raise AssertionError(f"row {row}: {len(pages)} pages for {n} positions")
+        p, width = self.page_size, self.req_pool.width
+        exact = 0
+        for row in range(len(self._want)):
+            pages, n = self._pages.get(row, []), self._want[row]
+            exact += -(-n // p)
+            if len(pages) < -(-n // p) or self._cap[row] != min(len(pages) * p, width) or self._cap[row] < n:
+                raise AssertionError(f"row {row}: {len(pages)} pages, capacity {self._cap[row]} for {n} positions")
+            table = self.req_pool.req_to_token[row].tolist()
+            expect = [pages[q // p] * p + q % p for q in range(self._cap[row])]
+            if table[: self._cap[row]] != expect or any(table[self._cap[row] :]):
+                raise AssertionError(f"row {row}: table does not match its pages")
+        if exact != self._exact_pages:
+            raise AssertionError(f"requested pages {exact} != counted {self._exact_pages}")
         if bool((self.req_pool.req_to_token[0] != 0).any()):
             raise AssertionError("padding row 0 of req_to_token was written")

@@ -6,9 +6,9 @@ bottleneck; decoding text and matching stop strings for every token of every req
 sit on it. Here it runs on the HTTP loop, overlapped with the next step (which spends most of
 its time in torch with the GIL released).
 
-Stop strings stay exact: each child feeds its tokens one at a time through the same
-``IncrementalDetokenizer`` + ``StopChecker`` the engine uses offline, so the text is the same
-character for character. When a stop string matches, the child is finished right there: its
+Stop strings stay exact: each child feeds the tokens of each delta through the same
+``TextStream`` the engine uses offline (one decode per delta; token by token only when a stop
+string completes inside it), so the text is the same character for character. When a stop string matches, the child is finished right there: its
 text is cut at the match, the token ids (and logprobs) after the token that completed it are
 dropped, nothing after it is ever sent, and the engine request is aborted. The engine may have
 computed a step or two past the stop by then; that work is discarded (its KV is freed by the
@@ -23,7 +23,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from updraft.engine.detokenizer import IncrementalDetokenizer, StopChecker
+from updraft.engine.detokenizer import TextStream
 from updraft.sampling_params import SamplingParams
 from updraft.server.engine_thread import (
     Admitted,
@@ -63,8 +63,7 @@ class _ChoiceState:
     request_id: str
     index: int
     prompt_len: int
-    detok: IncrementalDetokenizer
-    stop: StopChecker
+    text: TextStream
     num_tokens: int = 0
     finish_reason: str | None = None
     error: str | None = None
@@ -124,8 +123,8 @@ class Generation:
                         rid,
                         index,
                         len(ids),
-                        IncrementalDetokenizer(tok, ids, params.skip_special_tokens),
-                        StopChecker(params.stop, params.include_stop_str_in_output),
+                        TextStream(tok, ids, params.skip_special_tokens, params.stop,
+                                   params.include_stop_str_in_output),
                     )
                 )
         self._children = children
@@ -215,15 +214,11 @@ class Generation:
         if d.token_ids and c.first_token_time is None:
             c.first_token_time = time.perf_counter()
         upd = ChoiceUpdate(d.index)
-        stopped = False
-        for k, tok in enumerate(d.token_ids):
-            upd.token_ids.append(tok)
-            if k < len(d.logprobs):
-                upd.logprobs.append(d.logprobs[k])
-            emit, stopped = c.stop.feed(c.detok.add([tok]))
-            upd.text += emit
-            if stopped:
-                break
+        upd.text, stop_at = c.text.feed(d.token_ids)
+        stopped = stop_at is not None
+        keep = len(d.token_ids) if stop_at is None else stop_at + 1
+        upd.token_ids = list(d.token_ids[:keep])
+        upd.logprobs = list(d.logprobs[:keep])
         c.num_tokens += len(upd.token_ids)
         if stopped:
             if d.finish_reason is None:
@@ -233,10 +228,7 @@ class Generation:
             if d.finish_reason in ("stop", "length"):
                 # As the engine does: an unfinished final character still counts, and may
                 # itself complete a stop string.
-                emit, stopped = c.stop.feed(c.detok.flush())
-                upd.text += emit
-                if not stopped:
-                    upd.text += c.stop.flush()
+                upd.text += c.text.finish()
             upd.finish_reason = d.finish_reason
             upd.error = d.error
         if upd.finish_reason is not None:
