@@ -137,12 +137,13 @@ def test_priced_exploration_costs_little_when_drafts_never_pay() -> None:
 
 
 def test_priced_exploration_climbs_when_drafts_pay_and_comes_back() -> None:
-    """Drafts accepted 95% of the time: the longest chain wins and is found; when acceptance
-    drops to nothing, plain steps return; when it comes back, so do long chains."""
+    """Drafts accepted 95% of the time: long chains win (S = 5 best, S = 3 within 10%) and are
+    found; when acceptance drops to nothing, plain steps return; when it comes back, so do long
+    chains."""
     a = AdaptiveSteps([0, 1, 2, 3, 5], overlap=False, explore_budget=0.02)
     picks, _, _ = priced_run(a, CPU_COSTS, 0.95, 150)
-    assert picks[-30:].count(5) >= 15, picks
+    assert sum(1 for s in picks[-30:] if s >= 3) >= 24, picks
     picks, _, _ = priced_run(a, CPU_COSTS, 0.0, 200)
     assert picks[-30:].count(0) >= 22, picks
     picks, _, _ = priced_run(a, CPU_COSTS, 0.95, 300)
-    assert picks[-30:].count(5) >= 20, picks
+    assert picks[-30:].count(5) >= 15 and sum(1 for s in picks[-30:] if s >= 3) >= 24, picks

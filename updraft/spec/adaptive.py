@@ -22,7 +22,7 @@ estimate stays current and the acceptance of deep positions stays known while a 
 With ``explore_budget`` set (the per-phase iteration, where a larger S can cost several plain
 steps: a CPU), exploration is priced instead: the first iteration of a bucket runs the smallest
 S, an untried S is tried only once the next smaller one has a cost (its own cost extrapolated
-linearly from the two largest measured), and every S other than the best saves up an equal
+linearly from the smallest and the largest measured), and every S other than the best saves up an equal
 share of ``explore_budget`` times the best S's cost per iteration of its bucket and runs once
 its savings cover its regret, the time it is expected to lose against the best
 (``cost - E[S] / best rate``). Exploring then costs at most ``explore_budget`` of the time, an
@@ -131,22 +131,25 @@ class AdaptiveSteps:
                       for c, v in self._estimated(measured).items() if c != best}
             if regret:
                 # each other S saves up its share of the budget until it covers its regret
+                # (an S starts saving when it first becomes a candidate, not when the bucket began)
                 share = self.explore_budget * measured[best] / len(regret)  # type: ignore[operator]
-                due = {c: (n - self._last_run.get((c, bs, sampled), 0)) * share - r for c, r in regret.items()}
+                due = {c: (n - self._last_run.setdefault((c, bs, sampled), n - 1)) * share - r for c, r in regret.items()}
                 if max(due.values()) >= 0:
                     s = max(due, key=due.__getitem__)
         self._last_run[(s, bs, sampled)] = n
         return s
 
     def _estimated(self, measured: dict[int, float]) -> dict[int, float]:
-        """Measured costs plus the next untried S above the largest measured one, priced by
-        linear extrapolation (no slope yet: the same cost, so it is tried at once)."""
+        """Measured costs plus the next untried S above the largest measured one, priced on the
+        line through the smallest and the largest measured S (no line yet: the same cost, so it
+        is tried at once). The widest span: two neighbours' noisy costs can slope any way, and
+        a dear S is then priced cheap and explored."""
         out = dict(measured)
-        top = sorted(measured)[-2:]
-        nxt = [c for c in self.choices if c > top[-1]]
+        lo, hi = min(measured), max(measured)
+        nxt = [c for c in self.choices if c > hi]
         if nxt:
-            slope = (measured[top[1]] - measured[top[0]]) / (top[1] - top[0]) if len(top) == 2 else 0.0
-            out[nxt[0]] = measured[top[-1]] + max(0.0, slope) * (nxt[0] - top[-1])
+            slope = (measured[hi] - measured[lo]) / (hi - lo) if hi > lo else 0.0
+            out[nxt[0]] = measured[hi] + max(0.0, slope) * (nxt[0] - hi)
         return out
 
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
