@@ -96,3 +96,54 @@ def test_host_work_is_what_a_larger_s_amortises() -> None:
             a.record_host(8, 2.0)
         assert a.choose(8) == want, (overlap, a.snapshot())
     assert a.cost(5, 8) == 3.6 and a.cost(0, 8) == 3.0 and a.cost(5, 16) is None
+
+
+def priced_run(a: AdaptiveSteps, costs: dict[int, float], accept: float, n: int) -> tuple[list[int], float, float]:
+    """``n`` iterations where each draft is accepted with probability ``accept`` (a fixed
+    pseudo-random sequence); returns the picks, the time spent and the tokens produced."""
+    picks, spent, tokens, x = [], 0.0, 0.0, 0.5
+    for _ in range(n):
+        s = a.choose(1)
+        a.record_device(s, 1, costs[s])
+        k = 0
+        while k < s:
+            x = (x * 9301 + 0.49297) % 1.0
+            if x >= accept:
+                break
+            k += 1
+        a.record(s, [k + 1])
+        picks.append(s)
+        spent += costs[s]
+        tokens += k + 1
+    return picks, spent, tokens
+
+
+#: a CPU's per-phase costs in plain steps: every draft step is dear
+CPU_COSTS = {0: 1.0, 1: 1.35, 2: 1.7, 3: 2.05, 5: 2.75}
+
+
+def test_priced_exploration_costs_little_when_drafts_never_pay() -> None:
+    """Starts with a plain step, tries S in increasing order, and exploring all S costs a few
+    percent of the time, not the ~10% a round robin every 8th iteration would."""
+    a = AdaptiveSteps([0, 1, 2, 3, 5], overlap=False, explore_budget=0.02)
+    picks, spent, tokens = priced_run(a, CPU_COSTS, 0.0, 400)
+    assert picks[:2] == [0, 1]
+    assert picks.index(2) > picks.index(1) and 3 not in picks[: picks.index(2) + 1]
+    assert spent / tokens < 1.04, (spent / tokens, a.snapshot())
+    assert picks[-100:].count(0) >= 95
+    b = AdaptiveSteps([0, 1, 2, 3, 5], overlap=False, explore_every=8)
+    _, spent_rr, tokens_rr = priced_run(b, CPU_COSTS, 0.0, 400)
+    assert spent_rr / tokens_rr > 1.08
+
+
+def test_priced_exploration_climbs_when_drafts_pay_and_comes_back() -> None:
+    """Drafts accepted 95% of the time: long chains win (S = 5 best, S = 3 within 10%) and are
+    found; when acceptance drops to nothing, plain steps return; when it comes back, so do long
+    chains."""
+    a = AdaptiveSteps([0, 1, 2, 3, 5], overlap=False, explore_budget=0.02)
+    picks, _, _ = priced_run(a, CPU_COSTS, 0.95, 150)
+    assert sum(1 for s in picks[-30:] if s >= 3) >= 24, picks
+    picks, _, _ = priced_run(a, CPU_COSTS, 0.0, 200)
+    assert picks[-30:].count(0) >= 22, picks
+    picks, _, _ = priced_run(a, CPU_COSTS, 0.95, 300)
+    assert picks[-30:].count(5) >= 15 and sum(1 for s in picks[-30:] if s >= 3) >= 24, picks

@@ -13,7 +13,7 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = co
 
 
 def spec_config(kind: str, version: str, paths: dict) -> dict:
-    cfg: dict = {"num_steps": 3, "draft_extend": version}
+    cfg: dict = {"num_steps": 3, "draft_extend": version, "adaptive": False}  # every iteration S = 3
     if kind == "ngram":
         cfg.update(method="ngram", ngram_min=1, ngram_max=3)
     elif kind == "self":
@@ -45,7 +45,7 @@ def test_lossless_greedy(tiny_checkpoint, target, reference, eagle_head, eagle3_
 
 
 def test_self_draft_accept_length_is_full(target) -> None:  # noqa: ANN001
-    llm = LLM(str(target), device="cpu", progress=False, speculative_config={"method": "standalone", "model": str(target), "num_speculative_tokens": 4})
+    llm = LLM(str(target), device="cpu", progress=False, speculative_config={"method": "standalone", "model": str(target), "num_speculative_tokens": 4, "adaptive": False})
     out = llm.generate([[1, 2, 3, 4, 5]], SamplingParams(temperature=0, max_tokens=21, ignore_eos=True))[0]
     spec = out.metrics["spec"]
     assert spec["mean_accept_length"] == 5.0 and spec["accepted_per_position"] == [4, 4, 4, 4]
@@ -54,7 +54,7 @@ def test_self_draft_accept_length_is_full(target) -> None:  # noqa: ANN001
 def test_stop_and_max_tokens_inside_an_accepted_block(target, reference) -> None:  # noqa: ANN001
     """Self-drafting accepts whole blocks, so max_tokens / stop land inside them; nothing after
     the limit is emitted."""
-    llm = LLM(str(target), device="cpu", progress=False, speculative_config={"method": "standalone", "model": str(target), "num_speculative_tokens": 4})
+    llm = LLM(str(target), device="cpu", progress=False, speculative_config={"method": "standalone", "model": str(target), "num_speculative_tokens": 4, "adaptive": False})
     ps = prompts(3, seed=7)
     ref = reference(ps)
     for n in (1, 2, 3, 7):

@@ -307,6 +307,8 @@ class Engine:
             if req.request_id in self._fail_forward:
                 raise RuntimeError(f"injected forward failure for {req.request_id}")
         if sched.mode == ForwardMode.DECODE and self.driver is not None and self.driver.can_run(sched.reqs):
+            if self.spec is not None:  # drafts behind after per-phase S = 0 steps
+                self.spec.catch_up(sched.reqs)
             self._run_fused(sched.reqs)
             return
         if sched.mode == ForwardMode.DECODE and self.spec is not None:

@@ -29,6 +29,7 @@ import logging
 import queue
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -334,7 +335,7 @@ class EngineThread:
             num_draft_tokens=spec.num_draft_tokens,
             num_accepted_tokens=spec.num_accepted_tokens,
             accepted_per_pos=tuple(spec.accepted_per_pos),
-            chosen_steps=tuple(sorted(e.driver.chosen_steps().items())) if e.driver is not None else (),
+            chosen_steps=tuple(sorted(_chosen_steps(e).items())),
         )
 
     def _die(self, msg: str) -> None:
@@ -358,3 +359,11 @@ def _deliver(items: list[tuple[asyncio.Queue[Any], Item]]) -> None:
     # Runs on the server loop. Queues are unbounded: put_nowait never raises QueueFull.
     for q, item in items:
         q.put_nowait(item)
+
+
+def _chosen_steps(e: Engine) -> Counter[int]:
+    """S -> speculative iterations that ran with S drafts, fused and per-phase together."""
+    out: Counter[int] = Counter(e.driver.chosen_steps() if e.driver is not None else {})
+    if e.spec is not None:
+        out.update(e.spec.adaptive.chosen)
+    return out

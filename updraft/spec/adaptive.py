@@ -18,6 +18,15 @@ stall (a graph capture, a GC pause) cannot price an S out for good. The pick is
 ``argmax E[S] / cost(S, bucket)``; a pair without a device time yet is tried first, and every
 ``explore_every``-th iteration runs the next S in a round robin (largest first), so every
 estimate stays current and the acceptance of deep positions stays known while a smaller S wins.
+
+With ``explore_budget`` set (the per-phase iteration, where a larger S can cost several plain
+steps: a CPU), exploration is priced instead: the first iteration of a bucket runs the smallest
+S, an untried S is tried only once the next smaller one has a cost (its own cost extrapolated
+linearly from the smallest and the largest measured), and every S other than the best saves up an equal
+share of ``explore_budget`` times the best S's cost per iteration of its bucket and runs once
+its savings cover its regret, the time it is expected to lose against the best
+(``cost - E[S] / best rate``). Exploring then costs at most ``explore_budget`` of the time, an
+S that looks better than the best is tried at once, and an expensive S is revisited seldom.
 """
 
 from __future__ import annotations
@@ -39,11 +48,14 @@ class AdaptiveSteps:
     decay: float = 0.995
     window: int = 5
     switch_margin: float = 0.05
+    explore_budget: float | None = None  # priced exploration (see the module docstring)
     #: position j (1-based) -> [accepted, trials] with decay
     _acc: dict[int, list[float]] = field(default_factory=dict)
     _device: dict[_Key, deque[float]] = field(default_factory=dict)
     _host: dict[tuple[int, bool], deque[float]] = field(default_factory=dict)
     _current: dict[tuple[int, bool], int] = field(default_factory=dict)
+    _bucket_iters: dict[tuple[int, bool], int] = field(default_factory=dict)
+    _last_run: dict[_Key, int] = field(default_factory=dict)
     _iters: int = 0
     _explored: int = 0
     chosen: Counter[int] = field(default_factory=Counter)
@@ -82,6 +94,8 @@ class AdaptiveSteps:
         self._iters += 1
         if not self.enabled or len(self.choices) == 1:
             s = self.max_steps
+        elif self.explore_budget is not None:
+            s = self._choose_priced(bs, sampled)
         elif self._iters % self.explore_every == 0:
             s = self.choices[-1 - self._explored % len(self.choices)]
             self._explored += 1
@@ -98,12 +112,45 @@ class AdaptiveSteps:
         def score(c: int) -> float:
             return self.expected_tokens(c) / (costs[c] or 1e-9)
 
-        best = max(self.choices, key=score)
+        best = max((c for c in self.choices if costs.get(c) is not None), key=score)
         cur = self._current.get((bs, sampled))
         if cur is not None and score(best) <= score(cur) * (1 + self.switch_margin):
             best = cur
         self._current[(bs, sampled)] = best
         return best
+
+    def _choose_priced(self, bs: int, sampled: bool) -> int:
+        key = (bs, sampled)
+        n = self._bucket_iters[key] = self._bucket_iters.get(key, 0) + 1
+        measured = {c: v for c in self.choices if (v := self.cost(c, bs, sampled)) is not None}
+        s = self.choices[0]
+        if measured:
+            s = best = self._best(bs, sampled, dict(measured))
+            rate = self.expected_tokens(best) / max(measured[best], 1e-9)
+            regret = {c: max(0.0, v - self.expected_tokens(c) / rate)
+                      for c, v in self._estimated(measured).items() if c != best}
+            if regret:
+                # each other S saves up its share of the budget until it covers its regret
+                # (an S starts saving when it first becomes a candidate, not when the bucket began)
+                share = self.explore_budget * measured[best] / len(regret)  # type: ignore[operator]
+                due = {c: (n - self._last_run.setdefault((c, bs, sampled), n - 1)) * share - r for c, r in regret.items()}
+                if max(due.values()) >= 0:
+                    s = max(due, key=due.__getitem__)
+        self._last_run[(s, bs, sampled)] = n
+        return s
+
+    def _estimated(self, measured: dict[int, float]) -> dict[int, float]:
+        """Measured costs plus the next untried S above the largest measured one, priced on the
+        line through the smallest and the largest measured S (no line yet: the same cost, so it
+        is tried at once). The widest span: two neighbours' noisy costs can slope any way, and
+        a dear S is then priced cheap and explored."""
+        out = dict(measured)
+        lo, hi = min(measured), max(measured)
+        nxt = [c for c in self.choices if c > hi]
+        if nxt:
+            slope = (measured[hi] - measured[lo]) / (hi - lo) if hi > lo else 0.0
+            out[nxt[0]] = measured[hi] + max(0.0, slope) * (nxt[0] - hi)
+        return out
 
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
         """Device time of one replay of S in this bucket."""

@@ -30,6 +30,15 @@ from updraft.spec.ngram import NgramIndex
 
 
 @dataclass
+class _Lag:
+    """A draft model behind the target: it was current at committed length ``synced``; EAGLE
+    keeps the target's features of the positions it missed (``synced - 1`` on, one per token)."""
+
+    synced: int
+    features: list[torch.Tensor]
+
+
+@dataclass
 class Drafts:
     tokens: torch.Tensor  # [B, S] target token ids
     q: torch.Tensor | None  # [B, S, V] distribution each draft was sampled from; None = deterministic
@@ -64,6 +73,16 @@ class Proposer(ABC):
         target_hidden: torch.Tensor | None,
     ) -> None:
         """Draft extend after verification (model proposers)."""
+        return None
+
+    def fall_behind(self, reqs: list[Request], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
+        """A plain target step (S = 0) ran for ``reqs`` at committed lengths ``seq_lens`` without
+        the draft; ``target_hidden`` holds the target's features of that step, one row each.
+        Proposers without a model have nothing to do."""
+        return None
+
+    def catch_up(self, reqs: list[Request]) -> None:
+        """Make the draft of ``reqs`` current after ``fall_behind`` steps (before drafting)."""
         return None
 
     def release(self, req: Request) -> None:
@@ -126,6 +145,8 @@ class DraftModelProposer(Proposer):
         #: The S-1 draft forwards in one graph (greedy batches), set by graph capture.
         self.chain: DraftChainGraph | None = None
         self.chain_counts: dict[str, int] = {}
+        #: request id -> how far its draft is behind (only while S = 0 steps ran since it drafted)
+        self._lag: dict[str, _Lag] = {}
 
     def _target_vocab(self) -> int:
         model = self.runner.model
@@ -175,8 +196,51 @@ class DraftModelProposer(Proposer):
         feat = self.next_hidden[rows]
         self._store_next(reqs, rows, self.runner.model.logits_from_feature(feat), feat)  # type: ignore[operator]
 
+    # ---- falling behind and catching up --------------------------------------------------
+    def fall_behind(self, reqs: list[Request], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
+        for i, (req, n) in enumerate(zip(reqs, seq_lens)):
+            lag = self._lag.setdefault(req.request_id, _Lag(n, []))
+            if self.shift:
+                assert target_hidden is not None
+                # clone: a graph's output is a view its next replay overwrites
+                lag.features.append(target_hidden[i : i + 1].clone())
+
+    def catch_up(self, reqs: list[Request]) -> None:
+        """One EXTEND over every token the draft missed (EAGLE: token j+1 with the target's
+        feature of position j at draft position j, as in the prefill), which also yields the
+        next first draft, as a draft extend would have."""
+        behind = [(r, lag) for r in reqs if (lag := self._lag.pop(r.request_id, None)) is not None]
+        if not behind:
+            return
+        ids: list[int] = []
+        seq: list[int] = []
+        ext: list[int] = []
+        feats: list[torch.Tensor] = []
+        for req, lag in behind:
+            n = req.seq_len
+            missed = req.all_ids[lag.synced : n]
+            assert not self.shift or len(missed) == len(lag.features), "draft lag out of step with the target"
+            ids.extend(missed)
+            seq.append(n - self.shift)
+            ext.append(len(missed))
+            feats.extend(lag.features)
+        reqs_b = [r for r, _ in behind]
+        batch = self.runner.make_batch(
+            ForwardMode.EXTEND, ids, [r.row for r in reqs_b], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST
+        )
+        if self.shift:
+            batch.spec_inputs["target_hidden"] = torch.cat(feats)
+        out = self.runner.forward(batch)
+        rows = torch.tensor([r.row for r in reqs_b], dtype=torch.long, device=self.runner.device)
+        self._store_next(reqs_b, rows, out.logits, out.hidden)
+
+    def release(self, req: Request) -> None:
+        self._lag.pop(req.request_id, None)
+
     # ---- prefill ---------------------------------------------------------------------
     def on_prefill(self, reqs, starts, lens, finished_prefill, target_hidden):  # type: ignore[override]
+        for req in reqs:  # a (re-)prefill makes the draft current (a preempted request lost its KV)
+            self._lag.pop(req.request_id, None)
         ids: list[int] = []
         seq: list[int] = []
         ext: list[int] = []

@@ -16,9 +16,13 @@ from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
 from updraft.models.resolve import resolve_model
+from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
 from updraft.spec.token_map import load_token_map
 from updraft.spec.worker import SpecWorker
+
+#: Share of the per-phase iteration's time that exploring S values other than the best may cost.
+EXPLORE_BUDGET = 0.02
 
 
 @dataclass
@@ -88,4 +92,7 @@ def make_worker(
         backend = target_backend if name == "auto" else resolve_backend_name(name, target_runner.device)
         runner = ModelRunner(setup.model, req_pool, num_pages, page_size, backend)  # type: ignore[arg-type]
         proposer = DraftModelProposer(runner, cfg.method, cfg.draft_extend, sampler)
-    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer)
+    # The per-phase iteration's own costs (no overlap: an iteration costs its wall time plus the
+    # host's work between iterations); priced exploration, as a larger S may cost several steps.
+    adaptive = AdaptiveSteps(cfg.step_choices(), enabled=cfg.adaptive, overlap=False, explore_budget=EXPLORE_BUDGET)
+    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer, adaptive)

@@ -12,10 +12,18 @@ For requests with committed length ``N`` (the bonus token last, not yet in the t
 
 Only one host sync per iteration (the accept lengths and emitted tokens), except the v1 extend,
 which needs the accept lengths on the host to pack its rows.
+
+S is chosen per iteration by ``AdaptiveSteps`` (priced exploration: a larger S can cost several
+plain steps here), from the wall time of this path's iterations per (S, batch bucket), the time
+between them (the engine's host work) and the running acceptance. S = 0 is a plain DECODE step
+of the target; a draft model falls behind during such steps (``fall_behind`` keeps the target
+features it will need) and catches up in one extend over the tokens it missed when S > 0 runs
+again, so an S = 0 iteration costs what a plain step does.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -25,7 +33,8 @@ from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.engine.timing import PhaseTimer
-from updraft.spec.proposers import Proposer
+from updraft.spec.adaptive import AdaptiveSteps
+from updraft.spec.proposers import Drafts, Proposer
 from updraft.spec.verify import greedy_accept, rejection_accept
 
 
@@ -36,16 +45,28 @@ class SpecStepResult:
     logprobs: list[list[dict]] | None = None
 
 
+#: Iterations further apart than this are not back to back (a prefill or idle time came between).
+_STEADY_GAP_S = 2.0
+
+
 class SpecWorker:
     def __init__(
-        self, target: ModelRunner, proposer: Proposer, num_steps: int, sampler: Sampler, timer: PhaseTimer | None = None
+        self,
+        target: ModelRunner,
+        proposer: Proposer,
+        num_steps: int,
+        sampler: Sampler,
+        timer: PhaseTimer | None = None,
+        adaptive: AdaptiveSteps | None = None,
     ) -> None:
         self.target = target
         self.proposer = proposer
-        self.num_steps = num_steps
+        self.num_steps = num_steps  # the largest S (KV lookahead and graphs are sized for it)
         self.ndt = num_steps + 1
         self.sampler = sampler
         self.timer = timer if timer is not None else PhaseTimer(target.device, enabled=False)
+        self.adaptive = adaptive if adaptive is not None else AdaptiveSteps([num_steps], enabled=False)
+        self._last_end: float | None = None  # when the previous iteration of this path ended
 
     @property
     def target_capture(self) -> CaptureHidden:
@@ -58,10 +79,52 @@ class SpecWorker:
         return out.aux_hidden if out.aux_hidden is not None else out.hidden
 
     def step(self, reqs: list[Request]) -> SpecStepResult:
-        s, ndt = self.num_steps, self.ndt
+        """One iteration with an adaptively chosen S; its wall time and the host's work since
+        the previous one are its cost samples."""
+        bucket = 1 << (len(reqs) - 1).bit_length()
+        sampled = any(not r.params.greedy for r in reqs)
+        # A request with its own seed repeats token for token only if every iteration drafts the
+        # same S (its random numbers are drawn per iteration): pin S for such batches.
+        seeded = any(r.params.seed is not None and not r.params.greedy for r in reqs)
+        s = self.adaptive.max_steps if seeded else self.adaptive.choose(bucket, sampled)
+        t0 = time.perf_counter()
+        if self._last_end is not None and t0 - self._last_end < _STEADY_GAP_S:
+            self.adaptive.record_host(bucket, t0 - self._last_end, sampled)
+        res = self.speculate(reqs, s) if s else self.plain(reqs)
+        self._last_end = time.perf_counter()
+        self.adaptive.record_device(s, bucket, self._last_end - t0, sampled)
+        self.adaptive.record(s, res.accept_lens)
+        return res
+
+    def catch_up(self, reqs: list[Request]) -> None:
+        """Bring the draft of ``reqs`` up to date (before anything else drafts for them)."""
+        with self.timer("catch_up"):
+            self.proposer.catch_up(reqs)
+
+    def plain(self, reqs: list[Request]) -> SpecStepResult:
+        """S = 0: a plain decode step of the target; the draft falls behind by one token."""
+        bsz = len(reqs)
+        with self.timer("decode"):
+            seq_lens = [r.seq_len for r in reqs]
+            batch = self.target.make_batch(
+                ForwardMode.DECODE, [r.output_ids[-1] if r.output_ids else r.prompt_ids[-1] for r in reqs], [r.row for r in reqs], seq_lens, [1] * bsz,
+                logits="last", stride=1, capture_hidden=self.target_capture,
+            )
+            out = self.target.forward(batch)
+        with self.timer("accept"):
+            logits = out.logits.view(bsz, 1, -1)
+            none = torch.empty(bsz, 0, dtype=torch.long, device=logits.device)
+            accept_len, emitted = self._accept(reqs, Drafts(none, None), logits)
+        self.proposer.fall_behind(reqs, seq_lens, self.target_hidden(out))
+        return self._finish(reqs, 0, accept_len, emitted, logits)
+
+    def speculate(self, reqs: list[Request], s: int) -> SpecStepResult:
+        """One iteration with S drafts."""
+        ndt = s + 1
         bsz = len(reqs)
         dev = self.target.device
         timer = self.timer
+        self.catch_up(reqs)
         with timer("draft"):
             drafts = self.proposer.propose(reqs, s)
         with timer("verify"):
@@ -84,13 +147,19 @@ class SpecWorker:
             accept_len, emitted = self._accept(reqs, drafts, logits)
         with timer("extend"):
             self.proposer.after_verify(reqs, seq_lens, emitted, accept_len, self.target_hidden(out))
-        with timer("sync"):
+        return self._finish(reqs, s, accept_len, emitted, logits)
+
+    def _finish(
+        self, reqs: list[Request], s: int, accept_len: torch.Tensor, emitted: torch.Tensor, logits: torch.Tensor
+    ) -> SpecStepResult:
+        with self.timer("sync"):
             lp = self._logprobs(reqs, logits, emitted) if any(r.params.logprobs is not None for r in reqs) else None
             acc = accept_len.tolist()  # the one host sync
             em = emitted.tolist()
         tokens = [row[:a] for row, a in zip(em, acc)]
-        for req, a in zip(reqs, acc):
-            req.spec.record(s, a - 1)
+        if s:
+            for req, a in zip(reqs, acc):
+                req.spec.record(s, a - 1)
         logprobs = [row[:a] for row, a in zip(lp, acc)] if lp is not None else None
         return SpecStepResult(tokens, acc, logprobs)
 
