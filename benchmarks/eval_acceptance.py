@@ -134,7 +134,9 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     common = dict(model=str(loaded.source), device=device.type, dtype=dname, progress=False, max_total_tokens=kv)
     # The plain engine first (captured before an EAGLE-3 head switches on the aux layers).
     base = Engine(EngineConfig(**common, max_running_requests=1, cuda_graph_bs=[1]), loaded=loaded)
-    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps)
+    # Acceptance per position of a chain of num_steps: every iteration drafts num_steps (adaptive S
+    # would run plain steps where drafts do not pay, and measure nothing there).
+    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=False)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     aux = loaded.model.aux_layers
