@@ -368,6 +368,7 @@ def test_engine_greedy_tokens_match_torch_native(
             "draft_model": folder,
             "num_steps": 3,
             "draft_extend": spec,
+            "adaptive": False,  # every mode below runs: a fixed chain, not what adaptive S would pick
         }
     seen: set[ForwardMode] = set()
     init = FlexBackend.init_forward_metadata

@@ -37,6 +37,8 @@ def test_graphs_equal_eager(tiny_checkpoint, heads, kind: str, version: str | No
         cfg = {"method": kind, "model": str(heads[kind]), "num_speculative_tokens": 3, "draft_extend": version}
     elif kind == "standalone":
         cfg = {"method": "standalone", "model": str(tiny_checkpoint("llama", seed=5)), "num_speculative_tokens": 3, "draft_extend": version}
+    if cfg is not None and not (kind in heads and version == "v2"):
+        cfg["adaptive"] = False  # per-phase: S = 3 every iteration, the width its graphs are captured at
     eager = LLM(str(target), device="cpu", progress=False, speculative_config=cfg)
     # plain decoding overlaps through the fused step by default; "per-step" keeps the DECODE graphs
     graphs = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8,

@@ -73,7 +73,7 @@ def graph_llm(target, **kw):  # noqa: ANN001, ANN003, ANN201
 
 
 def test_class2_batches_above_the_largest_graph_fall_back(target, reference, eagle) -> None:  # noqa: ANN001
-    cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 3}
+    cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 3, "adaptive": False}
     # the per-phase runners are under test here (the fused iteration has its own tests)
     llm = graph_llm(target, cuda_graph_max_bs=2, speculative_config=cfg, disable_fused_iteration=True)
     ps = prompts(5, seed=2)
@@ -86,7 +86,7 @@ def test_class2_batches_above_the_largest_graph_fall_back(target, reference, eag
 
 
 def test_class3_v2_graph_outputs_only_selected_rows(target, eagle) -> None:  # noqa: ANN001
-    cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 3}
+    cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 3, "adaptive": False}
     llm = graph_llm(target, cuda_graph_max_bs=4, speculative_config=cfg, disable_fused_iteration=True)
     g = llm.engine.spec.proposer.runner.graphs[M.DRAFT_EXTEND_V2]  # type: ignore[union-attr]
     out = g.graphs[4].output
@@ -150,7 +150,7 @@ def test_class7_outputs_alias_static_buffers() -> None:
 
 def test_class7_engine_consumers_copy_before_the_next_replay(target, reference, eagle) -> None:  # noqa: ANN001
     for version in ("v2", "v1"):
-        cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 4, "draft_extend": version}
+        cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 4, "draft_extend": version, "adaptive": False}
         llm = graph_llm(target, cuda_graph_max_bs=8, speculative_config=cfg, disable_fused_iteration=True)
         ps = prompts(6, seed=3)
         assert [o.outputs[0].token_ids for o in llm.generate(ps, GREEDY)] == reference(ps)

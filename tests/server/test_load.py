@@ -136,9 +136,7 @@ def test_32_streaming_clients_with_ngram(spec_server: LiveServer, tiny_folder: P
     # speculation ran and the counters are exposed under vLLM's names
     drafts = metric(spec_server.url, "spec_decode_num_drafts_total")
     accepted = metric(spec_server.url, "spec_decode_num_accepted_tokens_total")
-    assert (
-        drafts > 0 and metric(spec_server.url, "spec_decode_num_draft_tokens_total") == 3 * drafts
-    )
+    assert 0 < drafts <= metric(spec_server.url, "spec_decode_num_draft_tokens_total") <= 3 * drafts  # adaptive S: 1..3
     assert metric(spec_server.url, "spec_decode_num_accepted_tokens_per_pos_total") == accepted
     assert any(r["usage"].get("acceptance_length", 0) > 1 for r in results)
     assert metric(spec_server.url, "request_success_total", finished_reason="error") == 0
