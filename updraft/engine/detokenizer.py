@@ -23,11 +23,6 @@ PROMPT_CONTEXT_TOKENS = 5
 # call for a stream of invalid bytes, whose text is mojibake anyway.
 MAX_PENDING_TOKENS = 32
 
-# Tokens a window may grow to before it is re-anchored at its last clean boundary. Re-anchoring
-# costs a second decode (the new context's length), so growing the window instead makes most
-# adds one decode; each decode is a few more ids, which costs far less than the call itself.
-WINDOW_TOKENS = 12
-
 
 class Decoder(Protocol):
     """What the detokenizer needs from a tokenizer (``tokenizers.Tokenizer`` and HF fit)."""
@@ -84,15 +79,13 @@ class IncrementalDetokenizer:
         stable = len(text) if clean else len(text.rstrip(REPLACEMENT))
         delta = text[self._emitted : stable]
         self._emitted = max(self._emitted, stable)
-        if clean and len(self._window) > WINDOW_TOKENS:
+        if clean:
             # Keep the tokens since the previous boundary as context for the next decode (it
-            # starts at a clean boundary, and gives the next token its leading space).
+            # starts at a clean boundary, and gives the next token its leading space). Decoding
+            # costs per id, not per call: a window kept longer to save this decode costs more.
             self._window = self._window[self._boundary :]
             self._boundary = len(self._window)
             self._emitted = len(self._decode(self._window))
-        elif clean:  # the window ends at a clean boundary too: all of its text is accounted for
-            self._boundary = len(self._window)
-            self._emitted = len(text)
         return self._emit(delta)
 
     def flush(self) -> str:
