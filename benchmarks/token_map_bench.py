@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,12 +32,13 @@ from typing import Any
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).parent))
+from graph_phases import fake_requests  # noqa: E402
+
 from updraft.bench.models import random_model
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
-from updraft.engine.request import Request
 from updraft.models.loader import LoadedModel
-from updraft.sampling_params import SamplingParams
 from updraft.spec.token_map import save_token_map
 from updraft.train.heads import new_head, save_head
 
@@ -61,20 +63,6 @@ def median_ms(fn: Callable[[], Any], iters: int, device: torch.device) -> float:
     return statistics.median(times)
 
 
-def decoding_requests(engine: Engine, bs: int, context: int) -> list[Request]:
-    """``bs`` requests parked mid-decode at ``context`` tokens (KV allocated, contents irrelevant)."""
-    reqs = []
-    for i in range(bs):
-        r = Request(request_id=f"b{i}", prompt_ids=[1] * (context - 1), params=SamplingParams(temperature=0))
-        r.output_ids = [2]
-        r.row = engine.req_pool.alloc()
-        assert r.row is not None and engine.allocator.ensure(r.row, context + engine.lookahead + 1)
-        r.num_computed = context - 1
-        r.in_prefill = False
-        reqs.append(r)
-    return reqs
-
-
 def measure(loaded: LoadedModel, head: Path, token_map: Path | None, sizes: list[int], context: int, iters: int,
             device: torch.device, dtype: str) -> dict[str, dict[str, float]]:
     spec = SpeculativeConfig(method="eagle", draft_model=str(head), num_steps=2, adaptive=False,
@@ -87,7 +75,7 @@ def measure(loaded: LoadedModel, head: Path, token_map: Path | None, sizes: list
     assert prop.chain is not None, engine.graph_log
     out: dict[str, dict[str, float]] = {}
     for bs in sizes:
-        reqs = decoding_requests(engine, bs, context)
+        reqs = fake_requests(engine, bs, context)  # parked mid-decode at context tokens
         rows = torch.tensor([r.row for r in reqs], device=device)
         first, hidden = prop.next_token[rows], prop.next_hidden[rows]
         base = [r.seq_len - 1 for r in reqs]
