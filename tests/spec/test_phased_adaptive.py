@@ -106,9 +106,37 @@ def test_lossless_whatever_s_runs(target, reference, paths, kind: str) -> None: 
     assert eng.allocator.used_tokens == 0
 
 
-def test_unaccepted_drafts_give_plain_steps_and_the_plain_output(target, reference, eagle_head) -> None:  # noqa: ANN001
+class _Clock:
+    """A stand-in for the worker's ``time`` module: the test decides what each iteration costs."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def perf_counter(self) -> float:
+        return self.t
+
+
+def test_unaccepted_drafts_give_plain_steps_and_the_plain_output(target, reference, eagle_head, monkeypatch) -> None:  # noqa: ANN001
     """A random EAGLE head is (almost) never accepted: adaptive S settles on S = 0 after trying
-    S = 1, and the output is the plain greedy one."""
+    S = 1, and the output is the plain greedy one. Iteration costs come from a fake clock (a
+    plain step 10 ms, each draft +6 ms, as on a CPU) so the choice does not depend on how busy
+    the machine running the test is."""
+    from updraft.spec import worker
+
+    clock = _Clock()
+    monkeypatch.setattr(worker, "time", clock)
+    speculate, plain = worker.SpecWorker.speculate, worker.SpecWorker.plain
+
+    def timed_speculate(self, reqs, s):  # noqa: ANN001, ANN202
+        clock.t += 0.010 + 0.006 * s
+        return speculate(self, reqs, s)
+
+    def timed_plain(self, reqs):  # noqa: ANN001, ANN202
+        clock.t += 0.010
+        return plain(self, reqs)
+
+    monkeypatch.setattr(worker.SpecWorker, "speculate", timed_speculate)
+    monkeypatch.setattr(worker.SpecWorker, "plain", timed_plain)
     llm = LLM(str(target), device="cpu", progress=False,
               speculative_config={"method": "eagle", "model": str(eagle_head), "num_speculative_tokens": 3})
     ps = prompts(1, seed=4)
