@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from updraft.engine.engine import Engine
+from updraft.engine.request import Request
 from updraft.llm import LLM
 from updraft.provenance import git_commit
 from updraft.sampling_params import SamplingParams
@@ -164,13 +165,18 @@ def run_steps(llm: LLM, bs: int, steps: int, max_tokens: int, stream: bool, prof
     emitted = sum(len(r.output_ids) for r in reqs) - tokens0
     res = probe.phases(steps, wall)
     res["tokens_per_req_step"] = emitted / (bs * steps)
+    _discard(eng, reqs)
+    return res
+
+
+def _discard(eng: Engine, reqs: list[Request]) -> None:
+    """Abort the measured requests and release them (the engine is reused for the next row)."""
     for r in reqs:
         eng.abort(r.request_id)
     while eng.has_unfinished():
         eng.step()
     for r in reqs:
         eng.release_finished(r.request_id)
-    return res
 
 
 def emit_micro(llm: LLM, bs: int, ntok: int, iters: int, stream: bool, stops: bool) -> float:
@@ -187,12 +193,7 @@ def emit_micro(llm: LLM, bs: int, ntok: int, iters: int, stream: bool, stops: bo
             eng._emit(r, t, [])
         eng._pending.clear()
     dt = time.perf_counter() - t0
-    for r in reqs:
-        eng.abort(r.request_id)
-    while eng.has_unfinished():
-        eng.step()
-    for r in reqs:
-        eng.release_finished(r.request_id)
+    _discard(eng, reqs)
     return 1000 * dt / iters
 
 
