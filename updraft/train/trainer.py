@@ -333,6 +333,38 @@ def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Hea
     return head, hf_cfg
 
 
+@dataclass
+class _StepPlanner:
+    """A time-budgeted run fixes its step count (and with it the LR schedule) after
+    CALIBRATION_STEPS timed steps, and plans once more after REPLAN_STEPS: the first steps run
+    slower (allocator growth, kernel heuristics for each new batch shape), so the first plan
+    can be short by half. A schedule loaded by --resume stays as it is."""
+
+    calib_start: tuple[int, float] | None = None
+    planned_at: int | None = None  # the step of this run's first plan, until it is re-planned
+
+    def due(self, state: TrainState) -> bool:
+        if state.total_steps is not None and self.planned_at is None:
+            return False
+        if self.calib_start is None or (state.total_steps is None and state.step == 2):
+            self.calib_start = (state.step, time.time())
+            return False
+        done = state.step - self.calib_start[0]
+        return (state.total_steps is None and done >= CALIBRATION_STEPS) or (self.planned_at is not None and done == REPLAN_STEPS)
+
+    def plan(self, cfg: TrainConfig, state: TrainState, train_start: float, train_deadline: float | None) -> None:
+        assert self.calib_start is not None
+        per_step = (time.time() - self.calib_start[1]) / (state.step - self.calib_start[0])
+        first = state.total_steps is None
+        state.total_steps = _plan_steps(cfg, state.step, per_step, train_start, train_deadline)
+        if first:
+            state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
+            self.planned_at = state.step
+        else:
+            self.planned_at = None  # done: the schedule stays fixed from here (and on --resume)
+        _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
+
+
 def _plan_steps(cfg: TrainConfig, step: int, per_step: float, train_start: float, train_deadline: float | None) -> int:
     """The step count that fills the planned training time at ``per_step`` seconds a step:
     ``train_seconds`` of the whole schedule (across --resume runs), else this run's deadline;
@@ -414,8 +446,7 @@ def train(
         bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
     window: dict[str, float] = {}
     win_n, win_t = 0, time.time()
-    calib_start: tuple[int, float] | None = None
-    planned_at: int | None = None  # the step of this run's first plan, until it is re-planned
+    planner = _StepPlanner()
     train_start = time.time()
     tokens_at_start = state.tokens_seen
     stopped = "steps"
@@ -447,28 +478,11 @@ def train(
             for k, v in m.items():
                 window[k] = window.get(k, 0.0) + v
             win_n += 1
-            # A time-budgeted run fixes its step count (and with it the LR schedule) after a few
-            # timed steps, and re-plans once after REPLAN_STEPS: the first steps run slower
-            # (allocator growth, kernel heuristics for each new batch shape), so the first
-            # plan can be short by half.
-            if state.total_steps is None or planned_at is not None:
-                if calib_start is None or (state.total_steps is None and state.step == 2):
-                    calib_start = (state.step, time.time())
-                elif (state.total_steps is None and state.step - calib_start[0] >= CALIBRATION_STEPS) or (
-                    planned_at is not None and state.step - calib_start[0] == REPLAN_STEPS
-                ):
-                    per_step = (time.time() - calib_start[1]) / (state.step - calib_start[0])
-                    first = state.total_steps is None
-                    state.total_steps = _plan_steps(cfg, state.step, per_step, train_start, train_deadline)
-                    if first:
-                        state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
-                        planned_at = state.step
-                    else:
-                        planned_at = None  # done: the schedule stays fixed from here (and on --resume)
-                    _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
-                    if bar is not None:
-                        bar.total = state.total_steps
-                        bar.refresh()
+            if planner.due(state):
+                planner.plan(cfg, state, train_start, train_deadline)
+                if bar is not None:
+                    bar.total = state.total_steps
+                    bar.refresh()
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{m['loss']:.3f}", acc0=f"{m.get('acc0', 0):.2f}", lr=f"{lr:.1e}", refresh=False)
