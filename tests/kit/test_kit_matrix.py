@@ -160,7 +160,7 @@ def test_graph_metadata_cannot_see_a_rebound_buffer_but_graph_can(monkeypatch: p
 def test_stale_static_inputs_are_poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
     """Failure class 10: a replay fill that leaves the padded tokens' slots alone writes real KV
     slots (the harness poisons static inputs with stale values first)."""
-    from updraft.graphs.runner import PhaseGraphRunner
+    from updraft.runtime.graphs.phase_graph import PhaseGraphRunner
 
     real_fill = PhaseGraphRunner._fill
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from updraft.graphs.runner import PhaseGraphRunner
 from updraft.kit.runner_harness import RunnerRig, run_runner_checks, subsets
+from updraft.runtime.graphs.phase_graph import PhaseGraphRunner
 
 
 @pytest.fixture(scope="module")

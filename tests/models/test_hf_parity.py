@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from updraft.batch import ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.loader import load_checkpoint
+from updraft.runtime.model_runner import ModelRunner
 
 transformers = pytest.importorskip("transformers")
 

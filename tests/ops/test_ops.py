@@ -24,11 +24,11 @@ import torch.nn.functional as F
 
 from updraft import ops
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.llama import LlamaForCausalLM, ModelOutput
 from updraft.models.loader import load_checkpoint
 from updraft.ops import reference
+from updraft.runtime.model_runner import ModelRunner
 
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 needs_interpreter = pytest.mark.skipif(

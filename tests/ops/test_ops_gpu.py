@@ -15,10 +15,10 @@ import torch
 
 from updraft import ops
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.loader import load_checkpoint
 from updraft.ops import reference
+from updraft.runtime.model_runner import ModelRunner
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 DEV = "cuda"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.sampling_params import SamplingParams
 from updraft.spec import device_rng
 from updraft.spec.verify import rejection_accept

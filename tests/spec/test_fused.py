@@ -115,7 +115,7 @@ def test_host_ops_per_fused_iteration_within_budget(target, eagle_head, monkeypa
     so its ops are not counted. Budget: 50 (issue 12)."""
     from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-    from updraft.graphs.device_graph import EmulatedGraph
+    from updraft.runtime.graphs.device_graph import EmulatedGraph
 
     class Count(TorchDispatchMode):
         n = 0
@@ -161,7 +161,7 @@ def test_fused_sampling_matches_the_target_distribution(target, eagle_head) -> N
     from scipy.stats import chisquare
 
     from updraft.batch import ForwardMode
-    from updraft.engine.sampler import Sampler, SamplingBatch
+    from updraft.runtime.sampler import Sampler, SamplingBatch
 
     eng = fused_llm(target, eagle_head, "eagle", adaptive=False, max_running_requests=8).engine
     prompt = [5, 17, 42, 9, 5, 17]

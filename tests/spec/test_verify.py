@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.sampling_params import SamplingParams
 from updraft.spec.verify import greedy_accept, rejection_accept
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.eagle import Eagle3Head
+from updraft.runtime.model_runner import ModelRunner
 from updraft.train.forward import head_logits, unroll
 from updraft.train.heads import new_head
 

@@ -20,16 +20,16 @@ from updraft.attention import resolve_backend_name
 from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import ConfigError, EngineConfig
 from updraft.engine.detokenizer import TextStream
-from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
-from updraft.engine.sampler import Sampler, SamplingBatch
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
 from updraft.engine.spec_driver import SpecDriver, build_driver, fused_planned
-from updraft.engine.timing import PhaseTimer
 from updraft.errors import RequestError
 from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
+from updraft.runtime.model_runner import ModelRunner
+from updraft.runtime.sampler import Sampler, SamplingBatch
+from updraft.runtime.timing import PhaseTimer
 from updraft.sampling_params import SamplingParams
 from updraft.spec.setup import DraftSetup, load_draft, make_worker
 from updraft.spec.worker import SpecWorker
@@ -95,7 +95,7 @@ class Engine:
                 self.sampler, self.timer,
             )
         self.eos_ids = set(self.tokenizer.eos_token_ids) | set(self.model_config.eos_token_ids)
-        from updraft.graphs.setup import capture_engine_graphs
+        from updraft.engine.graph_setup import capture_engine_graphs
 
         self.graph_log = capture_engine_graphs(self)
         self.driver: SpecDriver | None = build_driver(self)

@@ -25,7 +25,7 @@ import torch
 from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import EngineConfig
 from updraft.engine.request import Request
-from updraft.graphs.runner import capture_sizes
+from updraft.runtime.graphs.phase_graph import capture_sizes
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.fused import FusedIteration, InFlight
 

@@ -40,8 +40,6 @@ from torch import nn
 from updraft.attention import backend_class
 from updraft.attention.base import AttentionBackend
 from updraft.batch import ForwardBatch
-from updraft.graphs.device_graph import new_pool
-from updraft.graphs.runner import PhaseGraphRunner, PhaseSpec, StaticInputs
 from updraft.kit.cases import TOLERANCE, AttnCase
 from updraft.kit.harness import (
     DTYPE,
@@ -52,6 +50,8 @@ from updraft.kit.harness import (
     relative_error,
 )
 from updraft.models.llama import ModelOutput
+from updraft.runtime.graphs.device_graph import new_pool
+from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec, StaticInputs
 
 PAD_STYLES = ("fill", "real")
 CAPTURE_MULTS = (1, 2, 4)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-GC = "tests/graphs/test_failure_classes.py"
+GC = "tests/runtime/test_failure_classes.py"
 TRITON_TESTS = "tests/attention/test_triton.py"
 
 
@@ -44,7 +44,7 @@ def _m(name: str, cls: str, what: str, file: str, anchor: str, repl: str, *targe
     return Mutation(name, cls, what, (Edit(file, anchor, repl),), tuple(targets), device)
 
 
-RUNNER = "updraft/graphs/runner.py"
+RUNNER = "updraft/runtime/graphs/phase_graph.py"
 TN = "updraft/attention/torch_native.py"
 TB = "updraft/attention/triton_backend.py"
 PROP = "updraft/spec/proposers.py"
@@ -74,7 +74,7 @@ MUTATIONS: tuple[Mutation, ...] = (
        "    if batch.mode.is_extend_like(include_v2=True):  # MUTATION\n",
        "kit --backend torch_native --mode DRAFT_EXTEND_V2 --runner graph-metadata"),
     _m("c3-v2-graph-all-rows", "3", "the v2 draft-extend graph is planned with logits for every row instead of the selected rows",
-       "updraft/graphs/setup.py", 'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select",',
+       "updraft/engine/graph_setup.py", 'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select",',
        'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "all",',
        "kit --backend torch_native --mode 'draft extend v2'",
        f"{GC}::test_class3_v2_graph_outputs_only_selected_rows"),
@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
        "        pass  # MUTATION\n",
        "kit --backend torch_native --mode DECODE --runner graph"),
     _m("c10-chain-stale-slots", "10", "the draft chain's replay leaves the padded rows' KV slots stale",
-       "updraft/graphs/draft_chain.py", "            st.out_cache_loc[n:bs].zero_()\n", "            pass  # MUTATION\n",
+       "updraft/runtime/graphs/draft_chain.py", "            st.out_cache_loc[n:bs].zero_()\n", "            pass  # MUTATION\n",
        "kit --backend torch_native --mode 'draft chain'"),
     _m("c11-table-without-lookahead", "11", "the request table is max_model_len + 1 wide: no room for the speculative lookahead",
        "updraft/engine/engine.py", "        width = self.max_model_len + self.lookahead + 1\n",
@@ -202,11 +202,11 @@ MUTATIONS: tuple[Mutation, ...] = (
        RUNNER, "            view.copy_(src)\n            return view\n",
        "            return src  # MUTATION\n",
        "kit --mode verify --mode 'draft extend v2' --mode 'draft chain' --mode 'draft decode' --runner production",
-       "tests/graphs/test_gpu_graphs.py -k real_graphs", device="gpu"),
+       "tests/runtime/test_gpu_graphs.py -k real_graphs", device="gpu"),
     _m("gpu-capture-without-warmup", "-", "graphs are captured without warm-up forwards (lazy init, compilation and autotuning inside capture)",
        RUNNER, "            for _ in range(2):  # warm-up: lazy init, autotuning, allocator\n",
        "            for _ in range(0):  # MUTATION\n",
-       "kit --runner graph --runner production", "tests/graphs/test_gpu_graphs.py -k real_graphs", device="gpu"),
+       "kit --runner graph --runner production", "tests/runtime/test_gpu_graphs.py -k real_graphs", device="gpu"),
     # ---- the overlapped iteration's hazards (design note, "The iteration without host stalls")
     _m("o1-results-before-copy", "O1", "the host reads an iteration's results without waiting for their copy to land",
        FUSED, "        self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)\n",

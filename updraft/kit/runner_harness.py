@@ -44,11 +44,11 @@ import torch
 
 from updraft.batch import ForwardMode
 from updraft.engine.engine import Engine
-from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
 from updraft.kit.graph_harness import PER_REPLAY_FIELDS, check_invariants, poison_static_inputs
 from updraft.kit.matrix import HEADS, PRODUCTION_COLUMNS, ROUNDS, SUBSET_SIZES
 from updraft.kit.tiny import tiny_engine
+from updraft.runtime.model_runner import ModelRunner
 from updraft.sampling_params import SamplingParams
 
 COLUMNS = PRODUCTION_COLUMNS

@@ -38,15 +38,15 @@ from dataclasses import dataclass, field
 import torch
 
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
-from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
-from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
-from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
+from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
+from updraft.runtime.graphs.phase_graph import PhaseSpec, StaticInputs, static_batch
+from updraft.runtime.model_runner import ModelRunner
+from updraft.runtime.row_state import RowState
+from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
-from updraft.spec.row_state import RowState
 from updraft.spec.verify import greedy_accept, rejection_accept
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).

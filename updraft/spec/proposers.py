@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
-from updraft.engine.sampler import Sampler, SamplingBatch
-from updraft.graphs.draft_chain import DraftChainGraph
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
+from updraft.runtime.graphs.draft_chain import DraftChainGraph
+from updraft.runtime.model_runner import ModelRunner
+from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.spec.ngram import NgramIndex
 
 

@@ -8,14 +8,14 @@ import torch
 
 from updraft.attention import resolve_backend_name
 from updraft.config import ConfigError, SpeculativeConfig
-from updraft.engine.model_runner import ModelRunner
-from updraft.engine.sampler import Sampler
-from updraft.engine.timing import PhaseTimer
 from updraft.memory.pools import KVPool, ReqToTokenPool
 from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load_draft_head
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
 from updraft.models.resolve import resolve_model
+from updraft.runtime.model_runner import ModelRunner
+from updraft.runtime.sampler import Sampler
+from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
 from updraft.spec.token_map import load_token_map

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from updraft.engine.sampler import Sampler
+from updraft.runtime.sampler import Sampler
 from updraft.spec.device_rng import inverse_cdf
 
 

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
-from updraft.engine.sampler import Sampler, SamplingBatch
-from updraft.engine.timing import PhaseTimer
+from updraft.runtime.model_runner import ModelRunner
+from updraft.runtime.sampler import Sampler, SamplingBatch
+from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import Drafts, Proposer
 from updraft.spec.verify import greedy_accept, rejection_accept

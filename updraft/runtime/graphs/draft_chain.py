@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
-from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
-from updraft.graphs.runner import CaptureStats, PhaseSpec, StaticInputs, static_batch
 from updraft.models.eagle import draft_to_target
+from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
+from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, StaticInputs, static_batch
 
 
 class DraftChainGraph:

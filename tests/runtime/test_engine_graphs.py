@@ -83,7 +83,7 @@ def test_prefill_graphs_equal_eager(tiny_checkpoint, heads, kind: str, monkeypat
     the EAGLE draft's prefill graph); longer prompts and wider waves run eagerly; the outputs equal
     an engine without graphs (triton backend, interpreted on CPU; widths 16 and 48 to keep the
     interpreter quick, the production widths are 64 and 256)."""
-    from updraft.graphs import setup
+    from updraft.engine import graph_setup as setup
 
     monkeypatch.setattr(setup, "PREFILL_WIDTHS", (16, 48))
     target = tiny_checkpoint("llama")

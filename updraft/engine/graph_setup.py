@@ -8,12 +8,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.graphs.device_graph import new_pool
-from updraft.graphs.runner import PhaseGraphRunner, PhaseSpec, capture_sizes
+from updraft.runtime.graphs.device_graph import new_pool
+from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec, capture_sizes
 
 if TYPE_CHECKING:
     from updraft.engine.engine import Engine
-    from updraft.engine.model_runner import ModelRunner
+    from updraft.runtime.model_runner import ModelRunner
 
 logger = logging.getLogger("updraft")
 
@@ -135,7 +135,7 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
 
 def _capture_draft_chain(engine: Engine, sizes: list[int], emulate: bool, pools: dict[int, object], disabled: set[str]) -> list[str]:
     """The S-1 draft forwards of an iteration in one graph, when the draft backend can capture."""
-    from updraft.graphs.draft_chain import DraftChainGraph
+    from updraft.runtime.graphs.draft_chain import DraftChainGraph
     from updraft.spec.proposers import DraftModelProposer
 
     spec = engine.spec

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
-from updraft.engine.sampler import Sampler, SamplingBatch
+from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.sampling_params import SamplingParams
 
 V = 64

@@ -12,12 +12,12 @@ import torch
 
 from updraft.attention.torch_native import TorchNativeBackend
 from updraft.batch import ForwardMode
-from updraft.graphs.device_graph import EmulatedGraph, GraphDivergenceError
-from updraft.graphs.runner import PhaseGraphRunner, PhaseSpec
 from updraft.kit.cases import AttnCase
 from updraft.kit.graph_harness import AttentionProbe, run_graph
 from updraft.kit.harness import build_case, make_batch
 from updraft.llm import LLM
+from updraft.runtime.graphs.device_graph import EmulatedGraph, GraphDivergenceError
+from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec
 from updraft.sampling_params import SamplingParams
 from updraft.testing import write_eagle_head
 

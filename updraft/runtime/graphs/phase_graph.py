@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
-from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 from updraft.models.llama import ModelOutput
+from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 
 DEFAULT_CAPTURE_BS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 

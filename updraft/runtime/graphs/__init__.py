@@ -1,0 +1,1 @@
+"""CUDA graphs (and the CPU emulator) of one model's phases."""
