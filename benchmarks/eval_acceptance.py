@@ -37,12 +37,12 @@ import torch
 from updraft.bench.prompts import EVAL_SETS, load_prompts
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
-from updraft.engine.request import SpecStats
 from updraft.heads import resolve_draft_path
 from updraft.models.loader import load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.provenance import git_commit
 from updraft.sampling_params import SamplingParams
+from updraft.spec.stats import SpecStats
 
 
 def parse_limits(text: str) -> dict[str, int | None]:

@@ -6,7 +6,7 @@ import json
 
 from updraft.bench.offline import accept_histogram
 from updraft.cli import main
-from updraft.engine.request import SpecStats
+from updraft.spec.stats import SpecStats
 
 
 def test_bench_side_by_side(tiny_checkpoint, tmp_path, capsys) -> None:  # noqa: ANN001

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from updraft.engine.request import SpecStats
+from updraft.spec.stats import SpecStats
 
 
 def test_per_position_rate_counts_only_steps_that_proposed_the_position() -> None:

@@ -88,7 +88,7 @@ def test_class2_batches_above_the_largest_graph_fall_back(target, reference, eag
 def test_class3_v2_graph_outputs_only_selected_rows(target, eagle) -> None:  # noqa: ANN001
     cfg = {"method": "eagle", "model": str(eagle), "num_speculative_tokens": 3, "adaptive": False}
     llm = graph_llm(target, cuda_graph_max_bs=4, speculative_config=cfg, disable_fused_iteration=True)
-    g = llm.engine.spec.proposer.runner.graphs[M.DRAFT_EXTEND_V2]  # type: ignore[union-attr]
+    g = llm.engine.spec.proposer.runner.graph(M.DRAFT_EXTEND_V2)  # type: ignore[union-attr]
     out = g.graphs[4].output
     assert out.logits.shape[0] == 4  # one row per request, not 4 * ndt; no probabilities
     assert out.logits.dtype == torch.float32 and out.hidden.shape[0] == 4

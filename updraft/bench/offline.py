@@ -26,8 +26,8 @@ import torch
 from updraft.bench.models import is_random, random_model
 from updraft.config import EngineConfig
 from updraft.engine.engine import Engine
-from updraft.engine.request import SpecStats
 from updraft.sampling_params import SamplingParams
+from updraft.spec.stats import SpecStats
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:

@@ -20,7 +20,7 @@ from updraft.attention import resolve_backend_name
 from updraft.batch import CaptureHidden, ForwardMode
 from updraft.config import ConfigError, EngineConfig
 from updraft.engine.detokenizer import TextStream
-from updraft.engine.request import Request, RequestStatus, SpecStats, StepOutput
+from updraft.engine.request import Request, RequestStatus, StepOutput
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
 from updraft.engine.spec_driver import SpecDriver, build_driver, fused_planned
 from updraft.errors import RequestError
@@ -32,6 +32,7 @@ from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.runtime.timing import PhaseTimer
 from updraft.sampling_params import SamplingParams
 from updraft.spec.setup import DraftSetup, load_draft, make_worker
+from updraft.spec.stats import SpecStats
 from updraft.spec.worker import SpecWorker
 
 logger = logging.getLogger("updraft")
@@ -407,7 +408,7 @@ class Engine:
         if sched.mode == ForwardMode.EXTEND:
             ids: list[int] = []
             for req, n in zip(sched.reqs, sched.extend_lens):
-                ids.extend(req.all_ids[req.num_computed : req.num_computed + n])
+                ids.extend(req.tokens(req.num_computed, req.num_computed + n))
             seq_lens = [r.num_computed + n for r, n in zip(sched.reqs, sched.extend_lens)]
             return self.runner.make_batch(
                 ForwardMode.EXTEND,

@@ -8,12 +8,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.runtime.graphs.device_graph import new_pool
-from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec, capture_sizes
+from updraft.runtime.graphs.phase_graph import PhaseSpec, capture_sizes
+from updraft.runtime.model_runner import ModelRunner
+from updraft.spec.proposers import DraftModelProposer
 
 if TYPE_CHECKING:
     from updraft.engine.engine import Engine
-    from updraft.runtime.model_runner import ModelRunner
 
 logger = logging.getLogger("updraft")
 
@@ -48,8 +48,6 @@ PREFILL_MAX_BS = 4
 
 
 def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
-    from updraft.spec.proposers import DraftModelProposer
-
     jobs: list[tuple[ModelRunner, PhaseSpec]] = []
     spec = engine.spec
     target_capture = spec.target_capture if spec is not None else CaptureHidden.NONE
@@ -92,7 +90,6 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
     sizes = capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)
     disabled = set(cfg.disable_graph_phase or [])
     emulate = kind == "emulate"
-    pools: dict[int, object] = {}
     jobs = plan_phases(engine)
     lines = []
     bar = None
@@ -108,15 +105,8 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
             elif phase.mode not in runner.backend.graph_modes:
                 lines.append(f"graphs: {name} eager (backend {runner.backend_name} cannot capture it)")
             else:
-                pool = pools.setdefault(id(runner), new_pool(emulate))
                 prefill = phase.mode == ForwardMode.EXTEND
-                g = PhaseGraphRunner(runner.model, runner.backend, phase,
-                                     [b for b in sizes if b <= PREFILL_MAX_BS] if prefill else sizes, emulate=emulate, pool=pool)
-                stats = g.capture()
-                if prefill:
-                    runner.prefill_graphs.append(g)  # planned narrowest first
-                else:
-                    runner.graphs[phase.mode] = g
+                stats = runner.capture(phase, [b for b in sizes if b <= PREFILL_MAX_BS] if prefill else sizes, emulate=emulate)
                 lines.append(
                     f"graphs: {'emulated ' if emulate else ''}{name} width {phase.width} captured for bs "
                     f"{stats.sizes[-1]}..{stats.sizes[0]} ({len(stats.sizes)} sizes) in {stats.seconds:.2f}s, "
@@ -127,16 +117,14 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
     finally:
         if bar is not None:
             bar.close()
-    lines += _capture_draft_chain(engine, sizes, emulate, pools, disabled)
+    lines += _capture_draft_chain(engine, sizes, emulate, disabled)
     for line in lines:
         logger.info(line)
     return lines
 
 
-def _capture_draft_chain(engine: Engine, sizes: list[int], emulate: bool, pools: dict[int, object], disabled: set[str]) -> list[str]:
+def _capture_draft_chain(engine: Engine, sizes: list[int], emulate: bool, disabled: set[str]) -> list[str]:
     """The S-1 draft forwards of an iteration in one graph, when the draft backend can capture."""
-    from updraft.runtime.graphs.draft_chain import DraftChainGraph
-    from updraft.spec.proposers import DraftModelProposer
 
     spec = engine.spec
     if spec is None or not isinstance(spec.proposer, DraftModelProposer) or spec.num_steps < 2:
@@ -147,13 +135,7 @@ def _capture_draft_chain(engine: Engine, sizes: list[int], emulate: bool, pools:
     runner = proposer.runner
     if ForwardMode.DRAFT_DECODE not in runner.backend.graph_modes:
         return [f"graphs: draft chain eager (backend {runner.backend_name} cannot capture DRAFT_DECODE)"]
-    chain = DraftChainGraph(
-        runner.model, runner.backend, runner.req_pool.req_to_token, spec.num_steps - 1, sizes,
-        hidden_dim=runner.config.hidden_size if proposer.shift else 0, emulate=emulate,
-        pool=pools.setdefault(id(runner), new_pool(emulate)),
-    )
-    stats = chain.capture()
-    proposer.chain = chain
+    stats = proposer.capture_chain(spec.num_steps, sizes, emulate=emulate)
     return [
         f"graphs: {'emulated ' if emulate else ''}draft chain of {spec.num_steps - 1} DRAFT_DECODE steps captured for bs "
         f"{stats.sizes[-1]}..{stats.sizes[0]} in {stats.seconds:.2f}s, {stats.memory_bytes / 2**20:.0f} MiB"

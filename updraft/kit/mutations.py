@@ -64,7 +64,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m("c2-v2-hidden-from-graph-buffer", "2", "v2 draft extend reads the next feature from the largest graph's output buffer, even after an eager fallback",
        PROP, "            out = self.runner.forward(batch)\n            self._store_next(reqs, rows, out.logits, out.hidden)\n            return\n",
        "            out = self.runner.forward(batch)\n"
-       "            g = self.runner.graphs.get(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
+       "            g = self.runner.graph(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
        "            hidden = g.graphs[g.sizes[0]].output.hidden[:bsz] if g is not None else out.hidden\n"
        "            self._store_next(reqs, rows, out.logits, hidden)\n            return\n",
        "kit --backend torch_native --mode 'draft extend v2'",

@@ -119,6 +119,11 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> str:
     return ""
 
 
+def _graphs_of(runner: ModelRunner) -> dict[ForwardMode, Any]:
+    """The fixed-width phase graphs ``runner`` captured, by mode."""
+    return {m: g for m in ForwardMode if (g := runner.graph(m)) is not None}
+
+
 class RunnerRig:
     """A tiny engine with its graphs held aside, requests prefilled, and the snapshot/compare
     machinery. Between checks every graph is detached."""
@@ -139,7 +144,7 @@ class RunnerRig:
         self.proposer: Any = spec.proposer
         self.target: ModelRunner = self.eng.runner
         self.draft: ModelRunner = self.proposer.runner
-        self.held = {"target": dict(self.target.graphs), "draft": dict(self.draft.graphs), "chain": self.proposer.chain}
+        self.held = {"target": _graphs_of(self.target), "draft": _graphs_of(self.draft), "chain": self.proposer.captured_chain}
         self._detach()
         self.records: list[_Record] = []
         self.target.forward = _Recorder(self.target, "target", self.records)  # type: ignore[method-assign]
@@ -157,9 +162,9 @@ class RunnerRig:
 
     # ---- graphs and state --------------------------------------------------------------
     def _detach(self) -> None:
-        self.target.graphs = {}
-        self.draft.graphs = {}
-        self.proposer.chain = None
+        self.target.select_graphs(())
+        self.draft.select_graphs(())
+        self.proposer.enable_chain(False)
 
     def captured(self, column: str) -> bool:
         mode = COLUMNS[column][1]
@@ -171,11 +176,11 @@ class RunnerRig:
         """Attach only the graph under test; return it."""
         mode = COLUMNS[column][1]
         if column == "draft chain":
-            self.proposer.chain = self.held["chain"]
-            return self.proposer.chain
+            self.proposer.enable_chain(True)
+            return self.held["chain"]
         where, runner = ("target", self.target) if column == "verify" else ("draft", self.draft)
-        runner.graphs = {mode: self.held[where][mode]}
-        return runner.graphs[mode]
+        runner.select_graphs({mode})
+        return self.held[where][mode]
 
     def snapshot(self) -> dict[str, Any]:
         p = self.proposer

@@ -1,10 +1,11 @@
-"""Runs one model (target or draft) over forward batches: its KV pool, attention backend and
-(later) CUDA graphs. Builds ``ForwardBatch`` objects from scheduled requests."""
+"""Runs one model (target or draft) over forward batches: its KV pool, attention backend and the
+CUDA graphs of its phases (captured by ``capture``, replayed by ``forward`` when ``can_run``
+allows). Builds ``ForwardBatch`` objects from scheduled requests."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import torch
@@ -14,6 +15,8 @@ from updraft.attention.base import AttentionBackend
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode, make_forward_batch
 from updraft.memory.pools import KVPool, ReqToTokenPool
 from updraft.models.llama import ModelOutput
+from updraft.runtime.graphs.device_graph import new_pool
+from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseGraphRunner, PhaseSpec
 
 
 class ModelRunner:
@@ -39,10 +42,14 @@ class ModelRunner:
             backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         )
         self.backend_name = backend_name
-        self.graphs: dict[ForwardMode, Any] = {}  # mode -> PhaseGraphRunner
+        self._graphs: dict[ForwardMode, PhaseGraphRunner] = {}
         #: EXTEND (prefill) runners, narrowest token width first: a short prompt replays the
         #: narrowest graph it fits instead of paying ~1000 eager launches (host-bound).
-        self.prefill_graphs: list[Any] = []
+        self._prefill_graphs: list[PhaseGraphRunner] = []
+        self._pool: Any = None  # one graph memory pool per model, created at the first capture
+        self._pool_made = False
+        #: phases whose captured graph may replay (None: all); see ``select_graphs``
+        self._selected: frozenset[ForwardMode] | None = None
         #: "MODE graph" / "MODE eager: <reason>" -> count, for logs and benchmarks.
         self.path_counts: Counter[str] = Counter()
 
@@ -77,13 +84,48 @@ class ModelRunner:
         )
         return batch
 
+    # ---- graphs --------------------------------------------------------------------------
+    def graph_pool(self, emulate: bool) -> Any:
+        """This model's graph memory pool (every graph of one model shares it; target and draft
+        never share one: a draft graph overwriting the target's pool gave illegal addresses in
+        production)."""
+        if not self._pool_made:
+            self._pool, self._pool_made = new_pool(emulate), True
+        return self._pool
+
+    def capture(self, phase: PhaseSpec, sizes: list[int], *, emulate: bool) -> CaptureStats:
+        """Capture ``phase`` for batch sizes ``sizes``; ``forward`` replays it from then on."""
+        g = PhaseGraphRunner(self.model, self.backend, phase, sizes, emulate=emulate, pool=self.graph_pool(emulate))
+        stats = g.capture()
+        if phase.mode == ForwardMode.EXTEND:
+            self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: r.phase.width)
+        else:
+            self._graphs[phase.mode] = g
+        return stats
+
+    def graph(self, mode: ForwardMode) -> PhaseGraphRunner | None:
+        """The captured graph runner of a fixed-width phase (None if not captured)."""
+        return self._graphs.get(mode)
+
+    @property
+    def prefill_graphs(self) -> list[PhaseGraphRunner]:
+        return list(self._prefill_graphs)
+
+    def select_graphs(self, modes: Collection[ForwardMode] | None) -> None:
+        """Let only the captured graphs of ``modes`` replay (None: all of them); the others run
+        eagerly (prefill graphs are not affected). The kit uses it to test one graph at a time
+        inside a running engine."""
+        self._selected = None if modes is None else frozenset(modes)
+
     # ---- execution ---------------------------------------------------------------------
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         """Replay the captured graph of this mode when ``can_run`` allows, else run eagerly (the
         backend builds metadata for this batch, then the model runs). ``ModelOutput.graph``
         says which path ran; graph outputs are views into static buffers."""
-        candidates = self.prefill_graphs if batch.mode == ForwardMode.EXTEND else [self.graphs.get(batch.mode)]
+        candidates = self._prefill_graphs if batch.mode == ForwardMode.EXTEND else [self._graphs.get(batch.mode)]
         reason = ""
+        if self._selected is not None and batch.mode != ForwardMode.EXTEND and batch.mode not in self._selected:
+            candidates = []
         for graph in candidates:
             if graph is None:
                 continue

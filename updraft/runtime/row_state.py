@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from updraft.engine.request import Request
+from updraft.runtime.request_view import RequestView
 
 # Packed admission columns (float64 holds every int64 seed below 2**53 exactly; seeds are 32-bit).
 _LEN, _BONUS, _TEMP, _TOP_K, _TOP_P, _MIN_P, _SEED, _OFFSET = range(8)
@@ -44,7 +44,7 @@ class RowState:
         self.seed = z(torch.int64)
         self.offset = z(torch.int64)  # advanced by one in the graph per iteration
 
-    def admit(self, reqs: list[Request]) -> None:
+    def admit(self, reqs: list[RequestView]) -> None:
         """Write the host's view of ``reqs`` (length, last token, sampling parameters, RNG key)."""
         if not reqs:
             return
@@ -52,7 +52,7 @@ class RowState:
             [
                 [
                     r.seq_len,
-                    r.all_ids[-1] if r.output_ids else r.prompt_ids[-1],
+                    r.last_token,
                     r.params.temperature,
                     r.params.top_k,
                     r.params.top_p,

@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from updraft.engine.engine import Engine
-from updraft.engine.request import SpecStats, StepOutput
+from updraft.engine.request import StepOutput
 from updraft.sampling_params import SamplingParams
+from updraft.spec.stats import SpecStats
 
 logger = logging.getLogger("updraft.server")
 

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import torch
 
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
-from updraft.engine.request import Request
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, StaticInputs, static_batch
@@ -47,6 +46,7 @@ from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
+from updraft.spec.request_view import SpecRequestView
 from updraft.spec.verify import greedy_accept, rejection_accept
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
@@ -139,7 +139,7 @@ class _EmulatedCopy:
 class InFlight:
     """One launched iteration; ``wait`` returns its results (the only host sync)."""
 
-    reqs: list[Request]
+    reqs: list[SpecRequestView]
     num_steps: int
     sampled: bool
     bs: int
@@ -196,7 +196,7 @@ class FusedIteration:
             return False, "no draft feature"
         return True, ""
 
-    def can_run(self, reqs: list[Request]) -> tuple[bool, str]:
+    def can_run(self, reqs: list[SpecRequestView]) -> tuple[bool, str]:
         if len(reqs) > self.sizes[-1]:
             return False, f"batch size {len(reqs)} > largest captured {self.sizes[-1]}"
         for r in reqs:
@@ -408,7 +408,7 @@ class FusedIteration:
         return accept.long(), emitted
 
     # ---- launch ----------------------------------------------------------------------------
-    def launch(self, reqs: list[Request], num_steps: int, sampled: bool) -> InFlight:
+    def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:
         """Replay the iteration for ``reqs`` (their rows admitted, their KV allocated)."""
         captured = (num_steps, sampled, self.bucket(len(reqs))) not in self.graphs
         g = self.graph_for(num_steps, sampled, len(reqs))

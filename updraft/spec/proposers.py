@@ -21,12 +21,13 @@ from dataclasses import dataclass, replace
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.request import Request
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.draft_chain import DraftChainGraph
+from updraft.runtime.graphs.phase_graph import CaptureStats
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.spec.ngram import NgramIndex
+from updraft.spec.request_view import SpecRequestView
 
 
 @dataclass
@@ -51,7 +52,7 @@ class Proposer(ABC):
 
     def on_prefill(
         self,
-        reqs: list[Request],
+        reqs: list[SpecRequestView],
         starts: list[int],
         lens: list[int],
         finished_prefill: list[bool],
@@ -62,11 +63,11 @@ class Proposer(ABC):
         return None
 
     @abstractmethod
-    def propose(self, reqs: list[Request], num_steps: int) -> Drafts: ...
+    def propose(self, reqs: list[SpecRequestView], num_steps: int) -> Drafts: ...
 
     def after_verify(
         self,
-        reqs: list[Request],
+        reqs: list[SpecRequestView],
         seq_lens: list[int],
         emitted: torch.Tensor,
         accept_len: torch.Tensor,
@@ -75,17 +76,17 @@ class Proposer(ABC):
         """Draft extend after verification (model proposers)."""
         return None
 
-    def fall_behind(self, reqs: list[Request], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
+    def fall_behind(self, reqs: list[SpecRequestView], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
         """A plain target step (S = 0) ran for ``reqs`` at committed lengths ``seq_lens`` without
         the draft; ``target_hidden`` holds the target's features of that step, one row each.
         Proposers without a model have nothing to do."""
         return None
 
-    def catch_up(self, reqs: list[Request]) -> None:
+    def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """Make the draft of ``reqs`` current after ``fall_behind`` steps (before drafting)."""
         return None
 
-    def release(self, req: Request) -> None:
+    def release(self, req: SpecRequestView) -> None:
         """The request finished or was preempted."""
         return None
 
@@ -97,7 +98,7 @@ class NgramProposer(Proposer):
         self.matches = 0
         self.lookups = 0
 
-    def propose(self, reqs: list[Request], num_steps: int) -> Drafts:
+    def propose(self, reqs: list[SpecRequestView], num_steps: int) -> Drafts:
         rows = []
         for req in reqs:
             idx = self._index.get(req.request_id)
@@ -117,7 +118,7 @@ class NgramProposer(Proposer):
             rows.append(drafts)
         return Drafts(torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True), None)
 
-    def release(self, req: Request) -> None:
+    def release(self, req: SpecRequestView) -> None:
         self._index.pop(req.request_id, None)
 
 
@@ -142,11 +143,36 @@ class DraftModelProposer(Proposer):
         self.vocab = self._target_vocab()
         #: Draft logit index -> target id (EAGLE-3's draft vocabulary, an EAGLE-1 token map).
         self.to_target = draft_to_target(model)
-        #: The S-1 draft forwards in one graph (greedy batches), set by graph capture.
-        self.chain: DraftChainGraph | None = None
+        #: The S-1 draft forwards in one graph (greedy batches), from ``capture_chain``.
+        self._chain: DraftChainGraph | None = None
+        self._chain_on = True  # see ``enable_chain``
         self.chain_counts: dict[str, int] = {}
         #: request id -> how far its draft is behind (only while S = 0 steps ran since it drafted)
         self._lag: dict[str, _Lag] = {}
+
+    def capture_chain(self, num_steps: int, sizes: list[int], *, emulate: bool) -> CaptureStats:
+        """Capture the ``num_steps - 1`` draft forwards of an iteration as one graph."""
+        r = self.runner
+        chain = DraftChainGraph(r.model, r.backend, r.req_pool.req_to_token, num_steps - 1, sizes,
+                                hidden_dim=r.config.hidden_size if self.shift else 0, emulate=emulate,
+                                pool=r.graph_pool(emulate))
+        stats = chain.capture()
+        self._chain = chain
+        return stats
+
+    @property
+    def chain(self) -> DraftChainGraph | None:
+        """The captured draft chain, if it may replay."""
+        return self._chain if self._chain_on else None
+
+    @property
+    def captured_chain(self) -> DraftChainGraph | None:
+        return self._chain
+
+    def enable_chain(self, on: bool) -> None:
+        """Let the captured chain replay (default) or run the draft steps one by one; the kit
+        tests the chain graph against its eager steps inside a running engine."""
+        self._chain_on = on
 
     def _target_vocab(self) -> int:
         model = self.runner.model
@@ -155,7 +181,7 @@ class DraftModelProposer(Proposer):
         return model.config.vocab_size
 
     # ---- choosing the next draft from draft logits -------------------------------------
-    def _choose(self, reqs: list[Request], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _choose(self, reqs: list[SpecRequestView], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft token per row (target ids) and, for sampling requests, the distribution q it
         was drawn from (over target ids). Greedy requests take the argmax."""
         to_target = self.to_target
@@ -176,7 +202,7 @@ class DraftModelProposer(Proposer):
             return to_target(ids), q
         return ids, q_draft
 
-    def _store_next(self, reqs: list[Request], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
+    def _store_next(self, reqs: list[SpecRequestView], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
         tok, q = self._choose(reqs, logits)
         self.next_token[rows] = tok
         if self.next_hidden is not None and hidden is not None:
@@ -186,7 +212,7 @@ class DraftModelProposer(Proposer):
                 self.next_q = torch.zeros(self.next_token.shape[0], self.vocab, device=q.device)
             self.next_q[rows] = q
 
-    def redraft_first(self, reqs: list[Request]) -> None:
+    def redraft_first(self, reqs: list[SpecRequestView]) -> None:
         """Recompute the first draft (and its q) of ``reqs`` from their stored draft features.
         The fused iteration keeps only the feature (its next iteration applies the LM head), so
         this runs before a per-phase iteration that follows fused ones."""
@@ -197,7 +223,7 @@ class DraftModelProposer(Proposer):
         self._store_next(reqs, rows, self.runner.model.logits_from_feature(feat), feat)  # type: ignore[operator]
 
     # ---- falling behind and catching up --------------------------------------------------
-    def fall_behind(self, reqs: list[Request], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
+    def fall_behind(self, reqs: list[SpecRequestView], seq_lens: list[int], target_hidden: torch.Tensor | None) -> None:
         for i, (req, n) in enumerate(zip(reqs, seq_lens)):
             lag = self._lag.setdefault(req.request_id, _Lag(n, []))
             if self.shift:
@@ -205,7 +231,7 @@ class DraftModelProposer(Proposer):
                 # clone: a graph's output is a view its next replay overwrites
                 lag.features.append(target_hidden[i : i + 1].clone())
 
-    def catch_up(self, reqs: list[Request]) -> None:
+    def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """One EXTEND over every token the draft missed (EAGLE: token j+1 with the target's
         feature of position j at draft position j, as in the prefill), which also yields the
         next first draft, as a draft extend would have."""
@@ -218,7 +244,7 @@ class DraftModelProposer(Proposer):
         feats: list[torch.Tensor] = []
         for req, lag in behind:
             n = req.seq_len
-            missed = req.all_ids[lag.synced : n]
+            missed = req.tokens(lag.synced, n)
             assert not self.shift or len(missed) == len(lag.features), "draft lag out of step with the target"
             ids.extend(missed)
             seq.append(n - self.shift)
@@ -234,7 +260,7 @@ class DraftModelProposer(Proposer):
         rows = torch.tensor([r.row for r in reqs_b], dtype=torch.long, device=self.runner.device)
         self._store_next(reqs_b, rows, out.logits, out.hidden)
 
-    def release(self, req: Request) -> None:
+    def release(self, req: SpecRequestView) -> None:
         self._lag.pop(req.request_id, None)
 
     # ---- prefill ---------------------------------------------------------------------
@@ -252,15 +278,14 @@ class DraftModelProposer(Proposer):
                 row0 += n
                 continue
             c1 = c0 + n
-            toks = req.all_ids
             if self.shift:  # EAGLE: tokens c0+1..c1 at positions c0..c1-1, features of c0..c1-1
-                ids.extend(toks[c0 + 1 : c1 + 1])
+                ids.extend(req.tokens(c0 + 1, c1 + 1))
                 seq.append(c1)
                 ext.append(n)
                 hid_rows.extend(range(row0, row0 + n))
             else:  # standalone: tokens c0..c1-1 (+ the bonus at c1 when the prefill finished)
                 m = n + (1 if fin else 0)
-                ids.extend(toks[c0 : c0 + m])
+                ids.extend(req.tokens(c0, c0 + m))
                 seq.append(c0 + m)
                 ext.append(m)
             keep.append(i)
@@ -282,7 +307,7 @@ class DraftModelProposer(Proposer):
             self._store_next([kept[j] for j in done], rows, out.logits[sel], out.hidden[sel] if out.hidden is not None else None)
 
     # ---- drafting ----------------------------------------------------------------------
-    def propose(self, reqs: list[Request], num_steps: int) -> Drafts:
+    def propose(self, reqs: list[SpecRequestView], num_steps: int) -> Drafts:
         dev = self.runner.device
         rows = torch.tensor([r.row for r in reqs], dtype=torch.long, device=dev)
         toks = [self.next_token[rows]]

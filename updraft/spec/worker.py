@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
-from updraft.engine.request import Request
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import Drafts, Proposer
+from updraft.spec.request_view import SpecRequestView
 from updraft.spec.verify import greedy_accept, rejection_accept
 
 
@@ -78,7 +78,7 @@ class SpecWorker:
             return None
         return out.aux_hidden if out.aux_hidden is not None else out.hidden
 
-    def step(self, reqs: list[Request]) -> SpecStepResult:
+    def step(self, reqs: list[SpecRequestView]) -> SpecStepResult:
         """One iteration with an adaptively chosen S; its wall time and the host's work since
         the previous one are its cost samples."""
         bucket = 1 << (len(reqs) - 1).bit_length()
@@ -96,12 +96,12 @@ class SpecWorker:
         self.adaptive.record(s, res.accept_lens)
         return res
 
-    def catch_up(self, reqs: list[Request]) -> None:
+    def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """Bring the draft of ``reqs`` up to date (before anything else drafts for them)."""
         with self.timer("catch_up"):
             self.proposer.catch_up(reqs)
 
-    def plain(self, reqs: list[Request]) -> SpecStepResult:
+    def plain(self, reqs: list[SpecRequestView]) -> SpecStepResult:
         """S = 0: a plain decode step of the target; the draft falls behind by one token."""
         bsz = len(reqs)
         with self.timer("decode"):
@@ -118,7 +118,7 @@ class SpecWorker:
         self.proposer.fall_behind(reqs, seq_lens, self.target_hidden(out))
         return self._finish(reqs, 0, accept_len, emitted, logits)
 
-    def speculate(self, reqs: list[Request], s: int) -> SpecStepResult:
+    def speculate(self, reqs: list[SpecRequestView], s: int) -> SpecStepResult:
         """One iteration with S drafts."""
         ndt = s + 1
         bsz = len(reqs)
@@ -128,7 +128,7 @@ class SpecWorker:
         with timer("draft"):
             drafts = self.proposer.propose(reqs, s)
         with timer("verify"):
-            bonus = torch.tensor([r.all_ids[-1] for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
+            bonus = torch.tensor([r.last_token for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
             ids = torch.cat([bonus[:, None], drafts.tokens], dim=1)  # [B, ndt]
             seq_lens = [r.seq_len for r in reqs]
             batch = self.target.make_batch(
@@ -150,7 +150,7 @@ class SpecWorker:
         return self._finish(reqs, s, accept_len, emitted, logits)
 
     def _finish(
-        self, reqs: list[Request], s: int, accept_len: torch.Tensor, emitted: torch.Tensor, logits: torch.Tensor
+        self, reqs: list[SpecRequestView], s: int, accept_len: torch.Tensor, emitted: torch.Tensor, logits: torch.Tensor
     ) -> SpecStepResult:
         with self.timer("sync"):
             lp = self._logprobs(reqs, logits, emitted) if any(r.params.logprobs is not None for r in reqs) else None
@@ -163,7 +163,7 @@ class SpecWorker:
         logprobs = [row[:a] for row, a in zip(lp, acc)] if lp is not None else None
         return SpecStepResult(tokens, acc, logprobs)
 
-    def _accept(self, reqs: list[Request], drafts, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    def _accept(self, reqs: list[SpecRequestView], drafts, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
         bsz, ndt, vocab = logits.shape
         params = [r.params for r in reqs]
         if all(p.greedy for p in params) and not any(p.uses_penalties for p in params):
@@ -192,7 +192,7 @@ class SpecWorker:
         r_len, r_em = rejection_accept(drafts.tokens, drafts.q, probs, [r.generator for r in reqs])
         return torch.where(greedy, g_len, r_len), torch.where(greedy[:, None], g_em, r_em)
 
-    def _logprobs(self, reqs: list[Request], logits: torch.Tensor, emitted: torch.Tensor) -> list[list[dict]]:
+    def _logprobs(self, reqs: list[SpecRequestView], logits: torch.Tensor, emitted: torch.Tensor) -> list[list[dict]]:
         """Raw log-probabilities of the emitted tokens (and top-k), per verify row."""
         lsm = torch.log_softmax(logits.float(), dim=-1)
         chosen = lsm.gather(-1, emitted[..., None]).squeeze(-1).tolist()
