@@ -22,8 +22,8 @@ Conventions (see ../shared/design/spec-decoding.md):
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -88,6 +88,20 @@ REAL_MODES: tuple[ForwardMode, ...] = (
 )
 
 
+#: Which rows of a forward get logits: the last row of each request, every row, one chosen row
+#: per request (graph replays of the v2 draft extend), or none.
+LogitRows = Literal["last", "all", "select", "none"]
+
+
+class FeatureKind(enum.IntEnum):
+    """What ``ForwardBatch.feature`` holds (the extra per-token input of a draft model)."""
+
+    NONE = 0
+    TARGET = 1  # the target's hidden states (EAGLE heads project them with their fc)
+    DRAFT = 2  # the draft's own output feature of the previous step (draft decode)
+    PROBE = 3  # packed q|k|v rows of the attention kit's one-layer probe model
+
+
 class CaptureHidden(enum.IntEnum):
     """Which hidden states the model returns besides logits (speculative drafts need them)."""
 
@@ -145,8 +159,12 @@ class ForwardBatch:
     custom_mask: torch.Tensor | None = None
     attn_backend: AttentionBackend | None = None
     attn_metadata: Any = None
-    # Extra inputs of draft models (target hidden states for EAGLE), keyed by name.
-    spec_inputs: dict[str, torch.Tensor] = field(default_factory=dict)
+    # The extra per-token input of a draft model ([T, dim] rows, see FeatureKind).
+    feature: torch.Tensor | None = None
+    feature_kind: FeatureKind = FeatureKind.NONE
+
+    def set_feature(self, kind: FeatureKind, rows: torch.Tensor) -> None:
+        self.feature, self.feature_kind = rows, kind
 
     @property
     def num_tokens(self) -> int:
@@ -201,7 +219,7 @@ def make_forward_batch(
     extend_seq_lens_cpu: torch.Tensor,
     req_to_token: torch.Tensor,
     *,
-    logits: str = "last",
+    logits: LogitRows = "last",
     stride: int = 0,
     capture_hidden: CaptureHidden = CaptureHidden.NONE,
     custom_mask: torch.Tensor | None = None,

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from updraft.attention.torch_native import TorchNativeBackend
-from updraft.batch import ForwardMode
+from updraft.batch import FeatureKind, ForwardMode
 from updraft.kit.cases import AttnCase
 from updraft.kit.graph_harness import AttentionProbe, run_graph
 from updraft.kit.harness import build_case, make_batch
@@ -46,12 +46,12 @@ def probe_runner(case: AttnCase, backend_cls=TorchNativeBackend):  # noqa: ANN00
     backend = backend_cls(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
     probe = AttentionProbe(case.num_heads, case.num_kv_heads, case.head_dim, torch.float32, "cpu")
     dim = (case.num_heads + 2 * case.num_kv_heads) * case.head_dim
-    phase = PhaseSpec(case.mode, case.extend_lens[0], "all", spec_input="qkv", spec_dim=dim)
+    phase = PhaseSpec(case.mode, case.extend_lens[0], "all", feature=FeatureKind.PROBE, feature_dim=dim)
     runner = PhaseGraphRunner(probe, backend, phase, [case.batch_size], emulate=True, pool=None)
     runner.capture()
     batch = make_batch(setup)
     t = batch.num_tokens
-    batch.spec_inputs["qkv"] = torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], -1)
+    batch.set_feature(FeatureKind.PROBE, torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], -1))
     batch.logits_indices = torch.arange(t)
     return runner, backend, batch
 
@@ -171,7 +171,7 @@ def test_class9_width_mismatch_is_refused() -> None:
     other = build_case(AttnCase(M.TARGET_VERIFY, 4, 2, 16, 1, (5,), (6,)))
     b = make_batch(other)
     b.logits_indices = torch.arange(b.num_tokens)
-    b.spec_inputs["qkv"] = torch.zeros(b.num_tokens, 4 * 16 + 2 * 2 * 16)
+    b.set_feature(FeatureKind.PROBE, torch.zeros(b.num_tokens, 4 * 16 + 2 * 2 * 16))
     ok, reason = runner.can_run(b)
     assert not ok and "width" in reason
 

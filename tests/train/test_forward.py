@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from updraft.batch import CaptureHidden, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.eagle import Eagle3Head
 from updraft.runtime.model_runner import ModelRunner
@@ -41,7 +41,7 @@ def _engine_side(head, ids: torch.Tensor, feature: torch.Tensor, j: int, steps: 
     assert alloc.ensure(row, N + STEPS)
     n = N - 1
     batch = runner.make_batch(ForwardMode.EXTEND, ids[1:N], [row], [n], [n], logits="all", capture_hidden=CaptureHidden.FULL)
-    batch.spec_inputs["target_hidden"] = feature[:n]
+    batch.set_feature(FeatureKind.TARGET, feature[:n])
     out0 = runner.forward(batch)
     hidden, logits = [out0.hidden[j]], [out0.logits[j]]
     h = out0.hidden[j : j + 1]
@@ -50,7 +50,7 @@ def _engine_side(head, ids: torch.Tensor, feature: torch.Tensor, j: int, steps: 
             ForwardMode.DRAFT_DECODE, ids[j + k + 1 : j + k + 2], [row], [j + k + 1], [1], logits="last", stride=1,
             capture_hidden=CaptureHidden.LAST,
         )
-        batch.spec_inputs["hidden"] = h
+        batch.set_feature(FeatureKind.DRAFT, h)
         out = runner.forward(batch)
         h = out.hidden
         hidden.append(h[0])

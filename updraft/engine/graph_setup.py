@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
-from updraft.batch import CaptureHidden, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.runtime.graphs.phase_graph import PhaseSpec, capture_sizes
 from updraft.runtime.model_runner import ModelRunner
 from updraft.spec.proposers import DraftModelProposer
@@ -60,12 +60,12 @@ def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
     proposer = spec.proposer
     if isinstance(proposer, DraftModelProposer):
         draft = proposer.runner
-        own = "hidden" if proposer.shift else None
+        own = FeatureKind.DRAFT if proposer.shift else FeatureKind.NONE
         if spec.num_steps > 1:
             jobs.append(
                 (draft, PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, own, draft.config.hidden_size if own else 0))
             )
-        feat = "target_hidden" if proposer.shift else None
+        feat = FeatureKind.TARGET if proposer.shift else FeatureKind.NONE
         feat_dim = 0
         if feat:
             tcfg = engine.model_config

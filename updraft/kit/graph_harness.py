@@ -39,7 +39,7 @@ from torch import nn
 
 from updraft.attention import backend_class
 from updraft.attention.base import AttentionBackend
-from updraft.batch import ForwardBatch
+from updraft.batch import FeatureKind, ForwardBatch
 from updraft.kit.cases import TOLERANCE, AttnCase
 from updraft.kit.harness import (
     DTYPE,
@@ -58,7 +58,7 @@ CAPTURE_MULTS = (1, 2, 4)
 
 
 class AttentionProbe(nn.Module):
-    """A "model" that is one attention call over q|k|v packed in ``spec_inputs["qkv"]``."""
+    """A "model" that is one attention call over q|k|v packed in ``batch.feature`` (FeatureKind.PROBE)."""
 
     def __init__(self, hq: int, hkv: int, d: int, dtype: torch.dtype, device: torch.device | str) -> None:
         super().__init__()
@@ -72,7 +72,7 @@ class AttentionProbe(nn.Module):
         return q.reshape(t, self.hq, self.d), k.reshape(t, self.hkv, self.d), v.reshape(t, self.hkv, self.d)
 
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        q, k, v = self.split(batch.spec_inputs["qkv"])
+        q, k, v = self.split(batch.feature)
         assert batch.attn_backend is not None
         out = batch.attn_backend.forward(q, k, v, 0, batch)
         return ModelOutput(logits=out.reshape(q.shape[0], -1)[batch.logits_indices])
@@ -133,7 +133,7 @@ def check_invariants(md: object, num_slots: int, table_rows: int, num_tokens: in
 #: Static inputs that change from replay to replay in every graph runner. The fixed-layout
 #: fields (extend lengths, start offsets, logits rows) are refilled by ``PhaseGraphRunner`` too,
 #: but the draft chain keeps its capture-time values (constants by construction there).
-PER_REPLAY_FIELDS = ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens", "spec_input")
+PER_REPLAY_FIELDS = ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens", "feature")
 LAYOUT_FIELDS = ("extend_seq_lens", "extend_start_loc", "logits_indices")
 
 
@@ -169,7 +169,7 @@ def poison_static_inputs(
         t = getattr(st, name)
         if t is None:
             continue
-        if name == "spec_input":
+        if name == "feature":
             t.copy_(torch.randn(tuple(t.shape), generator=gen).to(t) * 50)
             continue
         lo, hi = ranges[name]
@@ -212,12 +212,12 @@ def _rig(backend_name: str, case: AttnCase, mult: int, pad: str, device: str, em
     # maximum of its own lengths (failure class 6).
     width = case.extend_lens[0] if fixed else max(big.extend_lens) + 1
     qkv_dim = (case.num_heads + 2 * case.num_kv_heads) * case.head_dim
-    phase = PhaseSpec(case.mode, width, "all", spec_input="qkv", spec_dim=qkv_dim)
+    phase = PhaseSpec(case.mode, width, "all", feature=FeatureKind.PROBE, feature_dim=qkv_dim)
     bs = mult * n
     runner = PhaseGraphRunner(probe, backend, phase, [bs], emulate=emulate, pool=new_pool(emulate))
     batch = make_batch(setup)
     t = batch.num_tokens
-    batch.spec_inputs["qkv"] = torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], dim=-1)
+    batch.set_feature(FeatureKind.PROBE, torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], dim=-1))
     batch.logits_indices = torch.arange(t, device=batch.device)
     if not fixed:
         batch.max_extend_len = width
@@ -324,6 +324,6 @@ def run_graph_metadata(backend_name: str, case: AttnCase, mult: int, pad: str, d
     rig.backend.init_replay_metadata(view)
     table_rows = int(rig.setup.req_to_token.shape[0])
     inv = check_invariants(view.attn_metadata, rig.setup.kv_pool.num_slots, table_rows, view.num_tokens)
-    q, k, v = rig.probe.split(view.spec_inputs["qkv"])
+    q, k, v = rig.probe.split(view.feature)
     out = rig.backend.forward(q, k, v, 0, view)[: rig.batch.num_tokens].clone()
     return _finish(rig, out, inv, pad, mult, "graph-metadata")

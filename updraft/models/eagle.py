@@ -15,8 +15,8 @@ residual. Logits come from ``lm_head(norm(out))`` over a draft vocabulary, mappe
 by ``d2t`` (target = draft + d2t[draft]); the pre-norm output is the next step's feature. Keys:
 ``fc.weight``, ``midlayer.*``, ``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``.
 
-Both read the target feature from ``batch.spec_inputs["target_hidden"]`` (prefill, draft extend)
-or their own previous feature from ``batch.spec_inputs["hidden"]`` (draft decode). Layout
+Both read ``batch.feature``: the target's feature (``FeatureKind.TARGET``: prefill, draft extend)
+or their own previous feature (``FeatureKind.DRAFT``: draft decode). Layout
 variants of other engines' trainers are normalised by ``updraft.models.eagle_formats``.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from updraft.batch import CaptureHidden, ForwardBatch
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig
 from updraft.models.eagle_formats import (
@@ -82,6 +82,12 @@ class DraftHeadConfig:
             fc_bias=bool(cfg.get("bias", kind == "eagle")),
             aux_layer_ids=aux,
         )
+
+
+def _feature(batch: ForwardBatch) -> torch.Tensor:
+    if batch.feature is None or batch.feature_kind not in (FeatureKind.TARGET, FeatureKind.DRAFT):
+        raise ValueError(f"an EAGLE head needs a target or draft feature, got {batch.feature_kind.name}")
+    return batch.feature
 
 
 def default_aux_layers(num_layers: int) -> tuple[int, ...]:
@@ -157,9 +163,7 @@ class EagleHead(nn.Module):
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        feat = batch.spec_inputs.get("hidden")
-        if feat is None:
-            feat = batch.spec_inputs["target_hidden"]
+        feat = _feature(batch)
         h = self.fc(torch.cat([self.shared.embed(batch.input_ids), feat.to(self.fc.weight.dtype)], dim=-1))
         residual: torch.Tensor | None = None
         for layer in self.layers:
@@ -213,9 +217,9 @@ class Eagle3Head(nn.Module):
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        feat = batch.spec_inputs.get("hidden")
-        if feat is None:
-            feat = self.fc(batch.spec_inputs["target_hidden"].to(self.fc.weight.dtype))
+        feat = _feature(batch)
+        if batch.feature_kind == FeatureKind.TARGET:
+            feat = self.fc(feat.to(self.fc.weight.dtype))
         x, residual = self.midlayer(self.shared.embed(batch.input_ids), feat, batch, self.rotary)
         # One pass gives the pre-norm output feature (next step's input) and its norm (the
         # logits' input); normalising every row and then selecting equals selecting first.

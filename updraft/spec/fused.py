@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, StaticInputs, static_batch
@@ -220,7 +220,7 @@ class FusedIteration:
             chain: list[ForwardBatch] = []
             extend = None
         else:
-            chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, "hidden", d.runner.config.hidden_size)
+            chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, FeatureKind.DRAFT, d.runner.config.hidden_size)
             chain = [_static_batch(chain_phase, bs, d.runner.backend, dev, d.runner.dtype) for _ in range(max(0, s - 1))]
             # S = 0 scores one token: the decode kernel (split KV), not the extend kernel that a
             # multi-token verify needs (the latter is far slower for one token at large batch).
@@ -229,7 +229,7 @@ class FusedIteration:
                                    self.target.backend, dev, self.target.dtype)
             feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
             # No logits rows: the next iteration applies the LM head to the selected feature.
-            ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, "target_hidden", feat_dim)
+            ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, FeatureKind.TARGET, feat_dim)
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
             for b in chain + [extend]:
                 d.runner.backend.init_capture_metadata(b)
@@ -360,7 +360,7 @@ class FusedIteration:
             choose(d.head.logits_from_feature(feat), 0)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at position N - 2 + k
             _write_rows(b, rows, n - 2 + k, toks[-1], table)
-            b.spec_inputs["hidden"].copy_(feat)
+            b.feature.copy_(feat)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(b)
             feat = out.hidden
@@ -378,7 +378,7 @@ class FusedIteration:
         e = g.extend
         assert e is not None
         _write_rows(e, rows, n - 1, emitted, table)
-        e.spec_inputs["target_hidden"].copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
+        e.feature.copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
         d.runner.backend.init_replay_metadata(e)
         dout = d.head(e)
         ar = torch.arange(bs, device=rows.device)

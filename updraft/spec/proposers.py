@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from updraft.batch import CaptureHidden, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.draft_chain import DraftChainGraph
 from updraft.runtime.graphs.phase_graph import CaptureStats
@@ -255,7 +255,7 @@ class DraftModelProposer(Proposer):
             ForwardMode.EXTEND, ids, [r.row for r in reqs_b], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST
         )
         if self.shift:
-            batch.spec_inputs["target_hidden"] = torch.cat(feats)
+            batch.set_feature(FeatureKind.TARGET, torch.cat(feats))
         out = self.runner.forward(batch)
         rows = torch.tensor([r.row for r in reqs_b], dtype=torch.long, device=self.runner.device)
         self._store_next(reqs_b, rows, out.logits, out.hidden)
@@ -298,7 +298,7 @@ class DraftModelProposer(Proposer):
         )
         if self.shift:
             assert target_hidden is not None
-            batch.spec_inputs["target_hidden"] = target_hidden[torch.tensor(hid_rows, device=target_hidden.device)]
+            batch.set_feature(FeatureKind.TARGET, target_hidden[torch.tensor(hid_rows, device=target_hidden.device)])
         out = self.runner.forward(batch)
         done = [j for j, i in enumerate(keep) if finished_prefill[i]]
         if done:
@@ -334,7 +334,7 @@ class DraftModelProposer(Proposer):
                 capture_hidden=CaptureHidden.LAST,
             )
             if hidden is not None:
-                batch.spec_inputs["hidden"] = hidden
+                batch.set_feature(FeatureKind.DRAFT, hidden)
             out = self.runner.forward(batch)
             tok, q = self._choose(reqs, out.logits)
             toks.append(tok)
@@ -369,7 +369,7 @@ class DraftModelProposer(Proposer):
             # only there (a graph of this phase outputs nothing else).
             batch.logits_indices = torch.arange(bsz, device=dev) * ndt + accept_len.to(dev) - 1
             if target_hidden is not None and self.shift:
-                batch.spec_inputs["target_hidden"] = target_hidden
+                batch.set_feature(FeatureKind.TARGET, target_hidden)
             out = self.runner.forward(batch)
             self._store_next(reqs, rows, out.logits, out.hidden)
             return
@@ -386,6 +386,6 @@ class DraftModelProposer(Proposer):
             capture_hidden=CaptureHidden.LAST,
         )
         if target_hidden is not None and self.shift:
-            batch.spec_inputs["target_hidden"] = target_hidden[sel]
+            batch.set_feature(FeatureKind.TARGET, target_hidden[sel])
         out = self.runner.forward(batch)
         self._store_next(reqs, rows, out.logits, out.hidden)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, StaticInputs, static_batch
@@ -40,8 +40,8 @@ class DraftChainGraph:
         w = next(model.parameters())
         self.device, self.dtype = w.device, w.dtype
         self.hidden_dim = hidden_dim
-        spec_input = "hidden" if hidden_dim else None
-        self.phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, spec_input, hidden_dim)
+        feature = FeatureKind.DRAFT if hidden_dim else FeatureKind.NONE
+        self.phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, feature, hidden_dim)
         self.inputs = [StaticInputs.alloc(self.phase, self.sizes[0], self.device, self.dtype) for _ in range(steps)]
         self.tokens = torch.zeros(self.sizes[0], steps, dtype=torch.long, device=self.device)  # d_2..d_{S}
         self.batches: dict[int, list[ForwardBatch]] = {}
@@ -63,8 +63,8 @@ class DraftChainGraph:
             if k + 1 < len(batches):
                 nxt = batches[k + 1]
                 nxt.input_ids.copy_(tok)
-                if "hidden" in nxt.spec_inputs and out.hidden is not None:
-                    nxt.spec_inputs["hidden"].copy_(out.hidden)
+                if nxt.feature is not None and out.hidden is not None:
+                    nxt.feature.copy_(out.hidden)
         return self.tokens[:bs]
 
     def capture(self) -> CaptureStats:
@@ -120,9 +120,9 @@ class DraftChainGraph:
             if k == 0:
                 st.input_ids[:n].copy_(first)
                 st.input_ids[n:bs].zero_()
-                if st.spec_input is not None and hidden is not None:
-                    st.spec_input[:n].copy_(hidden)
-                    st.spec_input[n:bs].zero_()
+                if st.feature is not None and hidden is not None:
+                    st.feature[:n].copy_(hidden)
+                    st.feature[n:bs].zero_()
             seq_cpu = torch.tensor([b + k + 1 for b in base] + [fill] * (bs - n), dtype=torch.int32)
             view = dataclasses.replace(captured, seq_lens_cpu=seq_cpu, real_batch_size=n)
             self.backend.init_replay_metadata(view)

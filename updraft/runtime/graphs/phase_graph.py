@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode, LogitRows
 from updraft.models.llama import ModelOutput
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 
@@ -61,10 +61,10 @@ class PhaseSpec:
 
     mode: ForwardMode
     width: int  # tokens per request (1 decode, ndt verify / v2, S+1 for v1 packed capacity)
-    logits: str  # "last" (one row per request), "all" (every row), "select" (one chosen row), "none"
+    logits: LogitRows  # "last" (one row per request), "all" (every row), "select" (one chosen row), "none"
     capture_hidden: CaptureHidden = CaptureHidden.NONE
-    spec_input: str | None = None  # key of batch.spec_inputs the model reads, if any
-    spec_dim: int = 0
+    feature: FeatureKind = FeatureKind.NONE  # the per-token input the model reads besides tokens
+    feature_dim: int = 0
 
     @property
     def rows_per_request(self) -> int:
@@ -88,7 +88,7 @@ class StaticInputs:
     extend_seq_lens: torch.Tensor  # [max_bs] int32
     extend_start_loc: torch.Tensor  # [max_bs] int32
     logits_indices: torch.Tensor  # [max_bs * rows_per_request] int64
-    spec_input: torch.Tensor | None  # [max_bs * width, spec_dim]
+    feature: torch.Tensor | None  # [max_bs * width, feature_dim]
 
     @classmethod
     def alloc(cls, phase: PhaseSpec, max_bs: int, device: torch.device, dtype: torch.dtype) -> StaticInputs:
@@ -106,7 +106,7 @@ class StaticInputs:
             extend_seq_lens=z(max_bs, torch.int32),
             extend_start_loc=z(max_bs, torch.int32),
             logits_indices=z(max_bs * phase.rows_per_request),
-            spec_input=torch.zeros(t, phase.spec_dim, dtype=dtype, device=device) if phase.spec_input else None,
+            feature=torch.zeros(t, phase.feature_dim, dtype=dtype, device=device) if phase.feature else None,
         )
 
 
@@ -144,8 +144,8 @@ def static_batch(phase: PhaseSpec, st: StaticInputs, bs: int, backend: Any, devi
         capture_hidden=phase.capture_hidden,
         attn_backend=backend,
     )
-    if phase.spec_input and st.spec_input is not None:
-        batch.spec_inputs[phase.spec_input] = st.spec_input[:t]
+    if phase.feature and st.feature is not None:
+        batch.set_feature(phase.feature, st.feature[:t])
     return batch
 
 
@@ -239,8 +239,8 @@ class PhaseGraphRunner:
             return False, f"width {batch.stride} != captured width {p.width}"
         if batch.capture_hidden != p.capture_hidden:
             return False, f"capture_hidden {batch.capture_hidden.name} != captured {p.capture_hidden.name}"
-        if p.spec_input and p.spec_input not in batch.spec_inputs:
-            return False, f"missing spec input {p.spec_input!r}"
+        if p.feature != batch.feature_kind:
+            return False, f"feature {batch.feature_kind.name} != captured {p.feature.name}"
         if p.logits != "all" and batch.logits_indices.numel() != batch.batch_size:
             return False, "needs one logits row per request"
         if p.logits == "all" and batch.logits_indices.numel() != batch.num_tokens:
@@ -291,9 +291,9 @@ class PhaseGraphRunner:
             st.logits_indices[r_real : bs * rows].copy_(torch.arange(t_real, t, device=self.device))
         else:
             st.logits_indices[n:bs].copy_(t_real + torch.arange(bs - n, device=self.device) * w + w - 1)
-        if p.spec_input and st.spec_input is not None:
-            st.spec_input[:t_real].copy_(batch.spec_inputs[p.spec_input])
-            st.spec_input[t_real:t].zero_()
+        if st.feature is not None and batch.feature is not None:
+            st.feature[:t_real].copy_(batch.feature)
+            st.feature[t_real:t].zero_()
         seq_cpu = torch.cat([batch.seq_lens_cpu.to(torch.int32), torch.full((bs - n,), fill, dtype=torch.int32)])
         ext_cpu = torch.cat([batch.extend_seq_lens_cpu.to(torch.int32), torch.full((bs - n,), w, dtype=torch.int32)])
         # The view shares every device tensor and the metadata object with the captured batch;
