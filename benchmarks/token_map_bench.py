@@ -81,7 +81,7 @@ def measure(loaded: LoadedModel, head: Path, token_map: Path | None, sizes: list
         base = [r.seq_len - 1 for r in reqs]
         feat = hidden.clone()
         out[str(bs)] = {
-            "step_ms": median_ms(lambda: prop.chain.replay(first, hidden, rows, base), iters, device),
+            "step_ms": median_ms(lambda: prop.chain.replay(first, hidden, [r.row for r in reqs], base), iters, device),
             "lm_head_ms": median_ms(lambda: prop.runner.model.logits_from_feature(feat), iters, device),
         }
         for r in reqs:

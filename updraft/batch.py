@@ -151,6 +151,11 @@ class ForwardBatch:
     real_batch_size: int | None = None
     # Tokens that belong to real requests (packed graph replays leave junk rows after them).
     num_real_tokens: int | None = None
+    # A graph replay's view: the captured batch size whose static inputs hold this batch.
+    replay_bs: int | None = None
+    # Set by ModelRunner.make_batch: the batch's tensors live in the runner's inputs of this
+    # mode until the next batch of the mode is staged (forward refuses a stale one).
+    stage_serial: int | None = None
     # Bound on extend_seq_lens that sizes kernel grids. Graph runners set it to the captured
     # width so the host scalar is the same at capture and replay (failure class 6); None: the
     # backend uses the host maximum (eager).

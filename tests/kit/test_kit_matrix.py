@@ -158,20 +158,23 @@ def test_graph_metadata_cannot_see_a_rebound_buffer_but_graph_can(monkeypatch: p
 
 
 def test_stale_static_inputs_are_poisoned(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Failure class 10: a replay fill that leaves the padded tokens' slots alone writes real KV
-    slots (the harness poisons static inputs with stale values first)."""
-    from updraft.runtime.graphs.phase_graph import PhaseGraphRunner
+    """Failure class 10: a builder that leaves the padded tokens' rows and positions from an
+    earlier batch gathers real KV slots for them (the harness poisons static inputs with stale
+    values first; on a CPU the builder writes the static inputs in place)."""
+    from updraft.runtime.phase_inputs import PhaseInputs
 
-    real_fill = PhaseGraphRunner._fill
+    real_write = PhaseInputs.write
 
-    def leaky(self, batch, bs, static_batch):  # noqa: ANN001, ANN202
-        keep = self.static.out_cache_loc.clone()
-        view = real_fill(self, batch, bs, static_batch)
-        t = batch.num_tokens
-        self.static.out_cache_loc[t:].copy_(keep[t:])  # the bug: padded columns not cleared
-        return view
+    def leaky(self, token_ids, rows, seq_lens, extend_lens, logits, **kw):  # noqa: ANN001, ANN003, ANN202
+        keep = self.i64.clone()
+        staged = real_write(self, token_ids, rows, seq_lens, extend_lens, logits, **kw)
+        t_real, t = sum(extend_lens), staged.tokens
+        for view, old in ((self.token_rows, keep[2 * self.max_tokens : 3 * self.max_tokens]),
+                          (self.positions, keep[self.max_tokens : 2 * self.max_tokens])):
+            view[t_real:t].copy_(old[t_real:t])  # the bug: padded tokens not cleared
+        return staged
 
-    monkeypatch.setattr(PhaseGraphRunner, "_fill", leaky)
+    monkeypatch.setattr(PhaseInputs, "write", leaky)
     case = AttnCase(M.TARGET_VERIFY, 4, 2, 16, 1, (9, 3), (4, 4), "float32", "shuffled")
     r = run_graph_metadata("torch_native", case, 2, "fill")
     assert not r.ok and "pool slots" in r.kv_error

@@ -41,8 +41,8 @@ def test_stale_graph_rows_are_caught(rig: RunnerRig, monkeypatch: pytest.MonkeyP
     """A replay whose hidden rows come from the previous replay (a stale static output)."""
     real = PhaseGraphRunner._slice
 
-    def stale(self, out, batch):  # noqa: ANN001, ANN202
-        res = real(self, out, batch)
+    def stale(self, out, r, t):  # noqa: ANN001, ANN202
+        res = real(self, out, r, t)
         if res.hidden is not None and res.hidden.shape[0] > 1:
             res.hidden = res.hidden.roll(1, 0)  # rows swapped between requests
         return res

@@ -17,7 +17,7 @@ from updraft.kit.graph_harness import AttentionProbe, run_graph
 from updraft.kit.harness import build_case, make_batch
 from updraft.llm import LLM
 from updraft.runtime.graphs.device_graph import EmulatedGraph, GraphDivergenceError
-from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec
+from updraft.runtime.graphs.phase_graph import BatchShape, PhaseGraphRunner, PhaseSpec
 from updraft.sampling_params import SamplingParams
 from updraft.testing import write_eagle_head
 
@@ -49,10 +49,10 @@ def probe_runner(case: AttnCase, backend_cls=TorchNativeBackend):  # noqa: ANN00
     phase = PhaseSpec(case.mode, case.extend_lens[0], "all", feature=FeatureKind.PROBE, feature_dim=dim)
     runner = PhaseGraphRunner(probe, backend, phase, [case.batch_size], emulate=True, pool=None)
     runner.capture()
-    batch = make_batch(setup)
-    t = batch.num_tokens
-    batch.set_feature(FeatureKind.PROBE, torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], -1))
-    batch.logits_indices = torch.arange(t)
+    t = sum(case.extend_lens)
+    qkv = torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], -1)
+    # the production builder writes the case into the static inputs; the replay view comes back
+    batch = runner.stage([0] * t, list(setup.rows), list(case.seq_lens), list(case.extend_lens), setup.req_to_token, feature=qkv)
     return runner, backend, batch
 
 
@@ -172,7 +172,7 @@ def test_class9_width_mismatch_is_refused() -> None:
     b = make_batch(other)
     b.logits_indices = torch.arange(b.num_tokens)
     b.set_feature(FeatureKind.PROBE, torch.zeros(b.num_tokens, 4 * 16 + 2 * 2 * 16))
-    ok, reason = runner.can_run(b)
+    ok, reason = runner.can_run(BatchShape.of(b))
     assert not ok and "width" in reason
 
 

@@ -419,7 +419,7 @@ class Engine:
                 logits="last",
                 capture_hidden=self.spec.target_capture if self.spec is not None else CaptureHidden.NONE,
             )
-        ids = [r.output_ids[-1] if r.output_ids else r.prompt_ids[-1] for r in sched.reqs]
+        ids = [r.last_token for r in sched.reqs]
         return self.runner.make_batch(
             ForwardMode.DECODE,
             ids,

@@ -51,7 +51,8 @@ from updraft.kit.harness import (
 )
 from updraft.models.llama import ModelOutput
 from updraft.runtime.graphs.device_graph import new_pool
-from updraft.runtime.graphs.phase_graph import PhaseGraphRunner, PhaseSpec, StaticInputs
+from updraft.runtime.graphs.phase_graph import BatchShape, PhaseGraphRunner, PhaseSpec
+from updraft.runtime.phase_inputs import PhaseInputs
 
 PAD_STYLES = ("fill", "real")
 CAPTURE_MULTS = (1, 2, 4)
@@ -133,12 +134,12 @@ def check_invariants(md: object, num_slots: int, table_rows: int, num_tokens: in
 #: Static inputs that change from replay to replay in every graph runner. The fixed-layout
 #: fields (extend lengths, start offsets, logits rows) are refilled by ``PhaseGraphRunner`` too,
 #: but the draft chain keeps its capture-time values (constants by construction there).
-PER_REPLAY_FIELDS = ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens", "feature")
+PER_REPLAY_FIELDS = ("input_ids", "positions", "token_rows", "out_cache_loc", "req_pool_indices", "seq_lens", "feature")
 LAYOUT_FIELDS = ("extend_seq_lens", "extend_start_loc", "logits_indices")
 
 
 def poison_static_inputs(
-    st: StaticInputs,
+    st: PhaseInputs,
     num_slots: int,
     table_rows: int,
     table_width: int,
@@ -160,6 +161,7 @@ def poison_static_inputs(
         "positions": (0, table_width),
         "out_cache_loc": (1, num_slots),  # real slots: a padded row left on them corrupts KV
         "req_pool_indices": (1, table_rows),
+        "token_rows": (1, table_rows),
         "seq_lens": (1, table_width + 1),
         "extend_seq_lens": (1, 4),
         "extend_start_loc": (0, n_tok),
@@ -226,6 +228,14 @@ def _rig(backend_name: str, case: AttnCase, mult: int, pad: str, device: str, em
     return _Rig(case, setup, backend, probe, runner, bs, batch, pool0, real_rows)
 
 
+def _stage(rig: _Rig) -> ForwardBatch:
+    """The case written into the static inputs by the production builder (``stage``), padded
+    to the captured size; returns the replay view."""
+    c = rig.setup.case
+    return rig.runner.stage([0] * rig.batch.num_tokens, list(rig.setup.rows), list(c.seq_lens), list(c.extend_lens),
+                            rig.setup.req_to_token, feature=rig.batch.feature)
+
+
 def _poison(rig: _Rig) -> None:
     table = rig.setup.req_to_token
     poison_static_inputs(rig.runner.static, rig.setup.kv_pool.num_slots, int(table.shape[0]), int(table.shape[1]), rig.case.seed)
@@ -284,10 +294,10 @@ def capture_errors(rig: _Rig) -> str:
         wider = dataclasses.replace(batch, extend_seq_lens_cpu=batch.extend_seq_lens_cpu + w)
     else:
         wider = dataclasses.replace(batch, stride=w + 1)
-    if runner.can_run(wider)[0]:
+    if runner.can_run(BatchShape.of(wider))[0]:
         return f"a batch wider than the captured width {w} was accepted"
     bigger = dataclasses.replace(batch, batch_size=rig.bs + 1)
-    if runner.can_run(bigger)[0]:
+    if runner.can_run(BatchShape.of(bigger))[0]:
         return f"a batch larger than the captured bs {rig.bs} was accepted"
     return ""
 
@@ -296,13 +306,13 @@ def run_graph(backend_name: str, case: AttnCase, mult: int, pad: str, device: st
     """Capture at ``mult x`` the case's batch size and replay it (emulated graph on CPU)."""
     rig = _rig(backend_name, case, mult, pad, device, emulate=device == "cpu")
     rig.runner.capture()
-    ok, reason = rig.runner.can_run(rig.batch)
+    ok, reason = rig.runner.can_run(BatchShape.of(rig.batch))
     if not ok:
         raise AssertionError(f"graph cannot run the case: {reason}")
     cap = capture_errors(rig)
     _poison(rig)
     t = rig.batch.num_tokens
-    out = rig.runner.replay(rig.batch).logits.reshape(t, case.num_heads, case.head_dim).clone()
+    out = rig.runner.replay(_stage(rig)).logits.reshape(t, case.num_heads, case.head_dim).clone()
     captured = rig.runner.batches[rig.bs]
     table_rows = int(rig.setup.req_to_token.shape[0])
     inv = cap or check_invariants(captured.attn_metadata, rig.setup.kv_pool.num_slots, table_rows, captured.num_tokens)
@@ -320,7 +330,7 @@ def run_graph_metadata(backend_name: str, case: AttnCase, mult: int, pad: str, d
     rig.backend.init_capture_metadata(captured)
     rig.runner.batches[rig.bs] = captured
     _poison(rig)
-    view = rig.runner._fill(rig.batch, rig.bs, captured)
+    view = _stage(rig)
     rig.backend.init_replay_metadata(view)
     table_rows = int(rig.setup.req_to_token.shape[0])
     inv = check_invariants(view.attn_metadata, rig.setup.kv_pool.num_slots, table_rows, view.num_tokens)

@@ -45,6 +45,7 @@ def _m(name: str, cls: str, what: str, file: str, anchor: str, repl: str, *targe
 
 
 RUNNER = "updraft/runtime/graphs/phase_graph.py"
+BUILDER = "updraft/runtime/phase_inputs.py"
 TN = "updraft/attention/torch_native.py"
 TB = "updraft/attention/triton_backend.py"
 PROP = "updraft/spec/proposers.py"
@@ -57,8 +58,8 @@ FS = "tests/spec/test_fused.py"
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- failure classes 1-11 ------------------------------------------------------------
     _m("c1-packed-starts-uniform", "1", "graph replay fills the packed v1 rows' start offsets with a uniform stride",
-       RUNNER, "        st.extend_start_loc[:n].copy_(batch.extend_start_loc)\n",
-       "        st.extend_start_loc[:n].copy_(torch.arange(n, device=self.device, dtype=torch.int32) * w)  # MUTATION\n",
+       BUILDER, "        a32[2 * b_max : 2 * b_max + n] = starts\n",
+       "        a32[2 * b_max : 2 * b_max + n] = np.arange(n) * width  # MUTATION\n",
        "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
        f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
     _m("c2-v2-hidden-from-graph-buffer", "2", "v2 draft extend reads the next feature from the largest graph's output buffer, even after an eager fallback",
@@ -122,15 +123,15 @@ MUTATIONS: tuple[Mutation, ...] = (
        "kit --backend triton --mode TARGET_VERIFY --runner graph",
        f"{TRITON_TESTS}::test_unseeded_zero_metadata_gives_zeros"),
     _m("c9-width-unchecked", "9", "can_run no longer refuses a batch whose width differs from the captured one",
-       RUNNER, "        elif batch.stride != p.width:\n", "        elif False:  # MUTATION\n",
+       RUNNER, "        elif shape.stride != p.width:\n", "        elif False:  # MUTATION\n",
        "kit --backend torch_native --mode TARGET_VERIFY --runner graph",
        f"{GC}::test_class9_width_mismatch_is_refused"),
-    _m("c10-padded-slots-stale", "10", "graph replay leaves the padded tokens' KV slots from the previous replay (not the scratch slot)",
-       RUNNER, "        st.out_cache_loc[t_real:t].zero_()  # padded tokens write the scratch slot\n",
+    _m("c10-padded-slots-stale", "10", "the builder leaves the padded tokens' rows from the previous batch (their KV slots are real ones, not the scratch slot)",
+       BUILDER, "        a64[2 * t_max + t_real : 2 * t_max + tokens] = 0  # padded tokens: row 0, position 0 -> slot 0\n",
        "        pass  # MUTATION\n",
        "kit --backend torch_native --mode DECODE --runner graph"),
-    _m("c10-chain-stale-slots", "10", "the draft chain's replay leaves the padded rows' KV slots stale",
-       "updraft/runtime/graphs/draft_chain.py", "            st.out_cache_loc[n:bs].zero_()\n", "            pass  # MUTATION\n",
+    _m("c10-chain-stale-slots", "10", "the draft chain's replay gathers KV slots for its real rows only: padded rows keep stale ones",
+       "updraft/runtime/graphs/draft_chain.py", "            st.gather_slots(self.req_to_token, bs)\n", "            st.gather_slots(self.req_to_token, n)  # MUTATION\n",
        "kit --backend torch_native --mode 'draft chain'"),
     _m("c11-table-without-lookahead", "11", "the request table is max_model_len + 1 wide: no room for the speculative lookahead",
        "updraft/engine/engine.py", "        width = self.max_model_len + self.lookahead + 1\n",

@@ -93,7 +93,8 @@ class _Recorder:
 
     def __call__(self, batch: Any) -> Any:
         out = self.inner(batch)
-        rec = _Record(self.name, batch.mode, batch.batch_size, bool(out.graph))
+        n = batch.real_batch_size if batch.real_batch_size is not None else batch.batch_size  # a replay view is padded
+        rec = _Record(self.name, batch.mode, n, bool(out.graph))
         for key in ("logits", "hidden", "aux_hidden"):
             t = getattr(out, key)
             if t is not None:

@@ -12,11 +12,12 @@ import torch
 
 from updraft.attention import create_backend
 from updraft.attention.base import AttentionBackend
-from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode, make_forward_batch
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode, LogitRows
 from updraft.memory.pools import KVPool, ReqToTokenPool
 from updraft.models.llama import ModelOutput
 from updraft.runtime.graphs.device_graph import new_pool
-from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseGraphRunner, PhaseSpec
+from updraft.runtime.graphs.phase_graph import BatchShape, CaptureStats, PhaseGraphRunner, PhaseSpec
+from updraft.runtime.phase_inputs import PhaseInputs
 
 
 class ModelRunner:
@@ -50,7 +51,12 @@ class ModelRunner:
         self._pool_made = False
         #: phases whose captured graph may replay (None: all); see ``select_graphs``
         self._selected: frozenset[ForwardMode] | None = None
-        #: "MODE graph" / "MODE eager: <reason>" -> count, for logs and benchmarks.
+        #: the inputs of each mode's eager forwards (graphs keep those they were captured with)
+        self._inputs: dict[ForwardMode, PhaseInputs] = {}
+        #: mode -> (serial, graph) of the batch staged last (a batch is valid until the next)
+        self._staged: dict[ForwardMode, tuple[int, PhaseGraphRunner | None]] = {}
+        self._serial = 0
+        #: "MODE graph" / "MODE eager: <reason>" at staging -> count, for logs and benchmarks.
         self.path_counts: Counter[str] = Counter()
 
     # ---- batch construction ------------------------------------------------------------
@@ -62,27 +68,90 @@ class ModelRunner:
         seq_lens: Sequence[int],
         extend_lens: Sequence[int],
         *,
-        logits: str = "last",
+        logits: LogitRows | torch.Tensor = "last",
         stride: int = 0,
         capture_hidden: CaptureHidden = CaptureHidden.NONE,
+        feature: torch.Tensor | None = None,
+        feature_kind: FeatureKind = FeatureKind.NONE,
     ) -> ForwardBatch:
-        """A ForwardBatch on this runner's device from host-side lists (eager path)."""
-        if isinstance(token_ids, torch.Tensor):
-            input_ids = token_ids.to(self.device, torch.long)
+        """Stage one forward of ``len(rows)`` requests (request ``i``: ``extend_lens[i]`` new
+        tokens, KV length ``seq_lens[i]`` once written) into this runner's inputs of ``mode``:
+        the captured graph's when one can replay it (padded to its batch size), else the eager
+        ones. ``logits``: which rows get logits, or a device tensor of one chosen row per
+        request. ``feature``: the draft's per-token input rows (device; ``feature_kind`` says
+        which; ignored without rows). The batch is valid until the next ``make_batch`` of the
+        same mode (``forward`` checks)."""
+        if feature is None:
+            feature_kind = FeatureKind.NONE
+        n = len(rows)
+        ext_max = max(extend_lens) if n else 0
+        kind: LogitRows = "select" if isinstance(logits, torch.Tensor) else logits
+        shape = BatchShape(mode, n, ext_max, stride, capture_hidden, feature_kind, kind)
+        graph = self._pick_graph(shape)
+        if graph is not None:
+            batch = graph.stage(token_ids if isinstance(token_ids, torch.Tensor) else list(token_ids), list(rows), list(seq_lens),
+                                list(extend_lens), self.req_pool.req_to_token,
+                                select=logits if isinstance(logits, torch.Tensor) else None, feature=feature)
         else:
-            input_ids = torch.tensor(token_ids, dtype=torch.long).to(self.device, non_blocking=True)
-        batch = make_forward_batch(
-            mode,
-            input_ids,
-            torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True),
-            torch.tensor(seq_lens, dtype=torch.int32),
-            torch.tensor(extend_lens, dtype=torch.int32),
-            self.req_pool.req_to_token,
-            logits=logits,
-            stride=stride,
-            capture_hidden=capture_hidden,
-        )
+            batch = self._stage_eager(mode, token_ids, list(rows), list(seq_lens), list(extend_lens), logits, stride,
+                                      capture_hidden, feature, feature_kind)
+        self._serial += 1
+        batch.stage_serial = self._serial
+        self._staged[mode] = (self._serial, graph)
         return batch
+
+    def _stage_eager(self, mode: ForwardMode, token_ids: Sequence[int] | torch.Tensor, rows: list[int], seq_lens: list[int],
+                     extend_lens: list[int], logits: LogitRows | torch.Tensor, stride: int, capture_hidden: CaptureHidden,
+                     feature: torch.Tensor | None, feature_kind: FeatureKind) -> ForwardBatch:
+        """The eager path of ``make_batch``: the same builder into this mode's eager inputs
+        (no padding); device-resident inputs are used as they are."""
+        n, t = len(rows), sum(extend_lens)
+        kind: LogitRows = "select" if isinstance(logits, torch.Tensor) else logits
+        rows_out = t if kind == "all" else (0 if kind == "none" else n)
+        inputs = self._eager_inputs(mode, t, n, rows_out, 0)
+        on_device = isinstance(token_ids, torch.Tensor)
+        staged = inputs.write(None if on_device else list(token_ids), rows, seq_lens, extend_lens, kind, pad_to=n, width=1,
+                              fill=self.backend.fill_seq_len)
+        inputs.gather_slots(self.req_pool.req_to_token, t)
+        return ForwardBatch(
+            mode=mode, batch_size=n,
+            input_ids=token_ids.reshape(-1).to(self.device, torch.long) if isinstance(token_ids, torch.Tensor) else inputs.input_ids[:t],
+            positions=inputs.positions[:t], req_pool_indices=inputs.req_pool_indices[:n],
+            seq_lens=inputs.seq_lens[:n], extend_seq_lens=inputs.extend_seq_lens[:n],
+            extend_start_loc=inputs.extend_start_loc[:n], out_cache_loc=inputs.out_cache_loc[:t],
+            seq_lens_cpu=staged.seq_lens_cpu, extend_seq_lens_cpu=staged.extend_seq_lens_cpu,
+            logits_indices=logits if isinstance(logits, torch.Tensor) else inputs.logits_indices[: staged.logit_rows],
+            stride=stride, capture_hidden=capture_hidden, feature=feature, feature_kind=feature_kind,
+        )
+
+    def _pick_graph(self, shape: BatchShape) -> PhaseGraphRunner | None:
+        """The graph that replays a batch of ``shape``, or None (counted with the reason)."""
+        if shape.mode == ForwardMode.EXTEND:
+            candidates = list(self._prefill_graphs)
+        else:
+            g = self._graphs.get(shape.mode)
+            candidates = [g] if g is not None and (self._selected is None or shape.mode in self._selected) else []
+        reason = ""
+        for g in candidates:
+            ok, reason = g.can_run(shape)
+            if ok:
+                self.path_counts[f"{shape.mode.name} graph"] += 1
+                return g
+        if reason:
+            self.path_counts[f"{shape.mode.name} eager: {reason}"] += 1
+        return None
+
+    def _eager_inputs(self, mode: ForwardMode, tokens: int, bs: int, logit_rows: int, feature_dim: int) -> PhaseInputs:
+        """This mode's inputs, grown (a new allocation; graphs keep the inputs they captured
+        with) when a batch does not fit."""
+        cur = self._inputs.get(mode)
+        if cur is not None and cur.fits(tokens, bs, logit_rows, feature_dim):
+            return cur
+        grow = (lambda a, b: max(a, 2 * b)) if cur is not None else (lambda a, b: max(a, 16))
+        t = grow(tokens, cur.max_tokens if cur else 0)
+        new = PhaseInputs.alloc(t, grow(bs, cur.max_bs if cur else 0), max(t, grow(logit_rows, 0)), feature_dim, self.device, self.dtype)
+        self._inputs[mode] = new
+        return new
 
     # ---- graphs --------------------------------------------------------------------------
     def graph_pool(self, emulate: bool) -> Any:
@@ -95,7 +164,10 @@ class ModelRunner:
 
     def capture(self, phase: PhaseSpec, sizes: list[int], *, emulate: bool) -> CaptureStats:
         """Capture ``phase`` for batch sizes ``sizes``; ``forward`` replays it from then on."""
-        g = PhaseGraphRunner(self.model, self.backend, phase, sizes, emulate=emulate, pool=self.graph_pool(emulate))
+        mx = max(sizes)
+        t = mx * phase.width
+        inputs = self._eager_inputs(phase.mode, t, mx, mx * phase.rows_per_request, phase.feature_dim if phase.feature else 0)
+        g = PhaseGraphRunner(self.model, self.backend, phase, sizes, emulate=emulate, pool=self.graph_pool(emulate), inputs=inputs)
         stats = g.capture()
         if phase.mode == ForwardMode.EXTEND:
             self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: r.phase.width)
@@ -119,22 +191,15 @@ class ModelRunner:
 
     # ---- execution ---------------------------------------------------------------------
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        """Replay the captured graph of this mode when ``can_run`` allows, else run eagerly (the
-        backend builds metadata for this batch, then the model runs). ``ModelOutput.graph``
-        says which path ran; graph outputs are views into static buffers."""
-        candidates = self._prefill_graphs if batch.mode == ForwardMode.EXTEND else [self._graphs.get(batch.mode)]
-        reason = ""
-        if self._selected is not None and batch.mode != ForwardMode.EXTEND and batch.mode not in self._selected:
-            candidates = []
-        for graph in candidates:
-            if graph is None:
-                continue
-            ok, reason = graph.can_run(batch)
-            if ok:
-                self.path_counts[f"{batch.mode.name} graph"] += 1
+        """Run a batch: replay the graph ``make_batch`` staged it for, else eagerly (the backend
+        builds metadata for this batch, then the model runs). ``ModelOutput.graph`` says which
+        path ran; graph outputs are views into static buffers."""
+        if batch.stage_serial is not None:
+            serial, graph = self._staged.get(batch.mode, (None, None))
+            if serial != batch.stage_serial:
+                raise RuntimeError(f"{batch.mode.name} batch was overwritten: another batch of this mode was staged after it")
+            if graph is not None:
                 return graph.replay(batch)
-        if reason:
-            self.path_counts[f"{batch.mode.name} eager: {reason}"] += 1
         batch.attn_backend = self.backend
         self.backend.init_forward_metadata(batch)
         return self.model(batch)

@@ -40,7 +40,7 @@ import torch
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
-from updraft.runtime.graphs.phase_graph import PhaseSpec, StaticInputs, static_batch
+from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
@@ -60,7 +60,7 @@ _STREAM_ITER = 1000
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
     """A captured batch over static inputs of its own (each (S, sampled, bs) graph has its own)."""
-    return static_batch(phase, StaticInputs.alloc(phase, bs, device, dtype), bs, backend, device)
+    return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
 
 
 def _write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor, req_to_token: torch.Tensor) -> None:

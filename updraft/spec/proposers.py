@@ -252,10 +252,9 @@ class DraftModelProposer(Proposer):
             feats.extend(lag.features)
         reqs_b = [r for r, _ in behind]
         batch = self.runner.make_batch(
-            ForwardMode.EXTEND, ids, [r.row for r in reqs_b], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST
+            ForwardMode.EXTEND, ids, [r.row for r in reqs_b], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST,
+            feature=torch.cat(feats) if self.shift else None, feature_kind=FeatureKind.TARGET,
         )
-        if self.shift:
-            batch.set_feature(FeatureKind.TARGET, torch.cat(feats))
         out = self.runner.forward(batch)
         rows = torch.tensor([r.row for r in reqs_b], dtype=torch.long, device=self.runner.device)
         self._store_next(reqs_b, rows, out.logits, out.hidden)
@@ -293,12 +292,14 @@ class DraftModelProposer(Proposer):
         if not keep:
             return
         kept = [reqs[i] for i in keep]
-        batch = self.runner.make_batch(
-            ForwardMode.EXTEND, ids, [r.row for r in kept], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST
-        )
+        feat = None
         if self.shift:
             assert target_hidden is not None
-            batch.set_feature(FeatureKind.TARGET, target_hidden[torch.tensor(hid_rows, device=target_hidden.device)])
+            feat = target_hidden[torch.tensor(hid_rows, device=target_hidden.device)]
+        batch = self.runner.make_batch(
+            ForwardMode.EXTEND, ids, [r.row for r in kept], seq, ext, logits="last", capture_hidden=CaptureHidden.LAST,
+            feature=feat, feature_kind=FeatureKind.TARGET,
+        )
         out = self.runner.forward(batch)
         done = [j for j, i in enumerate(keep) if finished_prefill[i]]
         if done:
@@ -320,7 +321,7 @@ class DraftModelProposer(Proposer):
             key = "chain graph" if ok else f"per step: {reason}"
             self.chain_counts[key] = self.chain_counts.get(key, 0) + 1
             if ok:
-                rest = self.chain.replay(toks[0], hidden, rows, base)
+                rest = self.chain.replay(toks[0], hidden, [r.row for r in reqs], base)
                 return Drafts(torch.cat([toks[0][:, None], rest], dim=1), None)
         for k in range(1, num_steps):
             batch = self.runner.make_batch(
@@ -332,9 +333,9 @@ class DraftModelProposer(Proposer):
                 logits="last",
                 stride=1,
                 capture_hidden=CaptureHidden.LAST,
+                feature=hidden,
+                feature_kind=FeatureKind.DRAFT,
             )
-            if hidden is not None:
-                batch.set_feature(FeatureKind.DRAFT, hidden)
             out = self.runner.forward(batch)
             tok, q = self._choose(reqs, out.logits)
             toks.append(tok)
@@ -361,15 +362,13 @@ class DraftModelProposer(Proposer):
                 rows_l,
                 [n + ndt - 1 + off for n in seq_lens],
                 [ndt] * bsz,
-                logits="none",
+                # The selected rows (device tensor: no sync); the model computes logits and
+                # hidden only there (a graph of this phase outputs nothing else).
+                logits=torch.arange(bsz, device=dev) * ndt + accept_len.to(dev) - 1,
                 stride=ndt,
                 capture_hidden=CaptureHidden.LAST,
+                feature=target_hidden if self.shift else None, feature_kind=FeatureKind.TARGET,
             )
-            # The selected rows (device tensor: no sync); the model computes logits and hidden
-            # only there (a graph of this phase outputs nothing else).
-            batch.logits_indices = torch.arange(bsz, device=dev) * ndt + accept_len.to(dev) - 1
-            if target_hidden is not None and self.shift:
-                batch.set_feature(FeatureKind.TARGET, target_hidden)
             out = self.runner.forward(batch)
             self._store_next(reqs, rows, out.logits, out.hidden)
             return
@@ -384,8 +383,7 @@ class DraftModelProposer(Proposer):
             acc,
             logits="last",
             capture_hidden=CaptureHidden.LAST,
+            feature=target_hidden[sel] if target_hidden is not None and self.shift else None, feature_kind=FeatureKind.TARGET,
         )
-        if target_hidden is not None and self.shift:
-            batch.set_feature(FeatureKind.TARGET, target_hidden[sel])
         out = self.runner.forward(batch)
         self._store_next(reqs, rows, out.logits, out.hidden)

@@ -107,7 +107,7 @@ class SpecWorker:
         with self.timer("decode"):
             seq_lens = [r.seq_len for r in reqs]
             batch = self.target.make_batch(
-                ForwardMode.DECODE, [r.output_ids[-1] if r.output_ids else r.prompt_ids[-1] for r in reqs], [r.row for r in reqs], seq_lens, [1] * bsz,
+                ForwardMode.DECODE, [r.last_token for r in reqs], [r.row for r in reqs], seq_lens, [1] * bsz,
                 logits="last", stride=1, capture_hidden=self.target_capture,
             )
             out = self.target.forward(batch)

@@ -22,7 +22,7 @@ import torch
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
-from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, StaticInputs, static_batch
+from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, phase_inputs, static_batch
 
 
 class DraftChainGraph:
@@ -42,7 +42,7 @@ class DraftChainGraph:
         self.hidden_dim = hidden_dim
         feature = FeatureKind.DRAFT if hidden_dim else FeatureKind.NONE
         self.phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, feature, hidden_dim)
-        self.inputs = [StaticInputs.alloc(self.phase, self.sizes[0], self.device, self.dtype) for _ in range(steps)]
+        self.inputs = [phase_inputs(self.phase, self.sizes[0], self.device, self.dtype) for _ in range(steps)]
         self.tokens = torch.zeros(self.sizes[0], steps, dtype=torch.long, device=self.device)  # d_2..d_{S}
         self.batches: dict[int, list[ForwardBatch]] = {}
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
@@ -97,34 +97,25 @@ class DraftChainGraph:
             return False, f"batch size {bsz} > largest captured {self.sizes[0]}"
         return True, ""
 
-    def replay(self, first: torch.Tensor, hidden: torch.Tensor | None, rows: torch.Tensor, base: list[int]) -> torch.Tensor:
-        """``first`` [n] = d_1, ``hidden`` [n, H] its feature, ``rows`` [n] request rows, ``base``
-        the KV length before step 1 (host ints). Returns [n, steps] = d_2..d_S (a view: valid
-        until the next replay)."""
+    def replay(self, first: torch.Tensor, hidden: torch.Tensor | None, rows: list[int], base: list[int]) -> torch.Tensor:
+        """``first`` [n] = d_1, ``hidden`` [n, H] its feature, ``rows`` the n request rows,
+        ``base`` the KV length before step 1. Returns [n, steps] = d_2..d_S (a view: valid
+        until the next replay). Each step's rows are staged by the one builder
+        (``PhaseInputs.write``); its tokens and feature come from the step before, in the graph."""
         n = first.shape[0]
         bs = min(s for s in self.sizes if s >= n)
-        fill = self.backend.fill_seq_len
-        base_dev = torch.tensor(base, dtype=torch.int32).to(self.device, non_blocking=True)
-        rows_l = rows.long()
         for k, captured in enumerate(self.batches[bs]):
             st = self.inputs[k]
-            seq = base_dev + (k + 1)
-            st.seq_lens[:n].copy_(seq)
-            st.seq_lens[n:bs].fill_(fill)
-            st.positions[:n].copy_(seq - 1)
-            st.positions[n:bs].zero_()
-            st.req_pool_indices[:n].copy_(rows_l)
-            st.req_pool_indices[n:bs].zero_()
-            st.out_cache_loc[:n].copy_(self.req_to_token[rows_l, (seq - 1).long()])
-            st.out_cache_loc[n:bs].zero_()
+            staged = st.write(None, rows, [b + k + 1 for b in base], [1] * n, "last", pad_to=bs, width=1,
+                              fill=self.backend.fill_seq_len)
+            st.gather_slots(self.req_to_token, bs)
             if k == 0:
                 st.input_ids[:n].copy_(first)
-                st.input_ids[n:bs].zero_()
                 if st.feature is not None and hidden is not None:
                     st.feature[:n].copy_(hidden)
                     st.feature[n:bs].zero_()
-            seq_cpu = torch.tensor([b + k + 1 for b in base] + [fill] * (bs - n), dtype=torch.int32)
-            view = dataclasses.replace(captured, seq_lens_cpu=seq_cpu, real_batch_size=n)
+            view = dataclasses.replace(captured, seq_lens_cpu=staged.seq_lens_cpu, extend_seq_lens_cpu=staged.extend_seq_lens_cpu,
+                                       real_batch_size=n, num_real_tokens=n, replay_bs=bs)
             self.backend.init_replay_metadata(view)
         self.graphs[bs].replay()
         return self.tokens[:n]

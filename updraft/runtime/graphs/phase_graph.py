@@ -2,14 +2,16 @@
 
 Contract (../shared/design/spec-decoding.md):
 
-* Static inputs live in a typed dataclass sized for the largest captured batch (x tokens per
+* Static inputs are the model runner's ``PhaseInputs`` of the phase (``updraft.runtime.phase_inputs``),
+  shared with its eager forwards and sized at least for the largest captured batch (x tokens per
   request). A captured batch of size ``bs`` is a set of views into them.
 * Capture: largest batch size first, after warm-up forwards, metadata seeded with real-looking
   values (padding-row lengths, never zeros: failure class 8), all graphs of one model sharing
   one memory pool.
-* Replay: the smallest captured ``bs >= real bs``; real rows copied in; padded rows filled as
-  production does (``seq_lens`` = the backend's fill value, ``req_pool_indices`` = 0,
-  ``out_cache_loc`` = the scratch slot 0, ``extend_seq_lens`` = the captured width); then the
+* Replay: the smallest captured ``bs >= real bs``; the runner's one builder (``PhaseInputs.write``)
+  has written the real rows and the padded ones as production does (``seq_lens`` = the backend's
+  fill value, ``req_pool_indices`` = 0, ``out_cache_loc`` = the scratch slot 0, ``extend_seq_lens``
+  = the captured width) straight into the static inputs; then the
   backend's replay-init fills the captured metadata IN PLACE (same builder as eager and capture);
   then replay; outputs are sliced to the real rows. They are views into the runner's output
   buffers, valid until the next replay of the same runner (any batch size; clone what must live
@@ -33,6 +35,7 @@ import torch
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode, LogitRows
 from updraft.models.llama import ModelOutput
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
+from updraft.runtime.phase_inputs import PhaseInputs
 
 DEFAULT_CAPTURE_BS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64)
 
@@ -76,41 +79,36 @@ class PhaseSpec:
         return not self.mode.is_fixed_stride(include_v2=True)
 
 
-@dataclass
-class StaticInputs:
-    """Every tensor a captured forward reads, at their largest size."""
+@dataclass(frozen=True)
+class BatchShape:
+    """What decides whether a batch can replay a phase graph, known on the host before any
+    tensor is written."""
 
-    input_ids: torch.Tensor  # [max_bs * width] int64
-    positions: torch.Tensor  # [max_bs * width] int64
-    out_cache_loc: torch.Tensor  # [max_bs * width] int64
-    req_pool_indices: torch.Tensor  # [max_bs] int64
-    seq_lens: torch.Tensor  # [max_bs] int32
-    extend_seq_lens: torch.Tensor  # [max_bs] int32
-    extend_start_loc: torch.Tensor  # [max_bs] int32
-    logits_indices: torch.Tensor  # [max_bs * rows_per_request] int64
-    feature: torch.Tensor | None  # [max_bs * width, feature_dim]
+    mode: ForwardMode
+    bs: int
+    max_extend: int  # longest request (tokens)
+    stride: int  # fixed-stride modes: tokens per request; 0 packed
+    capture_hidden: CaptureHidden
+    feature: FeatureKind
+    logits: LogitRows
+    tree_mask: bool = False
 
     @classmethod
-    def alloc(cls, phase: PhaseSpec, max_bs: int, device: torch.device, dtype: torch.dtype) -> StaticInputs:
-        t = max_bs * phase.width
-
-        def z(n: int, dt: torch.dtype = torch.int64) -> torch.Tensor:
-            return torch.zeros(n, dtype=dt, device=device)
-
-        return cls(
-            input_ids=z(t),
-            positions=z(t),
-            out_cache_loc=z(t),
-            req_pool_indices=z(max_bs),
-            seq_lens=z(max_bs, torch.int32),
-            extend_seq_lens=z(max_bs, torch.int32),
-            extend_start_loc=z(max_bs, torch.int32),
-            logits_indices=z(max_bs * phase.rows_per_request),
-            feature=torch.zeros(t, phase.feature_dim, dtype=dtype, device=device) if phase.feature else None,
-        )
+    def of(cls, batch: ForwardBatch) -> BatchShape:
+        rows = batch.logits_indices.numel()
+        logits: LogitRows = "all" if rows == batch.num_tokens else ("none" if rows == 0 else "last")
+        ext = int(batch.extend_seq_lens_cpu.max()) if batch.batch_size else 0
+        return cls(batch.mode, batch.batch_size, ext, batch.stride, batch.capture_hidden, batch.feature_kind, logits,
+                   batch.custom_mask is not None)
 
 
-def static_batch(phase: PhaseSpec, st: StaticInputs, bs: int, backend: Any, device: torch.device) -> ForwardBatch:
+def phase_inputs(phase: PhaseSpec, max_bs: int, device: torch.device, dtype: torch.dtype) -> PhaseInputs:
+    """Inputs sized for ``max_bs`` requests of ``phase``."""
+    t = max_bs * phase.width
+    return PhaseInputs.alloc(t, max_bs, max_bs * phase.rows_per_request, phase.feature_dim if phase.feature else 0, device, dtype)
+
+
+def static_batch(phase: PhaseSpec, st: PhaseInputs, bs: int, backend: Any, device: torch.device) -> ForwardBatch:
     """The captured batch of ``bs`` requests: views into ``st``, seeded like padded rows (prefix
     0, ``width`` new tokens in the padding row 0, every KV write to the scratch slot; never zero
     lengths: failure class 8). Logits rows: every token ("all"), none ("none"), else the last
@@ -159,7 +157,8 @@ class CaptureStats:
 class PhaseGraphRunner:
     """Captures ``phase`` of ``model`` (through ``backend``) for ``sizes`` batch sizes."""
 
-    def __init__(self, model: torch.nn.Module, backend: Any, phase: PhaseSpec, sizes: list[int], *, emulate: bool, pool: Any) -> None:
+    def __init__(self, model: torch.nn.Module, backend: Any, phase: PhaseSpec, sizes: list[int], *, emulate: bool, pool: Any,
+                 inputs: PhaseInputs | None = None) -> None:
         self.model = model
         self.backend = backend
         self.phase = phase
@@ -168,7 +167,8 @@ class PhaseGraphRunner:
         self.pool = pool
         w = next(model.parameters())
         self.device, self.dtype = w.device, w.dtype
-        self.static = StaticInputs.alloc(phase, self.sizes[0], self.device, self.dtype)
+        #: the phase's inputs (the model runner's, shared with its eager forwards; or our own)
+        self.static = inputs if inputs is not None else phase_inputs(phase, self.sizes[0], self.device, self.dtype)
         self.batches: dict[int, ForwardBatch] = {}
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
         self.stats: CaptureStats | None = None
@@ -222,87 +222,77 @@ class PhaseGraphRunner:
         )
 
     # ---- replay ------------------------------------------------------------------------
-    def can_run(self, batch: ForwardBatch) -> tuple[bool, str]:
+    def can_run(self, shape: BatchShape) -> tuple[bool, str]:
         p = self.phase
-        if batch.mode != p.mode:
-            return False, f"{batch.mode.name} is not the captured mode {p.mode.name}"
+        if shape.mode != p.mode:
+            return False, f"{shape.mode.name} is not the captured mode {p.mode.name}"
         if not self.graphs:
             return False, "not captured"
-        if batch.batch_size > self.sizes[0]:
-            return False, f"batch size {batch.batch_size} > largest captured {self.sizes[0]}"
-        if batch.custom_mask is not None:
+        if shape.bs > self.sizes[0]:
+            return False, f"batch size {shape.bs} > largest captured {self.sizes[0]}"
+        if shape.tree_mask:
             return False, "tree masks are not captured"
         if p.packed:
-            if int(batch.extend_seq_lens_cpu.max()) > p.width:
-                return False, f"extend length {int(batch.extend_seq_lens_cpu.max())} > captured width {p.width}"
-        elif batch.stride != p.width:
-            return False, f"width {batch.stride} != captured width {p.width}"
-        if batch.capture_hidden != p.capture_hidden:
-            return False, f"capture_hidden {batch.capture_hidden.name} != captured {p.capture_hidden.name}"
-        if p.feature != batch.feature_kind:
-            return False, f"feature {batch.feature_kind.name} != captured {p.feature.name}"
-        if p.logits != "all" and batch.logits_indices.numel() != batch.batch_size:
-            return False, "needs one logits row per request"
-        if p.logits == "all" and batch.logits_indices.numel() != batch.num_tokens:
-            return False, "needs a logits row per token"
+            if shape.max_extend > p.width:
+                return False, f"extend length {shape.max_extend} > captured width {p.width}"
+        elif shape.stride != p.width:
+            return False, f"width {shape.stride} != captured width {p.width}"
+        if shape.capture_hidden != p.capture_hidden:
+            return False, f"capture_hidden {shape.capture_hidden.name} != captured {p.capture_hidden.name}"
+        if p.feature != shape.feature:
+            return False, f"feature {shape.feature.name} != captured {p.feature.name}"
+        one_row = p.width == 1  # one token per request: "all" rows are the "last" rows
+        if ((p.logits == "all") != (shape.logits == "all") and not one_row) or (p.logits == "none") != (shape.logits == "none"):
+            return False, f"logits rows {shape.logits!r} != captured {p.logits!r}"
         return True, ""
 
-    def replay(self, batch: ForwardBatch) -> ModelOutput:
-        ok, reason = self.can_run(batch)
-        if not ok:
-            raise ValueError(f"cannot replay {self.phase.mode.name}: {reason}")
-        n = batch.batch_size
-        bs = min(s for s in self.sizes if s >= n)
-        static_batch = self.graphs_batch(bs)
-        view = self._fill(batch, bs, static_batch)
+    def bucket(self, n: int) -> int:
+        """The captured batch size a batch of ``n`` requests replays at."""
+        return min(s for s in self.sizes if s >= n)
+
+    def stage(self, token_ids: list[int] | torch.Tensor, rows: list[int], seq_lens: list[int], extend_lens: list[int],
+              req_to_token: torch.Tensor, *, select: torch.Tensor | None = None, feature: torch.Tensor | None = None) -> ForwardBatch:
+        """Write a batch of ``len(rows)`` requests into the static inputs (the one builder,
+        padded to the captured size it replays at) and return the replay view. Device-resident
+        inputs are copied in: token ids, the chosen logits rows of a "select" phase, the
+        feature rows (padded rows zeroed)."""
+        n, st = len(rows), self.static
+        bs = self.bucket(n)
+        staged = st.write(None if isinstance(token_ids, torch.Tensor) else token_ids, rows, seq_lens, extend_lens,
+                          self.phase.logits, pad_to=bs, width=self.phase.width, fill=self.backend.fill_seq_len,
+                          read_tokens=bs * self.phase.width)
+        t_real = int(staged.extend_seq_lens_cpu[:n].sum())
+        st.gather_slots(req_to_token, staged.tokens)
+        if isinstance(token_ids, torch.Tensor):
+            st.input_ids[:t_real].copy_(token_ids.reshape(-1))
+        if select is not None:
+            st.logits_indices[:n].copy_(select)
+        if feature is not None and st.feature is not None:
+            st.feature[:t_real].copy_(feature)
+            st.feature[t_real : staged.tokens].zero_()
+        return self.view(bs, n, t_real, staged.seq_lens_cpu, staged.extend_seq_lens_cpu)
+
+    def view(self, bs: int, n: int, t_real: int, seq_cpu: torch.Tensor, ext_cpu: torch.Tensor) -> ForwardBatch:
+        """The captured batch of size ``bs`` as a replay of ``n`` real requests (``t_real``
+        real tokens) whose rows are already in ``self.static``. It shares every device tensor
+        and the metadata object with the captured batch; only the host copies (used for
+        checks, never as kernel arguments: failure class 6) are per replay."""
+        return dataclasses.replace(self.batches[bs], seq_lens_cpu=seq_cpu, extend_seq_lens_cpu=ext_cpu,
+                                   real_batch_size=n, num_real_tokens=t_real, replay_bs=bs)
+
+    def replay(self, view: ForwardBatch) -> ModelOutput:
+        """Replay-init the captured metadata in place, replay, slice the outputs to the real rows."""
+        bs = view.replay_bs
+        if bs is None or bs not in self.graphs:
+            raise ValueError(f"{self.phase.mode.name}: not a view of a captured batch (replay_bs={bs})")
         self.backend.init_replay_metadata(view)
         self.graphs[bs].replay()
         self.replays += 1
-        return self._slice(self.graphs[bs].output, batch)
+        n = view.real_batch_size if view.real_batch_size is not None else bs
+        t = view.num_real_tokens if view.num_real_tokens is not None else view.num_tokens
+        return self._slice(self.graphs[bs].output, t if self.phase.logits == "all" else (0 if self.phase.logits == "none" else n), t)
 
-    def graphs_batch(self, bs: int) -> ForwardBatch:
-        return self.batches[bs]
-
-    def _fill(self, batch: ForwardBatch, bs: int, static_batch: ForwardBatch) -> ForwardBatch:
-        """Copy real rows in, fill padded rows as production does; return the replay view."""
-        p, st, w = self.phase, self.static, self.phase.width
-        n, t_real = batch.batch_size, batch.num_tokens
-        t = bs * w
-        fill = self.backend.fill_seq_len
-        st.input_ids[:t_real].copy_(batch.input_ids)
-        st.positions[:t_real].copy_(batch.positions)
-        st.out_cache_loc[:t_real].copy_(batch.out_cache_loc)
-        st.input_ids[t_real:t].zero_()
-        st.positions[t_real:t].zero_()
-        st.out_cache_loc[t_real:t].zero_()  # padded tokens write the scratch slot
-        st.req_pool_indices[:n].copy_(batch.req_pool_indices)
-        st.req_pool_indices[n:bs].zero_()
-        st.seq_lens[:n].copy_(batch.seq_lens)
-        st.seq_lens[n:bs].fill_(fill)
-        st.extend_seq_lens[:n].copy_(batch.extend_seq_lens)
-        st.extend_seq_lens[n:bs].fill_(w)
-        # Padded requests own `width` rows each after the real tokens (fixed stride: i * width).
-        st.extend_start_loc[:n].copy_(batch.extend_start_loc)
-        st.extend_start_loc[n:bs].copy_(t_real + torch.arange(bs - n, device=self.device, dtype=torch.int32) * w)
-        rows = p.rows_per_request
-        r_real = batch.logits_indices.numel()
-        st.logits_indices[:r_real].copy_(batch.logits_indices)
-        if p.logits == "all":
-            st.logits_indices[r_real : bs * rows].copy_(torch.arange(t_real, t, device=self.device))
-        else:
-            st.logits_indices[n:bs].copy_(t_real + torch.arange(bs - n, device=self.device) * w + w - 1)
-        if st.feature is not None and batch.feature is not None:
-            st.feature[:t_real].copy_(batch.feature)
-            st.feature[t_real:t].zero_()
-        seq_cpu = torch.cat([batch.seq_lens_cpu.to(torch.int32), torch.full((bs - n,), fill, dtype=torch.int32)])
-        ext_cpu = torch.cat([batch.extend_seq_lens_cpu.to(torch.int32), torch.full((bs - n,), w, dtype=torch.int32)])
-        # The view shares every device tensor and the metadata object with the captured batch;
-        # only the host copies (used for checks, never as kernel arguments) are per replay.
-        return dataclasses.replace(static_batch, seq_lens_cpu=seq_cpu, extend_seq_lens_cpu=ext_cpu, real_batch_size=n, num_real_tokens=t_real)
-
-    def _slice(self, out: ModelOutput, batch: ForwardBatch) -> ModelOutput:
-        r = batch.logits_indices.numel()
-        t = batch.num_tokens
+    def _slice(self, out: ModelOutput, r: int, t: int) -> ModelOutput:
         hidden = aux = None
         if out.hidden is not None:
             hidden = out.hidden[:t] if self.phase.capture_hidden == CaptureHidden.FULL else out.hidden[:r]
