@@ -1,0 +1,119 @@
+"""N-gram (prompt lookup) drafting on the device, for the fused iteration.
+
+``NgramIndex`` (``updraft.spec.ngram``) keeps a host-side dictionary per request; the fused
+iteration cannot consult one without a host round trip per iteration. Here every request-pool
+row has a token history on the device instead, and drafts come from a matcher made of static-
+shape tensor ops, so the whole lookup runs inside the captured graph:
+
+* ``DeviceNgram.hist`` ``[rows, PAD + width]`` int32: position ``p`` of a row's sequence is column
+  ``PAD + p``; the first ``PAD = n_max`` columns hold ``SENTINEL`` (no token id is negative), so
+  the matcher's shifted views need no bounds checks. Only positions ``< length`` (the row's
+  committed length in ``RowState``) are history; anything at or past it is stale.
+* ``admit``: when a request enters decoding (its prefill finished, or a per-phase iteration ran),
+  the host writes the tokens the device does not have yet, in one packed host-to-device copy.
+* ``append`` (inside the graph): an iteration's emitted tokens at positions ``N..N+S``; the ones
+  past ``N + accept_len - 1`` are junk at positions the next length does not reach.
+* ``match_drafts`` (inside the graph): what ``NgramIndex.propose`` returns for the same history,
+  token for token: the most recent EARLIER occurrence of the longest suffix n-gram
+  (``n_max`` down to ``n_min``), then the tokens that followed it, padded with the last of them;
+  without a match, the last token repeated.
+
+Cost per iteration: ``n_max`` compares, ANDs and ``n_max - n_min + 1`` masked max-reductions over
+``[bs, width]``: linear in the context, nothing quadratic, no host sync.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from updraft.engine.request import Request
+
+#: History value of the columns before position 0 (token ids are never negative).
+SENTINEL = -1
+
+
+def match_drafts(hist: torch.Tensor, lens: torch.Tensor, n_min: int, n_max: int, k: int, pad: int) -> torch.Tensor:
+    """``[B, k]`` int64 drafts per row of ``hist`` ``[B, pad + W]`` (``pad >= n_max`` sentinel
+    columns, then positions ``0..W-1``) whose first ``lens[b] >= 1`` positions are history.
+
+    ``m`` holds, per candidate end ``e``, whether the ``n`` tokens ending at ``e`` equal the ``n``
+    tokens ending at the last position ``L - 1``, for growing ``n``; only ``e <= L - 2`` may match
+    (an EARLIER occurrence), which keeps every window and every continuation below ``L``. A
+    suffix longer than the history reads sentinel columns, which no real window matches."""
+    bs, cols = hist.shape
+    width = cols - pad
+    dev = hist.device
+    pos = torch.arange(width, device=dev, dtype=torch.int32)
+    last = lens.long() - 1  # [B] position of the last (bonus) token
+    m = pos[None, :] < last[:, None].to(torch.int32)
+    none = torch.full((bs,), -1, dtype=torch.int32, device=dev)
+    end = none
+    for i in range(n_max):  # after this pass m holds the matches of n = i + 1
+        tok = hist.gather(1, (pad + last - i)[:, None])  # the suffix's token at L - 1 - i
+        m = m & (hist[:, pad - i : cols - i] == tok)  # the window's token at e - i
+        if i + 1 >= n_min:
+            found = torch.where(m, pos[None, :], none[:, None]).amax(1)
+            end = torch.where(found >= 0, found, end)  # a longer n wins
+    j = torch.arange(1, k + 1, device=dev)
+    at = torch.minimum(end.long()[:, None] + j, last[:, None])  # continuation, clamped to history
+    at = torch.where(end[:, None] >= 0, at, last[:, None])  # no match: the last token
+    return hist.gather(1, pad + at).long()
+
+
+class DeviceNgram:
+    """Per-row token histories on the device and the n-gram matcher over them."""
+
+    def __init__(self, num_rows: int, width: int, n_min: int, n_max: int, device: torch.device) -> None:
+        if not 1 <= n_min <= n_max:
+            raise ValueError(f"ngram_min={n_min}, ngram_max={n_max}: need 1 <= ngram_min <= ngram_max")
+        self.n_min, self.n_max = n_min, n_max
+        self.pad = n_max
+        self.width = width
+        self.device = device
+        self.hist = torch.full((num_rows, self.pad + width), SENTINEL, dtype=torch.int32, device=device)
+        # Host bookkeeping: which request last wrote a row, and how many of its positions are
+        # known to be on the device (the graph appends more; rewriting those is harmless).
+        self._owner: list[weakref.ref[Request] | None] = [None] * num_rows
+        self._synced = [0] * num_rows
+
+    # ---- host side ---------------------------------------------------------------------------
+    def admit(self, reqs: list[Request]) -> None:
+        """Write the positions of ``reqs``' histories the device may lack (all of a row another
+        request wrote last: a new request, or a preempted one that came back elsewhere)."""
+        rows: list[int] = []
+        cols: list[int] = []
+        toks: list[int] = []
+        for r in reqs:
+            row = r.row
+            assert row is not None, "admit needs a request that holds a row"
+            owner = self._owner[row]
+            n = r.seq_len
+            assert n <= self.width, f"request {r.request_id}: {n} tokens, history width {self.width}"
+            start = min(self._synced[row], n) if owner is not None and owner() is r else 0
+            p = len(r.prompt_ids)
+            new = r.prompt_ids[start:] + r.output_ids[max(0, start - p) :]
+            rows.extend([row] * len(new))
+            cols.extend(range(self.pad + start, self.pad + n))
+            toks.extend(new)
+            self._owner[row] = weakref.ref(r)
+            self._synced[row] = n
+        if not toks:
+            return
+        packed = torch.tensor([rows, cols, toks], dtype=torch.int64)
+        if self.device.type == "cuda":  # pinned: a pageable copy would wait for the iteration in flight
+            packed = packed.pin_memory()
+        packed = packed.to(self.device, non_blocking=True)
+        self.hist[packed[0], packed[1]] = packed[2].to(torch.int32)
+
+    # ---- inside the graph --------------------------------------------------------------------
+    def propose(self, rows: torch.Tensor, lens: torch.Tensor, k: int) -> torch.Tensor:
+        """``[bs, k]`` drafts for the rows ``rows`` of committed lengths ``lens``."""
+        return match_drafts(self.hist[rows], lens, self.n_min, self.n_max, k, self.pad)
+
+    def append(self, rows: torch.Tensor, lens: torch.Tensor, emitted: torch.Tensor) -> None:
+        """Write ``emitted`` ``[bs, S + 1]`` at positions ``lens..lens + S`` of each row (columns
+        past the accepted ones are junk beyond the new length; padded rows write row 0)."""
+        cols = self.pad + lens[:, None] + torch.arange(emitted.shape[1], device=lens.device)
+        self.hist[rows[:, None], cols.clamp_(max=self.hist.shape[1] - 1)] = emitted.to(torch.int32)
