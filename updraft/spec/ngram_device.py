@@ -72,7 +72,9 @@ class DeviceNgram:
         self.pad = n_max
         self.width = width
         self.device = device
-        self.hist = torch.full((num_rows, self.pad + width), SENTINEL, dtype=torch.int32, device=device)
+        # Positions start as token 0: padded rows (row 0, length 1) draft real token ids.
+        self.hist = torch.zeros(num_rows, self.pad + width, dtype=torch.int32, device=device)
+        self.hist[:, : self.pad] = SENTINEL
         # Host bookkeeping: which request last wrote a row, and how many of its positions are
         # known to be on the device (the graph appends more; rewriting those is harmless).
         self._owner: list[weakref.ref[Request] | None] = [None] * num_rows
