@@ -18,8 +18,8 @@ shape tensor ops, so the whole lookup runs inside the captured graph:
   (``n_max`` down to ``n_min``), then the tokens that followed it, padded with the last of them;
   without a match, the last token repeated.
 
-Cost per iteration: ``n_max`` compares, ANDs and ``n_max - n_min + 1`` masked max-reductions over
-``[bs, width]``: linear in the context, nothing quadratic, no host sync.
+Cost per iteration: ``n_max`` compares, ANDs and adds over ``[bs, width]``, then one masked max:
+linear in the context, nothing quadratic, no host sync.
 """
 
 from __future__ import annotations
@@ -38,27 +38,28 @@ def match_drafts(hist: torch.Tensor, lens: torch.Tensor, n_min: int, n_max: int,
     """``[B, k]`` int64 drafts per row of ``hist`` ``[B, pad + W]`` (``pad >= n_max`` sentinel
     columns, then positions ``0..W-1``) whose first ``lens[b] >= 1`` positions are history.
 
-    ``m`` holds, per candidate end ``e``, whether the ``n`` tokens ending at ``e`` equal the ``n``
-    tokens ending at the last position ``L - 1``, for growing ``n``; only ``e <= L - 2`` may match
-    (an EARLIER occurrence), which keeps every window and every continuation below ``L``. A
-    suffix longer than the history reads sentinel columns, which no real window matches."""
+    ``count[e]``: how many tokens ending at candidate end ``e`` equal the suffix's (up to
+    ``n_max``), built one shifted compare at a time. Only ``e <= L - 2`` may match (an EARLIER
+    occurrence), which keeps every window and every continuation below ``L``; a suffix longer
+    than the history reads sentinel columns, which no real window matches. The longest ``n``
+    wins, then the latest ``e``: one max over ``count * W + e``."""
     bs, cols = hist.shape
     width = cols - pad
+    assert (n_max + 1) * width < 2**31, "scores are int32"
     dev = hist.device
     pos = torch.arange(width, device=dev, dtype=torch.int32)
     last = lens.long() - 1  # [B] position of the last (bonus) token
     m = pos[None, :] < last[:, None].to(torch.int32)
-    none = torch.full((bs,), -1, dtype=torch.int32, device=dev)
-    end = none
-    for i in range(n_max):  # after this pass m holds the matches of n = i + 1
+    count = torch.zeros(bs, width, dtype=torch.int32, device=dev)
+    for i in range(n_max):  # after this pass m marks the ends whose i + 1 tokens match
         tok = hist.gather(1, (pad + last - i)[:, None])  # the suffix's token at L - 1 - i
-        m = m & (hist[:, pad - i : cols - i] == tok)  # the window's token at e - i
-        if i + 1 >= n_min:
-            found = torch.where(m, pos[None, :], none[:, None]).amax(1)
-            end = torch.where(found >= 0, found, end)  # a longer n wins
+        m &= hist[:, pad - i : cols - i] == tok  # the window's token at e - i
+        count += m
+    best = torch.where(count >= n_min, count * width + pos, -1).amax(1)
+    end = best.long() % width
     j = torch.arange(1, k + 1, device=dev)
-    at = torch.minimum(end.long()[:, None] + j, last[:, None])  # continuation, clamped to history
-    at = torch.where(end[:, None] >= 0, at, last[:, None])  # no match: the last token
+    at = torch.minimum(end[:, None] + j, last[:, None])  # continuation, clamped to the history
+    at = torch.where(best[:, None] >= 0, at, last[:, None])  # no match: the last token
     return hist.gather(1, pad + at).long()
 
 
