@@ -26,6 +26,9 @@ def ngram_llm(target, *, overlap: bool = True, spec: dict | None = None, **kw) -
               disable_overlap=not overlap, speculative_config=spec or NGRAM, **kw)
     drv = llm.engine.driver
     assert drv is not None and drv.fused.ngram is not None, llm.engine.graph_log
+    s = llm.engine.config.speculative.num_steps
+    # KV lookahead: an iteration in flight commits up to S + 1 tokens, the next writes S past them
+    assert llm.engine.lookahead == (2 * s + 1 if overlap else s)
     return llm
 
 
@@ -121,6 +124,21 @@ def test_ngram_fused_stops_inside_accepted_blocks(fused, reference, overlap: boo
     for o, t in zip(outs, stops):
         assert o.outputs[0].token_ids == ref[: ref.index(t) + 1] and o.outputs[0].finish_reason == "stop"
     assert llm.engine.allocator.used_tokens == 0 and llm.engine.req_pool.num_free == llm.engine.req_pool.max_reqs
+
+
+def test_ngram_fused_abort_mid_flight_frees_kv_once(fused) -> None:  # noqa: ANN001
+    eng = fused[True].engine
+    reqs = [eng.add_request(p, dataclasses.replace(GREEDY, max_tokens=30)) for p in prompts(3, seed=2)]
+    for _ in range(6):
+        eng.step()
+    assert eng.driver.inflight is not None, "expected an iteration in flight"
+    assert eng.abort(reqs[1].request_id)
+    assert reqs[1].row is not None, "KV must survive until the iteration in flight is done"
+    while eng.has_unfinished():
+        eng.step()
+    assert reqs[1].finish_reason == "abort" and reqs[0].finish_reason == "length" and len(reqs[0].output_ids) == 30
+    assert eng.allocator.used_tokens == 0 and eng.req_pool.num_free == eng.req_pool.max_reqs
+    eng.allocator.check_consistency()
 
 
 def test_ngram_fused_hands_over_to_the_per_phase_path(fused, reference) -> None:  # noqa: ANN001
