@@ -167,7 +167,8 @@ class InFlight:
 
 
 class FusedIteration:
-    """Captures and launches whole EAGLE iterations (see the module docstring)."""
+    """Captures and launches whole speculative iterations (EAGLE or n-gram drafts) or plain
+    decoding steps (see the module docstring)."""
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden) -> None:
