@@ -13,6 +13,10 @@ and without speculation side by side in one process (plain = overlapped plain de
 default; plain_step = per-step graphs), per batch size, greedy and sampled, with
 the chosen-S histogram of adaptive speculation, mean accept length, and the engine's host ops
 per speculative iteration at bs 1. Prints a table; writes JSON to --out.
+
+``--ngram-only`` (with --smollm): n-gram alone: fp32 outputs equal plain greedy through the fused
+n-gram iteration, then bs 1 and 64 on sum against overlapped plain decoding (adaptive and S = 5),
+with the path that ran.
 """
 
 from __future__ import annotations
@@ -291,18 +295,62 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
             print(f"{name:16s} arrival: {json.dumps(a)}", flush=True)
         del eng
         _free()
-    for name, spec in [("plain", None), ("ngram", SpeculativeConfig(method="ngram", num_steps=5))]:
+    res |= ngram_speed(base, greedy, n_prompts)
+    return res
+
+
+def ngram_speed(base: EngineConfig, greedy: SamplingParams, n_prompts: int, sizes: tuple[int, ...] = (1, 64)) -> dict[str, Any]:
+    """n-gram (prompt lookup) on the summarisation prompts against overlapped plain decoding in
+    the same process: adaptive S and a fixed S = 5, through the fused iteration (lookups on the
+    device) when the engine picks it; the path that ran is printed with each rate."""
+    res: dict[str, Any] = {}
+    ngram = SpeculativeConfig(method="ngram", num_steps=5)
+    for name, spec in [("plain", None), ("ngram", ngram), ("ngram_s5", dataclasses.replace(ngram, adaptive=False))]:
         eng = Engine(dataclasses.replace(base, speculative=spec))
+        path = "fused" if eng.driver is not None and eng.driver.fused.ngram is not None else "per-phase"
         ps = make_prompts(eng, "sum", max(n_prompts, 64), 0)
-        for bs in (1, 64):
+        for bs in sizes:
             run_one(eng, ps[:bs], dataclasses.replace(greedy, max_tokens=16), bs)
             r = run_one(eng, ps[: max(bs, 8)], greedy, bs)
             r.pop("outputs", None)
             res[f"{name}_sum_bs{bs}"] = r
-            print(f"{name:16s} sum bs {bs:3d}: {r['output_tok_s']:8.1f} tok/s", flush=True)
+            line = f"{name:16s} sum bs {bs:3d}: {r['output_tok_s']:8.1f} tok/s"
+            if spec is not None:
+                plain = res[f"plain_sum_bs{bs}"]["output_tok_s"]
+                r["speedup_vs_plain"] = r["output_tok_s"] / plain
+                fused = r.get("fused", {})
+                line += (f"  {r['speedup_vs_plain']:.2f}x plain  path {path}  accept {r.get('spec', {}).get('mean_accept_length', '-')}"
+                         f"  S {fused.get('chosen_s', '-')}  launches {fused.get('launches', 0)}  paths {r['paths']}")
+            print(line, flush=True)
+        if name == "ngram_s5" and eng.driver is not None:
+            res["ngram_engine_host"] = engine_ops_per_iteration(eng, ps[0])
+            print(f"{name:16s} host per iteration: {json.dumps(res['ngram_engine_host'])}", flush=True)
         del eng
         _free()
     return res
+
+
+def ngram_lossless(gguf: str) -> dict[str, Any]:
+    """fp32 on the GPU: the fused n-gram iteration's outputs equal plain greedy (bs 1 and 8,
+    overlap on/off, summarisation prompts)."""
+    base = EngineConfig(model=gguf, device="cuda", dtype="float32", progress=False, cuda_graph_bs=[1, 2, 4, 8], max_running_requests=8,
+                        max_total_tokens=40000)
+    greedy = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    plain = Engine(dataclasses.replace(base, disable_overlap=True))
+    ps = make_prompts(plain, "sum", 8, 0)
+    ref = {bs: run_one(plain, ps[:bs], greedy, bs)["outputs"] for bs in (1, 8)}
+    del plain
+    _free()
+    out: dict[str, Any] = {}
+    for overlap in (True, False):
+        eng = Engine(dataclasses.replace(base, speculative=SpeculativeConfig(method="ngram", num_steps=5), disable_overlap=not overlap))
+        assert eng.driver is not None and eng.driver.fused.ngram is not None, eng.graph_log
+        for bs in (1, 8):
+            out[f"ngram,overlap={overlap},bs={bs}"] = run_one(eng, ps[:bs], greedy, bs)["outputs"] == ref[bs]
+        del eng
+        _free()
+    print("n-gram lossless fp32 on the GPU:", json.dumps(out), flush=True)
+    return out
 
 
 def lossless(gguf: str, head: str, method: str) -> dict[str, Any]:
@@ -358,6 +406,7 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -371,7 +420,13 @@ def main() -> None:
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
-    if args.smollm:
+    if args.smollm and args.ngram_only:
+        results["ngram_lossless_fp32"] = ngram_lossless(args.smollm)
+        base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, max_running_requests=64,
+                            max_total_tokens=200_000)
+        results["ngram_speed_smollm2"] = ngram_speed(base, SamplingParams(temperature=0, max_tokens=args.output_len, ignore_eos=True),
+                                                     args.num_prompts)
+    elif args.smollm:
         method = head_method(args.head)
         results["head"] = {"path": args.head, "method": method}
         results["lossless_fp32"] = lossless(args.smollm, args.head, method)

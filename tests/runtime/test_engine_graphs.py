@@ -47,11 +47,15 @@ def test_graphs_equal_eager(tiny_checkpoint, heads, kind: str, version: str | No
     assert [o.outputs[0].token_ids for o in graphs.generate(ps, GREEDY)] == ref
     eng = graphs.engine
     if eng.driver is not None:
-        # EAGLE v2 and plain decoding run the fused iteration (one graph per iteration); nothing
-        # fell back to the per-phase runners, whose graphs the kit's production-runner columns cover.
+        # EAGLE v2, n-gram and plain decoding run the fused iteration (one graph per iteration);
+        # nothing fell back to the per-phase runners, whose graphs the kit's production-runner
+        # columns cover.
         assert eng.driver.launches > 0 and eng.driver.fused.graphs
         assert not eng.runner.path_counts, eng.runner.path_counts
-        assert eng.spec is None or not eng.spec.proposer.runner.path_counts  # type: ignore[attr-defined]
+        if kind == "ngram":
+            assert eng.driver.fused.ngram is not None
+        else:
+            assert eng.spec is None or not eng.spec.proposer.runner.path_counts  # type: ignore[attr-defined]
         return
     assert eng.runner.graph_hit_rate() == 1.0, eng.runner.path_counts
     if eng.spec is not None and hasattr(eng.spec.proposer, "runner"):

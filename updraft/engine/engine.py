@@ -349,7 +349,7 @@ class Engine:
         drv = self.driver
         if drv is not None:
             self._drain()
-            self.spec.proposer.redraft_first(drv.claim_host_drafts(reqs))  # type: ignore[attr-defined]
+            self.spec.proposer.redraft_first(drv.claim_host_drafts(reqs))
         res = self.spec.step(reqs)
         for i, req in enumerate(reqs):
             req.num_computed += res.accept_lens[i]

@@ -28,6 +28,7 @@ from updraft.engine.request import Request
 from updraft.runtime.graphs.phase_graph import capture_sizes
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.fused import FusedIteration, InFlight
+from updraft.spec.proposers import DraftModelProposer, NgramProposer
 
 if TYPE_CHECKING:
     from updraft.engine.engine import Engine
@@ -88,7 +89,7 @@ class SpecDriver:
 
     def chosen_steps(self) -> dict[int, int]:
         """S -> speculative iterations that ran with S drafts (empty for plain decoding)."""
-        return dict(self.adaptive.chosen) if self.fused.drafter is not None else {}
+        return dict(self.adaptive.chosen) if self.fused.speculative else {}
 
     def can_run(self, reqs: list[Request]) -> bool:
         return self.fused.can_run(reqs)[0]
@@ -96,7 +97,7 @@ class SpecDriver:
     def admit(self, reqs: list[Request]) -> None:
         """The host's view of ``reqs`` becomes their device state (after a prefill or a
         per-phase iteration)."""
-        self.fused.state.admit(reqs)
+        self.fused.admit(reqs)
 
     def claim_host_drafts(self, reqs: list[Request]) -> list[Request]:
         """Those of ``reqs`` whose first draft exists only as a feature; from now on the
@@ -129,10 +130,11 @@ class SpecDriver:
 
     def describe(self) -> str:
         mode = "overlapped" if self.overlap else "synchronous"
-        if self.fused.drafter is None:
+        if not self.fused.speculative:
             return (f"plain decoding: device-state decode steps ({mode}), graphs for bs "
                     f"{self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in {self.fused.capture_seconds:.2f}s")
-        return (f"speculation: fused iteration ({mode}), S chosen from {self.adaptive.choices}"
+        drafts = "n-gram lookups on the device" if self.fused.ngram is not None else "draft model"
+        return (f"speculation: fused iteration ({mode}, {drafts}), S chosen from {self.adaptive.choices}"
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
                 f"greedy graphs for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in "
                 f"{self.fused.capture_seconds:.2f}s (sampled ones on first use)")
@@ -146,16 +148,19 @@ _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
 
 
 def fused_planned(config: EngineConfig, device: torch.device) -> bool:
-    """Whether this configuration runs the fused iteration: EAGLE heads with draft extend v2, or
-    plain decoding with overlap; graphs on."""
+    """Whether this configuration runs the fused iteration: EAGLE heads with draft extend v2,
+    n-gram drafts, or plain decoding with overlap; graphs on."""
     if config.disable_fused_iteration or config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
         return False
     spec = config.speculative
+    disabled = set(config.disable_graph_phase or [])
     if spec is None:  # plain: the device-state step only pays with overlap
-        return not config.disable_overlap and "decode" not in (config.disable_graph_phase or [])
+        return not config.disable_overlap and "decode" not in disabled
+    if spec.method == "ngram":  # no draft model: the target's verify (and decode, S = 0) only
+        return not disabled & {"target_verify", "decode"}
     if spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
         return False
-    return not set(config.disable_graph_phase or []) & set(_FUSED_PHASES)
+    return not disabled & set(_FUSED_PHASES)
 
 
 def build_driver(engine: Engine) -> SpecDriver | None:
@@ -177,11 +182,15 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     ok, _ = FusedIteration.supports(proposer)
     if not ok:
         return None
-    draft = proposer.runner  # type: ignore[attr-defined]
-    need = [(engine.runner, ForwardMode.TARGET_VERIFY), (draft, ForwardMode.DRAFT_DECODE), (draft, ForwardMode.DRAFT_EXTEND_V2)]
+    need = [(engine.runner, ForwardMode.TARGET_VERIFY)]
+    if isinstance(proposer, DraftModelProposer):
+        need += [(proposer.runner, ForwardMode.DRAFT_DECODE), (proposer.runner, ForwardMode.DRAFT_EXTEND_V2)]
+    else:  # n-gram: S = 0 is the target's DECODE
+        need.append((engine.runner, ForwardMode.DECODE))
     if any(mode not in runner.backend.graph_modes for runner, mode in need):
         return None
-    fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,  # type: ignore[arg-type]
+    assert isinstance(proposer, DraftModelProposer | NgramProposer)
+    fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,
                            emulate=emulate, capture_hidden=engine.spec.target_capture)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive, overlap=not cfg.disable_overlap)
     # greedy graphs at start (sampled ones on first use), their device times as first costs

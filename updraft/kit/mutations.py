@@ -54,6 +54,8 @@ ENGINE = "updraft/engine/engine.py"
 FUSED = "updraft/spec/fused.py"
 FP = "tests/spec/test_fused_plain.py"
 FS = "tests/spec/test_fused.py"
+FN = "tests/spec/test_fused_ngram.py"
+NGD = "updraft/spec/ngram_device.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- failure classes 1-11 ------------------------------------------------------------
@@ -195,6 +197,17 @@ MUTATIONS: tuple[Mutation, ...] = (
     _m("ngram-matches-suffix-itself", "-", "the n-gram index includes the current suffix, so lookups find the suffix itself",
        "updraft/spec/ngram.py", "        upto = len(self.tokens) - 1\n", "        upto = len(self.tokens)  # MUTATION\n",
        "tests/spec/test_ngram.py"),
+    _m("ngram-device-matches-suffix-itself", "-", "the device n-gram matcher lets a window end at the last position, so it finds the suffix itself",
+       NGD, "    m = pos[None, :] < last[:, None].to(torch.int32)\n", "    m = pos[None, :] <= last[:, None].to(torch.int32)  # MUTATION\n",
+       "tests/spec/test_ngram_device.py"),
+    _m("ngram-history-not-appended", "-", "the fused n-gram iteration no longer appends its emitted tokens to the device history (lookups see the history as admitted)",
+       FUSED, "                ng.append(rows, n, emitted)  # positions N..N+S; past N + accept - 1 is junk\n",
+       "                pass  # MUTATION\n",
+       f"{FN}::test_ngram_fused_lossless_and_counters_equal_per_phase", f"{FN}::test_ngram_fused_preemption_rewrites_histories"),
+    _m("ngram-history-kept-on-readmission", "-", "admitting a request into a row another request wrote last keeps that request's tokens below the synced length",
+       NGD, "            start = min(self._synced[row], n) if owner is not None and owner() is r else 0\n",
+       "            start = min(self._synced[row], n)  # MUTATION\n",
+       f"{FN}::test_ngram_fused_preemption_rewrites_histories", "tests/spec/test_ngram_device.py"),
     # ---- GPU only ----------------------------------------------------------------------------
     # Outputs left in the graph pool: a replay of another graph of the same model (captured
     # earlier) overwrites them. (The former "target and draft share one pool" mutation became

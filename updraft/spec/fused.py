@@ -2,6 +2,9 @@
 
 Without a draft (plain decoding) the same machinery runs a DECODE step of the bonus token, so
 plain decoding gets device-resident state and overlap too (S = 0 only, steps 2 and 5 absent).
+N-gram drafting has no draft model either: step 2 is a lookup in each row's token history on
+the device (``updraft.spec.ngram_device``), step 5 is absent, and step 6 appends the emitted
+tokens to that history.
 
 For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts (0 allowed: a
 plain target step that keeps the draft's KV and feature current), the captured body does:
@@ -45,7 +48,8 @@ from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, sampling_kernels
-from updraft.spec.proposers import DraftModelProposer
+from updraft.spec.ngram_device import DeviceNgram
+from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.verify import greedy_accept, rejection_accept
 
@@ -163,13 +167,18 @@ class InFlight:
 
 
 class FusedIteration:
-    """Captures and launches whole EAGLE iterations (see the module docstring)."""
+    """Captures and launches whole speculative iterations (EAGLE or n-gram drafts) or plain
+    decoding steps (see the module docstring)."""
 
-    def __init__(self, target: ModelRunner, proposer: DraftModelProposer | None, sampler: Sampler, sizes: list[int],
-                 *, emulate: bool, capture_hidden: CaptureHidden) -> None:
+    def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
+                 sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden) -> None:
         self.target = target
-        #: None: plain decoding (S = 0 only, a DECODE forward, no draft to keep current)
-        self.drafter = _Drafter.of(proposer) if proposer is not None else None
+        #: the draft model's side (EAGLE heads); None for n-gram drafts and plain decoding
+        self.drafter = _Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
+        #: n-gram drafts from per-row token histories on the device; neither this nor a drafter:
+        #: plain decoding (S = 0 only, a DECODE forward)
+        self.ngram = (DeviceNgram(target.req_pool.max_reqs + 1, target.req_pool.width, proposer.n_min, proposer.n_max,
+                                  target.device) if isinstance(proposer, NgramProposer) else None)
         self.sampler = sampler
         self.sizes = sorted(sizes)
         self.emulate = emulate
@@ -183,9 +192,25 @@ class FusedIteration:
         self._slot = 0
         self._pinned = self.device.type == "cuda"
 
+    @property
+    def speculative(self) -> bool:
+        """Whether iterations carry drafts (else plain decoding)."""
+        return self.drafter is not None or self.ngram is not None
+
+    def admit(self, reqs: list[SpecRequestView]) -> None:
+        """The host's view of ``reqs`` becomes their device state (after a prefill or a
+        per-phase iteration): length, last token, sampling parameters, and the n-gram history."""
+        if not reqs:
+            return
+        self.state.admit(reqs)
+        if self.ngram is not None:
+            self.ngram.admit(reqs)
+
     # ---- eligibility ---------------------------------------------------------------------
     @staticmethod
     def supports(proposer: object) -> tuple[bool, str]:
+        if isinstance(proposer, NgramProposer):
+            return True, ""
         if not isinstance(proposer, DraftModelProposer):
             return False, "not a draft-model proposer"
         if not proposer.shift:
@@ -213,10 +238,12 @@ class FusedIteration:
         ndt = s + 1
         d = self.drafter
         if d is None:
-            if s:
+            if s and self.ngram is None:
                 raise ValueError(f"plain decoding has no drafts: S = {s}")
-            verify = _static_batch(PhaseSpec(ForwardMode.DECODE, 1, "last", CaptureHidden.NONE), bs,
-                                   self.target.backend, dev, self.target.dtype)
+            # n-gram drafts: the target verifies [bonus, d_1..d_S] (a DECODE forward when S = 0)
+            phase = (PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture) if s
+                     else PhaseSpec(ForwardMode.DECODE, 1, "last", CaptureHidden.NONE))
+            verify = _static_batch(phase, bs, self.target.backend, dev, self.target.dtype)
             chain: list[ForwardBatch] = []
             extend = None
         else:
@@ -316,22 +343,18 @@ class FusedIteration:
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
-        table = self.target.req_pool.req_to_token
         n = st.seq_len[rows]
         bonus = st.bonus[rows]
         prm = self._row_params(g) if g.sampled else None
         u = sampling_kernels.uniform(st.seed[rows], st.offset[rows], _STREAM_ITER, 2 * s + 2) if g.sampled else None
-        if self.drafter is None:  # plain decoding: the bonus token at position N - 1
-            v = g.verify
-            _write_rows(v, rows, n - 1, bonus[:, None], table)
-            self.target.backend.init_replay_metadata(v)
-            logits = self.target.model(v).logits.view(bs, 1, -1)
-            if prm is None or u is None:
-                accept, emitted = greedy_accept(logits.new_zeros(bs, 0, dtype=torch.long), logits.argmax(-1))
-            else:
-                accept, emitted = self._sampled_accept(logits, [], [], prm, u)
-        else:
+        if self.drafter is not None:
             accept, emitted = self._speculate(g, self.drafter, n, bonus, prm, u)
+        else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
+            ng = self.ngram
+            drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
+            accept, emitted = self._verify_lookup(g, n, bonus, drafts, prm, u)
+            if ng is not None:
+                ng.append(rows, n, emitted)  # positions N..N+S; past N + accept - 1 is junk
         ar = torch.arange(bs, device=rows.device)
         st.seq_len[rows] = n + accept
         st.bonus[rows] = emitted[ar, accept - 1]
@@ -370,11 +393,11 @@ class FusedIteration:
         self.target.backend.init_replay_metadata(v)
         tout = self.target.model(v)
         logits = tout.logits.view(bs, ndt, -1)
+        drafts = torch.stack(toks, dim=1) if toks else logits.new_zeros(bs, 0, dtype=torch.long)
         if prm is None or u is None:
-            drafts = torch.stack(toks, dim=1) if toks else logits.new_zeros(bs, 0, dtype=torch.long)
             accept, emitted = greedy_accept(drafts, logits.argmax(-1))
         else:
-            accept, emitted = self._sampled_accept(logits, toks, qs, prm, u)
+            accept, emitted = self._sampled_accept(logits, drafts, qs, prm, u)
         e = g.extend
         assert e is not None
         _write_rows(e, rows, n - 1, emitted, table)
@@ -386,10 +409,25 @@ class FusedIteration:
         d.next_hidden[:1].zero_()  # the padding row
         return accept, emitted
 
-    def _sampled_accept(self, logits: torch.Tensor, toks: list[torch.Tensor], qs: list[tuple[torch.Tensor, torch.Tensor]],
+    def _verify_lookup(self, g: _IterGraph, n: torch.Tensor, bonus: torch.Tensor, drafts: torch.Tensor,
+                       prm: _RowParams | None, u: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed) and their acceptance:
+        drafts without a draft model (n-gram lookups, or none), so q is one-hot at each draft."""
+        bs, ndt = g.bs, drafts.shape[1] + 1
+        v = g.verify
+        _write_rows(v, g.rows, n - 1, torch.cat([bonus[:, None], drafts], dim=1), self.target.req_pool.req_to_token)
+        self.target.backend.init_replay_metadata(v)
+        logits = self.target.model(v).logits.view(bs, ndt, -1)
+        if prm is None or u is None:
+            return greedy_accept(drafts, logits.argmax(-1))
+        return self._sampled_accept(logits, drafts, None, prm, u)
+
+    def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, qs: list[tuple[torch.Tensor, torch.Tensor]] | None,
                         prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Lossless rejection sampling of the drafts against the target's exact distribution
-        (the plain sampler's, every filter pass run: the host cannot skip one)."""
+        """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
+        distribution (the plain sampler's, every filter pass run: the host cannot skip one).
+        ``qs``: each draft's candidates and their probabilities; None: deterministic drafts
+        (q one-hot at the draft, as the per-phase path treats n-gram drafts)."""
         bs, ndt, vocab = logits.shape
         s = ndt - 1
 
@@ -401,10 +439,12 @@ class FusedIteration:
         if s == 0:
             tok = device_rng.inverse_cdf(probs[:, 0], u[:, 1])
             return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
-        cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
-        q_cand = torch.stack([q for _, q in qs], dim=1)
-        q = torch.zeros(bs, s, vocab, dtype=q_cand.dtype, device=q_cand.device).scatter_(2, cand, q_cand)
-        accept, emitted = rejection_accept(torch.stack(toks, dim=1), q, probs, [], u[:, s : 2 * s], u[:, 2 * s])
+        q: torch.Tensor | None = None
+        if qs is not None:
+            cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
+            q_cand = torch.stack([p for _, p in qs], dim=1)
+            q = torch.zeros(bs, s, vocab, dtype=q_cand.dtype, device=q_cand.device).scatter_(2, cand, q_cand)
+        accept, emitted = rejection_accept(drafts, q, probs, [], u[:, s : 2 * s], u[:, 2 * s])
         return accept.long(), emitted
 
     # ---- launch ----------------------------------------------------------------------------

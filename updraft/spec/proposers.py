@@ -86,6 +86,11 @@ class Proposer(ABC):
         """Make the draft of ``reqs`` current after ``fall_behind`` steps (before drafting)."""
         return None
 
+    def redraft_first(self, reqs: list[SpecRequestView]) -> None:
+        """Before a per-phase iteration that follows fused ones: recompute a first draft that the
+        fused iteration kept only on the device (draft models). Lookups have nothing to redo."""
+        return None
+
     def release(self, req: SpecRequestView) -> None:
         """The request finished or was preempted."""
         return None

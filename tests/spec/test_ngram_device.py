@@ -1,0 +1,106 @@
+"""The device n-gram matcher proposes exactly what the host ``NgramIndex`` proposes (random and
+repetitive histories, stale tokens past each row's length, a batch of mixed lengths), with no host
+sync or data-dependent shape (it runs on the meta device); histories are admitted incrementally
+and rewritten whole for a row another request wrote last."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from updraft.engine.request import Request
+from updraft.sampling_params import SamplingParams
+from updraft.spec.ngram import NgramIndex
+from updraft.spec.ngram_device import SENTINEL, DeviceNgram, match_drafts
+
+
+def host_drafts(tokens: list[int], n_min: int, n_max: int, k: int) -> list[int]:
+    idx = NgramIndex(n_min, n_max)
+    idx.extend(tokens)
+    return idx.propose(k)[0]
+
+
+def device_drafts(seqs: list[list[int]], n_min: int, n_max: int, k: int, width: int, junk: random.Random) -> list[list[int]]:
+    """One batched call; positions past each row's length hold junk that must not be read."""
+    pad = n_max
+    hist = torch.full((len(seqs), pad + width), SENTINEL, dtype=torch.int32)
+    for b, s in enumerate(seqs):
+        hist[b, pad : pad + len(s)] = torch.tensor(s, dtype=torch.int32)
+        hist[b, pad + len(s) :] = torch.tensor([junk.randrange(0, 5) for _ in range(width - len(s))], dtype=torch.int32)
+    lens = torch.tensor([len(s) for s in seqs])
+    return match_drafts(hist, lens, n_min, n_max, k, pad).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=40), min_size=1, max_size=4),
+       st.integers(1, 3), st.integers(0, 2), st.integers(1, 6), st.integers(0, 2**16))
+def test_matches_ngram_index(seqs: list[list[int]], n_min: int, extra: int, k: int, seed: int) -> None:
+    n_max = n_min + extra
+    got = device_drafts(seqs, n_min, n_max, k, 48, random.Random(seed))
+    assert got == [host_drafts(s, n_min, n_max, k) for s in seqs]
+
+
+@pytest.mark.parametrize("n_min,n_max", [(1, 4), (2, 3), (3, 3)])
+def test_matches_ngram_index_on_repetitive_and_long_histories(n_min: int, n_max: int) -> None:
+    rng = random.Random(n_min * 10 + n_max)
+    seqs = []
+    for _ in range(12):
+        period = [rng.randrange(0, 50) for _ in range(rng.randrange(2, 9))]
+        s = (period * 40)[: rng.randrange(1, 300)]
+        for _ in range(rng.randrange(0, 4)):  # a few edits break the period
+            s[rng.randrange(len(s))] = rng.randrange(0, 50)
+        seqs.append(s)
+    seqs += [[rng.randrange(0, 1000) for _ in range(rng.randrange(1, 300))] for _ in range(4)]
+    seqs += [[7], [7, 7], [3, 4]]
+    got = device_drafts(seqs, n_min, n_max, 5, 320, rng)
+    assert got == [host_drafts(s, n_min, n_max, 5) for s in seqs]
+
+
+def test_no_host_sync_and_static_shapes() -> None:
+    """On the meta device a ``.item()``, a boolean mask index or a ``nonzero`` raises: the
+    matcher and the append are graph-capturable as far as shapes and syncs go."""
+    meta = torch.device("meta")
+    ng = DeviceNgram(9, 64, 1, 4, meta)
+    rows = torch.zeros(8, dtype=torch.long, device=meta)
+    lens = torch.ones(8, dtype=torch.long, device=meta)
+    drafts = ng.propose(rows, lens, 5)
+    assert drafts.shape == (8, 5) and drafts.dtype == torch.int64
+    ng.append(rows, lens, torch.zeros(8, 6, dtype=torch.long, device=meta))
+
+
+def _req(rid: str, prompt: list[int], out: list[int], row: int) -> Request:
+    r = Request(request_id=rid, prompt_ids=list(prompt), params=SamplingParams())
+    r.output_ids = list(out)
+    r.row = row
+    return r
+
+
+def test_admit_writes_what_the_device_lacks_and_append_extends() -> None:
+    ng = DeviceNgram(4, 32, 1, 3, torch.device("cpu"))
+    pad = ng.pad
+
+    def row(r: int, n: int) -> list[int]:
+        return ng.hist[r, pad : pad + n].tolist()
+
+    a = _req("a", [1, 2, 3], [4], row=1)
+    ng.admit([a])
+    assert row(1, 4) == [1, 2, 3, 4] and ng.hist[1, :pad].tolist() == [SENTINEL] * pad
+    # the graph appends an iteration's tokens (two accepted, one junk past the new length)
+    ng.append(torch.tensor([1]), torch.tensor([4]), torch.tensor([[5, 6, 99]]))
+    a.output_ids += [5, 6, 7]  # then a per-phase iteration the device did not see
+    ng.hist[1, pad + 1] = 42  # a position admitted before: not rewritten for the same owner
+    ng.admit([a])
+    assert row(1, 7) == [1, 42, 3, 4, 5, 6, 7]
+    # another request takes the row: rewritten whole
+    b = _req("b", [9, 8], [7, 6], row=1)
+    ng.admit([b])
+    assert row(1, 4) == [9, 8, 7, 6]
+    # a came back (re-admitted after preemption) into the row b wrote: rewritten whole
+    a.row = 1
+    ng.admit([a])
+    assert row(1, 7) == [1, 2, 3, 4, 5, 6, 7]
+    assert ng.propose(torch.tensor([1]), torch.tensor([7]), 2).tolist() == [host_drafts(a.all_ids, 1, 3, 2)]
