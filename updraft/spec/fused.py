@@ -40,14 +40,14 @@ import torch
 from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
 from updraft.engine.model_runner import ModelRunner
 from updraft.engine.request import Request
-from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
+from updraft.engine.sampler import GREEDY_TEMPERATURE, Sampler
 from updraft.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.graphs.runner import PhaseSpec, StaticInputs, static_batch
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
-from updraft.spec import device_rng, sampling_kernels
+from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
 from updraft.spec.row_state import RowState
-from updraft.spec.verify import greedy_accept, rejection_accept
+from updraft.spec.verify import greedy_accept
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -389,23 +389,21 @@ class FusedIteration:
     def _sampled_accept(self, logits: torch.Tensor, toks: list[torch.Tensor], qs: list[tuple[torch.Tensor, torch.Tensor]],
                         prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts against the target's exact distribution
-        (the plain sampler's, every filter pass run: the host cannot skip one)."""
-        bs, ndt, vocab = logits.shape
+        (the plain sampler's: every filter applied on the device), in two kernel launches
+        (``rejection_kernels.sampled_accept``). S = 0 samples the one row with ``u[:, 1]``."""
+        bs, ndt, _ = logits.shape
         s = ndt - 1
-
-        def rep(t: torch.Tensor) -> torch.Tensor:
-            return t.repeat_interleave(ndt) if ndt > 1 else t
-
-        sb = SamplingBatch.on_device(rep(prm.temperature), rep(prm.top_k), rep(prm.top_p), rep(prm.min_p), vocab)
-        probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), sb).view(bs, ndt, vocab)
-        if s == 0:
-            tok = device_rng.inverse_cdf(probs[:, 0], u[:, 1])
-            return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
-        cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
-        q_cand = torch.stack([q for _, q in qs], dim=1)
-        q = torch.zeros(bs, s, vocab, dtype=q_cand.dtype, device=q_cand.device).scatter_(2, cand, q_cand)
-        accept, emitted = rejection_accept(torch.stack(toks, dim=1), q, probs, [], u[:, s : 2 * s], u[:, 2 * s])
-        return accept.long(), emitted
+        if s:
+            drafts = torch.stack(toks, dim=1)
+            cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
+            q = torch.stack([q for _, q in qs], dim=1)
+        else:
+            drafts = torch.empty(bs, 0, dtype=torch.long, device=logits.device)
+            cand = torch.empty(bs, 0, 1, dtype=torch.long, device=logits.device)
+            q = torch.empty(bs, 0, 1, dtype=torch.float32, device=logits.device)
+        u_residual = u[:, 2 * s] if s else u[:, 1]
+        return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.temperature, prm.top_k, prm.top_p,
+                                                prm.min_p, u[:, s : 2 * s], u_residual)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[Request], num_steps: int, sampled: bool) -> InFlight:
