@@ -404,6 +404,10 @@ def test_rejection_sampling_is_lossless_chi_square() -> None:
 
 
 # ---- the fused iteration ---------------------------------------------------------------------
+#: The engine tests below run the fused graph emulated on the CPU, with the kernels interpreted.
+cpu_engine = pytest.mark.skipif(not sk.interpreter_on(), reason="CPU engine with the Triton interpreter")
+
+
 def _fused(target, head=None) -> LLM:  # noqa: ANN001
     spec = None if head is None else {"method": "eagle", "draft_model": str(head), "num_steps": 3,
                                       "adaptive": False}
@@ -413,6 +417,7 @@ def _fused(target, head=None) -> LLM:  # noqa: ANN001
     return llm
 
 
+@cpu_engine
 @pytest.mark.parametrize("speculate", [True, False])
 def test_fused_engine_kernels_match_the_dense_path(target, eagle_head, monkeypatch: pytest.MonkeyPatch,  # noqa: ANN001
                                                    speculate: bool) -> None:
@@ -438,6 +443,7 @@ def test_fused_engine_kernels_match_the_dense_path(target, eagle_head, monkeypat
     assert all(len(o) == 8 for o in dense)
 
 
+@cpu_engine
 def test_sampled_body_costs_about_a_greedy_one(target, eagle_head) -> None:  # noqa: ANN001
     """CPU proxy for the sampled cycle (``benchmarks/sampled_ops.py``): the captured body at
     S = 3, bs 1, sampled, issues at most 15 aten compute ops and S + 3 Triton launches (the
