@@ -91,56 +91,63 @@ def use_kernels(t: torch.Tensor) -> bool:
 @triton.jit
 def _scan(Row, c, V: tl.constexpr, BLOCK: tl.constexpr):
     """One pass: max, first argmax, online sum of exp2((l - max) c), finite count and min, and
-    the count of NaN / +inf logits."""
+    the count of NaN / +inf logits. Per-lane accumulators, reduced once after the loop (one
+    reduction per block: the running max the online sum needs)."""
     m = float("-inf")
-    z = 0.0
-    amax = 0
-    n_fin = 0
-    n_bad = 0
-    l_min = float("inf")
+    z = tl.zeros([BLOCK], dtype=tl.float32)
+    best = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    best_at = tl.zeros([BLOCK], dtype=tl.int32)
+    n_fin = tl.zeros([BLOCK], dtype=tl.int32)
+    n_bad = tl.zeros([BLOCK], dtype=tl.int32)
+    l_min = tl.full([BLOCK], float("inf"), dtype=tl.float32)
     for start in range(0, V, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
         nan = x != x
-        n_bad += tl.sum((nan | (x == float("inf"))).to(tl.int32), axis=0)
+        n_bad += (nan | (x == float("inf"))).to(tl.int32)
         x = tl.where(nan, float("-inf"), x)
         fin = x > float("-inf")
-        n_fin += tl.sum(fin.to(tl.int32), axis=0)
-        l_min = tl.minimum(l_min, tl.min(tl.where(fin, x, float("inf")), axis=0))
-        bm = tl.max(x, axis=0)
-        amax = tl.where(bm > m, start + tl.argmax(x, axis=0), amax)  # strict: first index wins
-        new_m = tl.maximum(m, bm)
+        n_fin += fin.to(tl.int32)
+        l_min = tl.minimum(l_min, tl.where(fin, x, float("inf")))
+        better = x > best  # strict: each lane keeps its first index of its max
+        best = tl.where(better, x, best)
+        best_at = tl.where(better, offs, best_at)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
         scale = tl.where(new_m == m, 1.0, tl.exp2((m - new_m) * c))
-        z = z * scale + tl.sum(tl.where(fin, tl.exp2((x - new_m) * c), 0.0), axis=0)
+        z = z * scale + tl.where(fin, tl.exp2((x - new_m) * c), 0.0)
         m = new_m
-    return m, z, amax, n_fin, n_bad, l_min
+    amax = tl.min(tl.where(best == m, best_at, V), axis=0)  # the first index of the max
+    return (m, tl.sum(z, axis=0), amax, tl.sum(n_fin, axis=0), tl.sum(n_bad, axis=0),
+            tl.min(l_min, axis=0))
 
 
 @triton.jit
 def _probe(Row, Tile, m, c, lo, mid, hi, V: tl.constexpr, BLOCK: tl.constexpr,
            TILE: tl.constexpr):
     """One pass: count and mass of ``l > mid``, the largest ``l`` in ``(lo, mid]``, the smallest
-    in ``(mid, hi]``, and the tokens of ``(mid, hi]`` compacted into ``Tile`` (the first TILE)."""
-    cnt = 0
-    s = 0.0
-    mx_lo = float("-inf")
-    mn_hi = float("inf")
+    in ``(mid, hi]``, and the tokens of ``(mid, hi]`` compacted into ``Tile`` (the first TILE).
+    Per-lane accumulators; one reduction per block (the compaction's count)."""
+    cnt = tl.zeros([BLOCK], dtype=tl.int32)
+    s = tl.zeros([BLOCK], dtype=tl.float32)
+    mx_lo = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    mn_hi = tl.full([BLOCK], float("inf"), dtype=tl.float32)
     n_up = 0
     for start in range(0, V, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
         above = x > mid
-        cnt += tl.sum(above.to(tl.int32), axis=0)
-        s += tl.sum(tl.where(above, tl.exp2((x - m) * c), 0.0), axis=0)
-        mx_lo = tl.maximum(mx_lo, tl.max(tl.where((x > lo) & (x <= mid), x, float("-inf")), 0))
+        cnt += above.to(tl.int32)
+        s += tl.where(above, tl.exp2((x - m) * c), 0.0)
+        mx_lo = tl.maximum(mx_lo, tl.where((x > lo) & (x <= mid), x, float("-inf")))
         up = above & (x <= hi)
-        mn_hi = tl.minimum(mn_hi, tl.min(tl.where(up, x, float("inf")), axis=0))
+        mn_hi = tl.minimum(mn_hi, tl.where(up, x, float("inf")))
         n_blk = tl.sum(up.to(tl.int32), axis=0)
         if (n_blk > 0) & (n_up < TILE):
             pos = n_up + tl.cumsum(up.to(tl.int32), axis=0) - 1
             tl.store(Tile + pos, x, mask=up & (pos < TILE))
         n_up += n_blk
-    return cnt, s, mx_lo, mn_hi, n_up
+    return (tl.sum(cnt, axis=0), tl.sum(s, axis=0), tl.max(mx_lo, axis=0),
+            tl.min(mn_hi, axis=0), n_up)
 
 
 @triton.jit
@@ -162,15 +169,15 @@ def _compact(Row, Tile, lo, hi, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.c
 def _min_p_cut(Row, m, c, temp, cut, V: tl.constexpr, BLOCK: tl.constexpr):
     """One pass for min-p, decided on ``x = l / T`` exactly as the sampler does (``x >= cut``):
     the smallest kept logit and the mass of the kept tokens."""
-    s = 0.0
-    l_cut = float("inf")
+    s = tl.zeros([BLOCK], dtype=tl.float32)
+    l_cut = tl.full([BLOCK], float("inf"), dtype=tl.float32)
     for start in range(0, V, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
         kept = tl.math.div_rn(x, temp) >= cut
-        s += tl.sum(tl.where(kept, tl.exp2((x - m) * c), 0.0), axis=0)
-        l_cut = tl.minimum(l_cut, tl.min(tl.where(kept, x, float("inf")), axis=0))
-    return l_cut, s
+        s += tl.where(kept, tl.exp2((x - m) * c), 0.0)
+        l_cut = tl.minimum(l_cut, tl.where(kept, x, float("inf")))
+    return tl.min(l_cut, axis=0), tl.sum(s, axis=0)
 
 
 @triton.jit
