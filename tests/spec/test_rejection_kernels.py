@@ -49,6 +49,46 @@ def test_kernels_are_what_runs() -> None:
     assert rk.use_kernels(torch.empty(0, device=DEV))
 
 
+_COMPILE = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from updraft.spec import rejection_kernels as rk
+ptr = {"Logits": "*bf16", "Temp": "*fp32", "Stats": "*fp32"}
+sig = {**ptr, "stride_row": "i64", "TopK": "*i64", "TopP": "*fp32", "MinP": "*fp32", "Tiles": "*fp32",
+       "ndt": "i32", "greedy_below": "fp32", "log_cap": "fp32"}
+cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
+        "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS}
+triton.compile(ASTSource(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
+       "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
+       "Emitted": "*i64", "greedy_below": "fp32", "S": "i32"}
+cons = {"V": 49152, "K": 64, "KP2": 64, "NSUB": rk._NSUB, "SUB": rk._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
+triton.compile(ASTSource(rk._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+print("compiled")
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU tests compile them for real")
+def test_kernels_compile_for_an_h100() -> None:
+    """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
+    as a tensor, a scalar mask of the wrong type): compile both kernels for sm_90, as the H100
+    will, with the ptxas triton ships (no GPU needed)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import triton
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this triton ships no NVIDIA backend")
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_DEFAULT_FP_FUSION": "1"}
+    out = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and "compiled" in out.stdout, out.stderr[-3000:]
+
+
 # ---- references ------------------------------------------------------------------------------
 def ref_filter(logits: torch.Tensor, temp: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                min_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

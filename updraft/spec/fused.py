@@ -397,10 +397,10 @@ class FusedIteration:
             drafts = torch.stack(toks, dim=1)
             cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
             q = torch.stack([q for _, q in qs], dim=1)
-        else:
+        else:  # shaped like S > 0 (one compiled kernel for every S)
             drafts = torch.empty(bs, 0, dtype=torch.long, device=logits.device)
-            cand = torch.empty(bs, 0, 1, dtype=torch.long, device=logits.device)
-            q = torch.empty(bs, 0, 1, dtype=torch.float32, device=logits.device)
+            cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=logits.device)
+            q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=logits.device)
         u_residual = u[:, 2 * s] if s else u[:, 1]
         return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.temperature, prm.top_k, prm.top_p,
                                                 prm.min_p, u[:, s : 2 * s], u_residual)

@@ -448,7 +448,7 @@ def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl
 
 @triton.jit
 def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
-                   sur_b, Accept, Emitted, greedy_below, V: tl.constexpr, S: tl.constexpr,
+                   sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
                    K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
                    NBLK: tl.constexpr, NS: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
@@ -458,7 +458,7 @@ def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, s
     kk = tl.arange(0, KP2)
     acc = tl.full([], 0, tl.int32)  # a tensor even when S = 0 (no draft to walk)
     going = acc + 1
-    for k in tl.static_range(S):  # accept d_k iff u_k * q_k(d_k) <= p_k(d_k), first failure stops
+    for k in range(0, S):  # accept d_k iff u_k * q_k(d_k) <= p_k(d_k), first failure stops
         row = b * (S + 1) + k
         d = tl.load(Drafts + b * sd_b + k)
         p_d = _prob(Logits + row * stride_row, Stats + row * NS, d, d >= 0, c, greedy)
@@ -487,11 +487,8 @@ def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, s
         target = (tl.load(UR + b * sur_b).to(tl.float64) * tl.sum(sums, axis=0).to(tl.float64))
         extra = _draw(Row, St, c, greedy, cid, corr, target.to(tl.int64), sums, V, NSUB, SUB,
                       NBLK)
-    for j in tl.static_range(S + 1):  # the dense path's layout: drafts, then d_1 again
-        if S > 0:
-            dj = tl.load(Drafts + b * sd_b + (j if j < S else 0))
-        else:
-            dj = extra
+    for j in range(0, S + 1):  # the dense path's layout: drafts, then d_1 again
+        dj = tl.load(Drafts + b * sd_b + tl.where(j < S, j, 0), mask=S > 0, other=0)
         tl.store(Emitted + b * (S + 1) + j, tl.where(acc == j, extra, dj))
     tl.store(Accept + b, (acc + 1).to(tl.int64))
 
@@ -516,7 +513,7 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
         logits, logits.stride(0), temperature.float().contiguous(), stats, drafts,
         drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
         u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted,
-        GREEDY_TEMPERATURE, V=vocab, S=s, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
+        GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
         SUB=_SUB, NBLK=triton.next_power_of_2(triton.cdiv(vocab, block)), NS=NUM_STATS,
         num_warps=8,
     )
