@@ -260,6 +260,19 @@ def test_filter_keeps_ties_at_every_cut_off() -> None:
     assert got == want == [6, 6, 1, 6, 8, 20], (got, want)
 
 
+def test_filter_top_p_boundary_is_strict() -> None:
+    """The sampler keeps a sorted position iff the mass before it is < top_p. With T = log2(e)
+    the kernel's weights are exact powers of two (1, 1/2, 1/4, ..., 1/32 twice: total 2), so the
+    mass before the third token is exactly 0.75 of the total: top-p 0.75 keeps two tokens, a
+    hair above keeps three."""
+    lg = torch.tensor([[0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -5.0]]).expand(2, -1).contiguous()
+    temp = torch.full((2,), math.log2(math.e))
+    top_p = torch.tensor([0.75, 0.7500001])
+    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), torch.full((2,), -1, device=DEV), top_p.to(DEV),
+                           torch.zeros(2, device=DEV))
+    assert kernel_keep(lg, temp, stats).sum(-1).tolist() == [2, 3]
+
+
 def test_filter_bad_and_greedy_rows() -> None:
     lg = torch.randn(6, 300, generator=torch.Generator().manual_seed(1))
     lg[0, 7] = math.nan
