@@ -280,7 +280,7 @@ def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim
 
 
 # ---- kernel 1: the filtered distribution per verify row --------------------------------------
-@triton.jit
+@triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
 def _filter_kernel(Logits, stride_row, Temp, TopK, TopP, MinP, Stats, Tiles, ndt, greedy_below,
                    log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
                    CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr):
@@ -446,7 +446,7 @@ def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl
     return (start + sb * SUB + idx).to(tl.int64)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["sd_b", "sua_b", "sua_k", "sur_b", "S"])  # one for every S
 def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
                    sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
                    K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
