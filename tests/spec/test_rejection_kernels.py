@@ -17,6 +17,8 @@ program at a time (~20 ms per request), so batches stay small."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,7 +79,6 @@ def test_kernels_compile_for_an_h100() -> None:
     import os
     import subprocess
     import sys
-    from pathlib import Path
 
     import triton
 
@@ -325,7 +326,8 @@ def _pipeline(bs: int, s: int, vocab: int, g: torch.Generator, noise: float = 1.
     }
 
 
-def _run(case: dict[str, torch.Tensor], fn=rk.sampled_accept) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+def _run(case: dict[str, torch.Tensor],
+         fn: Callable[..., tuple[torch.Tensor, torch.Tensor]] = rk.sampled_accept) -> tuple[torch.Tensor, torch.Tensor]:
     s = case["drafts"].shape[1]
     u = case["u"].to(DEV)
     args = [case[n].to(DEV) for n in ("logits", "drafts", "cand", "q", "temp", "top_k", "top_p", "min_p")]
@@ -461,7 +463,7 @@ def test_rejection_sampling_is_lossless_chi_square() -> None:
 cpu_engine = pytest.mark.skipif(not sk.interpreter_on(), reason="CPU engine with the Triton interpreter")
 
 
-def _fused(target, head=None) -> LLM:  # noqa: ANN001
+def _fused(target: Path, head: Path | None = None) -> LLM:
     spec = None if head is None else {"method": "eagle", "draft_model": str(head), "num_steps": 3,
                                       "adaptive": False}
     llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4],
