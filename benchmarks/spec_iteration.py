@@ -3,10 +3,11 @@
 Part 1 (cost; SmolLM2 and/or a random Llama-3.1-8B shape with a random EAGLE-3-shaped head of
 a 32k draft vocabulary): per batch size, the plain decode step and the fused iteration at
 S = 5 (greedy and T = 0.7 top-p 0.9), both as device time from CUDA events around the replay,
-at --context tokens; the cycle in plain decode steps; host tensor ops and host time of one
-launch (ops counted with a TorchDispatchMode: a graph replay is one call, not counted). Plain
-decoding at bs 1: the fused plain step's device time and end-to-end TPOT with and without
-overlap.
+at --context tokens, and the sampled cycle once more with the dense acceptance it replaced
+(``sampled_dense``: Sampler.probs, a dense q, rejection_accept) for a same-machine comparison;
+the cycle in plain decode steps; host tensor ops and host time of one launch (ops counted with
+a TorchDispatchMode: a graph replay is one call, not counted). Plain decoding at bs 1: the
+fused plain step's device time and end-to-end TPOT with and without overlap.
 
 Part 2 (speed; SmolLM2 + builtin:smollm2, mt_bench first turns; n-gram on sum): tokens/s with
 and without speculation side by side in one process (plain = overlapped plain decoding, the
@@ -45,6 +46,7 @@ from updraft.heads import resolve_draft_path  # noqa: E402
 from updraft.models.config import ModelConfig  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.sampling_params import SamplingParams  # noqa: E402
+from updraft.spec import rejection_kernels  # noqa: E402
 
 
 class OpCounter(TorchDispatchMode):
@@ -153,12 +155,17 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
     drv = eng.driver
     assert drv is not None, eng.graph_log
+    kernels = rejection_kernels.use_kernels
     for bs in sizes:
         reqs = fake_requests(eng, bs, context)
-        for sampled in (False, True):
+        # sampled_dense: the sampled acceptance as it was (Sampler.probs + dense q +
+        # rejection_accept), captured in a graph of its own, for a same-machine comparison.
+        for name, sampled in (("greedy", False), ("sampled", True), ("sampled_dense", True)):
             for r in reqs:
                 r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
             drv.admit(reqs)
+            drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)  # captured with this variant
+            rejection_kernels.use_kernels = kernels if name != "sampled_dense" else (lambda t: False)
             drv.fused.graph_for(5, sampled, bs)
             secs, host, ops = [], [], []
             for i in range(iters + 3):
@@ -175,11 +182,14 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
                 inf.wait()
                 if i >= 3:
                     secs.append(inf.seconds() * 1e3)
-            key = f"{'sampled' if sampled else 'greedy'}_bs{bs}"
+            rejection_kernels.use_kernels = kernels
+            key = f"{name}_bs{bs}"
             out[f"cycle_ms_{key}"] = statistics.median(secs)
             out[f"cycle_steps_{key}"] = out[f"cycle_ms_{key}"] / out[f"decode_ms_bs{bs}"]
             out[f"launch_host_ms_{key}"] = statistics.median(host[2:]) * 1e3
             out[f"launch_host_ops_{key}"] = statistics.median(ops)
+        out[f"sampled_over_greedy_bs{bs}"] = out[f"cycle_ms_sampled_bs{bs}"] / out[f"cycle_ms_greedy_bs{bs}"]
+        out[f"sampled_dense_over_greedy_bs{bs}"] = out[f"cycle_ms_sampled_dense_bs{bs}"] / out[f"cycle_ms_greedy_bs{bs}"]
         for r in reqs:
             eng.scheduler.release(r)
     del eng

@@ -1,10 +1,13 @@
 """Small random checkpoints for tests, benchmarks and the kit: a byte-level tokenizer, tiny
 Hugging Face models written by transformers (the real layout), and EAGLE / EAGLE-3 heads in the
-published key layout. transformers is imported lazily (only tests need it)."""
+published key layout; an op counter for device work (``count_ops``). transformers and triton are
+imported lazily (only tests need them)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +152,57 @@ def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg
     save_file(t, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(cfg))
     return folder
+
+
+@dataclass
+class OpCount:
+    """What a piece of device work issues: aten ops as dispatched (``aten``), those of them that
+    are not views or allocations (``compute``: each one kernel or more on a GPU), and Triton
+    kernel launches (``triton``; their internals are not counted as aten ops)."""
+
+    aten: int = 0
+    compute: int = 0
+    triton: int = 0
+    names: dict[str, int] = field(default_factory=dict)
+
+
+_NO_KERNEL = {"empty", "empty_strided", "empty_like", "lift_fresh", "detach"}
+
+
+def count_ops(fn: Callable[[], object]) -> OpCount:
+    """Run ``fn`` once and count its ops (a TorchDispatchMode plus a wrapper around Triton's
+    launch, in the interpreter as well as compiled)."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    counts = OpCount()
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            counts.aten += 1
+            name = func.overloadpacket.__name__
+            if not func.is_view and name not in _NO_KERNEL:
+                counts.compute += 1
+                counts.names[name] = counts.names.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    originals = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
+
+    def wrap(run: Callable[..., object]) -> Callable[..., object]:
+        def launch(self: object, *args: object, **kwargs: object) -> object:
+            counts.triton += 1
+            with _disable_current_modes():
+                return run(self, *args, **kwargs)
+
+        return launch
+
+    try:
+        for cls, run in originals.items():
+            cls.run = wrap(run)  # type: ignore[method-assign]
+        with Mode():
+            fn()
+    finally:
+        for cls, run in originals.items():
+            cls.run = run  # type: ignore[method-assign]
+    return counts

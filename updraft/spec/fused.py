@@ -46,12 +46,12 @@ from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_g
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
-from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
-from updraft.spec import device_rng, sampling_kernels
+from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler
+from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
-from updraft.spec.verify import greedy_accept, rejection_accept
+from updraft.spec.verify import greedy_accept
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -425,27 +425,25 @@ class FusedIteration:
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, qs: list[tuple[torch.Tensor, torch.Tensor]] | None,
                         prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
-        distribution (the plain sampler's, every filter pass run: the host cannot skip one).
-        ``qs``: each draft's candidates and their probabilities; None: deterministic drafts
-        (q one-hot at the draft, as the per-phase path treats n-gram drafts)."""
-        bs, ndt, vocab = logits.shape
+        distribution (the plain sampler's: every filter applied on the device), in two kernel
+        launches (``rejection_kernels.sampled_accept``). ``qs``: each draft's candidates and their
+        probabilities; None: deterministic drafts (q one-hot at the draft, as the per-phase path
+        treats n-gram lookups). S = 0 samples the one row with ``u[:, 1]``."""
+        bs, ndt, _ = logits.shape
         s = ndt - 1
-
-        def rep(t: torch.Tensor) -> torch.Tensor:
-            return t.repeat_interleave(ndt) if ndt > 1 else t
-
-        sb = SamplingBatch.on_device(rep(prm.temperature), rep(prm.top_k), rep(prm.top_p), rep(prm.min_p), vocab)
-        probs = self.sampler.probs(logits.reshape(bs * ndt, vocab), sb).view(bs, ndt, vocab)
-        if s == 0:
-            tok = device_rng.inverse_cdf(probs[:, 0], u[:, 1])
-            return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
-        q: torch.Tensor | None = None
-        if qs is not None:
+        dev = logits.device
+        if s and qs is not None:
             cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
-            q_cand = torch.stack([p for _, p in qs], dim=1)
-            q = torch.zeros(bs, s, vocab, dtype=q_cand.dtype, device=q_cand.device).scatter_(2, cand, q_cand)
-        accept, emitted = rejection_accept(drafts, q, probs, [], u[:, s : 2 * s], u[:, 2 * s])
-        return accept.long(), emitted
+            q = torch.stack([p for _, p in qs], dim=1)
+        elif s:  # lookups: one candidate each, probability 1
+            cand = drafts[:, :, None]
+            q = torch.ones(bs, s, 1, dtype=torch.float32, device=dev)
+        else:  # shaped like S > 0 (one compiled kernel for every S)
+            cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=dev)
+            q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=dev)
+        u_residual = u[:, 2 * s] if s else u[:, 1]
+        return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.temperature, prm.top_k, prm.top_p,
+                                                prm.min_p, u[:, s : 2 * s], u_residual)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

@@ -1,0 +1,562 @@
+"""Triton kernels for the sampled acceptance of the fused speculative iteration: two launches
+instead of the target's dense filtered distribution (a full-vocabulary sort per verify row) and
+the ~100 small kernels of the dense rejection step (``sampled_accept_reference``).
+
+``filter_rows`` (one program per verify row) describes the target's filtered distribution, the
+one ``Sampler.probs`` returns, without sorting the vocabulary: per row the largest logit ``M``, a
+logit threshold ``THR`` and the normaliser ``Z`` (the sum of ``exp((l - M) / T)`` over the kept
+tokens), so that ``p(t) = [l_t >= THR] exp((l_t - M) / T) / Z``; greedy rows keep their argmax
+``AMAX`` (one-hot, the first index of the max); ``BAD`` rows (NaN / +inf / nothing finite) read as
+all-zero logits (uniform), as the sampler does. The filters are the sampler's, in its order:
+top-k, then top-p on the top-k renormalised distribution, then min-p relative to the max, ties
+kept at every cut-off. ``x = l / T`` is monotone in ``l``, so order and ties are the same in
+either space; each cut-off is the sort's:
+
+* top-k keeps ``x >= kth``, the k-th largest value;
+* top-p keeps ``x >= v``, the value at the last sorted position whose mass before it
+  (``cumsum - p``) is ``< top_p``: the smallest present value ``t`` whose first sorted position
+  is kept, i.e. with ``mass(x > t) < top_p * Z_k`` (top-k likewise: ``count(x > t) < k``);
+* min-p keeps ``x >= x_max + log(min_p)``, decided on ``x`` in float32 as the sampler does.
+
+The top-k and top-p predicates are monotone in ``t``: a bracket ``(lo, hi]`` around the cut-off
+is narrowed by passes over the row that count and sum above a probe (the first probe is the
+logit above which at most ``PROBE_CAP`` tokens can lie, ``p >= 1 / PROBE_CAP``; a typical
+nucleus sits inside it), each pass also compacting the tokens above its probe into a scratch
+tile, until at most ``TILE`` tokens remain in the bracket; the cut-off is then found among them
+by a pairwise comparison (no sort). Typical rows take two passes (statistics, one probe).
+
+``rejection_sample`` (one program per request) walks the drafts: accept ``d_k`` iff
+``u_k * max(q_k(d_k), 1e-20) <= p_k(d_k)``; at the first rejection it draws the correction from
+``max(p_k - q_k, 0)`` (``q_k`` sparse: the draft's candidates), after ``S`` acceptances the bonus
+from ``p_S``, by inverse CDF in vocabulary order with the given uniform, as
+``device_rng.inverse_cdf`` does. The residual is summed in integer units of ``2**-44`` (every
+sum exact, so the block, sub-block and token levels of the search agree and the draw always
+lands on a positive residual; each probability loses less than ``2**-44`` to the truncation).
+
+Numerics: float32 like the sampler. Masses are summed in another order than the sampler's
+``cumsum``, so a row whose cumulative mass sits within float32 rounding of ``top_p`` (or a token
+within rounding of the min-p cut-off) may keep a different set; the kernels' own distribution
+is then still a valid one and the acceptance uses it consistently. Two distinct logits whose
+``l / T`` round to the same float32 are one tie group for the sampler and two values here.
+
+Dispatch: ``sampled_accept`` runs the kernels on CUDA tensors, and on CPU tensors under the
+Triton interpreter when ``INTERPRET`` is set (tests); otherwise ``sampled_accept_reference``
+(the dense path: ``Sampler.probs``, a dense q, ``rejection_accept``), which CPU engine runs keep.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
+from updraft.spec import device_rng
+from updraft.spec.sampling_kernels import interpreter_on
+from updraft.spec.verify import rejection_accept
+
+#: Columns of the per-row statistics ``filter_rows`` returns ([rows, NUM_STATS] float32).
+M, THR, Z, AMAX, BAD = range(5)
+NUM_STATS = 5
+
+#: Tokens a compacted bracket holds (solved by a [_CHUNK, TILE] comparison per chunk).
+TILE = 256
+_CHUNK = 64
+#: The first probe's bound on the tokens above it (Markov: at most this many have
+#: ``p >= 1 / PROBE_CAP``; on SmolLM2 at T 0.7 at most 129 did, and the nucleus was inside).
+PROBE_CAP = 2048
+#: Value-space bisection steps before the bracket search switches to halving float bit patterns
+#: (at most 32 more steps to a bracket holding one value).
+_KEY_AFTER = 24
+_BLOCK = 4096
+#: ``rejection_sample``'s search: a block of ``_NSUB x _SUB`` tokens.
+_NSUB = 64
+_SUB = 64
+#: Run the kernels in the Triton interpreter too (tests set it). Interpreted, a verify row
+#: costs ~50 ms (each reduction is a Python call), so CPU engine runs keep the dense path.
+INTERPRET = False
+
+
+def use_kernels(t: torch.Tensor) -> bool:
+    """Whether ``sampled_accept`` runs the kernels for tensors on ``t``'s device."""
+    return t.is_cuda or (INTERPRET and interpreter_on())
+
+
+# ---- passes over a row ---------------------------------------------------------------------
+# Rows are read as raw logits l (float32; -inf past the row): x = l / T is monotone in l, so
+# order, ties and every cut-off are the same in either space, and exp(x - x_max) =
+# exp2((l - l_max) * log2(e) / T) needs no division per token.
+@triton.jit
+def _scan(Row, c, V: tl.constexpr, BLOCK: tl.constexpr):
+    """One pass: max, first argmax, online sum of exp2((l - max) c), finite count and min, and
+    the count of NaN / +inf logits. Per-lane accumulators, reduced once after the loop (one
+    reduction per block: the running max the online sum needs)."""
+    m = float("-inf")
+    z = tl.zeros([BLOCK], dtype=tl.float32)
+    best = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    best_at = tl.zeros([BLOCK], dtype=tl.int32)
+    n_fin = tl.zeros([BLOCK], dtype=tl.int32)
+    n_bad = tl.zeros([BLOCK], dtype=tl.int32)
+    l_min = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+    for start in range(0, V, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        nan = x != x
+        n_bad += (nan | (x == float("inf"))).to(tl.int32)
+        x = tl.where(nan, float("-inf"), x)
+        fin = x > float("-inf")
+        n_fin += fin.to(tl.int32)
+        l_min = tl.minimum(l_min, tl.where(fin, x, float("inf")))
+        better = x > best  # strict: each lane keeps its first index of its max
+        best = tl.where(better, x, best)
+        best_at = tl.where(better, offs, best_at)
+        new_m = tl.maximum(m, tl.max(x, axis=0))
+        scale = tl.where(new_m == m, 1.0, tl.exp2((m - new_m) * c))
+        z = z * scale + tl.where(fin, tl.exp2((x - new_m) * c), 0.0)
+        m = new_m
+    amax = tl.min(tl.where(best == m, best_at, V), axis=0)  # the first index of the max
+    return (m, tl.sum(z, axis=0), amax, tl.sum(n_fin, axis=0), tl.sum(n_bad, axis=0),
+            tl.min(l_min, axis=0))
+
+
+@triton.jit
+def _probe(Row, Tile, m, c, lo, mid, hi, V: tl.constexpr, BLOCK: tl.constexpr,
+           TILE: tl.constexpr):
+    """One pass: count and mass of ``l > mid``, the largest ``l`` in ``(lo, mid]``, the smallest
+    in ``(mid, hi]``, and the tokens of ``(mid, hi]`` compacted into ``Tile`` (the first TILE).
+    Per-lane accumulators; one reduction per block (the compaction's count)."""
+    cnt = tl.zeros([BLOCK], dtype=tl.int32)
+    s = tl.zeros([BLOCK], dtype=tl.float32)
+    mx_lo = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
+    mn_hi = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+    n_up = 0
+    for start in range(0, V, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        above = x > mid
+        cnt += above.to(tl.int32)
+        s += tl.where(above, tl.exp2((x - m) * c), 0.0)
+        mx_lo = tl.maximum(mx_lo, tl.where((x > lo) & (x <= mid), x, float("-inf")))
+        up = above & (x <= hi)
+        mn_hi = tl.minimum(mn_hi, tl.where(up, x, float("inf")))
+        n_blk = tl.sum(up.to(tl.int32), axis=0)
+        if (n_blk > 0) & (n_up < TILE):
+            pos = n_up + tl.cumsum(up.to(tl.int32), axis=0) - 1
+            tl.store(Tile + pos, x, mask=up & (pos < TILE))
+        n_up += n_blk
+    return (tl.sum(cnt, axis=0), tl.sum(s, axis=0), tl.max(mx_lo, axis=0),
+            tl.min(mn_hi, axis=0), n_up)
+
+
+@triton.jit
+def _compact(Row, Tile, lo, hi, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr):
+    """One pass: the tokens of ``(lo, hi]`` into ``Tile`` (the first TILE of them)."""
+    n = 0
+    for start in range(0, V, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        sel = (x > lo) & (x <= hi)
+        n_blk = tl.sum(sel.to(tl.int32), axis=0)
+        if (n_blk > 0) & (n < TILE):
+            pos = n + tl.cumsum(sel.to(tl.int32), axis=0) - 1
+            tl.store(Tile + pos, x, mask=sel & (pos < TILE))
+        n += n_blk
+
+
+@triton.jit
+def _min_p_cut(Row, m, c, temp, cut, V: tl.constexpr, BLOCK: tl.constexpr):
+    """One pass for min-p, decided on ``x = l / T`` exactly as the sampler does (``x >= cut``):
+    the smallest kept logit and the mass of the kept tokens."""
+    s = tl.zeros([BLOCK], dtype=tl.float32)
+    l_cut = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+    for start in range(0, V, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(Row + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        kept = tl.math.div_rn(x, temp) >= cut
+        s += tl.where(kept, tl.exp2((x - m) * c), 0.0)
+        l_cut = tl.minimum(l_cut, tl.where(kept, x, float("inf")))
+    return tl.min(l_cut, axis=0), tl.sum(s, axis=0)
+
+
+@triton.jit
+def _key(x):
+    """Float32 -> int32 whose order is the floats' order (no NaN here)."""
+    bits = x.to(tl.int32, bitcast=True)
+    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+
+
+@triton.jit
+def _midpoint(lo, hi, probe, it, KEY_AFTER: tl.constexpr):
+    """The next probe in ``(lo, hi)``: ``probe`` if inside, else the value midpoint, or after
+    KEY_AFTER steps the bit-pattern midpoint (<= 32 more steps to adjacent floats)."""
+    kmid = ((_key(lo).to(tl.int64) + _key(hi).to(tl.int64)) >> 1).to(tl.int32)
+    by_key = tl.where(kmid < 0, kmid ^ 0x7FFFFFFF, kmid).to(tl.float32, bitcast=True)
+    mid = tl.where(it < KEY_AFTER, lo * 0.5 + hi * 0.5, by_key)
+    return tl.where((probe > lo) & (probe < hi), probe, mid)
+
+
+# ---- the bracket search ----------------------------------------------------------------------
+@triton.jit
+def _narrow(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, lim_c, lim_s, first,
+            V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr, KEY_AFTER: tl.constexpr):
+    """Narrow ``(lo, hi]`` around the smallest present ``t`` with ``count(l > t) < lim_c`` and
+    ``mass(l > t) < lim_s`` until it holds at most TILE tokens or one value.
+
+    Invariants: the predicate fails at ``lo`` and holds at ``hi``, ``hi`` is a present value,
+    ``c_* / s_*`` are count / mass of ``l > *``. Returns the bracket, whether ``Tile`` already
+    holds its tokens (``tiled``), and whether ``hi`` is its only value (``single``)."""
+    tiled = c_lo < 0
+    single = c_lo < 0
+    go = tl.where(c_lo - c_hi > TILE, 1, 0)
+    it = 0
+    probe = first
+    while go > 0:
+        mid = _midpoint(lo, hi, probe, it, KEY_AFTER)
+        if (mid <= lo) | (mid >= hi):  # adjacent floats: hi is the bracket's only value
+            single = c_lo >= 0
+            go = 0
+        else:
+            cnt, s, mx_lo, mn_hi, n_up = _probe(Row, Tile, m, c, lo, mid, hi, V, BLOCK, TILE)
+            # Holds at mid: the target is <= the largest l <= mid. (lo, mid] is never empty then
+            # unless lo's mass came from another pass's rounding (the first bracket's): read
+            # that as failing, which only keeps the bracket wider.
+            if (cnt < lim_c) & (s < lim_s) & (mx_lo > lo):
+                hi = mx_lo
+                c_hi = cnt
+                s_hi = s
+                tiled = c_lo < 0
+            else:
+                lo = mid
+                c_lo = cnt
+                s_lo = s
+                single = mn_hi == hi
+                tiled = n_up <= TILE
+            go = tl.where(single | (c_lo - c_hi <= TILE), 0, 1)
+        probe = float("-inf")
+        it += 1
+    return lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single
+
+
+@triton.jit
+def _solve(Tile, n, m, c, c_hi, s_hi, lim_c, lim_s, floor, TILE: tl.constexpr,
+           CHUNK: tl.constexpr):
+    """The cut-off inside a compacted bracket of ``n`` tokens and the mass of ``l >= cut-off``
+    (tokens below ``floor`` are out), as the sampler's sort would find it, without a sort: the
+    sort's cut-off is the smallest value whose FIRST sorted position is kept, and that
+    position's count and mass before it are those of the strictly larger values (``c_hi`` /
+    ``s_hi`` above the bracket, plus a [CHUNK, TILE] comparison per chunk of the tile)."""
+    j = tl.arange(0, TILE)
+    v = tl.load(Tile + j, mask=j < n, other=float("-inf"))
+    ok = (j < n) & (v >= floor)
+    e = tl.where(ok, tl.exp2((v - m) * c), 0.0)
+    t = float("inf")
+    for i0 in range(0, n, CHUNK):
+        i = i0 + tl.arange(0, CHUNK)
+        vi = tl.load(Tile + i, mask=i < n, other=float("-inf"))
+        larger = ok[None, :] & (v[None, :] > vi[:, None])  # [i, j]: v_j > v_i
+        count = tl.sum(larger.to(tl.int32), axis=1)
+        mass = tl.sum(tl.where(larger, e[None, :], 0.0), axis=1)
+        keep = (i < n) & (vi >= floor) & ((c_hi + count) < lim_c) & ((s_hi + mass) < lim_s)
+        t = tl.minimum(t, tl.min(tl.where(keep, vi, float("inf")), axis=0))  # the max is kept
+    return t, s_hi + tl.sum(tl.where(ok & (v >= t), e, 0.0), axis=0)
+
+
+@triton.jit
+def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim_c, lim_s,
+             floor, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
+             CHUNK: tl.constexpr):
+    """The cut-off and the mass at or above it, from a narrowed bracket."""
+    t = hi
+    z = s_lo  # a one-value bracket: mass(l >= hi) = mass(l > lo)
+    if single == 0:
+        if tiled == 0:
+            _compact(Row, Tile, lo, hi, V, BLOCK, TILE)
+        tl.debug_barrier()  # the tile was written by other threads of this program
+        t, z = _solve(Tile, c_lo - c_hi, m, c, c_hi, s_hi, lim_c, lim_s, floor, TILE, CHUNK)
+        tl.debug_barrier()  # read by all before a later search overwrites it
+    return t, z
+
+
+# ---- kernel 1: the filtered distribution per verify row --------------------------------------
+@triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
+def _filter_kernel(Logits, stride_row, Temp, TopK, TopP, MinP, Stats, Tiles, ndt, greedy_below,
+                   log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
+                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    req = row // ndt
+    Row = Logits + row * stride_row
+    Tile = Tiles + row * TILE
+    temp = tl.load(Temp + req)
+    greedy = temp < greedy_below
+    temp = tl.where(greedy, 1.0, temp)
+    c = tl.math.div_rn(1.4426950408889634, temp)  # log2(e) / T
+    m, z, amax, n_fin, n_bad, l_min = _scan(Row, c, V, BLOCK)
+    bad = (n_bad > 0) | (m == float("-inf"))  # the sampler zeroes such rows: uniform
+    m = tl.where(bad, 0.0, m)
+    z = tl.where(bad, V * 1.0, z)
+    amax = tl.where(bad, 0, amax)
+    top_k = tl.load(TopK + req)
+    top_p = tl.load(TopP + req)
+    min_p = tl.load(MinP + req)
+    sampled = (greedy == 0) & (bad == 0)
+    k_on = sampled & (top_k > 0) & (top_k < n_fin)  # else every finite l is kept
+    p_on = sampled & (top_p < 1.0)
+    lo0 = l_min - 1.0 - tl.abs(l_min) * 1e-6  # below every finite l
+    first = m + (tl.log2(z) - log_cap) / c  # at most 2**log_cap tokens lie above it
+    big = n_fin + 1
+    thr = float("-inf")
+    z_keep = z
+    # top-k: the bracket (lo0, m] (count(l > lo0) = n_fin, mass z) around the k-th largest
+    k_lo, k_hi, k_clo, k_slo, k_chi, k_shi = lo0, m, n_fin, z, n_fin * 0, z * 0.0
+    k_single = n_fin < 0
+    if k_on:
+        k_lo, k_hi, k_clo, k_slo, k_chi, k_shi, k_tiled, k_single = _narrow(
+            Row, Tile, m, c, k_lo, k_hi, k_clo, k_slo, k_chi, k_shi, top_k, float("inf"), first,
+            V, BLOCK, TILE, KEY_AFTER)
+        thr, z_keep = _resolve(Row, Tile, m, c, k_lo, k_hi, k_clo, k_slo, k_chi, k_shi, k_tiled,
+                               k_single, top_k, float("inf"), float("-inf"), V, BLOCK, TILE,
+                               CHUNK)
+    if p_on:
+        lim_s = top_p * z_keep  # top-p on the top-k renormalised distribution
+        if k_on & (k_shi < lim_s):  # inside top-k's final bracket, whose tile is still there
+            thr, z_keep = _resolve(Row, Tile, m, c, k_lo, k_hi, k_clo, k_slo, k_chi, k_shi,
+                                   k_clo >= 0, k_single, big, lim_s, thr, V, BLOCK, TILE, CHUNK)
+        else:  # above it (top-k on), or anywhere (off): (k_hi, m], resp. (lo0, m]
+            p_lo = tl.where(k_on, k_hi, lo0)
+            p_clo = tl.where(k_on, k_chi, n_fin)
+            p_slo = tl.where(k_on, k_shi, z)
+            p_lo, p_hi, p_clo, p_slo, p_chi, p_shi, p_tiled, p_single = _narrow(
+                Row, Tile, m, c, p_lo, m, p_clo, p_slo, n_fin * 0, z * 0.0, big, lim_s, first, V, BLOCK,
+                TILE, KEY_AFTER)
+            thr, z_keep = _resolve(Row, Tile, m, c, p_lo, p_hi, p_clo, p_slo, p_chi, p_shi,
+                                   p_tiled, p_single, big, lim_s, float("-inf"), V, BLOCK, TILE,
+                                   CHUNK)
+    # min-p, on x = l / T like the sampler: x >= x_max + log(min_p) (0: -inf, off)
+    cut = tl.math.div_rn(m, temp) + tl.log(min_p)
+    if sampled & (tl.math.div_rn(thr, temp) < cut):
+        l_cut, s_cut = _min_p_cut(Row, m, c, temp, cut, V, BLOCK)
+        if l_cut > thr:
+            thr = l_cut
+            z_keep = s_cut
+    out = Stats + row * NS
+    tl.store(out + 0, m)
+    tl.store(out + 1, thr)
+    tl.store(out + 2, z_keep)
+    tl.store(out + 3, amax.to(tl.float32))
+    tl.store(out + 4, bad.to(tl.float32))
+
+
+def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
+                top_p: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """[R, NUM_STATS] float32 statistics (see the module docstring) of the target's filtered
+    distribution for each row of ``logits`` [R, V] (any float dtype, unit stride along V); row
+    ``r`` belongs to request ``r // ndt`` whose parameters are ``temperature`` / ``top_k`` /
+    ``top_p`` / ``min_p`` [B] (raw: temperature below GREEDY_TEMPERATURE is greedy, top_k <= 0
+    or >= V, top_p >= 1 and min_p = 0 are off)."""
+    rows, vocab = logits.shape
+    assert logits.stride(1) == 1, "filter_rows: the vocabulary dimension must be contiguous"
+    assert vocab < 2**24, "AMAX is stored as float32"
+    stats = torch.empty((rows, NUM_STATS), dtype=torch.float32, device=logits.device)
+    tiles = torch.empty((rows, TILE), dtype=torch.float32, device=logits.device)
+    _filter_kernel[(rows,)](
+        logits, logits.stride(0), temperature.float().contiguous(), top_k.long().contiguous(),
+        top_p.float().contiguous(), min_p.float().contiguous(), stats, tiles, ndt,
+        GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
+        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, num_warps=8,
+    )
+    return stats
+
+
+def probs_from_stats(logits: torch.Tensor, ndt: int, temperature: torch.Tensor,
+                     stats: torch.Tensor) -> torch.Tensor:
+    """[R, V] float32: the distribution ``stats`` describe, materialised (tests, debugging)."""
+    temp = temperature.float().repeat_interleave(ndt)
+    greedy = temp < GREEDY_TEMPERATURE
+    c = math.log2(math.e) / torch.where(greedy, 1.0, temp)
+    lg = torch.where(stats[:, BAD, None] > 0, 0.0, logits.float())
+    p = torch.where(lg >= stats[:, THR, None], torch.exp2((lg - stats[:, M, None]) * c[:, None]), 0.0)
+    p = p / stats[:, Z, None]
+    one_hot = torch.zeros_like(p).scatter_(1, stats[:, AMAX].long()[:, None], 1.0)
+    return torch.where(greedy[:, None], one_hot, p)
+
+
+# ---- kernel 2: acceptance and the correction / bonus draw per request ------------------------
+@triton.jit
+def _prob(Row, St, tok, valid, c, greedy):
+    """p(tok) of a row from its statistics (``tok`` a scalar or a vector; 0 where not valid)."""
+    x = tl.load(Row + tok, mask=valid, other=float("-inf")).to(tl.float32)
+    x = tl.where(tl.load(St + 4) > 0, 0.0, x)  # a bad row reads as zeros (invalid: 0 below)
+    e = tl.where(x >= tl.load(St + 1), tl.exp2((x - tl.load(St + 0)) * c), 0.0)
+    p = e * tl.math.div_rn(1.0, tl.load(St + 2))
+    one = (tok == tl.load(St + 3).to(tl.int64)).to(tl.float32)
+    return tl.where(valid, tl.where(greedy, one, p), 0.0)
+
+
+@triton.jit
+def _units(p):
+    """Probabilities in integer units of 2**-44 (truncated; exact sums from here on)."""
+    return (p * 17592186044416.0).to(tl.int64)
+
+
+@triton.jit
+def _block_sums(Row, St, c, greedy, cid, corr, V: tl.constexpr, BLOCK: tl.constexpr,
+                NBLK: tl.constexpr):
+    """[NBLK] int64: the residual's units per vocabulary block (one pass over the row)."""
+    bi = tl.arange(0, NBLK)
+    sums = tl.zeros([NBLK], dtype=tl.int64)
+    for blk in range(0, tl.cdiv(V, BLOCK)):
+        offs = blk * BLOCK + tl.arange(0, BLOCK)
+        s = tl.sum(_units(_prob(Row, St, offs, offs < V, c, greedy)), axis=0)
+        inside = (cid >= blk * BLOCK) & (cid < blk * BLOCK + BLOCK)
+        s -= tl.sum(tl.where(inside, corr, 0), axis=0)
+        sums = tl.where(bi == blk, s, sums)
+    return sums
+
+
+@triton.jit
+def _pick(sums, target, N: tl.constexpr):
+    """Index of the first entry whose running sum exceeds ``target``, and the sum before it."""
+    i = tl.arange(0, N)
+    cum = tl.cumsum(sums, axis=0)
+    at = tl.sum((cum <= target).to(tl.int32), axis=0)
+    return at, tl.sum(tl.where(i == at, cum - sums, 0), axis=0)
+
+
+@triton.jit
+def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl.constexpr,
+          SUB: tl.constexpr, NBLK: tl.constexpr):
+    """Inverse CDF over the residual: block, then sub-block, then token (integer units)."""
+    blk, before = _pick(sums, target, NBLK)
+    target -= before
+    start = blk * (NSUB * SUB)
+    si = tl.arange(0, NSUB)
+    li = tl.arange(0, SUB)
+    offs = start + si[:, None] * SUB + li[None, :]
+    units = _units(_prob(Row, St, offs, offs < V, c, greedy))  # [NSUB, SUB]
+    rel = cid - start
+    in_blk = (rel >= 0) & (rel < NSUB * SUB)
+    sub_corr = tl.where((rel[None, :] // SUB == si[:, None]) & in_blk[None, :], corr[None, :], 0)
+    sb, before = _pick(tl.sum(units, axis=1) - tl.sum(sub_corr, axis=1), target, NSUB)
+    target -= before
+    row_units = tl.sum(tl.where(si[:, None] == sb, units, 0), axis=0)  # [SUB]
+    el_corr = tl.where((rel[None, :] == (sb * SUB + li)[:, None]) & in_blk[None, :], corr[None, :], 0)
+    idx, _ = _pick(row_units - tl.sum(el_corr, axis=1), target, SUB)
+    return (start + sb * SUB + idx).to(tl.int64)
+
+
+@triton.jit(do_not_specialize=["sd_b", "sua_b", "sua_k", "sur_b", "S"])  # one for every S
+def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
+                   sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
+                   K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
+                   NBLK: tl.constexpr, NS: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    temp = tl.load(Temp + b)
+    greedy = temp < greedy_below
+    c = tl.math.div_rn(1.4426950408889634, tl.where(greedy, 1.0, temp))  # as filter_rows
+    kk = tl.arange(0, KP2)
+    acc = tl.full([], 0, tl.int32)  # a tensor even when S = 0 (no draft to walk)
+    going = acc + 1
+    for k in range(0, S):  # accept d_k iff u_k * q_k(d_k) <= p_k(d_k), first failure stops
+        row = b * (S + 1) + k
+        d = tl.load(Drafts + b * sd_b + k)
+        p_d = _prob(Logits + row * stride_row, Stats + row * NS, d, d >= 0, c, greedy)
+        base = (b * S + k) * K
+        cid = tl.load(Cand + base + kk, mask=kk < K, other=-1)
+        q_d = tl.sum(tl.where(cid == d, tl.load(Q + base + kk, mask=kk < K, other=0.0), 0.0), axis=0)
+        ok = tl.load(UA + b * sua_b + k * sua_k) * tl.maximum(q_d, 1e-20) <= p_d
+        going = going * ok.to(tl.int32)
+        acc += going
+    row = b * (S + 1) + acc
+    Row = Logits + row * stride_row
+    St = Stats + row * NS
+    extra = tl.load(St + 3).to(tl.int64)  # greedy rows: the residual of a one-hot p is its argmax
+    if greedy == 0:
+        # The residual max(p - q, 0) = p - min(p, q): q lives on the draft's candidates only.
+        has_q = kk < tl.where(acc < S, K, 0)
+        base = (b * S + tl.minimum(acc, S - 1)) * K
+        cid = tl.load(Cand + base + kk, mask=has_q, other=-1)
+        q = tl.load(Q + base + kk, mask=has_q, other=0.0)
+        corr = tl.minimum(_units(_prob(Row, St, cid, cid >= 0, c, greedy)), _units(q))
+        sums = _block_sums(Row, St, c, greedy, cid, corr, V, NSUB * SUB, NBLK)
+        if tl.sum(sums, axis=0) <= 0:  # p <= q everywhere (a rejection of probability 0): p
+            corr = corr * 0
+            sums = _block_sums(Row, St, c, greedy, cid, corr, V, NSUB * SUB, NBLK)
+        # u < 1 and float64 keep the target below the total, so the draw lands on a unit of mass.
+        target = (tl.load(UR + b * sur_b).to(tl.float64) * tl.sum(sums, axis=0).to(tl.float64))
+        extra = _draw(Row, St, c, greedy, cid, corr, target.to(tl.int64), sums, V, NSUB, SUB,
+                      NBLK)
+    for j in range(0, S + 1):  # the dense path's layout: drafts, then d_1 again
+        dj = tl.load(Drafts + b * sd_b + tl.where(j < S, j, 0), mask=S > 0, other=0)
+        tl.store(Emitted + b * (S + 1) + j, tl.where(acc == j, extra, dj))
+    tl.store(Accept + b, (acc + 1).to(tl.int64))
+
+
+def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: torch.Tensor,
+                     drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
+                     u_accept: torch.Tensor, u_residual: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lossless rejection sampling of ``drafts`` [B, S] against the rows ``filter_rows``
+    described (``logits`` [B * (S + 1), V], ``stats``), the drafts' candidate distributions
+    ``cand`` [B, S, K] (target ids, distinct per row) / ``q`` [B, S, K], uniforms ``u_accept``
+    [B, S] and ``u_residual`` [B] (any strides). Returns ``accept_len`` [B] int64 in 1..S+1 and
+    ``emitted`` [B, S+1] int64 in ``rejection_accept``'s layout (columns past the accepted ones
+    hold drafts, the last one d_1)."""
+    bs, s = drafts.shape
+    vocab = logits.shape[1]
+    k = cand.shape[2]
+    accept = torch.empty(bs, dtype=torch.int64, device=logits.device)
+    emitted = torch.empty((bs, s + 1), dtype=torch.int64, device=logits.device)
+    block = _NSUB * _SUB
+    _accept_kernel[(bs,)](
+        logits, logits.stride(0), temperature.float().contiguous(), stats, drafts,
+        drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
+        u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted,
+        GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
+        SUB=_SUB, NBLK=triton.next_power_of_2(triton.cdiv(vocab, block)), NS=NUM_STATS,
+        num_warps=8,
+    )
+    return accept, emitted
+
+
+# ---- the whole acceptance --------------------------------------------------------------------
+def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
+                   temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+                   min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rejection sampling of a chain of drafts against the target's filtered distribution:
+    ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
+    parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
+    ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
+    (``use_kernels``), else ``sampled_accept_reference``."""
+    if not use_kernels(logits):
+        return sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
+                                        u_accept, u_residual)
+    bs, ndt, vocab = logits.shape
+    flat = logits.reshape(bs * ndt, vocab)
+    stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p)
+    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual)
+
+
+def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor,
+                             q: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                             top_p: torch.Tensor, min_p: torch.Tensor, u_accept: torch.Tensor,
+                             u_residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``sampled_accept`` by dense tensors: ``Sampler.probs`` (a full-vocabulary sort per row),
+    q scattered into [B, S, V], ``rejection_accept`` (float64 inverse CDF). The reference the
+    kernels are tested against, and the path where Triton cannot run."""
+    bs, ndt, vocab = logits.shape
+    s = ndt - 1
+
+    def rep(t: torch.Tensor) -> torch.Tensor:
+        return t.repeat_interleave(ndt) if ndt > 1 else t
+
+    sb = SamplingBatch.on_device(rep(temperature), rep(top_k), rep(top_p), rep(min_p), vocab)
+    probs = Sampler().probs(logits.reshape(bs * ndt, vocab), sb).view(bs, ndt, vocab)
+    if s == 0:
+        tok = device_rng.inverse_cdf(probs[:, 0], u_residual)
+        return torch.ones(bs, dtype=torch.long, device=logits.device), tok[:, None]
+    dense = torch.zeros(bs, s, vocab, dtype=q.dtype, device=q.device).scatter_(2, cand, q)
+    accept, emitted = rejection_accept(drafts, dense, probs, [], u_accept, u_residual)
+    return accept.long(), emitted
