@@ -238,7 +238,8 @@ def collect_sequences(
     deadline: float | None = None, progress: bool = True, desc: str = "Generating",
 ) -> GenerationResult:
     """The target's responses to ``prompts`` through the engine (continuous batching; CUDA
-    graphs when the engine captured them). Passage and advice tasks are two-stage: as soon as the
+    graphs when the engine captured them); a prompt's ``max_tokens`` caps its first response
+    instead of ``max_new_tokens``. Two-stage tasks (passage, news, advice, multi-turn): as soon as the
     first response finishes, the second stage (the passage's follow-up, or the conversation's
     next user turn) is queued ahead of the remaining first-stage prompts, so a deadline cuts
     both stages alike.
@@ -266,7 +267,8 @@ def collect_sequences(
 
     def params_for(i: int, stage: int) -> SamplingParams:
         s = None if temperature == 0 else seed * 1_000_003 + 2 * i + stage
-        return SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=s)
+        cap = prompts[i].max_tokens if stage == 1 and prompts[i].max_tokens is not None else max_new_tokens
+        return SamplingParams(temperature=temperature, max_tokens=cap, seed=s)
 
     def finish(rid: str) -> None:
         i, stage, ids = inflight.pop(rid)
