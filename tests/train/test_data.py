@@ -192,3 +192,30 @@ def test_epoch_batches_pure_and_within_budget() -> None:
     assert all(len(b) == 1 or len(b) * max(lengths[s] for s in b) <= 256 for b in a)
     with pytest.raises(ValueError, match="batch_tokens"):
         epoch_batches(lengths, 0, 0, 0)
+
+
+def test_prefetched_batches_equal_direct_ones(engine, generated) -> None:  # noqa: ANN001
+    """Data kept on the CPU for a GPU run: batches built one step ahead on the worker thread are
+    the batches ``DistillData.batch`` builds, whether or not the prefetch guessed right."""
+    from updraft.train.data import Prefetcher, feature_bytes_per_token, pick_data_device
+
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=(0, 1, 1), progress=False)
+    loader = Prefetcher(data, torch.device("cpu"), eagle3=True)
+    loader.async_copy = True  # the GPU path's machinery, on the CPU
+    from concurrent.futures import ThreadPoolExecutor
+
+    loader.pool = ThreadPoolExecutor(1)
+    order = [[3, 0], [1], [5, 2, 4], [6]]
+    got = [loader.get(s, order[i + 1] if i + 1 < len(order) and i != 1 else None) for i, s in enumerate(order)]
+    got.append(loader.get([7], [8]))
+    got.append(loader.get([9]))  # a prefetched [8] that is not asked for is dropped
+    loader.close()
+    for b, s in zip(got, order + [[7], [9]]):
+        want = data.batch(s, "cpu", eagle3=True)
+        assert b.feature is not None and want.feature is not None and b.size == want.size
+        assert all(torch.equal(x, y) for x, y in zip((b.ids, b.hidden, b.argmax, b.target_mask, b.feature),
+                                                      (want.ids, want.hidden, want.argmax, want.target_mask, want.feature)))
+    assert feature_bytes_per_token(576, True) == 576 * 8 + 16
+    assert pick_data_device("auto", 10**9, 576, True, torch.device("cpu")).type == "cpu"
+    assert pick_data_device("cpu", 10, 576, True, torch.device("cuda")).type == "cpu"
