@@ -20,7 +20,9 @@ def train_summary(log: dict) -> list[str]:
         f"training: step {log['steps']}/{log['total_steps']} ({log['epochs_seen']:.2f} epochs), {log['train_s']:.0f}s this run, "
         f"stopped by {log['stopped_by']}; {log.get('tokens_seen', 0) / 1e6:.1f}M positions seen, "
         f"{log.get('train_tokens_per_s', 0) / 1e3:.0f}k positions/s; draft vocab coverage {log['data'].get('draft_vocab_coverage')}",
-        f"held-out per-step acc {[round(a, 3) for a in f['acc']]} -> expected accept length {f['expected_accept_length']:.2f}",
+        f"held-out per-step acc {[round(a, 3) for a in f['acc']]} -> expected accept length {f['expected_accept_length']:.2f}, "
+        f"greedy chains {f.get('chain_accept_length', float('nan')):.2f} per position "
+        f"{[round(x, 3) for x in f.get('chain_per_position', [])]}",
     ]
     e = log.get("engine_acceptance")
     if e:

@@ -12,12 +12,13 @@ import torch
 
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
+from updraft.engine.request import SpecStats
 from updraft.models.eagle import default_aux_layers
 from updraft.sampling_params import SamplingParams
 from updraft.train.data import teacher_force
 from updraft.train.forward import head_logits, unroll
 from updraft.train.heads import new_head, save_head, select_draft_vocab
-from updraft.train.losses import LossConfig, TargetHead, compute_loss
+from updraft.train.losses import LossConfig, TargetHead, chain_acceptance, compute_loss
 
 PROMPTS = [[1, 5, 9, 33, 70, 71, 72], list(range(40, 62))]
 S = 4
@@ -53,7 +54,7 @@ def head_dir(tmp_path_factory, tiny_target):  # noqa: ANN001, ANN201
     return folder
 
 
-def _engine_first_drafts(engine: Engine) -> tuple[list[list[int]], list[int], list[list[tuple[int, int]]]]:
+def _engine_first_drafts(engine: Engine) -> tuple[list[list[int]], list[int], list[list[tuple[int, int]]], list[SpecStats]]:
     """Greedy generation of PROMPTS together; after every step, each running request's next first
     draft (the draft's LM head on its stored draft feature) and its committed length N."""
     proposer = engine.spec.proposer  # type: ignore[union-attr]
@@ -72,7 +73,7 @@ def _engine_first_drafts(engine: Engine) -> tuple[list[list[int]], list[int], li
     # The fitted head hits: verify steps accept several drafts, so the extends select rows past 0.
     assert all(r.spec.num_drafts > 0 for r in reqs)
     assert sum(r.spec.num_accepted_tokens for r in reqs) >= sum(r.spec.num_drafts for r in reqs)
-    return [list(r.prompt_ids) + list(r.output_ids) for r in reqs], [len(r.prompt_ids) for r in reqs], drafts
+    return [list(r.prompt_ids) + list(r.output_ids) for r in reqs], [len(r.prompt_ids) for r in reqs], drafts, [r.spec for r in reqs]
 
 
 @pytest.mark.parametrize("fused", [False, True])
@@ -86,7 +87,7 @@ def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, f
     )
     try:
         assert (engine.driver is not None) == fused
-        seqs, plens, drafts = _engine_first_drafts(engine)
+        seqs, plens, drafts, stats = _engine_first_drafts(engine)
         head = engine.spec.proposer.runner.model  # type: ignore[union-attr]
         # The trainer's side: teacher forcing with the layers the trainer picks, then step 0.
         aux = default_aux_layers(target.config.num_layers)
@@ -106,3 +107,11 @@ def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, f
             assert d1 == int(tf[n - 2]), f"request {i}, committed length {n}: engine drafts {d1}, teacher-forced step 0 {int(tf[n - 2])}"
             checked += 1
     assert checked >= 10
+    # The trainer's simulation of the engine's greedy chains (held-out "greedy chains" figure):
+    # the same verify steps, the same accepted drafts per position (the last step of a request
+    # may accept drafts past max_tokens that the sequence no longer holds).
+    verify, accepted = chain_acceptance(head, data.batch([0, 1], "cpu", eagle3=True), S, TargetHead(head))
+    assert verify == sum(st.num_drafts for st in stats)
+    engine_acc = [sum(st.accepted_per_pos[k] for st in stats if k < len(st.accepted_per_pos)) for k in range(S)]
+    assert all(0 <= e - a <= len(stats) for e, a in zip(engine_acc, accepted)), (engine_acc, accepted)
+    assert sum(accepted) >= sum(engine_acc) - len(stats) * S and sum(accepted) > 0

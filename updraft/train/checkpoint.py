@@ -17,8 +17,8 @@ small state it carries to another machine.
 from __future__ import annotations
 
 import json
-import logging
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,6 @@ from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData
 from updraft.train.heads import Head, new_head
-
-logger = logging.getLogger("updraft.train")
 
 #: Config fields a resumed run must share with the checkpoint (the rest may change).
 RESUME_KEYS = (
@@ -100,7 +98,9 @@ def carried_state(cfg: TrainConfig, fp: list[int], prompts_version: int) -> Trai
     carried = CarriedState.read(Path(cfg.resume_from))
     _check_keys("resume_from", carried.config, cfg)
     if carried.data != fp or carried.prompts_version != prompts_version:
-        logger.warning("resume_from: the regenerated data differs from the data the head was trained on")
+        print("[train-draft] warning: resume_from: the regenerated data differs from the data the head was trained on "
+              "(a generation cut by its deadline, another GPU or prompt set): the schedule continues over this data",
+              file=sys.stderr, flush=True)
     return carried.state
 
 

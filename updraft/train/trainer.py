@@ -63,7 +63,13 @@ from updraft.train.data import (
     teacher_force,
 )
 from updraft.train.heads import Head, new_head, save_head, select_draft_vocab
-from updraft.train.losses import LossConfig, TargetHead, compute_loss, expected_accept_length
+from updraft.train.losses import (
+    LossConfig,
+    TargetHead,
+    chain_acceptance,
+    compute_loss,
+    expected_accept_length,
+)
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
@@ -226,6 +232,7 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
     order = sorted(range(data.num_seqs), key=lambda s: lengths[s])
     hits = [0.0] * cfg.spec_steps
     rows = [0.0] * cfg.spec_steps
+    verify, accepted = 0, [0] * cfg.spec_steps
     loss_sum, n_batches = 0.0, 0
     i = 0
     while i < len(order):
@@ -235,6 +242,9 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
         batch = data.batch(order[i:j], device, cfg.method == "eagle3")
         with autocast():
             _, m = compute_loss(head, batch, loss_cfg, labels)
+            v, a = chain_acceptance(head, batch, cfg.spec_steps, labels)
+        verify += v
+        accepted = [x + y for x, y in zip(accepted, a)]
         for k in range(cfg.spec_steps):
             r = m.get(f"rows{k}", 0.0)
             rows[k] += r
@@ -244,7 +254,11 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
         i = j
     acc = [h / r if r else 0.0 for h, r in zip(hits, rows)]
     est = expected_accept_length({f"acc{k}": a for k, a in enumerate(acc)}, cfg.spec_steps)
-    return {"acc": acc, "expected_accept_length": est, "loss": loss_sum / max(1, n_batches)}
+    # What the engine would measure on these sequences (greedy chains, S pinned): the verify
+    # steps start after rejections, where the per-position accuracies above run lower.
+    chain = 1 + sum(accepted) / max(1, verify)
+    return {"acc": acc, "expected_accept_length": est, "chain_accept_length": chain,
+            "chain_per_position": [x / max(1, verify) for x in accepted], "loss": loss_sum / max(1, n_batches)}
 
 
 def engine_acceptance(
@@ -509,6 +523,8 @@ def train(
         "held_out_final": final,
     }
     if cfg.final_eval_prompts:
+        # The log now, and again with the engine's figures: a run killed during the check keeps it.
+        write_json(out / LOG_NAME, result | {"total_s": time.time() - t0})
         del head
         _free()
         try:  # the head is saved already: a failure here must not lose the run
@@ -534,7 +550,8 @@ def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, devi
     r = held_out_estimate(head, prep.held, cfg, labels, device, autocast)
     r |= {"step": state.step, "tokens_seen": state.tokens_seen, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
     state.evals.append(r)
-    msg = f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length {r['expected_accept_length']:.2f} (S={cfg.spec_steps})"
+    msg = (f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length "
+           f"{r['expected_accept_length']:.2f}, greedy chains {r['chain_accept_length']:.2f} (S={cfg.spec_steps})")
     if bar is not None:
         bar.write(f"[train-draft] {msg}", file=sys.stderr)
     else:
@@ -562,7 +579,8 @@ def write_model_card(out: Path, r: dict[str, Any]) -> None:
         f"- device: {r['device']}, torch {r['torch']}, precision {r['precision']}",
         f"- data: {int(d['sequences'])} sequences, {int(d['tokens'])} tokens ({int(d['training_positions'])} training positions)",
         f"- training: {r['steps']} steps, {r['epochs_seen']:.2f} epochs, {r['train_s']:.0f}s; ttt_steps={cfg['ttt_steps']}, lr={cfg['lr']}",
-        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']})",
+        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']}); "
+        f"greedy chains simulated on the held-out sequences (the engine's measure) {est.get('chain_accept_length', float('nan')):.2f}",
     ]
     e = r.get("engine_acceptance")
     if e:
