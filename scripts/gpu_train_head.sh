@@ -71,9 +71,10 @@ if [ "${TINY:-0}" = "1" ]; then
 else
   TRAIN_BUDGET=${TRAIN_BUDGET:-540}
   EVAL_TIMEOUT=${EVAL_TIMEOUT:-200}
-  # 20,000 prompts of the v3 set: ~25k sequences, an estimated ~6.7M generated tokens (~10.7M with
-  # the prompts: news summaries carry their article) in ~1.7 min at 65k tok/s; features ~49 GiB,
-  # on the GPU when they fit with 20 GiB to spare, else in host memory (--data-device).
+  # 20,000 prompts of the v3 set: ~24.8k sequences, ~7.0M generated tokens (~10.8M with the
+  # prompts: news summaries carry their article; from an 80-prompt sample: 352 generated and 540
+  # in all per prompt) in ~1.8 min at 65k tok/s; features ~50 GB, on the GPU when they fit with
+  # 20 GiB to spare, else in host memory (--data-device).
   TRAIN_ARGS=(--num-prompts "${NUM_PROMPTS:-20000}" --held-out 64 --max-new-tokens 320 --gen-batch "${GEN_BATCH:-512}"
               --gen-fraction 0.6 --gen-max-total-tokens "${GEN_KV:-524288}" --batch-tokens 16384 --eval-every 500
               --log-every 50 --checkpoint-every 500 --final-eval-prompts 16 --final-eval-tokens 192

@@ -159,6 +159,8 @@ def pick_data_device(choice: str, num_tokens: int, hidden_size: int, eagle3: boo
     fits in its free memory with ``reserve_bytes`` left for training (fastest: batches are
     gathered on the GPU), else the CPU (batches are gathered there, one step ahead on a worker
     thread, and copied over: a 15-25M-token set is 70-115 GB in bf16)."""
+    if choice == "cuda" and device.type != "cuda":
+        raise ValueError("data_device='cuda' needs training on a GPU (device cuda)")
     if choice != "auto":
         return torch.device(choice)
     if device.type != "cuda":
