@@ -2,9 +2,10 @@
 ``train_log.json`` that ``updraft train-draft`` writes (its evaluations accumulate across
 ``--resume`` runs, each with ``tokens_seen``).
 
-Prints a table (step, positions seen, per-step accuracy, expected accept length) and draws
-``learning_curve.png``: expected accept length and per-step accuracy against training positions
-(log x axis). A curve still rising at the end says more steps (or data) would pay; a flat one
+Prints a table (step, positions seen, per-step accuracy, expected accept length, and the
+greedy-chain accept length where the log has it: the engine's figure simulated on the held-out
+sequences) and draws ``learning_curve.png``: accept lengths and per-step accuracy against
+training positions (log x axis). A curve still rising at the end says more steps (or data) would pay; a flat one
 with a train/held-out gap says data, one flat at both says head capacity or the features. When
 several logs are given, each is drawn (e.g. an earlier head beside the new one). Example:
 
@@ -28,12 +29,13 @@ def curve(log: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def table(name: str, points: list[dict[str, Any]]) -> str:
-    lines = [f"{name}", f"{'step':>6} {'positions':>10} {'accept len':>10}  per-step accuracy"]
+    lines = [f"{name}", f"{'step':>6} {'positions':>10} {'accept len':>10} {'chains':>7}  per-step accuracy"]
     for e in points:
         toks = e.get("tokens_seen")
         lines.append(
             f"{e['step']:>6} {(f'{toks / 1e6:.1f}M' if toks is not None else '?'):>10} "
-            f"{e['expected_accept_length']:>10.2f}  {[round(a, 3) for a in e['acc']]}"
+            f"{e['expected_accept_length']:>10.2f} {e.get('chain_accept_length', float('nan')):>7.2f}  "
+            f"{[round(a, 3) for a in e['acc']]}"
         )
     return "\n".join(lines)
 
@@ -52,7 +54,11 @@ def plot(logs: list[tuple[str, list[dict[str, Any]]]], png: Path) -> bool:
         if not pts:
             continue
         x = [p["tokens_seen"] for p in pts]
-        ax1.plot(x, [p["expected_accept_length"] for p in pts], marker="o", label=name)
+        ax1.plot(x, [p["expected_accept_length"] for p in pts], marker="o", label=f"{name} (per-step product)")
+        chained = [p for p in pts if "chain_accept_length" in p]
+        if chained:
+            ax1.plot([p["tokens_seen"] for p in chained], [p["chain_accept_length"] for p in chained], marker="s",
+                     label=f"{name} (greedy chains, as the engine)")
         for k in range(len(pts[0]["acc"])):
             ax2.plot(x, [p["acc"][k] for p in pts], marker=".", label=f"{name} step {k + 1}")
     for ax, title in ((ax1, "expected accept length (held out, S=5)"), (ax2, "per-step accuracy (held out)")):

@@ -23,7 +23,10 @@ def engine(tiny_target):  # noqa: ANN001, ANN201
 
 @pytest.fixture(scope="module")
 def generated(engine):  # noqa: ANN001, ANN201
-    prompts = build_prompts(12, seed=3)
+    # Prompts that fit the tiny target's 256-token context with their second stage (function
+    # stubs and inline texts of the v3 set do not).
+    prompts = [p for p in build_prompts(60, seed=3) if len(p.text) < 110][:12]
+    assert len(prompts) == 12
     return prompts, collect_sequences(engine, prompts, max_new_tokens=12, progress=False)
 
 
@@ -46,6 +49,43 @@ def test_prompts_are_deterministic_and_split_disjoint() -> None:
     single = next(p for p in a if not p.two_stage)
     with pytest.raises(ValueError, match="single-stage"):
         single.stage2_messages("x")
+
+
+def test_evaluation_style_categories() -> None:
+    """Prompt set v3: short instructions, factual questions, function completion from a docstring
+    with doctests, news articles summarised in a second stage (longer first responses), inline
+    texts to extract from, and multi-turn reworks -- each deterministic and present in a pool."""
+    from updraft.data.prompts import PROMPTS_VERSION, WEIGHTS
+    from updraft.data.styles import NEWS_TOKENS
+
+    assert PROMPTS_VERSION == 3
+    pool = build_prompts(2000, seed=5)
+    assert pool == build_prompts(2000, seed=5)
+    by_cat: dict[str, list] = {}
+    for p in pool:
+        by_cat.setdefault(p.category, []).append(p)
+    assert set(by_cat) == set(WEIGHTS)
+    for cat in ("instruct", "factual", "code_complete", "news", "extraction", "multiturn"):
+        assert len(by_cat[cat]) >= 0.4 * 2000 * WEIGHTS[cat] / sum(WEIGHTS.values()), cat
+    assert all(p.followup and "{passage}" in p.followup and p.max_tokens == NEWS_TOKENS for p in by_cat["news"])
+    assert all(p.max_tokens is None for c, ps in by_cat.items() if c != "news" for p in ps)
+    assert all(p.second_turn and p.followup is None for p in by_cat["multiturn"])
+    assert all("def " in p.text and ">>>" in p.text for p in by_cat["code_complete"])
+    assert all(len(p.text) < 160 for p in by_cat["factual"] + by_cat["instruct"])
+    assert len({p.text.split("\n")[0] for p in by_cat["code_complete"]}) >= 5
+
+
+def test_a_prompt_can_cap_its_first_response(engine) -> None:  # noqa: ANN001
+    """``TrainPrompt.max_tokens`` caps the first stage (news articles run longer than the rest);
+    the second stage keeps ``max_new_tokens``."""
+    from updraft.data.prompts import TrainPrompt
+
+    long_first = TrainPrompt("Write a news article.", "news", followup="Summarize: {passage}", max_tokens=9)
+    plain = TrainPrompt("Write a poem.", "writing")
+    gen = collect_sequences(engine, [long_first, plain], max_new_tokens=5, progress=False)
+    lens = [len(s) - pl for s, pl in zip(gen.seqs, gen.prompt_lens)]
+    assert gen.prompt_index == [0, 0, 1] and lens[0] <= 9 and lens[1] <= 5 and lens[2] <= 5
+    assert lens[0] > 5  # the tiny random target rarely stops early
 
 
 def test_generation_keeps_both_stages_in_prompt_order(generated) -> None:  # noqa: ANN001
@@ -152,3 +192,30 @@ def test_epoch_batches_pure_and_within_budget() -> None:
     assert all(len(b) == 1 or len(b) * max(lengths[s] for s in b) <= 256 for b in a)
     with pytest.raises(ValueError, match="batch_tokens"):
         epoch_batches(lengths, 0, 0, 0)
+
+
+def test_prefetched_batches_equal_direct_ones(engine, generated) -> None:  # noqa: ANN001
+    """Data kept on the CPU for a GPU run: batches built one step ahead on the worker thread are
+    the batches ``DistillData.batch`` builds, whether or not the prefetch guessed right."""
+    from updraft.train.data import Prefetcher, feature_bytes_per_token, pick_data_device
+
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=(0, 1, 1), progress=False)
+    loader = Prefetcher(data, torch.device("cpu"), eagle3=True)
+    loader.async_copy = True  # the GPU path's machinery, on the CPU
+    from concurrent.futures import ThreadPoolExecutor
+
+    loader.pool = ThreadPoolExecutor(1)
+    order = [[3, 0], [1], [5, 2, 4], [6]]
+    got = [loader.get(s, order[i + 1] if i + 1 < len(order) and i != 1 else None) for i, s in enumerate(order)]
+    got.append(loader.get([7], [8]))
+    got.append(loader.get([9]))  # a prefetched [8] that is not asked for is dropped
+    loader.close()
+    for b, s in zip(got, order + [[7], [9]]):
+        want = data.batch(s, "cpu", eagle3=True)
+        assert b.feature is not None and want.feature is not None and b.size == want.size
+        assert all(torch.equal(x, y) for x, y in zip((b.ids, b.hidden, b.argmax, b.target_mask, b.feature),
+                                                      (want.ids, want.hidden, want.argmax, want.target_mask, want.feature)))
+    assert feature_bytes_per_token(576, True) == 576 * 8 + 16
+    assert pick_data_device("auto", 10**9, 576, True, torch.device("cpu")).type == "cpu"
+    assert pick_data_device("cpu", 10, 576, True, torch.device("cuda")).type == "cpu"

@@ -83,3 +83,30 @@ def test_bf16_save_is_small_and_embedding_optional(tmp_path, tiny_target) -> Non
     with_embed = load_draft_head(big, target, torch.float32, torch.device("cpu"))
     assert with_embed.shared.own_embed is not None
     assert not list(tmp_path.glob("*/.*.tmp"))  # written atomically, nothing left behind
+
+
+def test_sharded_save_loads_as_one_and_merges(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    """A head larger than ``max_file_bytes`` is written as HF shards with an index (each file at
+    most that size, so a run can bring it back in small files); it loads as the one-file head
+    does, a later one-file save leaves no stale shard behind, and ``merge_shards`` joins them."""
+    from updraft.train.heads import INDEX, merge_shards
+
+    target = tiny_target.model
+    head, cfg = new_head("eagle3", target, draft_ids=torch.arange(0, target.config.vocab_size, 2), aux_layers=(0, 1, 1), seed=2)
+    one = load_file(str(save_head(head, cfg, tmp_path / "one", dtype=torch.float32) / "model.safetensors"))
+    limit = max(t.numel() * t.element_size() for t in one.values()) + 1
+    folder = save_head(head, cfg, tmp_path / "sharded", dtype=torch.float32, max_file_bytes=limit)
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 3 and not (folder / "model.safetensors").exists()
+    assert all(p.stat().st_size <= limit + 4096 for p in shards)  # + the safetensors header
+    index = json.loads((folder / INDEX).read_text())
+    assert set(index["weight_map"]) == set(one) and set(index["weight_map"].values()) == {p.name for p in shards}
+    merged = {k: v for p in shards for k, v in load_file(str(p)).items()}
+    assert merged.keys() == one.keys() and all(torch.equal(merged[k], one[k]) for k in one)
+    a = load_draft_head(tmp_path / "one", target, torch.float32, torch.device("cpu")).state_dict()
+    b = load_draft_head(folder, target, torch.float32, torch.device("cpu")).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert merge_shards(folder) == folder / "model.safetensors"
+    assert not list(folder.glob("model-*")) and not (folder / INDEX).exists()
+    again = load_file(str(folder / "model.safetensors"))
+    assert all(torch.equal(again[k], one[k]) for k in one)

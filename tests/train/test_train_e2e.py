@@ -39,7 +39,9 @@ def trained(request, tmp_path_factory, tiny_target, data_dir):  # noqa: ANN001, 
 
 def test_outputs_and_log(trained) -> None:  # noqa: ANN001
     method, out, log = trained
-    assert {p.name for p in out.iterdir()} == {"config.json", "model.safetensors", "train_log.json", "README.md", "checkpoint"}
+    assert {p.name for p in out.iterdir()} == {
+        "config.json", "model.safetensors", "train_log.json", "README.md", "checkpoint", "train_state.json",
+    }
     on_disk = json.loads((out / "train_log.json").read_text())
     assert on_disk["steps"] == 8 and on_disk["stopped_by"] == "steps"
     assert [e["step"] for e in on_disk["held_out_evals"]] == [4, 8]  # periodic (the last one is the final estimate)
@@ -106,6 +108,61 @@ def test_init_from_starts_at_the_saved_head(tmp_path, tiny_target, data_dir, tra
         TrainConfig(out=str(tmp_path / "c"), resume=True, init_from=str(tmp_path / "a"), **base).validate()
 
 
+def test_resume_from_continues_the_schedule_on_another_machine(tmp_path, tiny_target, trained, monkeypatch) -> None:  # noqa: ANN001
+    """``resume_from``: a run interrupted at step 4 of 8 saves its head and ``train_state.json``;
+    a new run with another output folder and an empty data folder (another machine) regenerates
+    the same data from the seed, starts from those weights at step 4 of the same 8-step schedule
+    (the LR ramped back up over ``rewarm_steps``), and keeps the logs."""
+    from updraft.models.eagle import load_draft_head
+    from updraft.train import trainer as tr
+    from updraft.train.checkpoint import CarriedState
+
+    method, _, _ = trained
+    base = dict(target=str(tiny_target.source), method=method, steps=8, save_dtype="float32",
+                **(SMALL | {"final_eval_prompts": 0, "eval_every": 2, "log_every": 1, "checkpoint_every": 0}))
+    calls = {"train": 0}
+    loss_fn = tr.compute_loss
+
+    def interrupt_at_step_5(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        if torch.is_grad_enabled():  # a training step (held-out estimates run without grad)
+            calls["train"] += 1
+            if calls["train"] == 5:
+                raise KeyboardInterrupt
+        return loss_fn(*a, **k)
+
+    monkeypatch.setattr(tr, "compute_loss", interrupt_at_step_5)
+    first = train(TrainConfig(out=str(tmp_path / "a"), data_dir=str(tmp_path / "data-a"), **base), loaded=tiny_target)
+    monkeypatch.setattr(tr, "compute_loss", loss_fn)
+    assert first["stopped_by"] == "interrupted" and first["steps"] == 4 and first["total_steps"] == 8
+    carried = CarriedState.read(tmp_path / "a")
+    assert (carried.state.step, carried.state.total_steps, len(carried.state.log)) == (4, 8, 4)
+    # The weights: one step at a vanishing LR (a huge re-warm) leaves the saved head as it was.
+    probe = train(TrainConfig(out=str(tmp_path / "p"), data_dir=str(tmp_path / "data-a"), resume_from=str(tmp_path / "a"),
+                              rewarm_steps=10**9, **base), loaded=tiny_target, stop_after=5)
+    assert probe == {"stopped_after": 5}
+    blob = torch.load(tmp_path / "p" / "checkpoint" / "state.pt", map_location="cpu", weights_only=False)
+    assert (blob["step"], blob["total_steps"]) == (5, 8)
+    saved = load_draft_head(tmp_path / "a", tiny_target.model, torch.float32, torch.device("cpu")).state_dict()
+    for k, v in blob["head"].items():
+        if k in saved and v.is_floating_point():
+            torch.testing.assert_close(v, saved[k], atol=1e-6, rtol=0)
+    resumed = train(TrainConfig(out=str(tmp_path / "b"), data_dir=str(tmp_path / "data-b"), resume_from=str(tmp_path / "a"),
+                                rewarm_steps=2, **base), loaded=tiny_target)
+    assert not resumed["data"]["reused_cache"]  # regenerated on the "new machine" ...
+    assert resumed["data"]["train"] == first["data"]["train"]  # ... to the same data
+    assert (resumed["steps"], resumed["total_steps"], resumed["stopped_by"]) == (8, 8, "steps")
+    assert [e["step"] for e in resumed["log"]] == list(range(1, 9))  # run 1's entries, then the new ones
+    lr = {e["step"]: e["lr"] for e in resumed["log"]}
+    sched = {s: tr.lr_at(TrainConfig(out="x", **base), s - 1, 8, carried.state.warmup) for s in (5, 6, 7)}
+    assert lr[5] == pytest.approx(sched[5] / 2) and lr[6] == pytest.approx(sched[6]) and lr[7] == pytest.approx(sched[7])
+    assert resumed["tokens_seen"] > first["tokens_seen"] and [e["step"] for e in resumed["held_out_evals"]] == [2, 4, 6, 8]
+    with pytest.raises(ValueError, match="resume_from: lr="):
+        train(TrainConfig(out=str(tmp_path / "c"), data_dir=str(tmp_path / "data-b"), resume_from=str(tmp_path / "a"),
+                          **(base | {"lr": 1e-2})), loaded=tiny_target)
+    with pytest.raises(ValueError, match="resume_from"):
+        TrainConfig(out="x", resume=True, resume_from=str(tmp_path / "a")).validate()
+
+
 def test_train_seconds_plans_the_schedule_across_runs(tmp_path, tiny_target, data_dir, trained) -> None:  # noqa: ANN001
     """``train_seconds``: the step count is fixed after the timed calibration steps to fill the
     planned seconds, and a resumed run keeps that count (the LR schedule spans both runs)."""
@@ -128,7 +185,9 @@ def test_time_budget_is_kept(tmp_path, tiny_target) -> None:  # noqa: ANN001
     budget = 9.0
     t0 = time.time()
     cfg = TrainConfig(target=str(tiny_target.source), out=str(tmp_path / "b"), time_budget=budget,
-                      **(SMALL | {"num_prompts": 400, "held_out": 4, "max_new_tokens": 200, "checkpoint_every": 0,
+                      # More prompts than 0.45 x 9 s can generate (the v3 set's long prompts are skipped on the
+                      # tiny target's 256-token context, so 400 of them could finish just in time).
+                      **(SMALL | {"num_prompts": 1000, "held_out": 4, "max_new_tokens": 200, "checkpoint_every": 0,
                                   "eval_every": 0, "final_eval_prompts": 1}))
     log = train(cfg, start_time=t0, loaded=tiny_target)
     took = time.time() - t0

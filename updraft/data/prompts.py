@@ -3,7 +3,9 @@
 ``build_prompts(n, seed)`` returns ``n`` distinct instructions across writing, explanation,
 question answering, lists, coding (write / complete / explain / fix), math word problems,
 dialogue, persona role play, essays (science, history, humanities), reasoning, multi-turn advice
-and passage tasks. Two kinds are two-stage:
+and passage tasks, and the evaluation-style categories of ``updraft.data.styles`` (short
+instructions, factual questions, function completion, news summaries, extraction from a given
+text, multi-turn reworks). Two kinds are two-stage:
 
 * passage: the target model first writes a passage (``TrainPrompt.text``), then gets
   ``TrainPrompt.followup`` with its own passage in place of ``{passage}`` (summarise it, extract
@@ -12,7 +14,8 @@ and passage tasks. Two kinds are two-stage:
 * advice: a second user turn (``TrainPrompt.second_turn``) in the same conversation, after the
   model's own first answer (shorten it, make a plan of it, rewrite it for someone else, ...).
 
-Everything is generated from ``updraft.data.material`` by a seeded ``random.Random``: the same
+(``news`` is a passage task with a long article; ``multiturn`` a second turn after any first.)
+Everything is generated from ``updraft.data.material`` / ``facts`` by a seeded ``random.Random``: the same
 ``(n, seed)`` always gives the same list (the order of the lists and templates is part of the
 contract). The EAGLE evaluation sets are held out and never read here.
 """
@@ -21,48 +24,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from updraft.data import material as m
+from updraft.data import styles
+from updraft.data.types import Message, TrainPrompt
+
+__all__ = ["PROMPTS_VERSION", "WEIGHTS", "Message", "TrainPrompt", "build_prompts", "split_prompts"]
 
 #: Bumped whenever the generator's output for a given ``(n, seed)`` changes, so cached
 #: generations of an older prompt set are not reused (``updraft.train`` keys its cache on it).
-PROMPTS_VERSION = 2
-
-Message = dict[str, str]  # one chat turn: {"role": ..., "content": ...} (the chat template's format)
-
-
-@dataclass(frozen=True)
-class TrainPrompt:
-    """One user instruction. ``followup``: a second instruction containing ``{passage}``, to be
-    filled with the model's own response to ``text`` (passage tasks). ``second_turn``: the next
-    user message of the same conversation, after the model's response (advice tasks)."""
-
-    text: str
-    category: str
-    followup: str | None = None
-    second_turn: str | None = None
-
-    @property
-    def two_stage(self) -> bool:
-        return self.followup is not None or self.second_turn is not None
-
-    def fill(self, passage: str) -> str:
-        """The second-stage instruction with the model's passage inserted."""
-        if self.followup is None:
-            raise ValueError(f"{self.category} prompt has no passage follow-up")
-        return self.followup.replace("{passage}", passage.strip())
-
-    def messages(self) -> list[Message]:
-        return [{"role": "user", "content": self.text}]
-
-    def stage2_messages(self, response: str) -> list[Message]:
-        """The conversation of the second stage, given the model's first response."""
-        if self.followup is not None:
-            return [{"role": "user", "content": self.fill(response)}]
-        if self.second_turn is None:
-            raise ValueError(f"{self.category} prompt is single-stage")
-        return [*self.messages(), {"role": "assistant", "content": response.strip()}, {"role": "user", "content": self.second_turn}]
+PROMPTS_VERSION = 3
 
 
 def _concept(r: random.Random) -> str:
@@ -284,11 +255,33 @@ _SIMPLE: dict[str, Callable[[random.Random], str]] = {
     "roleplay": _roleplay,
     "essay": _essay,
 }
-#: Category weights (passage and advice tasks produce two training responses each).
-WEIGHTS = {
-    "writing": 14, "explain": 10, "qa": 7, "lists": 8, "coding": 14, "math": 11, "dialogue": 6, "reasoning": 7,
-    "passage": 14, "advice": 10, "roleplay": 8, "essay": 7,
+#: First turns of ``multiturn`` tasks: writing, role play, reasoning, math, coding, STEM
+#: (explanations) and humanities (essays), as the multi-turn chat benchmarks mix them.
+_FIRST_TURNS = {k: _SIMPLE[k] for k in ("writing", "roleplay", "reasoning", "math", "coding", "explain", "essay")}
+_STAGED: dict[str, Callable[[random.Random], TrainPrompt]] = {
+    "passage": _passage,
+    "advice": _advice,
+    "instruct": styles.instruct,
+    "factual": styles.factual,
+    "code_complete": styles.code_complete,
+    "news": styles.news,
+    "extraction": styles.extraction,
+    "multiturn": lambda r: styles.multiturn(r, _FIRST_TURNS),
 }
+#: Category weights (passage, news, advice and multi-turn tasks produce two training responses
+#: each). Version 3 leans toward the evaluation styles: short instructions, factual questions,
+#: function completion, summaries of long articles, multi-turn reworks.
+WEIGHTS = {
+    "writing": 9, "explain": 6, "qa": 4, "lists": 5, "coding": 7, "math": 9, "dialogue": 4, "reasoning": 5,
+    "passage": 7, "advice": 3, "roleplay": 6, "essay": 3,
+    "instruct": 12, "factual": 10, "code_complete": 9, "news": 10, "extraction": 5, "multiturn": 10,
+}
+
+
+def _make(cat: str, r: random.Random) -> TrainPrompt:
+    if cat in _STAGED:
+        return _STAGED[cat](r)
+    return TrainPrompt(_SIMPLE[cat](r), cat)
 
 
 def build_prompts(n: int, seed: int = 0) -> list[TrainPrompt]:
@@ -308,7 +301,7 @@ def build_prompts(n: int, seed: int = 0) -> list[TrainPrompt]:
         if attempts > 100 * n + 1000:
             raise ValueError(f"could not build {n} distinct prompts (got {len(out)}); the template space is smaller")
         cat = r.choices(cats, weights)[0]
-        p = _passage(r) if cat == "passage" else _advice(r) if cat == "advice" else TrainPrompt(_SIMPLE[cat](r), cat)
+        p = _make(cat, r)
         if p.text in seen:
             continue
         seen.add(p.text)

@@ -28,6 +28,11 @@ class TrainConfig:
     init_from: str | None = _opt(
         "start from the weights (and EAGLE-3 draft vocabulary) of a head folder this command wrote, with a fresh "
         "optimizer: continues a run whose checkpoint was lost (e.g. on another machine)", default=None)
+    resume_from: str | None = _opt(
+        "continue the schedule of the run that saved this head folder (its weights and train_state.json: step, LR "
+        "schedule, position in the data, logs) with a fresh optimizer re-warmed over --rewarm-steps; the data is "
+        "regenerated from the seed when --data-dir has none: resumes on another machine from a few small files", default=None)
+    rewarm_steps: int = _opt("--resume-from: steps over which the LR ramps back up to the schedule's (fresh optimizer moments)", default=50)
     device: str = _opt("auto (cuda if available), cpu or cuda", default="auto")
     precision: str = _opt("auto (bf16 on CUDA, fp32 on CPU), fp32 or bf16 (target in bf16, head under bf16 autocast with fp32 weights)", default="auto")
     seed: int = _opt("seed of the prompts, the split, the head's initialisation and the batch order", default=0)
@@ -38,6 +43,9 @@ class TrainConfig:
     max_new_tokens: int = _opt("longest response generated per prompt", default=320)
     temperature: float = _opt("sampling temperature of the responses (0 = greedy, what greedy speculation sees)", default=0.0)
     gen_batch: int = _opt("requests in flight while generating (CUDA graphs up to this batch size)", default=128)
+    data_device: str = _opt(
+        "where the teacher-forced features live: auto (the GPU when they fit with 20 GiB to spare, else the CPU with "
+        "batches gathered one step ahead), cpu or cuda", default="auto")
     gen_max_total_tokens: int | None = _opt("KV pool of the generation engine in tokens (default: gen_batch * (max_new_tokens + 512))", default=None)
     # ---- optimisation
     steps: int | None = _opt("optimizer steps (default: from --epochs, or as many as --time-budget allows)", default=None)
@@ -66,6 +74,9 @@ class TrainConfig:
     final_eval_prompts: int = _opt("held-out prompts the final engine acceptance check runs (0 = skip)", default=8)
     final_eval_tokens: int = _opt("tokens per prompt in the final acceptance check", default=128)
     save_dtype: str = _opt("dtype of the saved head: bfloat16, float16 or float32", default="bfloat16")
+    max_file_mb: float = _opt(
+        "largest weight file of the saved head in MiB: a larger head is split into model-0000K-of-0000N.safetensors "
+        "with an index, read as one by the loaders (0 = always one model.safetensors)", default=15.0)
     save_embedding: bool = _opt("EAGLE-1: store a copy of the target's embedding in the head (the loader shares the target's otherwise)", default=False)
 
     def resolved_precision(self, device_type: str) -> str:
@@ -83,6 +94,8 @@ class TrainConfig:
             raise bad("method", f"choose {' or '.join(METHODS)}")
         if self.device not in DEVICES:
             raise bad("device", f"choose one of {', '.join(DEVICES)}")
+        if self.data_device not in DEVICES:
+            raise bad("data_device", f"choose one of {', '.join(DEVICES)}")
         if self.precision not in PRECISIONS:
             raise bad("precision", f"choose one of {', '.join(PRECISIONS)}")
         if self.save_dtype not in ("bfloat16", "float16", "float32"):
@@ -99,6 +112,12 @@ class TrainConfig:
             raise bad("held_out", f"must be smaller than num_prompts={self.num_prompts}")
         if self.resume and self.init_from:
             raise bad("init_from", "resume continues from the checkpoint: give one of --resume and --init-from")
+        if self.resume_from and (self.resume or self.init_from):
+            raise bad("resume_from", "give one of --resume (this machine's checkpoint), --resume-from and --init-from")
+        if not isinstance(self.rewarm_steps, int) or self.rewarm_steps < 0:
+            raise bad("rewarm_steps", "must be an integer >= 0")
+        if not self.max_file_mb >= 0:
+            raise bad("max_file_mb", "must be >= 0 (0 = one file)")
         if self.final_eval_prompts > self.held_out:
             raise bad("final_eval_prompts", f"must be <= held_out={self.held_out} (it runs held-out prompts)")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):

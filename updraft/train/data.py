@@ -21,6 +21,7 @@ import logging
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -140,6 +141,66 @@ class TrainBatch:
     def head_input(self) -> torch.Tensor:
         return self.feature if self.feature is not None else self.hidden
 
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> TrainBatch:
+        """The same batch with ``fn`` applied to every tensor (pinning, a device copy)."""
+        return TrainBatch(fn(self.ids), fn(self.hidden), fn(self.argmax), fn(self.target_mask),
+                          fn(self.feature) if self.feature is not None else None, self.size)
+
+
+def feature_bytes_per_token(hidden_size: int, eagle3: bool) -> int:
+    """What teacher forcing stores per token: the final hidden state (and EAGLE-3's three aux
+    layers) in bf16 / fp16, plus the token and its argmax (int64)."""
+    return hidden_size * (4 if eagle3 else 1) * 2 + 16
+
+
+def pick_data_device(choice: str, num_tokens: int, hidden_size: int, eagle3: bool, device: torch.device,
+                     reserve_bytes: int = 20 * 2**30) -> torch.device:
+    """Where the teacher-forced data lives: ``choice`` cpu / cuda, or auto: the GPU when the data
+    fits in its free memory with ``reserve_bytes`` left for training (fastest: batches are
+    gathered on the GPU), else the CPU (batches are gathered there, one step ahead on a worker
+    thread, and copied over: a 15-25M-token set is 70-115 GB in bf16)."""
+    if choice == "cuda" and device.type != "cuda":
+        raise ValueError("data_device='cuda' needs training on a GPU (device cuda)")
+    if choice != "auto":
+        return torch.device(choice)
+    if device.type != "cuda":
+        return device
+    free, _ = torch.cuda.mem_get_info(device)
+    need = num_tokens * feature_bytes_per_token(hidden_size, eagle3)
+    return device if need + reserve_bytes <= free else torch.device("cpu")
+
+
+class Prefetcher:
+    """Training batches on ``device``. Data on the GPU: built on demand. Data on the CPU (and a
+    GPU to train on): the next batch is gathered into pinned memory on a worker thread while
+    the current step runs (the gather releases the GIL), then copied without blocking."""
+
+    def __init__(self, data: DistillData, device: torch.device, eagle3: bool) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self.data, self.device, self.eagle3 = data, device, eagle3
+        self.async_copy = data.tokens.device.type == "cpu" and device.type == "cuda"
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="batches") if self.async_copy else None
+        self.pending: tuple[tuple[int, ...], Future[TrainBatch]] | None = None
+
+    def _host(self, seqs: list[int]) -> TrainBatch:
+        b = self.data.batch(seqs, "cpu", self.eagle3)
+        return b.map(lambda t: t.pin_memory()) if torch.cuda.is_available() else b
+
+    def get(self, seqs: list[int], upcoming: list[int] | None = None) -> TrainBatch:
+        """The batch of ``seqs``; ``upcoming``: the batch after it (prefetched)."""
+        if self.pool is None:
+            return self.data.batch(seqs, self.device, self.eagle3)
+        pending, self.pending = self.pending, None
+        host = pending[1].result() if pending is not None and pending[0] == tuple(seqs) else self._host(seqs)
+        if upcoming:
+            self.pending = (tuple(upcoming), self.pool.submit(self._host, upcoming))
+        return host.map(lambda t: t.to(self.device, non_blocking=True))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
 
 def epoch_batches(lengths: list[int], batch_tokens: int, seed: int, epoch: int) -> list[list[int]]:
     """Batches of sequence indices for one epoch, a pure function of ``(lengths, seed, epoch)``
@@ -238,7 +299,8 @@ def collect_sequences(
     deadline: float | None = None, progress: bool = True, desc: str = "Generating",
 ) -> GenerationResult:
     """The target's responses to ``prompts`` through the engine (continuous batching; CUDA
-    graphs when the engine captured them). Passage and advice tasks are two-stage: as soon as the
+    graphs when the engine captured them); a prompt's ``max_tokens`` caps its first response
+    instead of ``max_new_tokens``. Two-stage tasks (passage, news, advice, multi-turn): as soon as the
     first response finishes, the second stage (the passage's follow-up, or the conversation's
     next user turn) is queued ahead of the remaining first-stage prompts, so a deadline cuts
     both stages alike.
@@ -266,7 +328,8 @@ def collect_sequences(
 
     def params_for(i: int, stage: int) -> SamplingParams:
         s = None if temperature == 0 else seed * 1_000_003 + 2 * i + stage
-        return SamplingParams(temperature=temperature, max_tokens=max_new_tokens, seed=s)
+        cap = prompts[i].max_tokens if stage == 1 and prompts[i].max_tokens is not None else max_new_tokens
+        return SamplingParams(temperature=temperature, max_tokens=cap, seed=s)
 
     def finish(rid: str) -> None:
         i, stage, ids = inflight.pop(rid)

@@ -150,14 +150,79 @@ def published_state_dict(head: Head) -> dict[str, torch.Tensor]:
     return out
 
 
+#: Weight files of a head folder: one ``model.safetensors`` or shards with an index (HF names).
+SINGLE, INDEX = "model.safetensors", "model.safetensors.index.json"
+
+
+def _shards(tensors: dict[str, torch.Tensor], max_bytes: int | None) -> list[dict[str, torch.Tensor]]:
+    """Tensors grouped in file order into shards of at most ``max_bytes`` (a larger tensor alone);
+    one shard when ``max_bytes`` is None or everything fits."""
+    groups: list[dict[str, torch.Tensor]] = [{}]
+    used = 0
+    for name in sorted(tensors):
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        if max_bytes is not None and groups[-1] and used + size > max_bytes:
+            groups.append({})
+            used = 0
+        groups[-1][name] = t
+        used += size
+    return groups
+
+
+def write_weights(folder: Path, tensors: dict[str, torch.Tensor], max_bytes: int | None = None) -> list[str]:
+    """Write ``tensors`` as ``model.safetensors``, or, when they exceed ``max_bytes``, as
+    ``model-0000K-of-0000N.safetensors`` shards of at most ``max_bytes`` each plus
+    ``model.safetensors.index.json`` (the Hugging Face layout; updraft's loader and other engines
+    read either). Each file goes to a temporary name first; weight files of an earlier save that
+    the new set does not overwrite are removed (a loader reads every ``*.safetensors`` there).
+    Returns the weight file names."""
+    groups = _shards(tensors, max_bytes)
+    n = len(groups)
+    names = [SINGLE] if n == 1 else [f"model-{k + 1:05d}-of-{n:05d}.safetensors" for k in range(n)]
+    for name, group in zip(names, groups):
+        tmp = folder / f".{name}.tmp"
+        save_file(group, str(tmp), metadata={"format": "pt"})
+        os.replace(tmp, folder / name)
+    stale = [p for p in folder.glob("model*.safetensors") if p.name not in names]
+    if n > 1:
+        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+                 "weight_map": {k: name for name, group in zip(names, groups) for k in group}}
+        tmp = folder / f".{INDEX}.tmp"
+        tmp.write_text(json.dumps(index, indent=2) + "\n")
+        os.replace(tmp, folder / INDEX)
+    elif (folder / INDEX).exists():
+        stale.append(folder / INDEX)
+    for p in stale:
+        p.unlink()
+    return names
+
+
+def merge_shards(folder: str | Path) -> Path:
+    """Rewrite a sharded head folder as one ``model.safetensors`` (e.g. to ship it); a folder
+    with one file already is left as it is."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    if shards:
+        merged: dict[str, torch.Tensor] = {}
+        for p in shards:
+            merged.update(load_file(str(p)))
+        write_weights(folder, merged, None)
+    return folder / SINGLE
+
+
 def save_head(
-    head: Head, cfg: dict[str, Any], folder: str | Path, dtype: torch.dtype = torch.bfloat16, include_embedding: bool = False
+    head: Head, cfg: dict[str, Any], folder: str | Path, dtype: torch.dtype = torch.bfloat16, include_embedding: bool = False,
+    max_file_bytes: int | None = None,
 ) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (floating tensors in ``dtype``) into
-    ``folder``; each file is written to a temporary name and renamed, so a reader never sees a
-    half-written head. ``include_embedding`` (EAGLE-1): also store a copy of the target's
-    embedding as ``embed_tokens.weight``, as the original EAGLE-1 checkpoints do; without it the
-    loader shares the target's (for SmolLM2-135M the copy would be 56 MB of the 64 MB)."""
+    """Write ``config.json`` + the weights (floating tensors in ``dtype``) into ``folder``: one
+    ``model.safetensors``, or shards of at most ``max_file_bytes`` (``write_weights``); each file
+    is written to a temporary name and renamed, so a reader never sees a half-written head.
+    ``include_embedding`` (EAGLE-1): also store a copy of the target's embedding as
+    ``embed_tokens.weight``, as the original EAGLE-1 checkpoints do; without it the loader shares
+    the target's (for SmolLM2-135M the copy would be 56 MB of the 64 MB)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     sd = published_state_dict(head)
@@ -171,9 +236,24 @@ def save_head(
         tensors["t2d"] = t2d
         tensors["d2t"] = head.d2t.detach().long().cpu()
     cfg = dict(cfg, torch_dtype=str(dtype).removeprefix("torch."))
-    tmp_st, tmp_cfg = folder / ".model.safetensors.tmp", folder / ".config.json.tmp"
-    save_file(tensors, str(tmp_st), metadata={"format": "pt"})
+    write_weights(folder, tensors, max_file_bytes)
+    tmp_cfg = folder / ".config.json.tmp"
     tmp_cfg.write_text(json.dumps(cfg, indent=2) + "\n")
-    os.replace(tmp_st, folder / "model.safetensors")
     os.replace(tmp_cfg, folder / "config.json")
     return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m updraft.train.heads merge DIR``: one ``model.safetensors`` from a sharded head."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m updraft.train.heads")
+    p.add_argument("command", choices=["merge"])
+    p.add_argument("folder")
+    args = p.parse_args(argv)
+    print(merge_shards(args.folder))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

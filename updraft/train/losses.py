@@ -112,3 +112,36 @@ def expected_accept_length(metrics: dict[str, float], steps: int) -> float:
         run *= a if a is not None else known[-1]
         total += run
     return total
+
+
+@torch.no_grad()
+def chain_acceptance(head: Head, batch: TrainBatch, steps: int, labels: TargetHead) -> tuple[int, list[int]]:
+    """The greedy chains of ``steps`` drafts the engine runs along each sequence of ``batch``,
+    simulated from the teacher-forced unroll: a verify step at committed length ``N`` (the first
+    at prompt + 1) drafts with step ``k`` of head row ``N - 2`` (k = 0..steps-1), accepts the
+    leading drafts equal to the sequence's next tokens, and the next step starts at
+    ``N + accepted + 1``. In fp32 this is the engine's own sequence of accept lengths
+    (tests/train/test_first_draft.py); unlike the per-step accuracies over all positions, it counts
+    only the positions where verify steps start -- right after a rejection, the harder ones.
+    Returns (verify steps, drafts accepted per chain position)."""
+    outs = unroll(head, batch.ids, batch.head_input(), steps)
+    hits = []
+    for k, out in enumerate(outs):
+        top = head_logits(head, out).argmax(-1)
+        if labels.draft_ids is not None:
+            top = labels.draft_ids[top]
+        hits.append((top == shift_left(batch.ids, k + 2, fill=-1)).tolist())
+    verify, accepted = 0, [0] * steps
+    for b, mask in enumerate(batch.target_mask.tolist()):
+        if True not in mask:
+            continue
+        first, n = mask.index(True), len(mask) - mask[::-1].index(True) + 1  # prompt length - 1, sequence length
+        pos = first + 2  # committed length N of the first verify step
+        while pos < n:
+            m = 0
+            while m < steps and pos + m < n and hits[m][b][pos - 2]:
+                accepted[m] += 1
+                m += 1
+            verify += 1
+            pos += m + 1
+    return verify, accepted

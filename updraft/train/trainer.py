@@ -10,8 +10,10 @@
 3. Monitoring: a per-step accuracy estimate on held-out prompts (-> expected accept length of
    a chain of ``spec_steps`` drafts) every ``eval_every`` steps, a JSON log, resumable
    checkpoints (head, optimizer, schedule, position in the data, RNG); at the end the head is
-   saved in the published HF layout and served by the engine on held-out prompts to measure
-   the real acceptance.
+   saved in the published HF layout (split into files of at most ``max_file_mb``, with
+   ``train_state.json``: what ``--resume-from`` continues on another machine, see
+   ``updraft.train.checkpoint``) and served by the engine on held-out prompts to measure the
+   real acceptance.
 
 ``time_budget`` bounds the whole command: generation stops at ``gen_fraction`` of it
 (unfinished responses are kept as they are), training stops ``reserve_fraction`` before the
@@ -27,7 +29,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,30 +38,41 @@ import torch
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.data.prompts import PROMPTS_VERSION, TrainPrompt, build_prompts, split_prompts
 from updraft.engine.engine import Engine
-from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.eagle import Eagle3Head, default_aux_layers
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.provenance import git_commit
 from updraft.sampling_params import SamplingParams
+from updraft.train.checkpoint import (
+    CarriedState,
+    TrainState,
+    carried_state,
+    data_fingerprint,
+    load_checkpoint_state,
+    save_checkpoint,
+    warm_start,
+)
 from updraft.train.config import TrainConfig
 from updraft.train.data import (
     DistillData,
     GenerationResult,
+    Prefetcher,
     collect_sequences,
     epoch_batches,
+    pick_data_device,
     teacher_force,
 )
 from updraft.train.heads import Head, new_head, save_head, select_draft_vocab
-from updraft.train.losses import LossConfig, TargetHead, compute_loss, expected_accept_length
+from updraft.train.losses import (
+    LossConfig,
+    TargetHead,
+    chain_acceptance,
+    compute_loss,
+    expected_accept_length,
+)
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
-#: Config fields a resumed run must share with the checkpoint (the rest may change).
-RESUME_KEYS = (
-    "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
-    "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
-    "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds",
-)
 #: Config fields that decide which sequences get generated (the data cache is reused if equal).
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
 CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is planned
@@ -78,18 +91,6 @@ class Prepared:
     held: DistillData
     held_prompts: list[TrainPrompt]
     data_info: dict[str, Any]
-
-
-@dataclass
-class TrainState:
-    step: int = 0
-    epoch: int = 0
-    batch_index: int = 0  # next batch of the epoch
-    total_steps: int | None = None
-    warmup: int = 0
-    tokens_seen: int = 0  # training positions of all steps so far (the x axis of the learning curve)
-    log: list[dict[str, Any]] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)
 
 
 # ---- data -----------------------------------------------------------------------------------
@@ -138,17 +139,19 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
                      max_running_requests=64, disable_cuda_graph=True, progress=False),
         loaded=loaded,
     )
+    store = pick_data_device(cfg.data_device, sum(len(x) for x in train_seqs), loaded.config.hidden_size, bool(aux), device)
     t = time.perf_counter()
-    train = teacher_force(engine, train_seqs, train_plens, aux, tf_tokens, cfg.progress)
+    train = teacher_force(engine, train_seqs, train_plens, aux, tf_tokens, cfg.progress, store=store)
     held = teacher_force(engine, held_seqs, held_plens, aux, tf_tokens, False)
     tf_s = time.perf_counter() - t
     del engine
     _free()
     info = {"reused_cache": reused, "data_dir": str(data_dir), "generation": gen.stats, "teacher_forcing_s": tf_s,
-            "train": train.stats(), "held_out": held.stats()}
+            "train": train.stats(), "held_out": held.stats(), "data_device": str(store)}
     _say(
         f"data: {len(train_seqs)} training sequences ({train.num_tokens} tokens, "
-        f"{int(info['train']['training_positions'])} training positions), {len(held_seqs)} held out"
+        f"{int(info['train']['training_positions'])} training positions, {train.nbytes() / 2**30:.1f} GiB on {store}), "
+        f"{len(held_seqs)} held out"
     )
     return Prepared(loaded, train, held, held_p, info)
 
@@ -198,6 +201,27 @@ def lr_at(cfg: TrainConfig, step: int, total: int | None, warmup: int) -> float:
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def rewarm_factor(cfg: TrainConfig, step: int, rewarm_from: int | None) -> float:
+    """``--resume-from`` starts a fresh optimizer mid-schedule: the schedule's LR is ramped up
+    linearly over ``rewarm_steps`` from the step the run started at (1 otherwise)."""
+    if rewarm_from is None or cfg.rewarm_steps == 0:
+        return 1.0
+    return min(1.0, (step - rewarm_from + 1) / cfg.rewarm_steps)
+
+
+def _start_state(cfg: TrainConfig, ckpt: Path, head: Head, opt: torch.optim.Optimizer, fp: list[int]) -> TrainState:
+    """The schedule this run starts from: this machine's checkpoint (``--resume``), the state a
+    head folder carries (``--resume-from``), or a new one."""
+    if cfg.resume:
+        state = load_checkpoint_state(ckpt, head, opt, cfg, fp)
+    elif cfg.resume_from:
+        state = carried_state(cfg, fp, PROMPTS_VERSION)
+    else:
+        return TrainState()
+    _say(f"resumed at step {state.step} of {state.total_steps} (epoch {state.epoch}, batch {state.batch_index})")
+    return state
+
+
 # ---- evaluation -----------------------------------------------------------------------------
 @torch.no_grad()
 def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: TargetHead, device: torch.device, autocast: Any) -> dict[str, Any]:
@@ -208,6 +232,7 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
     order = sorted(range(data.num_seqs), key=lambda s: lengths[s])
     hits = [0.0] * cfg.spec_steps
     rows = [0.0] * cfg.spec_steps
+    verify, accepted = 0, [0] * cfg.spec_steps
     loss_sum, n_batches = 0.0, 0
     i = 0
     while i < len(order):
@@ -217,6 +242,9 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
         batch = data.batch(order[i:j], device, cfg.method == "eagle3")
         with autocast():
             _, m = compute_loss(head, batch, loss_cfg, labels)
+            v, a = chain_acceptance(head, batch, cfg.spec_steps, labels)
+        verify += v
+        accepted = [x + y for x, y in zip(accepted, a)]
         for k in range(cfg.spec_steps):
             r = m.get(f"rows{k}", 0.0)
             rows[k] += r
@@ -226,7 +254,11 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
         i = j
     acc = [h / r if r else 0.0 for h, r in zip(hits, rows)]
     est = expected_accept_length({f"acc{k}": a for k, a in enumerate(acc)}, cfg.spec_steps)
-    return {"acc": acc, "expected_accept_length": est, "loss": loss_sum / max(1, n_batches)}
+    # What the engine would measure on these sequences (greedy chains, S pinned): the verify
+    # steps start after rejections, where the per-position accuracies above run lower.
+    chain = 1 + sum(accepted) / max(1, verify)
+    return {"acc": acc, "expected_accept_length": est, "chain_accept_length": chain,
+            "chain_per_position": [x / max(1, verify) for x in accepted], "loss": loss_sum / max(1, n_batches)}
 
 
 def engine_acceptance(
@@ -250,7 +282,9 @@ def engine_acceptance(
     )
     t = time.perf_counter()
     params = SamplingParams(temperature=0.0, max_tokens=cfg.final_eval_tokens)
-    reqs = [engine.add_request(chat_ids(engine, p.text), params, detokenize=False) for p in prompts]
+    encoded = [chat_ids(engine, p.text) for p in prompts]
+    # A prompt that leaves no room to generate is left out (tiny test targets have short contexts).
+    reqs = [engine.add_request(ids, params, detokenize=False) for ids in encoded if len(ids) < engine.max_model_len - 1]
     cut = False
     while engine.has_unfinished():
         engine.step()
@@ -260,7 +294,7 @@ def engine_acceptance(
                 engine.abort(r.request_id)
     stats = engine.spec_stats
     out = {
-        "prompts": n,
+        "prompts": len(reqs),
         "max_tokens": cfg.final_eval_tokens,
         "mean_accept_length": stats.mean_accept_length,
         "acceptance_rate": stats.acceptance_rate,
@@ -274,63 +308,6 @@ def engine_acceptance(
     loaded.model.aux_layers = ()  # set by the EAGLE-3 engine; the target is shared
     _free()
     return out
-
-
-# ---- checkpoints ----------------------------------------------------------------------------
-def _data_fingerprint(data: DistillData) -> list[int]:
-    tok = data.tokens.cpu()
-    return [data.num_seqs, data.num_tokens, int((tok * (torch.arange(tok.numel()) % 1009 + 1)).sum())]
-
-
-def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: TrainState, cfg: TrainConfig, fp: list[int]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    blob = {
-        "head": head.state_dict(), "optimizer": opt.state_dict(), "step": state.step, "epoch": state.epoch,
-        "batch_index": state.batch_index, "total_steps": state.total_steps, "warmup": state.warmup,
-        "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp, "tokens_seen": state.tokens_seen,
-        "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-    }
-    tmp = path.with_suffix(".tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
-
-
-def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cfg: TrainConfig, fp: list[int]) -> TrainState:
-    if not path.is_file():
-        raise ValueError(f"resume: no checkpoint at {path}")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
-    saved = blob["config"]
-    for k in RESUME_KEYS:
-        if saved.get(k) != getattr(cfg, k):
-            raise ValueError(f"resume: {k}={getattr(cfg, k)!r} but the checkpoint was trained with {k}={saved.get(k)!r}")
-    if blob["data"] != fp:
-        raise ValueError("resume: the data differs from the data the checkpoint was trained on")
-    head.load_state_dict(blob["head"])
-    opt.load_state_dict(blob["optimizer"])
-    torch.set_rng_state(blob["rng"])
-    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(blob["cuda_rng"])
-    return TrainState(
-        blob["step"], blob["epoch"], blob["batch_index"], blob["total_steps"], blob["warmup"], blob.get("tokens_seen", 0),
-        blob["log"], blob["evals"],
-    )
-
-
-def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Head, dict[str, Any]] | None:
-    """``--init-from``: a head built like ``new_head`` but holding a saved head's weights (and,
-    for EAGLE-3, its draft vocabulary), for a run whose checkpoint (optimizer state) was lost."""
-    if not cfg.init_from:
-        return None
-    src = load_draft_head(cfg.init_from, target, torch.float32, device)
-    if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
-        raise ValueError(f"init_from={cfg.init_from!r} holds a {type(src).__name__}, but method={cfg.method!r}")
-    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
-    aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
-    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
-    own = head.state_dict()
-    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=True)
-    _say(f"initialised from {cfg.init_from}")
-    return head, hf_cfg
 
 
 @dataclass
@@ -402,7 +379,9 @@ def train(
     target = prep.loaded.model
     target.requires_grad_(False)
     started = warm_start(cfg, target, device)
-    if started is None:
+    if started is not None:
+        _say(f"initialised from {cfg.init_from or cfg.resume_from}")
+    else:
         draft_ids = None
         if cfg.method == "eagle3":
             draft_ids = select_draft_vocab(prep.train.token_counts(prep.loaded.config.vocab_size), cfg.draft_vocab_size)
@@ -418,11 +397,11 @@ def train(
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     labels = TargetHead(head)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight, step_decay=cfg.step_decay)
-    fp = _data_fingerprint(prep.train)
+    fp = data_fingerprint(prep.train)
     ckpt = out / CHECKPOINT
-    state = load_checkpoint_state(ckpt, head, opt, cfg, fp) if cfg.resume else TrainState()
-    if cfg.resume:
-        _say(f"resumed at step {state.step} (epoch {state.epoch}, batch {state.batch_index})")
+    state = _start_state(cfg, ckpt, head, opt, fp)
+    continuing = cfg.resume or cfg.resume_from is not None
+    rewarm_from = state.step if cfg.resume_from else None
 
     def autocast() -> Any:
         if precision == "bf16":
@@ -431,7 +410,7 @@ def train(
 
     lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
-    if not cfg.resume:
+    if not continuing:
         state.warmup = cfg.warmup_steps
         if cfg.steps is not None:
             state.total_steps = cfg.steps
@@ -447,6 +426,7 @@ def train(
     window: dict[str, float] = {}
     win_n, win_t = 0, time.time()
     planner = _StepPlanner()
+    loader = Prefetcher(prep.train, device, cfg.method == "eagle3")
     train_start = time.time()
     tokens_at_start = state.tokens_seen
     stopped = "steps"
@@ -460,10 +440,11 @@ def train(
                 state.batch_index = 0
                 batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
             seqs = batches[state.batch_index]
-            lr = lr_at(cfg, state.step, state.total_steps, state.warmup)
+            upcoming = batches[state.batch_index + 1] if state.batch_index + 1 < len(batches) else None
+            lr = lr_at(cfg, state.step, state.total_steps, state.warmup) * rewarm_factor(cfg, state.step, rewarm_from)
             for g in opt.param_groups:
                 g["lr"] = lr
-            batch = prep.train.batch(seqs, device, cfg.method == "eagle3")
+            batch = loader.get(seqs, upcoming)
             with autocast():
                 loss, m = compute_loss(head, batch, loss_cfg, labels)
             loss.backward()
@@ -502,6 +483,7 @@ def train(
             if cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0:
                 save_checkpoint(ckpt, head, opt, state, cfg, fp)
             if stop_after is not None and state.step >= stop_after:
+                loader.close()
                 if bar is not None:
                     bar.close()
                 save_checkpoint(ckpt, head, opt, state, cfg, fp)
@@ -509,6 +491,7 @@ def train(
     except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
         stopped = "interrupted"
         _say(f"interrupted at step {state.step}: saving the head as it is")
+    loader.close()
     if bar is not None:
         bar.close()
     train_s = time.time() - train_start
@@ -516,7 +499,9 @@ def train(
     final = state.evals[-1] if done else _eval(head, prep, cfg, labels, device, autocast, state, t0, None)
     save_checkpoint(ckpt, head, opt, state, cfg, fp)
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
-    save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding)
+    save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding,
+              max_file_bytes=int(cfg.max_file_mb * 2**20) or None)
+    CarriedState.of(state, cfg, fp, PROMPTS_VERSION).write(out)
     del opt, labels
     _free()
     result: dict[str, Any] = {
@@ -538,6 +523,8 @@ def train(
         "held_out_final": final,
     }
     if cfg.final_eval_prompts:
+        # The log now, and again with the engine's figures: a run killed during the check keeps it.
+        write_json(out / LOG_NAME, result | {"total_s": time.time() - t0})
         del head
         _free()
         try:  # the head is saved already: a failure here must not lose the run
@@ -563,7 +550,8 @@ def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, devi
     r = held_out_estimate(head, prep.held, cfg, labels, device, autocast)
     r |= {"step": state.step, "tokens_seen": state.tokens_seen, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
     state.evals.append(r)
-    msg = f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length {r['expected_accept_length']:.2f} (S={cfg.spec_steps})"
+    msg = (f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length "
+           f"{r['expected_accept_length']:.2f}, greedy chains {r['chain_accept_length']:.2f} (S={cfg.spec_steps})")
     if bar is not None:
         bar.write(f"[train-draft] {msg}", file=sys.stderr)
     else:
@@ -591,7 +579,8 @@ def write_model_card(out: Path, r: dict[str, Any]) -> None:
         f"- device: {r['device']}, torch {r['torch']}, precision {r['precision']}",
         f"- data: {int(d['sequences'])} sequences, {int(d['tokens'])} tokens ({int(d['training_positions'])} training positions)",
         f"- training: {r['steps']} steps, {r['epochs_seen']:.2f} epochs, {r['train_s']:.0f}s; ttt_steps={cfg['ttt_steps']}, lr={cfg['lr']}",
-        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']})",
+        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']}); "
+        f"greedy chains simulated on the held-out sequences (the engine's measure) {est.get('chain_accept_length', float('nan')):.2f}",
     ]
     e = r.get("engine_acceptance")
     if e:

@@ -1,0 +1,117 @@
+"""The engine's first draft at every verify step equals the training forward's step 0 on the
+same sequence (fp32): the features (which target layers, their order, position t vs t-1), the
+draft KV from the prefill and the draft extends, the chat tokens and the draft vocabulary map
+are the same on both sides, so what the trainer measures teacher-forced is what the engine
+drafts. Checked on the per-phase iteration and on the fused one (graph emulator), at batch
+size 2, with S pinned."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from updraft.config import EngineConfig, SpeculativeConfig
+from updraft.engine.engine import Engine
+from updraft.engine.request import SpecStats
+from updraft.models.eagle import default_aux_layers
+from updraft.sampling_params import SamplingParams
+from updraft.train.data import teacher_force
+from updraft.train.forward import head_logits, unroll
+from updraft.train.heads import new_head, save_head, select_draft_vocab
+from updraft.train.losses import LossConfig, TargetHead, chain_acceptance, compute_loss
+
+PROMPTS = [[1, 5, 9, 33, 70, 71, 72], list(range(40, 62))]
+S = 4
+TOKENS = 28
+STEPS = 120  # optimizer steps fitting the head to the continuations
+
+
+@pytest.fixture(scope="module")
+def head_dir(tmp_path_factory, tiny_target):  # noqa: ANN001, ANN201
+    """An EAGLE-3 head over a 200-token draft vocabulary, fitted to the target's greedy
+    continuations of PROMPTS (so that the engine accepts drafts and the draft extends take rows
+    past the first: a head that never hits would leave them untested)."""
+    target = tiny_target.model
+    plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
+    params = SamplingParams(temperature=0.0, max_tokens=TOKENS + S + 1, ignore_eos=True)
+    reqs = [plain.add_request(p, params, detokenize=False) for p in PROMPTS]
+    while plain.has_unfinished():
+        plain.step()
+    seqs = [list(r.prompt_ids) + list(r.output_ids) for r in reqs]
+    aux = default_aux_layers(target.config.num_layers)
+    data = teacher_force(plain, seqs, [len(p) for p in PROMPTS], aux, progress=False)
+    counts = data.token_counts(target.config.vocab_size) + 1e-3 * torch.rand(target.config.vocab_size, generator=torch.Generator().manual_seed(1))
+    head, cfg = new_head("eagle3", target, draft_ids=select_draft_vocab(counts, 200), aux_layers=aux, seed=4)
+    opt = torch.optim.Adam(head.parameters(), lr=1e-2)
+    labels, batch = TargetHead(head), data.batch(list(range(len(seqs))), "cpu", eagle3=True)
+    for _ in range(STEPS):
+        loss, _ = compute_loss(head, batch, LossConfig(steps=S), labels)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    folder = tmp_path_factory.mktemp("first-draft-head")
+    save_head(head, cfg, folder, dtype=torch.float32)
+    return folder
+
+
+def _engine_first_drafts(engine: Engine) -> tuple[list[list[int]], list[int], list[list[tuple[int, int]]], list[SpecStats]]:
+    """Greedy generation of PROMPTS together; after every step, each running request's next first
+    draft (the draft's LM head on its stored draft feature) and its committed length N."""
+    proposer = engine.spec.proposer  # type: ignore[union-attr]
+    head = proposer.runner.model
+    params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
+    reqs = [engine.add_request(p, params, detokenize=False) for p in PROMPTS]
+    drafts: list[list[tuple[int, int]]] = [[] for _ in reqs]
+    while engine.has_unfinished():
+        engine.step()
+        for b, req in enumerate(reqs):
+            if req.finished or not req.output_ids:
+                continue
+            feat = proposer.next_hidden[req.row : req.row + 1]
+            d1 = int(head.to_target_ids(head.logits_from_feature(feat).argmax(-1))[0])
+            drafts[b].append((req.seq_len, d1))
+    # The fitted head hits: verify steps accept several drafts, so the extends select rows past 0.
+    assert all(r.spec.num_drafts > 0 for r in reqs)
+    assert sum(r.spec.num_accepted_tokens for r in reqs) >= sum(r.spec.num_drafts for r in reqs)
+    return [list(r.prompt_ids) + list(r.output_ids) for r in reqs], [len(r.prompt_ids) for r in reqs], drafts, [r.spec for r in reqs]
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, fused: bool) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    spec = SpeculativeConfig(method="eagle3", draft_model=str(head_dir), num_steps=S, adaptive=False)
+    engine = Engine(
+        EngineConfig(model=str(tiny_target.source), device="cpu", progress=False, speculative=spec, max_running_requests=2,
+                     graph_emulate=fused, disable_overlap=True, cuda_graph_max_bs=2),
+        loaded=tiny_target,
+    )
+    try:
+        assert (engine.driver is not None) == fused
+        seqs, plens, drafts, stats = _engine_first_drafts(engine)
+        head = engine.spec.proposer.runner.model  # type: ignore[union-attr]
+        # The trainer's side: teacher forcing with the layers the trainer picks, then step 0.
+        aux = default_aux_layers(target.config.num_layers)
+        data = teacher_force(engine, seqs, plens, aux, progress=False)
+    finally:
+        target.aux_layers = ()
+    checked = 0
+    for i, (seq, recs) in enumerate(zip(seqs, drafts)):
+        a, b = int(data.offsets[i]), int(data.offsets[i + 1])
+        with torch.no_grad():
+            logits = head_logits(head, unroll(head, torch.tensor(seq)[None], data.aux[a:b][None], 1)[0][0])
+        top2 = logits.topk(2, dim=-1).values
+        tf = head.to_target_ids(logits.argmax(-1))
+        for n, d1 in recs:  # the draft at committed length n predicts token n: head row n - 2
+            if n >= len(seq) or float(top2[n - 2, 0] - top2[n - 2, 1]) < 1e-4:
+                continue
+            assert d1 == int(tf[n - 2]), f"request {i}, committed length {n}: engine drafts {d1}, teacher-forced step 0 {int(tf[n - 2])}"
+            checked += 1
+    assert checked >= 10
+    # The trainer's simulation of the engine's greedy chains (held-out "greedy chains" figure):
+    # the same verify steps, the same accepted drafts per position (the last step of a request
+    # may accept drafts past max_tokens that the sequence no longer holds).
+    verify, accepted = chain_acceptance(head, data.batch([0, 1], "cpu", eagle3=True), S, TargetHead(head))
+    assert verify == sum(st.num_drafts for st in stats)
+    engine_acc = [sum(st.accepted_per_pos[k] for st in stats if k < len(st.accepted_per_pos)) for k in range(S)]
+    assert all(0 <= e - a <= len(stats) for e, a in zip(engine_acc, accepted)), (engine_acc, accepted)
+    assert sum(accepted) >= sum(engine_acc) - len(stats) * S and sum(accepted) > 0

@@ -1,0 +1,153 @@
+"""Where a training run continues from: the full checkpoint on the machine that ran it, or the
+small state it carries to another machine.
+
+* ``checkpoint/state.pt`` (``save_checkpoint`` / ``load_checkpoint_state``, ``--resume``): head,
+  optimizer, schedule, position in the data, RNG -- a resumed run equals an uninterrupted one. It
+  is large (fp32 head plus two AdamW moments: ~120 MB for the SmolLM2 EAGLE-3 head) and lives in
+  ``OUT``, which is lost when the machine is handed back.
+* The head folder itself (``--resume-from HEAD``): the saved head (bf16, split into files of at
+  most ``--max-file-mb``) and ``train_state.json`` (``CarriedState``: the schedule, the position
+  in the data, the logs and the data fingerprint). A few small files, brought back after each
+  run; the next run, on any machine, regenerates the data from the seed and continues the same
+  schedule from there with a fresh optimizer (re-warmed over ``--rewarm-steps``). With AdamW's
+  beta2 = 0.95 the moments forget within ~20 steps, so losing them costs little.
+* ``--init-from HEAD``: the weights only, with a new schedule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.train.config import TrainConfig
+from updraft.train.data import DistillData
+from updraft.train.heads import Head, new_head
+
+#: Config fields a resumed run must share with the checkpoint (the rest may change).
+RESUME_KEYS = (
+    "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
+    "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
+    "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds",
+)
+STATE_NAME = "train_state.json"
+
+
+@dataclass
+class TrainState:
+    step: int = 0
+    epoch: int = 0
+    batch_index: int = 0  # next batch of the epoch
+    total_steps: int | None = None
+    warmup: int = 0
+    tokens_seen: int = 0  # training positions of all steps so far (the x axis of the learning curve)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class CarriedState:
+    """``train_state.json`` beside a saved head: what ``--resume-from`` continues."""
+
+    state: TrainState
+    config: dict[str, Any]  # the RESUME_KEYS of the run that saved it
+    data: list[int]  # fingerprint of its training data (``data_fingerprint``)
+    prompts_version: int
+
+    def write(self, folder: Path) -> None:
+        blob = {"state": asdict(self.state), "config": self.config, "data": self.data, "prompts_version": self.prompts_version}
+        tmp = folder / f".{STATE_NAME}.tmp"
+        tmp.write_text(json.dumps(blob, default=str) + "\n")
+        os.replace(tmp, folder / STATE_NAME)
+
+    @classmethod
+    def read(cls, folder: Path) -> CarriedState:
+        path = folder / STATE_NAME
+        if not path.is_file():
+            raise ValueError(f"resume_from: {folder} has no {STATE_NAME} (a head saved by train-draft before it kept one?): use --init-from")
+        blob = json.loads(path.read_text())
+        return cls(TrainState(**blob["state"]), blob["config"], blob["data"], int(blob["prompts_version"]))
+
+    @classmethod
+    def of(cls, state: TrainState, cfg: TrainConfig, fp: list[int], prompts_version: int) -> CarriedState:
+        return cls(state, {k: getattr(cfg, k) for k in RESUME_KEYS}, fp, prompts_version)
+
+
+def data_fingerprint(data: DistillData) -> list[int]:
+    tok = data.tokens.cpu()
+    return [data.num_seqs, data.num_tokens, int((tok * (torch.arange(tok.numel()) % 1009 + 1)).sum())]
+
+
+def _check_keys(what: str, saved: dict[str, Any], cfg: TrainConfig) -> None:
+    for k in RESUME_KEYS:
+        if saved.get(k) != getattr(cfg, k):
+            raise ValueError(f"{what}: {k}={getattr(cfg, k)!r} but the checkpoint was trained with {k}={saved.get(k)!r}")
+
+
+def carried_state(cfg: TrainConfig, fp: list[int], prompts_version: int) -> TrainState:
+    """The schedule state ``--resume-from`` continues, checked against this run's settings. Data
+    that differs from the saved run's (a generation cut by its deadline, a new prompt set) is
+    allowed with a warning: the schedule continues over the data there is."""
+    assert cfg.resume_from is not None
+    carried = CarriedState.read(Path(cfg.resume_from))
+    _check_keys("resume_from", carried.config, cfg)
+    if carried.data != fp or carried.prompts_version != prompts_version:
+        print("[train-draft] warning: resume_from: the regenerated data differs from the data the head was trained on "
+              "(a generation cut by its deadline, another GPU or prompt set): the schedule continues over this data",
+              file=sys.stderr, flush=True)
+    return carried.state
+
+
+def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: TrainState, cfg: TrainConfig, fp: list[int]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    blob = {
+        "head": head.state_dict(), "optimizer": opt.state_dict(), "step": state.step, "epoch": state.epoch,
+        "batch_index": state.batch_index, "total_steps": state.total_steps, "warmup": state.warmup,
+        "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp, "tokens_seen": state.tokens_seen,
+        "rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(blob, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cfg: TrainConfig, fp: list[int]) -> TrainState:
+    if not path.is_file():
+        raise ValueError(f"resume: no checkpoint at {path}")
+    blob = torch.load(path, map_location="cpu", weights_only=False)
+    _check_keys("resume", blob["config"], cfg)
+    if blob["data"] != fp:
+        raise ValueError("resume: the data differs from the data the checkpoint was trained on")
+    head.load_state_dict(blob["head"])
+    opt.load_state_dict(blob["optimizer"])
+    torch.set_rng_state(blob["rng"])
+    if blob.get("cuda_rng") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(blob["cuda_rng"])
+    return TrainState(
+        blob["step"], blob["epoch"], blob["batch_index"], blob["total_steps"], blob["warmup"], blob.get("tokens_seen", 0),
+        blob["log"], blob["evals"],
+    )
+
+
+def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Head, dict[str, Any]] | None:
+    """``--init-from`` / ``--resume-from``: a head built like ``new_head`` but holding a saved
+    head's weights (and, for EAGLE-3, its draft vocabulary), for a run whose checkpoint
+    (optimizer state) was lost."""
+    name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
+    if not source:
+        return None
+    src = load_draft_head(source, target, torch.float32, device)
+    if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
+        raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
+    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
+    aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
+    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    own = head.state_dict()
+    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=True)
+    return head, hf_cfg
