@@ -1,0 +1,91 @@
+"""Where the host's time goes in steady-state decoding on a GPU (issue 12: host time per
+speculative iteration at bs 1).
+
+Runs ``--bs`` requests of the given model (with a draft head, or plain) through ``Engine.step``
+until every request decodes, then profiles ``--steps`` steps with cProfile. On a GPU the host
+also blocks inside CUDA calls (a pageable copy, ``tolist`` of a device tensor, an event wait):
+those show as the time of the calling builtin, so the table names them. Prints the top
+functions by own time and by cumulative time, the wall time per step and the time spent
+waiting for results; ``--out`` writes the same as JSON.
+
+    python benchmarks/host_profile.py --model PATH.gguf --head builtin:smollm2 --bs 1 --out host.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import time
+from pathlib import Path
+
+import torch
+
+from updraft.config import EngineConfig, SpeculativeConfig
+from updraft.engine.engine import Engine
+from updraft.sampling_params import SamplingParams
+
+
+def profile(eng: Engine, bs: int, steps: int, detokenize: bool) -> dict[str, object]:
+    params = SamplingParams(temperature=0, max_tokens=steps * 8 + 64, ignore_eos=True)
+    reqs = [eng.add_request([1 + (7 * i + j) % 500 for j in range(40 + i)], params, detokenize=detokenize) for i in range(bs)]
+    while any(not r.output_ids for r in reqs):
+        eng.step()
+    for _ in range(10):
+        eng.step()
+    if eng.device.type == "cuda":
+        torch.cuda.synchronize()
+    drv = eng.driver
+    w0 = drv.wait_s if drv is not None else 0.0
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(steps):
+        eng.step()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    waited = (drv.wait_s - w0) if drv is not None else 0.0
+    for r in reqs:
+        eng.abort(r.request_id)
+    while eng.has_unfinished():
+        eng.step()
+    tables = {}
+    for key in ("tottime", "cumulative"):
+        buf = io.StringIO()
+        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(28)
+        tables[key] = buf.getvalue()
+    return {"bs": bs, "steps": steps, "detokenize": detokenize, "wall_ms_per_step": wall / steps * 1e3,
+            "wait_ms_per_step": waited / steps * 1e3, "host_ms_per_step": (wall - waited) / steps * 1e3,
+            "profile_by_own_time": tables["tottime"], "profile_by_cumulative": tables["cumulative"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default="default")
+    ap.add_argument("--head", default=None, help="draft head (folder or builtin:NAME); none: plain decoding")
+    ap.add_argument("--method", default="eagle3")
+    ap.add_argument("--num-steps", type=int, default=5)
+    ap.add_argument("--bs", type=int, nargs="+", default=[1])
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--detokenize", action="store_true", help="incremental text per step (off: ids only)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    spec = None
+    if args.head:
+        spec = SpeculativeConfig(method=args.method, draft_model=args.head, num_steps=args.num_steps, adaptive=False)
+    eng = Engine(EngineConfig(model=args.model, speculative=spec, progress=False, max_running_requests=max(args.bs)))
+    results = []
+    for bs in args.bs:
+        r = profile(eng, bs, args.steps, args.detokenize)
+        print(f"bs {bs}: wall {r['wall_ms_per_step']:.3f} ms/step, waiting {r['wait_ms_per_step']:.3f}, host {r['host_ms_per_step']:.3f}")
+        print(r["profile_by_own_time"])
+        print(r["profile_by_cumulative"])
+        results.append(r)
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
