@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from updraft.bench.models import is_random, random_model
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
 from updraft.sampling_params import SamplingParams
@@ -63,7 +64,7 @@ def profile(eng: Engine, bs: int, steps: int, detokenize: bool) -> dict[str, obj
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--model", default="default")
+    ap.add_argument("--model", default="default", help="checkpoint, or random:<shape> (e.g. random:llama3-8b)")
     ap.add_argument("--head", default=None, help="draft head (folder or builtin:NAME); none: plain decoding")
     ap.add_argument("--method", default="eagle3")
     ap.add_argument("--num-steps", type=int, default=5)
@@ -75,7 +76,9 @@ def main() -> None:
     spec = None
     if args.head:
         spec = SpeculativeConfig(method=args.method, draft_model=args.head, num_steps=args.num_steps, adaptive=False)
-    eng = Engine(EngineConfig(model=args.model, speculative=spec, progress=False, max_running_requests=max(args.bs)))
+    cfg = EngineConfig(model=args.model, speculative=spec, progress=False, max_running_requests=max(args.bs))
+    loaded = random_model(args.model, cfg.resolved_dtype(), cfg.resolved_device()) if is_random(args.model) else None
+    eng = Engine(cfg, loaded)
     results = []
     for bs in args.bs:
         r = profile(eng, bs, args.steps, args.detokenize)
