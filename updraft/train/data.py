@@ -415,7 +415,14 @@ def teacher_force(
             used = 0
         chunks[-1].append(i)
         used += n
-    parts: dict[str, list[torch.Tensor]] = {"hidden": [], "aux": [], "argmax": []}
+    # Outputs written in place, chunk by chunk: concatenating per-chunk parts at the end needs
+    # twice the memory (it ran out of memory on an 80 GB H100 at 10M tokens of EAGLE-3 features).
+    total = sum(lens)
+    cfg = model.config
+    hidden = torch.empty(total, cfg.hidden_size, dtype=engine.dtype, device=store)
+    aux = torch.empty(total, cfg.hidden_size * len(aux_layers), dtype=engine.dtype, device=store) if aux_layers else None
+    argmax = torch.empty(total, dtype=torch.long, device=store)
+    row0 = 0
     bar = None
     if progress:
         from tqdm import tqdm
@@ -436,13 +443,15 @@ def teacher_force(
                     logits="none", capture_hidden=CaptureHidden.FULL,
                 )
                 out = runner.forward(batch)
-                assert out.hidden is not None and out.hidden.shape[0] == len(ids)
-                parts["hidden"].append(out.hidden.to(store))
-                if aux_layers:
+                n = len(ids)
+                assert out.hidden is not None and out.hidden.shape[0] == n
+                hidden[row0 : row0 + n].copy_(out.hidden)
+                if aux is not None:
                     assert out.aux_hidden is not None
-                    parts["aux"].append(out.aux_hidden.to(store))
-                for h in out.hidden.split(4096):  # the argmax in slices: [rows, vocab] logits are big
-                    parts["argmax"].append(model.compute_logits(h).argmax(-1).to(store))
+                    aux[row0 : row0 + n].copy_(out.aux_hidden)
+                for k, h in enumerate(out.hidden.split(4096)):  # the argmax in slices: [rows, vocab] logits are big
+                    argmax[row0 + 4096 * k : row0 + 4096 * k + h.shape[0]].copy_(model.compute_logits(h).argmax(-1))
+                row0 += n
             finally:
                 for r in rows:
                     engine.allocator.free(r)  # type: ignore[arg-type]
@@ -459,8 +468,8 @@ def teacher_force(
         tokens=torch.tensor([t for s in seqs for t in s], dtype=torch.long).to(store),
         offsets=offsets,
         prompt_lens=torch.tensor(prompt_lens, dtype=torch.long),
-        hidden=torch.cat(parts["hidden"]),
-        argmax=torch.cat(parts["argmax"]),
-        aux=torch.cat(parts["aux"]) if aux_layers else None,
+        hidden=hidden,
+        argmax=argmax,
+        aux=aux,
         aux_layers=tuple(aux_layers),
     )
