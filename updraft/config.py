@@ -38,6 +38,11 @@ class EngineConfig:
     page_size: int = _opt("KV page size in tokens", default=1)
     max_running_requests: int = _opt("most requests in flight at once (request pool rows)", default=64)
     chunked_prefill_size: int = _opt("most prompt tokens per prefill step (longer prompts are chunked)", default=2048)
+    admit_group: int = _opt(
+        "while requests decode, waiting ones start in groups of this many (at most max_running_requests / 8; "
+        "fewer when fewer wait): each start is a prefill step that pauses every decoding request; 1 = start each "
+        "as soon as a slot frees", default=4
+    )
     attention_backend: str = _opt("auto (triton on CUDA, torch_native on CPU), torch_native, triton, flex", default="auto")
     disable_cuda_graph: bool = _opt("run every step eagerly", default=False)
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
@@ -72,7 +77,7 @@ class EngineConfig:
             raise ConfigError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
         if self.dtype != "auto" and self.dtype not in DTYPES:
             raise ConfigError(f"dtype={self.dtype!r} is invalid: choose auto, {', '.join(DTYPES)}")
-        for name in ("page_size", "max_running_requests", "chunked_prefill_size", "cuda_graph_max_bs"):
+        for name in ("page_size", "max_running_requests", "chunked_prefill_size", "admit_group", "cuda_graph_max_bs"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name}={value!r} is invalid: must be an integer >= 1")

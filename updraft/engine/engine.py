@@ -84,7 +84,8 @@ class Engine:
         self._setup_memory()
         self.runner = ModelRunner(self.model, self.req_pool, self.num_pages, config.page_size, self.backend_name)
         self.scheduler = Scheduler(
-            self.req_pool, self.allocator, config.max_running_requests, config.chunked_prefill_size, self.lookahead
+            self.req_pool, self.allocator, config.max_running_requests, config.chunked_prefill_size, self.lookahead,
+            admit_group=config.admit_group,
         )
         self.sampler = Sampler()
         #: Per-phase wall time for benchmarks (``engine.timer.enabled = True``; syncs on CUDA).

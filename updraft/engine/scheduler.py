@@ -5,6 +5,11 @@ Policy (one step is either a prefill step or a decode step):
 * Prefill first. Partially prefilled requests continue, then waiting requests join in arrival
   order, up to ``chunk_size`` prompt tokens per step (long prompts are chunked). A request joins
   only if its pages fit while leaving every decoding request room for its next step.
+* While requests decode, waiting ones start in groups (``admit_group``, at most a
+  ``max_running / 8`` share of the slots, fewer when fewer wait): every start is a prefill step
+  that pauses all decoding requests (and drains the overlapped pipeline), and a prefill of a few
+  requests costs about what one does. Speculative requests finish at different steps, so
+  without grouping each freed slot would cost a pause of its own.
 * Otherwise decode every request whose prefill is done. When the pool cannot give each of them
   the slots for the next step (plus the speculative lookahead), the most recently admitted
   requests are preempted: their KV is freed and they go back to the front of the queue with
@@ -37,6 +42,8 @@ class Scheduler:
         max_running: int,
         chunk_size: int,
         lookahead: int = 0,
+        *,
+        admit_group: int = 1,
     ) -> None:
         self.req_pool = req_pool
         self.allocator = allocator
@@ -44,6 +51,8 @@ class Scheduler:
         self.chunk_size = chunk_size
         #: KV positions a decoding request needs beyond its current length (speculative steps).
         self.lookahead = lookahead
+        #: free slots that open admission while requests decode (see the module docstring)
+        self.admit_group = max(1, min(admit_group, max_running // 8))
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # admission order
 
@@ -65,9 +74,17 @@ class Scheduler:
             req.row = None
 
     def can_admit(self) -> bool:
-        """Whether the next schedule could start a waiting request (a free row under
-        ``max_running``); KV room is checked when it is scheduled."""
-        return bool(self.waiting) and self.req_pool.num_free > 0 and len(self.running) < self.max_running
+        """Whether the next schedule could start a waiting request (enough free rows under
+        ``max_running`` for a group, or nothing decoding); KV room is checked when it is
+        scheduled."""
+        if not self.waiting:
+            return False
+        free = min(self.req_pool.num_free, self.max_running - len(self.running))
+        if free <= 0:
+            return False
+        if all(r.in_prefill for r in self.running):
+            return True  # nothing would be paused
+        return free >= min(self.admit_group, len(self.waiting))
 
     def decode_fits(self) -> bool:
         """Whether every decoding request gets its next step's KV without a preemption."""
@@ -124,9 +141,12 @@ class Scheduler:
         reqs: list[Request] = []
         lens: list[int] = []
         samples: list[bool] = []
+        admit = self.can_admit()
         for req in candidates:
             if budget <= 0:
                 break
+            if req.row is None and not admit:
+                break  # wait until a group's worth of rows is free
             remaining = req.seq_len - req.num_computed
             n = min(remaining, budget)
             finishes = n == remaining
