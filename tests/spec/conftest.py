@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,39 @@ def reference(target):  # noqa: ANN001, ANN201
         return cache[key]
 
     return run
+
+
+@pytest.fixture
+def step_ops(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, int], float]:
+    """``step_ops(engine, steps)``: host tensor ops per fused launch over ``steps`` calls of
+    ``Engine.step()``, counted at the dispatcher. The emulated replay stands in for a CUDA graph
+    replay (one call there), so its own ops are not counted."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    from updraft.runtime.graphs.device_graph import EmulatedGraph
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    real_replay = EmulatedGraph.replay
+
+    def replay_uncounted(self: EmulatedGraph) -> None:
+        with _disable_current_modes():
+            real_replay(self)
+
+    monkeypatch.setattr(EmulatedGraph, "replay", replay_uncounted)
+
+    def measure(eng, steps: int) -> float:  # noqa: ANN001
+        launches, Count.n = eng.driver.launches, 0
+        with Count():
+            for _ in range(steps):
+                eng.step()
+        n = eng.driver.launches - launches
+        assert n == steps, f"{n} fused launches in {steps} steps"
+        return Count.n / n
+
+    return measure

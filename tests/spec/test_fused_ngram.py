@@ -177,38 +177,15 @@ def test_ngram_fused_preemption_rewrites_histories(target, reference) -> None:  
     assert eng.allocator.used_tokens == 0
 
 
-def test_host_ops_per_fused_ngram_iteration_within_budget(fused, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_host_ops_per_fused_ngram_iteration_within_budget(fused, step_ops) -> None:  # noqa: ANN001
     """Host tensor ops per n-gram iteration (bs 1, steady state, overlap), counted over
-    Engine.step() as in test_fused.py (the emulated replay stands for one graph launch)."""
-    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
-
-    from updraft.runtime.graphs.device_graph import EmulatedGraph
-
-    class Count(TorchDispatchMode):
-        n = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-            Count.n += 1
-            return func(*args, **(kwargs or {}))
-
-    real_replay = EmulatedGraph.replay
-
-    def replay_uncounted(self: EmulatedGraph) -> None:
-        with _disable_current_modes():
-            real_replay(self)
-
-    monkeypatch.setattr(EmulatedGraph, "replay", replay_uncounted)
+    Engine.step() as in test_fused.py (``step_ops``)."""
     eng = fused[True].engine
     req = eng.add_request(prompts(1, seed=1)[0], SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True))
     while len(req.output_ids) < 2:
         eng.step()
     eng.step()
-    launches = eng.driver.launches
-    with Count():
-        for _ in range(8):
-            eng.step()
-    n = eng.driver.launches - launches
-    assert n == 8
-    assert Count.n / n <= 10, f"{Count.n / n:.1f} host tensor ops per n-gram iteration"
+    per_iter = step_ops(eng, 8)
+    assert per_iter <= 10, f"{per_iter:.1f} host tensor ops per n-gram iteration"
     while eng.has_unfinished():
         eng.step()
