@@ -59,15 +59,19 @@ class PhaseInputs:
     _slots: list[tuple[torch.Tensor, torch.Tensor, torch.cuda.Event | None]] = field(default_factory=list)
     _next: int = 0
 
-    def __post_init__(self) -> None:
-        if self.i64.device.type != "cuda":  # CPU: write the "device" tensors themselves
-            self._slots = [(self.i64, self.i32, None)]
-        else:
-            self._slots = [
-                (torch.zeros_like(self.i64, device="cpu").pin_memory(), torch.zeros_like(self.i32, device="cpu").pin_memory(),
-                 torch.cuda.Event())
-                for _ in range(_SLOTS)
-            ]
+    def _staging(self) -> list[tuple[torch.Tensor, torch.Tensor, torch.cuda.Event | None]]:
+        """Host staging, made at the first write (inputs that device ops fill, as the fused
+        iteration's, never need it)."""
+        if not self._slots:
+            if self.i64.device.type != "cuda":  # CPU: write the "device" tensors themselves
+                self._slots = [(self.i64, self.i32, None)]
+            else:
+                self._slots = [
+                    (torch.zeros_like(self.i64, device="cpu").pin_memory(), torch.zeros_like(self.i32, device="cpu").pin_memory(),
+                     torch.cuda.Event())
+                    for _ in range(_SLOTS)
+                ]
+        return self._slots
 
     @classmethod
     def alloc(cls, max_tokens: int, max_bs: int, max_logit_rows: int, feature_dim: int,
@@ -93,8 +97,9 @@ class PhaseInputs:
         forward reads (a graph: its captured batch size x width). ``logits``: "last" / "select" (one
         row per request, the last; a "select" caller overwrites the real rows), "all", "none"."""
         inp = self
-        h64, h32, event = self._slots[self._next]
-        self._next = (self._next + 1) % len(self._slots)
+        slots = self._staging()
+        h64, h32, event = slots[self._next]
+        self._next = (self._next + 1) % len(slots)
         if event is not None:
             event.synchronize()  # this slot's previous copy has been read by the device
         n, bs = len(rows), max(pad_to, len(rows))
