@@ -5,12 +5,14 @@ path, ``sampled_accept_reference``: a full-vocabulary sort per verify row, a den
 kernels). Counted with ``updraft.testing.count_ops``: aten ops that are not views or allocations
 (one GPU kernel or more each) plus Triton launches.
 
-Runs on the tiny random target and EAGLE head of the tests (CPU, graph emulation, the Triton
-interpreter) by default, or on ``--model`` / ``--head``; the counts depend on the model only
-through its layer count, the differences between the columns not at all. The timing that matters
-is on the GPU: ``benchmarks/spec_iteration.py`` (cycle_ms_sampled_bs1 / cycle_ms_greedy_bs1).
+Runs on the tiny random target and a random EAGLE (``--kind eagle``) or EAGLE-3 head of the
+tests (CPU, graph emulation, the Triton interpreter) by default, or on ``--model`` / ``--head``;
+the counts depend on the model only through its layer count, the differences between the columns
+not at all. ``--names`` lists, per (bs, S), the ops whose counts differ between greedy and sampled
+(where the sampled extras come from). The timing that matters is on the GPU:
+``benchmarks/spec_iteration.py`` (cycle_ms_sampled_bs1 / cycle_ms_greedy_bs1).
 
-    PYTHONPATH=. TRITON_INTERPRET=1 python benchmarks/sampled_ops.py --steps 1,3,5 --sizes 1,8
+    PYTHONPATH=. TRITON_INTERPRET=1 python benchmarks/sampled_ops.py --kind eagle3 --steps 5 --sizes 1,8 --names
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from updraft.testing import (  # noqa: E402
     OpCount,
     count_ops,
     tiny_hf_model,
+    write_eagle3_head,
     write_eagle_head,
     write_tiny_tokenizer,
 )
@@ -50,12 +53,21 @@ def body_ops(fused: FusedIteration, s: int, sampled: bool, bs: int, dense: bool)
         rejection_kernels.use_kernels = use  # type: ignore[assignment]
 
 
+def name_diff(greedy: OpCount, sampled: OpCount) -> dict[str, int]:
+    """Sampled minus greedy count per aten op name (nonzero only), Triton launches as ``triton``."""
+    diff = {n: sampled.names.get(n, 0) - greedy.names.get(n, 0) for n in sorted({*greedy.names, *sampled.names})}
+    diff["triton"] = sampled.triton - greedy.triton
+    return {n: d for n, d in diff.items() if d}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--model", default=None, help="target (default: the tests' tiny random Llama)")
-    ap.add_argument("--head", default=None, help="EAGLE head folder (default: a random one)")
+    ap.add_argument("--kind", choices=["eagle", "eagle3"], default="eagle", help="speculative method (head layout)")
+    ap.add_argument("--head", default=None, help="head folder of --kind (default: a random one)")
     ap.add_argument("--steps", default="1,3,5")
     ap.add_argument("--sizes", default="1,8")
+    ap.add_argument("--names", action="store_true", help="per-op differences, greedy vs sampled")
     ap.add_argument("--out", default=None, help="write the counts as JSON here")
     args = ap.parse_args()
     steps = [int(x) for x in args.steps.split(",")]
@@ -67,8 +79,9 @@ def main() -> None:
             tiny_hf_model("llama").save_pretrained(model)
             write_tiny_tokenizer(Path(model))
         if head is None:
-            head = str(write_eagle_head(Path(tmp) / "head"))
-        spec = {"method": "eagle", "draft_model": head, "num_steps": max(steps), "adaptive": False}
+            write = write_eagle3_head if args.kind == "eagle3" else write_eagle_head
+            head = str(write(Path(tmp) / "head"))
+        spec = {"method": args.kind, "draft_model": head, "num_steps": max(steps), "adaptive": False}
         llm = LLM(model, device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=sizes,
                   speculative_config=spec)
         assert llm.engine.driver is not None, llm.engine.graph_log
@@ -81,13 +94,16 @@ def main() -> None:
                     new = body_ops(fused, s, True, bs, dense=False)
                     old = body_ops(fused, s, True, bs, dense=True)
                     rows.append({"bs": bs, "S": s, "greedy": vars(greedy), "sampled": vars(new),
-                                 "sampled_dense": vars(old)})
+                                 "sampled_dense": vars(old), "extra": name_diff(greedy, new)})
     print(f"{'bs':>3} {'S':>2} | {'greedy':>14} | {'sampled (kernels)':>18} | {'sampled (dense, before)':>24}")
     print(f"{'':>6} | {'compute+triton':>14} | {'compute+triton':>18} | {'compute+triton':>24}")
     for r in rows:
         cells = [f"{c['compute']}+{c['triton']} = {c['compute'] + c['triton']}"
                  for c in (r["greedy"], r["sampled"], r["sampled_dense"])]
         print(f"{r['bs']:>3} {r['S']:>2} | {cells[0]:>14} | {cells[1]:>18} | {cells[2]:>24}")
+    if args.names:
+        for r in rows:
+            print(f"bs {r['bs']} S {r['S']} sampled - greedy: {r['extra']}")
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -158,7 +158,13 @@ def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg
 class OpCount:
     """What a piece of device work issues: aten ops as dispatched (``aten``), those of them that
     are not views or allocations (``compute``: each one kernel or more on a GPU), and Triton
-    kernel launches (``triton``; their internals are not counted as aten ops)."""
+    kernel launches (``triton``; their internals are not counted as aten ops).
+
+    Hazard: under ``torch.inference_mode`` composite ops that MAY alias (``contiguous``,
+    ``reshape``, ``to``, ``flatten``) reach the dispatcher as themselves, flagged as views, and
+    their copy runs below it: such an op counts as compute when its result does not share
+    storage with its input (it copied). ``_unsafe_view`` (how ``reshape`` rewraps its copy
+    outside inference mode) launches nothing."""
 
     aten: int = 0
     compute: int = 0
@@ -166,7 +172,17 @@ class OpCount:
     names: dict[str, int] = field(default_factory=dict)
 
 
-_NO_KERNEL = {"empty", "empty_strided", "empty_like", "lift_fresh", "detach"}
+_NO_KERNEL = {"empty", "empty_strided", "empty_like", "lift_fresh", "detach", "_unsafe_view"}
+
+
+def _copied(args: tuple[object, ...], out: object) -> bool:
+    """Whether a view-flagged op returned a tensor that shares no storage with its inputs."""
+    from torch.utils._pytree import tree_leaves
+
+    def ptrs(tree: object) -> set[int]:
+        return {t.untyped_storage().data_ptr() for t in tree_leaves(tree) if isinstance(t, torch.Tensor)}
+
+    return bool(ptrs(out) - ptrs(args))
 
 
 def count_ops(fn: Callable[[], object]) -> OpCount:
@@ -182,10 +198,11 @@ def count_ops(fn: Callable[[], object]) -> OpCount:
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
             counts.aten += 1
             name = func.overloadpacket.__name__
-            if not func.is_view and name not in _NO_KERNEL:
+            out = func(*args, **(kwargs or {}))
+            if (_copied(args, out) if func.is_view else name not in _NO_KERNEL):
                 counts.compute += 1
                 counts.names[name] = counts.names.get(name, 0) + 1
-            return func(*args, **(kwargs or {}))
+            return out
 
     originals = {cls: cls.run for cls in (JITFunction, InterpretedFunction)}
 
