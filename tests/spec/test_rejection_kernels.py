@@ -55,10 +55,13 @@ _COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from updraft.spec import rejection_kernels as rk
-ptr = {"Logits": "*bf16", "Temp": "*fp32", "Stats": "*fp32"}
-sig = {**ptr, "stride_row": "i64", "TopK": "*i64", "TopP": "*fp32", "MinP": "*fp32", "Tiles": "*fp32",
-       "ndt": "i32", "greedy_below": "fp32", "log_cap": "fp32"}
+from updraft.spec import rejection_kernels as rk, sampling_kernels as sk
+# The parameters as the engine passes them: columns of RowState.sampling (float32, stride 7).
+prm = {"Temp": "*fp32", "s_temp": "i64", "TopK": "*fp32", "s_top_k": "i64", "TopP": "*fp32",
+       "s_top_p": "i64", "MinP": "*fp32", "s_min_p": "i64"}
+ptr = {"Logits": "*bf16", "Temp": "*fp32", "s_temp": "i64", "Stats": "*fp32"}
+sig = {**ptr, **prm, "stride_row": "i64", "Tiles": "*fp32", "ndt": "i32", "greedy_below": "fp32",
+       "log_cap": "fp32"}
 cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
         "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS}
 triton.compile(ASTSource(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
@@ -67,6 +70,14 @@ sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i6
        "Emitted": "*i64", "greedy_below": "fp32", "S": "i32"}
 cons = {"V": 49152, "K": 64, "KP2": 64, "NSUB": rk._NSUB, "SUB": rk._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
 triton.compile(ASTSource(rk._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
+       "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64"}
+cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True}
+triton.compile(ASTSource(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
+sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Out": "*fp32", "stream_c": "i64",
+       "n": "i32"}
+triton.compile(ASTSource(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
+               options={"num_warps": 1})
 print("compiled")
 """
 
@@ -74,8 +85,9 @@ print("compiled")
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the GPU tests compile them for real")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
-    as a tensor, a scalar mask of the wrong type): compile both kernels for sm_90, as the H100
-    will, with the ptxas triton ships (no GPU needed)."""
+    as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
+    two, ``choose`` and ``uniform``) for sm_90, as the H100 will, with the ptxas triton ships (no
+    GPU needed)."""
     import os
     import subprocess
     import sys

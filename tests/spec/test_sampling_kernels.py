@@ -169,3 +169,30 @@ def test_choose_picks_follow_q() -> None:
         vals.expand(n, k), rep(0.7), rep(0, torch.long), rep(0.9), rep(0.0), u
     )
     assert int((pick != pick_ref).sum()) <= 2
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+def test_choose_packed_params_ids_and_out(kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As the fused iteration calls it: parameters read in place from columns of one float32
+    # table (top_k float32 too), the candidates' ids given, q and the ids written into one
+    # draft step's slices of [B, S, K] buffers. Same q and pick as the plain call (kernel),
+    # resp. the torch fallback does the same (no Triton).
+    monkeypatch.setattr(sk, "use_triton", lambda t: kernel and (t.is_cuda or sk.interpreter_on()))
+    b, k, s = 12, 50, 3
+    g = torch.Generator().manual_seed(12)
+    vals, temp, top_k, top_p, min_p, u = _rows(b, k, g)
+    table = torch.stack([temp, top_k.float(), top_p, min_p, torch.zeros_like(temp)], dim=1)  # [B, 5]
+    uu = torch.stack([u, u, u], dim=1)  # [B, 3]: u read with stride 3
+    ids = torch.stack([torch.randperm(300, generator=g)[:k] for _ in range(b)]).to(DEV)
+    q_buf = torch.full((b, s, k), -1.0, device=DEV)
+    ids_buf = torch.full((b, s, k), -1, dtype=torch.long, device=DEV)
+    q, tok = sk.choose(vals, table[:, 0], table[:, 1], table[:, 2], table[:, 3], uu[:, 1], ids=ids,
+                       out=(q_buf[:, 1], ids_buf[:, 1]))
+    q_ref, pick_ref = sk.choose(vals, temp, top_k, top_p, min_p, u)
+    torch.testing.assert_close(q, q_ref, atol=1e-6, rtol=0)
+    assert torch.equal(q_buf[:, 1], q) and torch.equal(ids_buf[:, 1], ids)
+    assert bool((q_buf[:, [0, 2]] == -1).all()) and bool((ids_buf[:, [0, 2]] == -1).all())
+    assert torch.equal(tok, ids.gather(1, pick_ref[:, None]).squeeze(1))
+    # ids without out: only the pick changes
+    q2, tok2 = sk.choose(vals, temp, top_k, top_p, min_p, u, ids=ids)
+    assert torch.equal(q2, q) and torch.equal(tok2, tok)

@@ -233,7 +233,7 @@ MUTATIONS: tuple[Mutation, ...] = (
        ENGINE, "        if self.driver is not None and self.driver.in_flight(req):\n", "        if False:  # MUTATION\n",
        f"{FP}::test_plain_overlap_abort_mid_flight_frees_kv_once", f"{FS}::test_fused_abort_mid_flight_frees_kv_once"),
     _m("o3-rng-offset-frozen", "O3", "the graph no longer advances the rows' RNG offsets (every replay draws the same numbers)",
-       FUSED, "        st.offset[rows] = st.offset[rows] + 1\n", "        st.offset[rows] = st.offset[rows] + 0  # MUTATION\n",
+       FUSED, "        st.offset[rows] = off + 1\n", "        st.offset[rows] = off + 0  # MUTATION\n",
        f"{FP}::test_rng_offset_advances_once_per_step"),
     _m("o4-finished-row-still-emitted", "O4", "results of the iteration in flight are still applied to a request that finished meanwhile",
        ENGINE, "            if req.finished:\n                continue\n            req.num_computed += a\n",

@@ -42,11 +42,12 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
+from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
-from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler
+from updraft.runtime.sampler import Sampler
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
@@ -116,15 +117,15 @@ class _Drafter:
 
 @dataclass
 class _RowParams:
-    """Per-row sampling parameters of one sampled iteration (device tensors [B], gathered once)."""
+    """The batch's rows of ``RowState.sampling`` ([B, NUM_SAMPLING]) and ``RowState.rng``
+    ([B, 2]), one gather each per sampled iteration; the kernels read their columns in place
+    (see ``row_state`` for what each column holds)."""
 
-    temperature: torch.Tensor
-    top_k: torch.Tensor
-    top_p: torch.Tensor
-    min_p: torch.Tensor
-    temp_eff: torch.Tensor  # 1 for greedy rows
-    top_k_eff: torch.Tensor  # 1 for greedy rows: they keep their best candidate only
-    top_p_eff: torch.Tensor  # inf where top-p is off (rounding must not drop the tail)
+    table: torch.Tensor
+    key: torch.Tensor
+
+    def col(self, c: int) -> torch.Tensor:
+        return self.table[:, c]
 
 
 class _EmulatedCopy:
@@ -312,41 +313,35 @@ class FusedIteration:
         return g if g is not None else self._capture(s, sampled, bs)
 
     # ---- the captured body ---------------------------------------------------------------
-    def _row_params(self, g: _IterGraph) -> _RowParams:
-        """Each row's sampling parameters, gathered once per iteration (not once per draft step)."""
-        st, rows = self.state, g.rows
-        temp = st.temperature[rows]
-        greedy = temp < GREEDY_TEMPERATURE
-        top_k, top_p, min_p = st.top_k[rows], st.top_p[rows], st.min_p[rows]
-        return _RowParams(temp, top_k, top_p, min_p, torch.where(greedy, torch.ones_like(temp), temp),
-                          torch.where(greedy, torch.ones_like(top_k), top_k), torch.where(top_p < 1, top_p, torch.inf))
-
-    def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Draft token (target ids) from draft logits, and the distribution q it came from as
-        (candidate ids in the target vocabulary [B, K], their probabilities [B, K]).
+    def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None,
+                out: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        """Draft token (target ids) from draft logits. Sampled, the distribution q it came from
+        lands in ``out``: (probabilities [B, K], candidate ids in the target vocabulary [B, K]),
+        one draft step's slices of what the acceptance reads.
 
         Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
-        draft's top ``DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY q as
-        long as it is the q the draft was drawn from, and this q costs one top-k instead of a
-        sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate.
-        q and the draw are one kernel (``sampling_kernels.choose``)."""
-        if prm is None or u is None:
+        draft's top ``K = DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY
+        q as long as it is the q the draft was drawn from, and this q costs one top-k instead of
+        a sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate.
+        The candidates are mapped to target ids once; q, the draw and the picked id are one
+        kernel (``sampling_kernels.choose``)."""
+        if prm is None or u is None or out is None:
             ids = logits.argmax(-1)
-            return (self.to_target(ids) if self.to_target else ids), None
-        vals, cand = logits.topk(min(DRAFT_CANDIDATES, logits.shape[-1]), dim=-1)  # best first
-        q, pick = sampling_kernels.choose(vals, prm.temp_eff, prm.top_k_eff, prm.top_p_eff, prm.min_p, u)
-        ids = cand.gather(1, pick[:, None]).squeeze(1)
+            return self.to_target(ids) if self.to_target else ids
+        vals, cand = logits.topk(out[0].shape[1], dim=-1)  # best first
         if self.to_target:
-            ids, cand = self.to_target(ids), self.to_target(cand)
-        return ids, (cand, q)
+            cand = self.to_target(cand)
+        _, tok = sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
+                                         prm.col(rs.MIN_P), u, ids=cand, out=out)
+        return tok
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         n = st.seq_len[rows]
         bonus = st.bonus[rows]
-        prm = self._row_params(g) if g.sampled else None
-        u = sampling_kernels.uniform(st.seed[rows], st.offset[rows], _STREAM_ITER, 2 * s + 2) if g.sampled else None
+        prm = _RowParams(st.sampling[rows], st.rng[rows]) if g.sampled else None
+        u = (sampling_kernels.uniform(prm.key[:, rs.SEED], prm.key[:, rs.OFFSET], _STREAM_ITER, 2 * s + 2)
+             if prm is not None else None)
         if self.drafter is not None:
             accept, emitted = self._speculate(g, self.drafter, n, bonus, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
@@ -358,7 +353,9 @@ class FusedIteration:
         ar = torch.arange(bs, device=rows.device)
         st.seq_len[rows] = n + accept
         st.bonus[rows] = emitted[ar, accept - 1]
-        st.offset[rows] = st.offset[rows] + 1
+        # sampled: the offset this iteration drew with (gathered above; nothing since wrote it)
+        off = prm.key[:, rs.OFFSET] if prm is not None else st.offset[rows]
+        st.offset[rows] = off + 1
         st.reset_padding()
         g.out[:, 0].copy_(accept)
         g.out[:, 1:].copy_(emitted)
@@ -372,12 +369,14 @@ class FusedIteration:
         table = self.target.req_pool.req_to_token
         feat = d.next_hidden[rows]
         toks: list[torch.Tensor] = []
-        qs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # sampled: each draft's q and its candidates, written in place by the draft steps
+        k_cand = min(DRAFT_CANDIDATES, d.head.draft_vocab_size)
+        dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
+                 torch.empty(bs, s, k_cand, dtype=torch.long, device=rows.device)) if prm is not None else None)
 
         def choose(logits: torch.Tensor, k: int) -> None:
-            tok, q = self._choose(logits, prm, u[:, k] if u is not None else None)
-            toks.append(tok)
-            qs.extend([q] if q is not None else [])
+            out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
+            toks.append(self._choose(logits, prm, u[:, k] if u is not None else None, out))
 
         if s >= 1:
             choose(d.head.logits_from_feature(feat), 0)
@@ -397,7 +396,7 @@ class FusedIteration:
         if prm is None or u is None:
             accept, emitted = greedy_accept(drafts, logits.argmax(-1))
         else:
-            accept, emitted = self._sampled_accept(logits, drafts, qs, prm, u)
+            accept, emitted = self._sampled_accept(logits, drafts, dist, prm, u)
         e = g.extend
         assert e is not None
         _write_rows(e, rows, n - 1, emitted, table)
@@ -422,19 +421,19 @@ class FusedIteration:
             return greedy_accept(drafts, logits.argmax(-1))
         return self._sampled_accept(logits, drafts, None, prm, u)
 
-    def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, qs: list[tuple[torch.Tensor, torch.Tensor]] | None,
+    def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,
                         prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
         distribution (the plain sampler's: every filter applied on the device), in two kernel
-        launches (``rejection_kernels.sampled_accept``). ``qs``: each draft's candidates and their
-        probabilities; None: deterministic drafts (q one-hot at the draft, as the per-phase path
-        treats n-gram lookups). S = 0 samples the one row with ``u[:, 1]``."""
+        launches (``rejection_kernels.sampled_accept``). ``dist``: the drafts' probabilities and
+        candidates (target ids), [B, S, K] each; None: deterministic drafts (q one-hot at the
+        draft, as the per-phase path treats n-gram lookups). S = 0 samples the one row with
+        ``u[:, 1]``."""
         bs, ndt, _ = logits.shape
         s = ndt - 1
         dev = logits.device
-        if s and qs is not None:
-            cand = torch.stack([c for c, _ in qs], dim=1)  # [B, S, K] target ids
-            q = torch.stack([p for _, p in qs], dim=1)
+        if s and dist is not None:
+            q, cand = dist
         elif s:  # lookups: one candidate each, probability 1
             cand = drafts[:, :, None]
             q = torch.ones(bs, s, 1, dtype=torch.float32, device=dev)
@@ -442,8 +441,8 @@ class FusedIteration:
             cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=dev)
             q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=dev)
         u_residual = u[:, 2 * s] if s else u[:, 1]
-        return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.temperature, prm.top_k, prm.top_p,
-                                                prm.min_p, u[:, s : 2 * s], u_residual)
+        return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.col(rs.TEMP), prm.col(rs.TOP_K),
+                                                prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

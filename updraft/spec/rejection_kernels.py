@@ -281,14 +281,14 @@ def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim
 
 # ---- kernel 1: the filtered distribution per verify row --------------------------------------
 @triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
-def _filter_kernel(Logits, stride_row, Temp, TopK, TopP, MinP, Stats, Tiles, ndt, greedy_below,
-                   log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
+def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p,
+                   Stats, Tiles, ndt, greedy_below, log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
                    CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     req = row // ndt
     Row = Logits + row * stride_row
     Tile = Tiles + row * TILE
-    temp = tl.load(Temp + req)
+    temp = tl.load(Temp + req * s_temp).to(tl.float32)
     greedy = temp < greedy_below
     temp = tl.where(greedy, 1.0, temp)
     c = tl.math.div_rn(1.4426950408889634, temp)  # log2(e) / T
@@ -297,9 +297,9 @@ def _filter_kernel(Logits, stride_row, Temp, TopK, TopP, MinP, Stats, Tiles, ndt
     m = tl.where(bad, 0.0, m)
     z = tl.where(bad, V * 1.0, z)
     amax = tl.where(bad, 0, amax)
-    top_k = tl.load(TopK + req)
-    top_p = tl.load(TopP + req)
-    min_p = tl.load(MinP + req)
+    top_k = tl.load(TopK + req * s_top_k)  # any dtype (RowState's is float32): compared only
+    top_p = tl.load(TopP + req * s_top_p).to(tl.float32)
+    min_p = tl.load(MinP + req * s_min_p).to(tl.float32)
     sampled = (greedy == 0) & (bad == 0)
     k_on = sampled & (top_k > 0) & (top_k < n_fin)  # else every finite l is kept
     p_on = sampled & (top_p < 1.0)
@@ -354,16 +354,15 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     distribution for each row of ``logits`` [R, V] (any float dtype, unit stride along V); row
     ``r`` belongs to request ``r // ndt`` whose parameters are ``temperature`` / ``top_k`` /
     ``top_p`` / ``min_p`` [B] (raw: temperature below GREEDY_TEMPERATURE is greedy, top_k <= 0
-    or >= V, top_p >= 1 and min_p = 0 are off)."""
+    or >= V, top_p >= 1 and min_p = 0 are off; any strides, read in place; top_k of any dtype)."""
     rows, vocab = logits.shape
     assert logits.stride(1) == 1, "filter_rows: the vocabulary dimension must be contiguous"
     assert vocab < 2**24, "AMAX is stored as float32"
     stats = torch.empty((rows, NUM_STATS), dtype=torch.float32, device=logits.device)
     tiles = torch.empty((rows, TILE), dtype=torch.float32, device=logits.device)
     _filter_kernel[(rows,)](
-        logits, logits.stride(0), temperature.float().contiguous(), top_k.long().contiguous(),
-        top_p.float().contiguous(), min_p.float().contiguous(), stats, tiles, ndt,
-        GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
+        logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
+        top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
         CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, num_warps=8,
     )
     return stats
@@ -447,12 +446,12 @@ def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl
 
 
 @triton.jit(do_not_specialize=["sd_b", "sua_b", "sua_k", "sur_b", "S"])  # one for every S
-def _accept_kernel(Logits, stride_row, Temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
+def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
                    sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
                    K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
                    NBLK: tl.constexpr, NS: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
-    temp = tl.load(Temp + b)
+    temp = tl.load(Temp + b * s_temp).to(tl.float32)
     greedy = temp < greedy_below
     c = tl.math.div_rn(1.4426950408889634, tl.where(greedy, 1.0, temp))  # as filter_rows
     kk = tl.arange(0, KP2)
@@ -500,7 +499,7 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     """Lossless rejection sampling of ``drafts`` [B, S] against the rows ``filter_rows``
     described (``logits`` [B * (S + 1), V], ``stats``), the drafts' candidate distributions
     ``cand`` [B, S, K] (target ids, distinct per row) / ``q`` [B, S, K], uniforms ``u_accept``
-    [B, S] and ``u_residual`` [B] (any strides). Returns ``accept_len`` [B] int64 in 1..S+1 and
+    [B, S] and ``u_residual`` [B] (any strides; ``temperature`` too). Returns ``accept_len`` [B] int64 in 1..S+1 and
     ``emitted`` [B, S+1] int64 in ``rejection_accept``'s layout (columns past the accepted ones
     hold drafts, the last one d_1)."""
     bs, s = drafts.shape
@@ -510,7 +509,7 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     emitted = torch.empty((bs, s + 1), dtype=torch.int64, device=logits.device)
     block = _NSUB * _SUB
     _accept_kernel[(bs,)](
-        logits, logits.stride(0), temperature.float().contiguous(), stats, drafts,
+        logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,
         drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
         u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted,
         GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
@@ -552,6 +551,9 @@ def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: t
     def rep(t: torch.Tensor) -> torch.Tensor:
         return t.repeat_interleave(ndt) if ndt > 1 else t
 
+    # top_k may be float (RowState's): the sampler indexes with it (clamped first: any value >= V
+    # is off, and a float past int64 would not convert).
+    top_k = top_k.clamp(max=vocab).long()
     sb = SamplingBatch.on_device(rep(temperature), rep(top_k), rep(top_p), rep(min_p), vocab)
     probs = Sampler().probs(logits.reshape(bs * ndt, vocab), sb).view(bs, ndt, vocab)
     if s == 0:

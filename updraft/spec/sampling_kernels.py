@@ -71,10 +71,10 @@ def _mix32(x):
 
 
 @triton.jit
-def _uniform_kernel(Seed, Offset, Out, stream_c, n, BLOCK_N: tl.constexpr):
+def _uniform_kernel(Seed, s_seed, Offset, s_offset, Out, stream_c, n, BLOCK_N: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
-    seed = tl.load(Seed + row)
-    offset = tl.load(Offset + row)
+    seed = tl.load(Seed + row * s_seed).to(tl.int64)
+    offset = tl.load(Offset + row * s_offset).to(tl.int64)
     # stream_c may arrive as int32 (small streams) or int64 (>= 2**31): widen before mixing.
     k = _mix32(seed ^ stream_c.to(tl.int64))
     k = _mix32(k ^ (seed >> 32))  # arithmetic shift, as torch's on int64
@@ -88,18 +88,19 @@ def _uniform_kernel(Seed, Offset, Out, stream_c, n, BLOCK_N: tl.constexpr):
 
 def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
     """[B, n] float32 uniforms: ``device_rng.uniform(seed, offset, stream, n)``, bit for bit, in
-    one launch. ``seed`` and ``offset`` are [B] integer tensors (any strides)."""
+    one launch. ``seed`` and ``offset`` are [B] integer tensors, any strides (read in place: the
+    columns of ``RowState.rng`` cost no copy)."""
     if not use_triton(seed):
         return device_rng.uniform(seed, offset, stream, n)
-    seed = seed.long().contiguous()
-    offset = offset.long().contiguous()
     out = torch.empty((seed.shape[0], n), dtype=torch.float32, device=seed.device)
     if out.numel() == 0:
         return out
     block_n = triton.next_power_of_2(n)
     _uniform_kernel[(seed.shape[0],)](
         seed,
+        seed.stride(0),
         offset,
+        offset.stride(0),
         out,
         (stream * 0x9E3779B1) & 0xFFFFFFFF,
         n,
@@ -137,40 +138,49 @@ def choose_reference(
 
 @triton.jit
 def _choose_kernel(
-    Vals, Temp, TopK, TopP, MinP, U, Q, Pick, K: tl.constexpr, BLOCK_K: tl.constexpr
+    Vals, s_vals, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, U, s_u, Q, s_q,
+    Ids, s_ids, IdsOut, s_ids_out, Pick, K: tl.constexpr, BLOCK_K: tl.constexpr,
+    HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, BLOCK_K)
     valid = j < K
-    x = tl.load(Vals + row * K + j, mask=valid, other=float("-inf")) / tl.load(Temp + row)
+    x = tl.load(Vals + row * s_vals + j, mask=valid, other=float("-inf")).to(tl.float32)
+    x = x / tl.load(Temp + row * s_temp).to(tl.float32)
     # exp(-inf) = 0: masked lanes have p = 0 and add nothing to any sum below.
     e = tl.exp(x - tl.max(x, axis=0))
     p = e / tl.sum(e, axis=0)
-    top_k = tl.load(TopK + row)
+    # top_k of any dtype (RowState holds it as float32): compared, never converted.
+    top_k = tl.load(TopK + row * s_top_k)
     k_eff = tl.where(top_k > 0, top_k, K)
     p0 = tl.sum(tl.where(j == 0, p, 0.0), axis=0)  # entry 0, as the reference's p[:, :1]
     keep = (
         valid
         & (j < k_eff)
-        & (tl.cumsum(p, axis=0) - p < tl.load(TopP + row))
-        & (p >= tl.load(MinP + row) * p0)
+        & (tl.cumsum(p, axis=0) - p < tl.load(TopP + row * s_top_p).to(tl.float32))
+        & (p >= tl.load(MinP + row * s_min_p).to(tl.float32) * p0)
     )
     q = tl.where(keep, p, 0.0)
     q = q / tl.sum(q, axis=0)
-    tl.store(Q + row * K + j, q, mask=valid)
+    tl.store(Q + row * s_q + j, q, mask=valid)
     # Inverse CDF: the first entry whose running sum exceeds u * total, i.e. the number of
     # entries whose running sum is <= it (searchsorted right; the running sum never decreases,
     # and masked lanes are excluded from the count). The total is the running sum's last value
     # (its max), not a separately rounded sum, so the search is consistent with its own scale.
     cq = tl.cumsum(q, axis=0)
-    target = tl.load(U + row) * tl.max(tl.where(valid, cq, 0.0), axis=0)
+    target = tl.load(U + row * s_u).to(tl.float32) * tl.max(tl.where(valid, cq, 0.0), axis=0)
     pick = tl.sum((valid & (cq <= target)).to(tl.int64), axis=0)
     # The entry found always has q > 0 (its running sum rose past the previous one). Only when
     # no running sum exceeds the target (u * total rounded up to total) does the count run past
     # the last positive entry into the zero tail or off the row: take the last q > 0 entry then.
     # This one min is both the clamp to K - 1 and that guard.
-    last_pos = tl.max(tl.where(q > 0, j, 0), axis=0).to(tl.int64)
-    tl.store(Pick + row, tl.minimum(pick, last_pos))
+    pick = tl.minimum(pick, tl.max(tl.where(q > 0, j, 0), axis=0).to(tl.int64))
+    if HAS_IDS:  # the pick as its candidate's id (and the ids copied beside q)
+        ids = tl.load(Ids + row * s_ids + j, mask=valid, other=0)
+        if COPY_IDS:
+            tl.store(IdsOut + row * s_ids_out + j, ids, mask=valid)
+        pick = tl.sum(tl.where(j == pick, ids, 0), axis=0).to(tl.int64)
+    tl.store(Pick + row, pick)
 
 
 def choose(
@@ -180,37 +190,49 @@ def choose(
     top_p: torch.Tensor,
     min_p: torch.Tensor,
     u: torch.Tensor,
+    ids: torch.Tensor | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The sampling distribution over each row's candidates and one draw from it.
 
-    ``vals`` [B, K] float32: a row's best ``K <= MAX_K`` logits sorted descending (``topk``).
-    ``temp`` [B] (> 0; greedy rows pass 1 with ``top_k`` 1), ``top_k`` [B] int64 (0 or >= K:
-    off), ``top_p`` [B] (pass ``inf`` to turn it off: with 1.0 a running sum rounded to 1 would
-    drop the tail), ``min_p`` [B] (0: off), ``u`` [B] uniforms in (0, 1).
+    ``vals`` [B, K]: a row's best ``K <= MAX_K`` logits sorted descending (``topk``).
+    ``temp`` [B] (> 0; greedy rows pass 1 with ``top_k`` 1), ``top_k`` [B] (0 or >= K: off; any
+    dtype), ``top_p`` [B] (pass ``inf`` to turn it off: with 1.0 a running sum rounded to 1 would
+    drop the tail), ``min_p`` [B] (0: off), ``u`` [B] uniforms in (0, 1). Every [B] argument and
+    the rows of ``vals`` may be strided (read in place: columns of a packed table cost no copy).
 
     Returns ``q`` [B, K] float32 (softmax of ``vals / temp`` restricted to the entries kept by
     all three filters, renormalised; entry 0 is always kept) and ``pick`` [B] int64, the index
-    drawn from ``q`` by inverse CDF with ``u`` (never a zero-``q`` entry)."""
+    drawn from ``q`` by inverse CDF with ``u`` (never a zero-``q`` entry).
+
+    ``ids`` [B, K] int64 (the candidates' token ids; rows may be strided): the pick is returned
+    as ``ids[b, pick]`` instead. ``out`` (needs ``ids``): [B, K] float32 and int64 tensors (rows
+    may be strided, e.g. one draft step's slices of a [B, S, K] buffer) that receive ``q`` and a
+    copy of ``ids`` and are returned as ``q``; one kernel where a gather and stacks would be."""
     b, k = vals.shape
     assert 0 < k <= MAX_K, f"choose: {k} candidates (at most {MAX_K})"
+    assert out is None or ids is not None, "choose: out needs ids"
     if not use_triton(vals):
-        return choose_reference(vals, temp, top_k, top_p, min_p, u)
-    q = torch.empty((b, k), dtype=torch.float32, device=vals.device)
+        q, pick = choose_reference(vals, temp, top_k, top_p, min_p, u)
+        if ids is not None:
+            pick = ids.gather(1, pick[:, None]).squeeze(1)
+            if out is not None:
+                q = out[0].copy_(q)
+                out[1].copy_(ids)
+        return q, pick
+    q = out[0] if out is not None else torch.empty((b, k), dtype=torch.float32, device=vals.device)
     pick = torch.empty(b, dtype=torch.int64, device=vals.device)
     if b == 0:
         return q, pick
+    ids_in = ids if ids is not None else pick  # a placeholder pointer when there are no ids
+    ids_out = out[1] if out is not None else ids_in
+    rows = [vals, q] + ([ids_in, ids_out] if ids is not None else [])
+    assert all(t.shape == (b, k) and (t.stride(1) == 1 or k == 1) for t in rows), "choose: [B, K], contiguous along K"
     block_k = triton.next_power_of_2(k)
     _choose_kernel[(b,)](
-        vals.float().contiguous(),
-        temp.float().contiguous(),
-        top_k.long().contiguous(),
-        top_p.float().contiguous(),
-        min_p.float().contiguous(),
-        u.float().contiguous(),
-        q,
-        pick,
-        K=k,
-        BLOCK_K=block_k,
+        vals, vals.stride(0), temp, temp.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0),
+        min_p, min_p.stride(0), u, u.stride(0), q, q.stride(0), ids_in, ids_in.stride(0), ids_out,
+        ids_out.stride(0), pick, K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None,
         num_warps=min(4, num_warps(block_k)),
     )
     return q, pick
