@@ -80,3 +80,27 @@ def step_ops(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, int], float]:
         return Count.n / n
 
     return measure
+
+
+@pytest.fixture
+def body_kernels(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, int, bool, int], int]:
+    """``body_kernels(fused, s, sampled, bs)``: device kernels one captured iteration body
+    (``FusedIteration._body``) issues at (S, sampled, bs): aten compute ops plus Triton launches
+    (``count_ops``), with the sampled acceptance on its kernels as on a GPU (CPU engine runs keep
+    the dense path). Counted on a second run (the first compiles), on padding rows: nothing in a
+    body depends on the values."""
+    import torch
+
+    from updraft.spec import rejection_kernels
+    from updraft.testing import count_ops
+
+    monkeypatch.setattr(rejection_kernels, "INTERPRET", True)
+
+    def count(fused, s: int, sampled: bool, bs: int) -> int:  # noqa: ANN001
+        g = fused._build(s, sampled, bs)
+        with torch.inference_mode():
+            fused._body(g)
+            c = count_ops(lambda: fused._body(g))
+        return c.compute + c.triton
+
+    return count

@@ -123,6 +123,19 @@ def test_host_ops_per_fused_iteration_within_budget(target, eagle_head, step_ops
     assert per_iter <= 50, f"{per_iter:.1f} host tensor ops per speculative iteration (budget 50)"
 
 
+def test_sampled_body_kernels_within_budget(target, eagle3_head, body_kernels) -> None:  # noqa: ANN001
+    """Device kernels the sampled iteration body adds to the greedy one (EAGLE-3, S = 5, bs 1
+    and 8; ``body_kernels``). On a small model every kernel node of the graph costs ~2-4 us of
+    replay. Budget: 3 (one gather each of the packed parameters and RNG keys, the uniforms, per
+    draft step a top-k and ``choose`` where greedy has an argmax, the two acceptance kernels
+    where greedy matching has five ops, the offset advance one op shorter). It was 32 / 37
+    before the parameters were packed and the draft's choice fused."""
+    fused = fused_llm(target, eagle3_head, "eagle3", adaptive=False, steps=5).engine.driver.fused
+    for bs in (1, 8):
+        greedy, sampled = (body_kernels(fused, 5, sampled, bs) for sampled in (False, True))
+        assert sampled - greedy <= 3, f"bs {bs}: sampled {sampled} vs greedy {greedy} kernels (budget +3)"
+
+
 def test_fused_sampling_matches_the_target_distribution(target, eagle_head) -> None:  # noqa: ANN001
     """End to end through the fused graph (emulated): the first token the speculative iteration
     emits follows the target's own sampling distribution (T 0.8, top-k 6), chi-square over 1500
