@@ -76,7 +76,11 @@ LOG_NAME = "train_log.json"
 #: Config fields that decide which sequences get generated (the data cache is reused if equal).
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
 CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is planned
-REPLAN_STEPS = 150  # timed steps after which that plan is made once more, from the longer sample
+#: Steps after each plan at which it is made again, each from the steps since the previous plan
+#: only: the first few hundred steps run up to twice as slow as the rest (allocator growth, kernel
+#: heuristics for each new batch shape), and a plan that averages them in fills half the time
+#: (H100, 2026-11-25: planned at 140-147 ms/step, ran at 82).
+REPLAN_AFTER = (150, 1000)
 RESERVE_FRACTION = 0.1  # share of the time budget kept for saving and the final check
 
 
@@ -313,32 +317,38 @@ def engine_acceptance(
 @dataclass
 class _StepPlanner:
     """A time-budgeted run fixes its step count (and with it the LR schedule) after
-    CALIBRATION_STEPS timed steps, and plans once more after REPLAN_STEPS: the first steps run
-    slower (allocator growth, kernel heuristics for each new batch shape), so the first plan
-    can be short by half. A schedule loaded by --resume stays as it is."""
+    CALIBRATION_STEPS timed steps, then plans again REPLAN_AFTER[i] steps after each plan, timing
+    only the steps since that plan (see REPLAN_AFTER). Each new plan changes the cosine's length
+    early in the schedule, where its LR has barely moved. A schedule loaded by --resume stays as
+    it is."""
 
     calib_start: tuple[int, float] | None = None
-    planned_at: int | None = None  # the step of this run's first plan, until it is re-planned
+    replans: int = 0  # plans made after the first
+    planning: bool = False  # this run planned the schedule and has re-plans left
 
     def due(self, state: TrainState) -> bool:
-        if state.total_steps is not None and self.planned_at is None:
+        if state.total_steps is not None and not self.planning:
             return False
         if self.calib_start is None or (state.total_steps is None and state.step == 2):
             self.calib_start = (state.step, time.time())
             return False
         done = state.step - self.calib_start[0]
-        return (state.total_steps is None and done >= CALIBRATION_STEPS) or (self.planned_at is not None and done == REPLAN_STEPS)
+        if state.total_steps is None:
+            return done >= CALIBRATION_STEPS
+        return done >= REPLAN_AFTER[self.replans]
 
     def plan(self, cfg: TrainConfig, state: TrainState, train_start: float, train_deadline: float | None) -> None:
         assert self.calib_start is not None
-        per_step = (time.time() - self.calib_start[1]) / (state.step - self.calib_start[0])
+        now = time.time()
+        per_step = (now - self.calib_start[1]) / (state.step - self.calib_start[0])
         first = state.total_steps is None
         state.total_steps = _plan_steps(cfg, state.step, per_step, train_start, train_deadline)
         if first:
             state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
-            self.planned_at = state.step
         else:
-            self.planned_at = None  # done: the schedule stays fixed from here (and on --resume)
+            self.replans += 1
+        self.planning = self.replans < len(REPLAN_AFTER)  # else the schedule stays fixed (and on --resume)
+        self.calib_start = (state.step, now)
         _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
 
 
