@@ -160,3 +160,29 @@ def test_fused_sampling_matches_the_target_distribution(target, eagle_head) -> N
     support = probs > 0
     assert obs[~support].sum() == 0
     assert chisquare(obs[support], probs[support] / probs[support].sum() * obs.sum()).pvalue > 1e-4
+
+
+def test_fused_steps_make_no_cuda_event_and_no_stream_lookup(target, reference, eagle_head, fake_cuda) -> None:  # noqa: ANN001
+    """On CUDA a speculative iteration makes no event and calls no ``torch.cuda.current_stream``
+    (each was host time per iteration on the H100: three new events, three stream lookups): the
+    CUDA launcher and table writer run here over faked events and stream, the graph emulated."""
+    import torch
+
+    from updraft.memory.table_writer import TableWriter
+    from updraft.runtime.launcher import CudaLauncher
+
+    llm = fused_llm(target, eagle_head, "eagle", adaptive=False)
+    eng = llm.engine
+    eng.driver.fused.launcher = CudaLauncher(torch.device("cpu"))
+    eng.allocator.table_writer = TableWriter(eng.req_pool.req_to_token, staged=True)
+    made, lookups = fake_cuda.events, fake_cuda.stream_lookups
+    ps = prompts(3, seed=6)
+    params = SamplingParams(temperature=0.0, max_tokens=120, ignore_eos=True)
+    outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+    assert [o[:20] for o in outs] == reference(ps) and all(len(o) == 120 for o in outs)
+    launches = eng.driver.launches
+    assert launches >= 20
+    assert len(fake_cuda.records) > 3 * launches + 3, "expected table writes while decoding"
+    assert (fake_cuda.events, fake_cuda.stream_lookups) == (made, lookups), "an event or a stream lookup per iteration"
+    assert all(s is fake_cuda.stream for _, s in fake_cuda.records)
+

@@ -26,7 +26,7 @@ plain target step that keeps the draft's KV and feature current), the captured b
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
 is pure device work in both graph-capable backends), so a launch is: one copy of the row list,
-one replay, one copy back. Padded rows use row 0 (see ``RowState``).
+one replay, one copy back, with events made once (``updraft.runtime.launcher``). Padded rows use row 0 (see ``RowState``).
 
 KV: the host must have allocated positions ``< N + S`` of every row before launching (the
 scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
@@ -38,12 +38,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
+from updraft.runtime.launcher import Pending, make_launcher
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler
@@ -93,6 +95,8 @@ class _IterGraph:
     out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
     rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
     out_host: list[torch.Tensor] = field(default_factory=list)
+    rows_np: list[np.ndarray] = field(default_factory=list)  # numpy views of the slots above
+    out_np: list[np.ndarray] = field(default_factory=list)
     graph: EmulatedGraph | CudaGraph | None = None
 
 
@@ -127,18 +131,6 @@ class _RowParams:
     top_p_eff: torch.Tensor  # inf where top-p is off (rounding must not drop the tail)
 
 
-class _EmulatedCopy:
-    """The emulator's stand-in for the device-to-host copy and its event: the values are taken
-    at launch (as the copy queued behind the replay would read them) but land in the host buffer
-    only when the host waits, so reading results before waiting fails on CPU as on a GPU."""
-
-    def __init__(self, dst: torch.Tensor, src: torch.Tensor) -> None:
-        self.dst, self.src = dst, src.clone()
-
-    def synchronize(self) -> None:
-        self.dst.copy_(self.src)
-
-
 @dataclass
 class InFlight:
     """One launched iteration; ``wait`` returns its results (the only host sync)."""
@@ -148,9 +140,8 @@ class InFlight:
     sampled: bool
     bs: int
     captured: bool  # the launch captured its graph first (its host time is no iteration's cost)
-    out_host: torch.Tensor
-    done: torch.cuda.Event | _EmulatedCopy
-    timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
+    out_host: np.ndarray  # [bs, S + 2]: the pinned slot the results are copied into
+    done: Pending
 
     def wait(self) -> tuple[list[int], list[list[int]]]:
         self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)
@@ -160,10 +151,7 @@ class InFlight:
 
     def seconds(self) -> float:
         """Device time of the replay (read after ``wait``)."""
-        if isinstance(self.timing, float):
-            return self.timing
-        start, end = self.timing
-        return start.elapsed_time(end) / 1000.0
+        return self.done.seconds()
 
 
 class FusedIteration:
@@ -191,6 +179,9 @@ class FusedIteration:
         self.capture_seconds = 0.0
         self._slot = 0
         self._pinned = self.device.type == "cuda"
+        #: events and stream made once (CUDA), see ``updraft.runtime.launcher``
+        self.launcher = make_launcher(self.device)
+        self._bucket_of = [next(b for b in self.sizes if b >= n) for n in range(self.sizes[-1] + 1)]
 
     @property
     def speculative(self) -> bool:
@@ -264,9 +255,10 @@ class FusedIteration:
         g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
         for _ in range(2):
-            host = torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned)
-            g.rows_host.append(host)
+            g.rows_host.append(torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned))
             g.out_host.append(torch.zeros(bs, s + 2, dtype=torch.long, pin_memory=self._pinned))
+        g.rows_np = [h.numpy() for h in g.rows_host]
+        g.out_np = [h.numpy() for h in g.out_host]
         return g
 
     def _capture(self, s: int, sampled: bool, bs: int) -> _IterGraph:
@@ -304,7 +296,7 @@ class FusedIteration:
 
     def bucket(self, n: int) -> int:
         """The captured batch size a batch of ``n`` requests replays at."""
-        return next(b for b in self.sizes if b >= n)
+        return self._bucket_of[n]
 
     def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
         bs = self.bucket(n)
@@ -448,28 +440,19 @@ class FusedIteration:
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:
         """Replay the iteration for ``reqs`` (their rows admitted, their KV allocated)."""
-        captured = (num_steps, sampled, self.bucket(len(reqs))) not in self.graphs
-        g = self.graph_for(num_steps, sampled, len(reqs))
-        self._slot ^= 1
-        rows_host, out_host = g.rows_host[self._slot], g.out_host[self._slot]
-        staged = rows_host.numpy()  # a plain host write, no tensor op
+        n = len(reqs)
+        g = self.graphs.get((num_steps, sampled, self.bucket(n)))
+        captured = g is None
+        if g is None:
+            g = self._capture(num_steps, sampled, self.bucket(n))
+        slot = self._slot ^ 1
+        staged = g.rows_np[slot]  # plain host writes, no tensor op
         staged[:] = 0
-        staged[: len(reqs)] = [r.row for r in reqs]
-        g.rows.copy_(rows_host, non_blocking=True)
+        staged[:n] = [r.row for r in reqs]
+        g.rows.copy_(g.rows_host[slot], non_blocking=True)
         assert g.graph is not None
-        done: torch.cuda.Event | _EmulatedCopy
-        timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
-        if self.device.type == "cuda":
-            start, end, copied = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), torch.cuda.Event())
-            start.record()
-            g.graph.replay()
-            end.record()
-            out_host.copy_(g.out, non_blocking=True)
-            copied.record()
-            done, timing = copied, (start, end)
-        else:
-            t0 = time.perf_counter()
-            g.graph.replay()
-            timing = time.perf_counter() - t0
-            done = _EmulatedCopy(out_host, g.out)
-        return InFlight(reqs, num_steps, sampled, g.bs, captured, out_host, done, timing)
+        done = self.launcher.launch(slot, g.graph.replay, g.out_host[slot], g.out)
+        # Only a launch that got this far takes the slot: a retry after a failed launch must not
+        # take the slot of the iteration still in flight.
+        self._slot = slot
+        return InFlight(reqs, num_steps, sampled, g.bs, captured, g.out_np[slot], done)
