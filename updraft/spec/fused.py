@@ -25,8 +25,9 @@ plain target step that keeps the draft's KV and feature current), the captured b
 
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
-is pure device work in both graph-capable backends), so a launch is: one copy of the row list,
-one replay, one copy back, with events made once (``updraft.runtime.launcher``). Padded rows use row 0 (see ``RowState``).
+is pure device work in both graph-capable backends), so a launch is: one copy of the row list
+(only when the batch's rows changed since the graph's last launch), one replay, one copy back,
+with events made once (``updraft.runtime.launcher``). Padded rows use row 0 (see ``RowState``).
 
 KV: the host must have allocated positions ``< N + S`` of every row before launching (the
 scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
@@ -97,6 +98,9 @@ class _IterGraph:
     out_host: list[torch.Tensor] = field(default_factory=list)
     rows_np: list[np.ndarray] = field(default_factory=list)  # numpy views of the slots above
     out_np: list[np.ndarray] = field(default_factory=list)
+    #: the request rows ``rows`` holds (stream order: the last copy queued), None: unknown.
+    #: Only ``launch`` and ``capture_all`` write ``rows``; both keep this current.
+    rows_now: list[int] | None = None
     graph: EmulatedGraph | CudaGraph | None = None
 
 
@@ -287,6 +291,7 @@ class FusedIteration:
                 if self.device.type == "cuda" and g.graph is not None:
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     g.rows.zero_()  # padding rows only: row 0 and the scratch KV slot
+                    g.rows_now = None
                     start.record()
                     g.graph.replay()
                     end.record()
@@ -446,10 +451,13 @@ class FusedIteration:
         if g is None:
             g = self._capture(num_steps, sampled, self.bucket(n))
         slot = self._slot ^ 1
-        staged = g.rows_np[slot]  # plain host writes, no tensor op
-        staged[:] = 0
-        staged[:n] = [r.row for r in reqs]
-        g.rows.copy_(g.rows_host[slot], non_blocking=True)
+        rows = [r.row for r in reqs]
+        if rows != g.rows_now:  # else the graph's rows already hold them (a steady batch: no copy)
+            staged = g.rows_np[slot]  # plain host writes, no tensor op
+            staged[:] = 0
+            staged[:n] = rows
+            g.rows.copy_(g.rows_host[slot], non_blocking=True)
+            g.rows_now = rows
         assert g.graph is not None
         done = self.launcher.launch(slot, g.graph.replay, g.out_host[slot], g.out)
         # Only a launch that got this far takes the slot: a retry after a failed launch must not
