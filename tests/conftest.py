@@ -55,3 +55,54 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
 def tiny_hf():  # noqa: ANN201
     """The transformers model behind ``tiny_checkpoint`` (same arguments, same weights)."""
     return tiny_hf_model
+
+
+# ---- CUDA events and streams faked on a CPU (host work per launch is countable here) ---------
+class FakeCuda:
+    """What ``fake_cuda`` counts: events made, ``torch.cuda.current_stream`` calls (an event
+    recorded without a stream makes one, as the real ``Event.record()`` does), and every
+    record as (event, stream)."""
+
+    def __init__(self) -> None:
+        self.stream = object()  # the one stream current_stream hands out
+        self.events = 0
+        self.stream_lookups = 0
+        self.records: list[tuple[object, object]] = []
+        self.busy: set[object] = set()  # events whose work has not run (query() is False)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+    """``torch.cuda.Event`` and ``torch.cuda.current_stream`` replaced by counting fakes."""
+    import torch
+
+    cuda = FakeCuda()
+
+    class Event:
+        def __init__(self, enable_timing: bool = False, **_: object) -> None:
+            cuda.events += 1
+            self.timing = enable_timing
+
+        def record(self, stream: object = None) -> None:
+            if stream is None:
+                cuda.stream_lookups += 1
+                stream = cuda.stream
+            cuda.records.append((self, stream))
+
+        def query(self) -> bool:
+            return self not in cuda.busy
+
+        def synchronize(self) -> None:
+            cuda.busy.discard(self)
+
+        def elapsed_time(self, end: Event) -> float:
+            assert self.timing and end.timing, "elapsed_time needs timing events"
+            return 1.5  # milliseconds
+
+    def current_stream(device: object = None) -> object:
+        cuda.stream_lookups += 1
+        return cuda.stream
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", current_stream)
+    return cuda

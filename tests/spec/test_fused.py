@@ -173,3 +173,69 @@ def test_fused_sampling_matches_the_target_distribution(target, eagle_head) -> N
     support = probs > 0
     assert obs[~support].sum() == 0
     assert chisquare(obs[support], probs[support] / probs[support].sum() * obs.sum()).pvalue > 1e-4
+
+
+def test_fused_steps_make_no_cuda_event_and_no_stream_lookup(target, reference, eagle_head, fake_cuda) -> None:  # noqa: ANN001
+    """On CUDA a speculative iteration makes no event and calls no ``torch.cuda.current_stream``
+    (each was host time per iteration on the H100: three new events, three stream lookups): the
+    CUDA launcher and table writer run here over faked events and stream, the graph emulated."""
+    import torch
+
+    from updraft.memory.table_writer import TableWriter
+    from updraft.runtime.launcher import CudaLauncher
+
+    llm = fused_llm(target, eagle_head, "eagle", adaptive=False)
+    eng = llm.engine
+    eng.driver.fused.launcher = CudaLauncher(torch.device("cpu"))
+    eng.allocator.table_writer = TableWriter(eng.req_pool.req_to_token, staged=True)
+    made, lookups = fake_cuda.events, fake_cuda.stream_lookups
+    ps = prompts(3, seed=6)
+    params = SamplingParams(temperature=0.0, max_tokens=120, ignore_eos=True)
+    outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+    assert [o[:20] for o in outs] == reference(ps) and all(len(o) == 120 for o in outs)
+    launches = eng.driver.launches
+    assert launches >= 20
+    assert len(fake_cuda.records) > 3 * launches + 3, "expected table writes while decoding"
+    assert (fake_cuda.events, fake_cuda.stream_lookups) == (made, lookups), "an event or a stream lookup per iteration"
+    assert all(s is fake_cuda.stream for _, s in fake_cuda.records)
+
+
+def test_fused_launch_copies_the_rows_only_when_the_batch_changes(target, eagle_head) -> None:  # noqa: ANN001
+    """A steady batch replays on the rows its graph already holds (no host-to-device copy per
+    iteration); when a request leaves, the next launch copies the new rows once."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    llm = fused_llm(target, eagle_head, "eagle", adaptive=False)
+    eng = llm.engine
+    fused = eng.driver.fused
+    reqs = [eng.add_request(p, SamplingParams(temperature=0.0, max_tokens=60, ignore_eos=True)) for p in prompts(4, seed=8)]
+    while any(r.in_prefill for r in reqs) or eng.driver.inflight is None:
+        eng.step()
+    eng.step()
+    rows_ptrs = {g.rows.data_ptr() for g in fused.graphs.values()}
+
+    class RowCopies(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            if func is torch.ops.aten.copy_.default and args[0].data_ptr() in rows_ptrs:
+                RowCopies.n += 1
+            return func(*args, **(kwargs or {}))
+
+    def copies(steps: int) -> int:
+        RowCopies.n = 0
+        launches = eng.driver.launches
+        with RowCopies():
+            for _ in range(steps):
+                eng.step()
+        assert eng.driver.launches - launches == steps
+        return RowCopies.n
+
+    assert copies(5) == 0
+    eng.abort(reqs[1].request_id)  # 3 requests: the same captured batch size (4), other rows
+    assert copies(1) == 1
+    assert copies(5) == 0
+    while eng.has_unfinished():
+        eng.step()
+    assert [len(r.output_ids) for r in reqs if r is not reqs[1]] == [60, 60, 60]

@@ -123,6 +123,8 @@ class SpecDriver:
 
     def take_freeable(self) -> list[Request]:
         """Deferred requests that no iteration in flight touches any more."""
+        if not self._deferred:
+            return []
         keep = [r for r in self._deferred if self.in_flight(r)]
         done = [r for r in self._deferred if not self.in_flight(r)]
         self._deferred = keep

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import torch
 
+from updraft.memory.table_writer import TableWriter
+
 
 class ReqToTokenPool:
     """Rows of the request -> KV slot table. Row 0 is the reserved padding row."""
@@ -116,6 +118,7 @@ class PagedAllocator:
         self._want = [0] * rows  # requested positions per row
         self._cap = [0] * rows  # positions whose slots are in the table (held pages, capped at the width)
         self._exact_pages = 0  # pages the requested positions need, summed over rows
+        self.table_writer = TableWriter(req_pool.req_to_token)
 
     @property
     def num_free_pages(self) -> int:
@@ -214,9 +217,9 @@ class PagedAllocator:
             else:
                 w_slots.extend(pages[q // p] * p + q % p for q in range(start, end))
             cap[row] = end
-        # One packed copy, non-blocking from pinned memory on CUDA: a blocking copy would
+        # One packed copy, non-blocking from pinned staging on CUDA: a blocking copy would
         # wait for every queued kernel, i.e. for the speculative iteration in flight.
-        self._write_table(w_rows, w_pos, w_slots)
+        self.table_writer.write(w_rows, w_pos, w_slots)
 
     def _reclaim(self, count: int) -> None:
         """Move at least ``count`` slack pages of rows back to the free list."""
@@ -236,17 +239,7 @@ class PagedAllocator:
                 if count <= 0:
                     break
         # Reclaimed slots now belong to other rows: no stale table entry may point at them.
-        self._write_table(rows, cols, [0] * len(rows))
-
-    def _write_table(self, rows: list[int], cols: list[int], slots: list[int]) -> None:
-        if not rows:
-            return
-        dev = self.req_pool.device
-        packed = torch.tensor([rows, cols, slots], dtype=torch.int64)
-        if dev.type == "cuda":
-            packed = packed.pin_memory()
-        packed = packed.to(dev, non_blocking=True)
-        self.req_pool.req_to_token[packed[0], packed[1]] = packed[2].to(torch.int32)
+        self.table_writer.write(rows, cols, [0] * len(rows))
 
     def free(self, row: int) -> None:
         """Return every page of ``row`` and clear its table row (stale slots must not survive)."""

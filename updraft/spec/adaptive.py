@@ -34,9 +34,11 @@ from __future__ import annotations
 import statistics
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 #: (S, captured batch size, sampled)
 _Key = tuple[int, int, bool]
+_K = TypeVar("_K")
 
 
 @dataclass
@@ -59,6 +61,13 @@ class AdaptiveSteps:
     _iters: int = 0
     _explored: int = 0
     chosen: Counter[int] = field(default_factory=Counter)
+    # Caches for the choice (it reads every S's cost and E[S] per iteration): the medians of the
+    # windows above (dropped when a window moves) and E[S] for S = 0, 1, ... (cleared when the
+    # acceptance moves). Filled on use: with S pinned nothing reads them.
+    _device_med: dict[_Key, float] = field(default_factory=dict)
+    _host_med: dict[tuple[int, bool], float] = field(default_factory=dict)
+    _expected: list[float] = field(default_factory=list)
+    _run: float = 1.0  # prod_{j <= len(_expected) - 1} a_j
 
     def __post_init__(self) -> None:
         self.choices = sorted(set(self.choices))
@@ -74,20 +83,22 @@ class AdaptiveSteps:
         return (acc + 2.0) / (trials + 4.0)
 
     def expected_tokens(self, s: int) -> float:
-        total, run = 1.0, 1.0
-        for j in range(1, s + 1):
-            run *= self.rate(j)
-            total += run
-        return total
+        ex = self._expected
+        if not ex:
+            ex.append(1.0)
+            self._run = 1.0
+        for j in range(len(ex), s + 1):  # the same sums, in the same order, as one loop over 1..s
+            self._run *= self.rate(j)
+            ex.append(ex[-1] + self._run)
+        return ex[s]
 
     def cost(self, s: int, bs: int, sampled: bool = False) -> float | None:
         """Estimated seconds per iteration of S in this bucket; None before any device time."""
-        device = self._device.get((s, bs, sampled))
-        if not device:
+        dev = _median(self._device, self._device_med, (s, bs, sampled))
+        if dev is None:
             return None
-        host_samples = self._host.get((bs, sampled))
-        host = statistics.median(host_samples) if host_samples else 0.0
-        dev = statistics.median(device)
+        host = _median(self._host, self._host_med, (bs, sampled))
+        host = 0.0 if host is None else host
         return max(dev, host) if self.overlap else dev + host
 
     def choose(self, bs: int, sampled: bool = False) -> int:
@@ -155,15 +166,18 @@ class AdaptiveSteps:
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
         """Device time of one replay of S in this bucket."""
         self._device.setdefault((s, bs, sampled), deque(maxlen=self.window)).append(seconds)
+        self._device_med.pop((s, bs, sampled), None)
 
     def record_host(self, bs: int, seconds: float, sampled: bool = False) -> None:
         """Host work of one iteration in this bucket (completion to completion, minus waiting)."""
         self._host.setdefault((bs, sampled), deque(maxlen=self.window)).append(seconds)
+        self._host_med.pop((bs, sampled), None)
 
     def record(self, s: int, accept_lens: list[int]) -> None:
         """Every row's accept length (1..S+1) of one finished iteration."""
         if s == 0 or not accept_lens:
             return
+        self._expected.clear()
         for j in range(1, s + 1):
             st = self._acc.setdefault(j, [0.0, 0.0])
             st[0] *= self.decay
@@ -184,3 +198,14 @@ class AdaptiveSteps:
                         for s, b, smp in sorted(self._device)
                         if (c := self.cost(s, b, smp)) is not None},
         }
+
+
+def _median(windows: dict[_K, deque[float]], cache: dict[_K, float], key: _K) -> float | None:
+    """The median of ``windows[key]`` (None: no samples), cached in ``cache`` until it moves."""
+    m = cache.get(key)
+    if m is None:
+        w = windows.get(key)
+        if not w:
+            return None
+        m = cache[key] = statistics.median(w)
+    return m

@@ -25,8 +25,9 @@ plain target step that keeps the draft's KV and feature current), the captured b
 
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
-is pure device work in both graph-capable backends), so a launch is: one copy of the row list,
-one replay, one copy back. Padded rows use row 0 (see ``RowState``).
+is pure device work in both graph-capable backends), so a launch is: one copy of the row list
+(only when the batch's rows changed since the graph's last launch), one replay, one copy back,
+with events made once (``updraft.runtime.launcher``). Padded rows use row 0 (see ``RowState``).
 
 KV: the host must have allocated positions ``< N + S`` of every row before launching (the
 scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
@@ -38,6 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
@@ -45,6 +47,7 @@ from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
+from updraft.runtime.launcher import Pending, make_launcher
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import Sampler
@@ -94,6 +97,11 @@ class _IterGraph:
     out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
     rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
     out_host: list[torch.Tensor] = field(default_factory=list)
+    rows_np: list[np.ndarray] = field(default_factory=list)  # numpy views of the slots above
+    out_np: list[np.ndarray] = field(default_factory=list)
+    #: the request rows ``rows`` holds (stream order: the last copy queued), None: unknown.
+    #: Only ``launch`` and ``capture_all`` write ``rows``; both keep this current.
+    rows_now: list[int] | None = None
     graph: EmulatedGraph | CudaGraph | None = None
 
 
@@ -128,18 +136,6 @@ class _RowParams:
         return self.table[:, c]
 
 
-class _EmulatedCopy:
-    """The emulator's stand-in for the device-to-host copy and its event: the values are taken
-    at launch (as the copy queued behind the replay would read them) but land in the host buffer
-    only when the host waits, so reading results before waiting fails on CPU as on a GPU."""
-
-    def __init__(self, dst: torch.Tensor, src: torch.Tensor) -> None:
-        self.dst, self.src = dst, src.clone()
-
-    def synchronize(self) -> None:
-        self.dst.copy_(self.src)
-
-
 @dataclass
 class InFlight:
     """One launched iteration; ``wait`` returns its results (the only host sync)."""
@@ -149,9 +145,8 @@ class InFlight:
     sampled: bool
     bs: int
     captured: bool  # the launch captured its graph first (its host time is no iteration's cost)
-    out_host: torch.Tensor
-    done: torch.cuda.Event | _EmulatedCopy
-    timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
+    out_host: np.ndarray  # [bs, S + 2]: the pinned slot the results are copied into
+    done: Pending
 
     def wait(self) -> tuple[list[int], list[list[int]]]:
         self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)
@@ -161,10 +156,7 @@ class InFlight:
 
     def seconds(self) -> float:
         """Device time of the replay (read after ``wait``)."""
-        if isinstance(self.timing, float):
-            return self.timing
-        start, end = self.timing
-        return start.elapsed_time(end) / 1000.0
+        return self.done.seconds()
 
 
 class FusedIteration:
@@ -192,6 +184,9 @@ class FusedIteration:
         self.capture_seconds = 0.0
         self._slot = 0
         self._pinned = self.device.type == "cuda"
+        #: events and stream made once (CUDA), see ``updraft.runtime.launcher``
+        self.launcher = make_launcher(self.device)
+        self._bucket_of = [next(b for b in self.sizes if b >= n) for n in range(self.sizes[-1] + 1)]
 
     @property
     def speculative(self) -> bool:
@@ -265,9 +260,10 @@ class FusedIteration:
         g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
         for _ in range(2):
-            host = torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned)
-            g.rows_host.append(host)
+            g.rows_host.append(torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned))
             g.out_host.append(torch.zeros(bs, s + 2, dtype=torch.long, pin_memory=self._pinned))
+        g.rows_np = [h.numpy() for h in g.rows_host]
+        g.out_np = [h.numpy() for h in g.out_host]
         return g
 
     def _capture(self, s: int, sampled: bool, bs: int) -> _IterGraph:
@@ -296,6 +292,7 @@ class FusedIteration:
                 if self.device.type == "cuda" and g.graph is not None:
                     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     g.rows.zero_()  # padding rows only: row 0 and the scratch KV slot
+                    g.rows_now = None
                     start.record()
                     g.graph.replay()
                     end.record()
@@ -305,7 +302,7 @@ class FusedIteration:
 
     def bucket(self, n: int) -> int:
         """The captured batch size a batch of ``n`` requests replays at."""
-        return next(b for b in self.sizes if b >= n)
+        return self._bucket_of[n]
 
     def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
         bs = self.bucket(n)
@@ -447,28 +444,22 @@ class FusedIteration:
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:
         """Replay the iteration for ``reqs`` (their rows admitted, their KV allocated)."""
-        captured = (num_steps, sampled, self.bucket(len(reqs))) not in self.graphs
-        g = self.graph_for(num_steps, sampled, len(reqs))
-        self._slot ^= 1
-        rows_host, out_host = g.rows_host[self._slot], g.out_host[self._slot]
-        staged = rows_host.numpy()  # a plain host write, no tensor op
-        staged[:] = 0
-        staged[: len(reqs)] = [r.row for r in reqs]
-        g.rows.copy_(rows_host, non_blocking=True)
+        n = len(reqs)
+        g = self.graphs.get((num_steps, sampled, self.bucket(n)))
+        captured = g is None
+        if g is None:
+            g = self._capture(num_steps, sampled, self.bucket(n))
+        slot = self._slot ^ 1
+        rows = [r.row for r in reqs]
+        if rows != g.rows_now:  # else the graph's rows already hold them (a steady batch: no copy)
+            staged = g.rows_np[slot]  # plain host writes, no tensor op
+            staged[:] = 0
+            staged[:n] = rows
+            g.rows.copy_(g.rows_host[slot], non_blocking=True)
+            g.rows_now = rows
         assert g.graph is not None
-        done: torch.cuda.Event | _EmulatedCopy
-        timing: tuple[torch.cuda.Event, torch.cuda.Event] | float
-        if self.device.type == "cuda":
-            start, end, copied = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), torch.cuda.Event())
-            start.record()
-            g.graph.replay()
-            end.record()
-            out_host.copy_(g.out, non_blocking=True)
-            copied.record()
-            done, timing = copied, (start, end)
-        else:
-            t0 = time.perf_counter()
-            g.graph.replay()
-            timing = time.perf_counter() - t0
-            done = _EmulatedCopy(out_host, g.out)
-        return InFlight(reqs, num_steps, sampled, g.bs, captured, out_host, done, timing)
+        done = self.launcher.launch(slot, g.graph.replay, g.out_host[slot], g.out)
+        # Only a launch that got this far takes the slot: a retry after a failed launch must not
+        # take the slot of the iteration still in flight.
+        self._slot = slot
+        return InFlight(reqs, num_steps, sampled, g.bs, captured, g.out_np[slot], done)
