@@ -1,0 +1,130 @@
+"""Where a fused iteration's device time goes (GPU): kernels per replay, GPU-busy time and the
+kernels that cost most, for the plain step (S = 0) and the S = 5 iteration, greedy and sampled
+(T = 0.7, top-p 0.9), from the profiler over graph replays (CUPTI traces the kernels of a graph
+launch). Also the difference sampled minus greedy per kernel name: what the sampled cycle pays.
+
+    python benchmarks/cycle_profile.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
+
+Prints a short table per variant; writes ``cycle_profile.json`` to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).parent))
+from graph_phases import fake_requests  # noqa: E402
+from spec_iteration import head_method  # noqa: E402
+
+from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.engine.engine import Engine  # noqa: E402
+from updraft.provenance import git_commit  # noqa: E402
+from updraft.sampling_params import SamplingParams  # noqa: E402
+
+#: Kernel-name fragments -> group (first match wins; names are lowercased).
+GROUPS = (("gemm", ("gemm", "cutlass", "nvjet", "sm90_xmma", "splitk")), ("attention", ("attn", "decode", "extend", "merge")),
+          ("sampling", ("sample", "accept", "choose", "uniform", "filter", "rejection")), ("topk/sort", ("topk", "sort", "radix")),
+          ("norm", ("rms", "norm")), ("reduce/argmax", ("reduce", "argmax", "max_")))
+
+
+def group(name: str) -> str:
+    low = name.lower()
+    return next((g for g, keys in GROUPS if any(k in low for k in keys)), "other")
+
+
+def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: int, iters: int) -> dict[str, Any]:
+    """Kernels of ``iters`` replays of the fused iteration (``steps`` drafts) at batch ``bs``."""
+    drv = eng.driver
+    assert drv is not None, eng.graph_log
+    reqs = fake_requests(eng, bs, context)
+    for r in reqs:
+        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+    drv.admit(reqs)
+    drv.fused.graph_for(steps, sampled, bs)
+    secs = []
+    for _ in range(5):  # warm-up outside the trace
+        drv.admit(reqs)
+        drv.fused.launch(reqs, steps, sampled).wait()
+    if eng.device.type == "cuda":
+        torch.cuda.synchronize()
+    acts = [ProfilerActivity.CUDA] if eng.device.type == "cuda" else [ProfilerActivity.CPU]  # CPU: a smoke run only
+    with profile(activities=acts) as prof:
+        for _ in range(iters):
+            drv.admit(reqs)
+            inf = drv.fused.launch(reqs, steps, sampled)
+            inf.wait()
+            secs.append(inf.seconds() * 1e3)
+    for r in reqs:
+        eng.scheduler.release(r)
+    per_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # name -> [us, count] per replay
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in ev.name.lower() and "memset" not in ev.name.lower():
+            per_name[ev.name][0] += ev.device_time / iters
+            per_name[ev.name][1] += 1 / iters
+    groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for name, (us, n) in per_name.items():
+        groups[group(name)][0] += us
+        groups[group(name)][1] += n
+    busy = sum(us for us, _ in per_name.values())
+    return {"replay_ms": statistics.median(secs), "busy_ms": busy / 1e3, "kernels": round(sum(n for _, n in per_name.values()), 1),
+            "groups": {g: {"us": round(us, 1), "kernels": round(n, 1)} for g, (us, n) in sorted(groups.items(), key=lambda x: -x[1][0])},
+            "top": [{"name": k[:90], "us": round(v[0], 1), "count": round(v[1], 1)}
+                    for k, v in sorted(per_name.items(), key=lambda x: -x[1][0])[:25]],
+            "all": {k[:120]: [round(v[0], 2), round(v[1], 2)] for k, v in per_name.items()}}
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per kernel name, b minus a (us and count per replay), largest first."""
+    names = set(a["all"]) | set(b["all"])
+    rows = [{"name": n[:90], "us": round(b["all"].get(n, [0, 0])[0] - a["all"].get(n, [0, 0])[0], 1),
+             "count": round(b["all"].get(n, [0, 0])[1] - a["all"].get(n, [0, 0])[1], 1)} for n in names]
+    return sorted([r for r in rows if abs(r["us"]) >= 1 or r["count"]], key=lambda r: -abs(r["us"]))[:20]
+
+
+def show(key: str, r: dict[str, Any]) -> None:
+    print(f"== {key}: replay {r['replay_ms']:.3f} ms, GPU busy {r['busy_ms']:.3f} ms, {r['kernels']} kernels")
+    print("   " + ", ".join(f"{g} {v['us']:.0f} us / {v['kernels']:.0f}" for g, v in r["groups"].items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smollm", required=True, help="SmolLM2 GGUF path")
+    ap.add_argument("--head", default="builtin:smollm2")
+    ap.add_argument("--sizes", default="1,8")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
+                        max_total_tokens=max(sizes) * (args.context + 64) + 4096, max_running_requests=max(sizes))
+    spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
+    plain = Engine(base)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
+    eng = Engine(dataclasses.replace(base, speculative=spec))  # its own model: EAGLE-3 sets aux layers on it
+    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "head": args.head}
+    for bs in sizes:
+        res = {}
+        for key, e, steps, sampled in (("plain", plain, 0, False), ("greedy_s5", eng, 5, False), ("sampled_s5", eng, 5, True)):
+            res[key] = profile_variant(e, bs, steps, sampled, args.context, args.iters)
+            show(f"bs {bs} {key}", res[key])
+        res["sampled_minus_greedy"] = diff(res["greedy_s5"], res["sampled_s5"])
+        res["greedy_minus_plain"] = diff(res["plain"], res["greedy_s5"])
+        for k in ("sampled_minus_greedy", "greedy_minus_plain"):
+            print(f"   {k}: " + "; ".join(f"{r['name'][:40]} {r['us']:+.0f} us ({r['count']:+.0f})" for r in res[k][:8]))
+        out[f"bs{bs}"] = res
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "cycle_profile.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
