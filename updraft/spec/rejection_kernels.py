@@ -71,6 +71,8 @@ PROBE_CAP = 2048
 #: (at most 32 more steps to a bracket holding one value).
 _KEY_AFTER = 24
 _BLOCK = 4096
+#: Warps of the filter kernel (one program per verify row).
+_WARPS = 8
 #: ``rejection_sample``'s search: a block of ``_NSUB x _SUB`` tokens.
 _NSUB = 64
 _SUB = 64
@@ -363,7 +365,7 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     _filter_kernel[(rows,)](
         logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
         top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
-        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, num_warps=8,
+        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, num_warps=_WARPS,
     )
     return stats
 

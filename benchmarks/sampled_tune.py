@@ -1,0 +1,98 @@
+"""The sampled cycle's two costliest parts on the GPU, side by side (issue 12): the filter
+kernel's launch shape (block, tile, warps: ``rejection_kernels``' constants) timed inside the
+real S = 5 sampled iteration (SmolLM2 + head, T = 0.7 top-p 0.9, real verify logits), and the
+draft step's top-64 over the draft vocabulary (torch.topk against a sort) on its own.
+
+    python benchmarks/sampled_tune.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from graph_phases import fake_requests  # noqa: E402
+from spec_iteration import _median_event_ms, head_method  # noqa: E402
+
+from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.engine.engine import Engine  # noqa: E402
+from updraft.provenance import git_commit  # noqa: E402
+from updraft.sampling_params import SamplingParams  # noqa: E402
+from updraft.spec import rejection_kernels as rk  # noqa: E402
+
+
+def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> float:
+    drv = eng.driver
+    assert drv is not None, eng.graph_log
+    reqs = fake_requests(eng, bs, context)
+    for r in reqs:
+        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+    drv.admit(reqs)
+    drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)  # recaptured with the current constants
+    drv.fused.graph_for(5, sampled, bs)
+    secs = []
+    for i in range(iters + 3):
+        drv.admit(reqs)
+        inf = drv.fused.launch(reqs, 5, sampled)
+        inf.wait()
+        if i >= 3:
+            secs.append(inf.seconds() * 1e3)
+    for r in reqs:
+        eng.scheduler.release(r)
+    return statistics.median(secs)
+
+
+def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
+    x = torch.randn(bs, vocab, device="cuda", dtype=torch.bfloat16)
+    return {"topk": _median_event_ms(lambda: x.topk(k, dim=-1), iters),
+            "topk_unsorted": _median_event_ms(lambda: x.topk(k, dim=-1, sorted=False), iters),
+            "sort_slice": _median_event_ms(lambda: x.sort(dim=-1, descending=True), iters),
+            "float_topk": _median_event_ms(lambda: x.float().topk(k, dim=-1), iters)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--smollm", required=True)
+    ap.add_argument("--head", default="builtin:smollm2")
+    ap.add_argument("--sizes", default="1")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
+                        max_total_tokens=max(sizes) * (args.context + 64) + 4096, max_running_requests=max(sizes))
+    spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
+    eng = Engine(dataclasses.replace(base, speculative=spec))
+    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    default = (rk._BLOCK, rk.TILE, rk._WARPS)
+    for bs in sizes:
+        greedy = cycle_ms(eng, bs, False, args.context, args.iters)
+        rows = []
+        for block, tile, warps in itertools.product((4096, 8192), (256, 1024, 2048), (8, 16)):
+            rk._BLOCK, rk.TILE, rk._WARPS = block, tile, warps
+            try:
+                ms = cycle_ms(eng, bs, True, args.context, args.iters)
+            except Exception as e:  # noqa: BLE001 (a shape the compiler refuses: out of resources)
+                print(f"bs {bs} block {block} tile {tile} warps {warps}: {type(e).__name__}: {str(e)[:80]}")
+                continue
+            rows.append({"block": block, "tile": tile, "warps": warps, "sampled_ms": ms, "over_greedy": ms / greedy})
+            print(f"bs {bs} block {block:5d} tile {tile:4d} warps {warps:2d}: sampled {ms:.3f} ms = {ms / greedy:.3f}x greedy", flush=True)
+        rk._BLOCK, rk.TILE, rk._WARPS = default
+        out[f"bs{bs}"] = {"greedy_ms": greedy, "filter_shapes": rows, "topk_8192": topk_ms(bs, 8192, 64, args.iters)}
+        print(f"bs {bs} greedy {greedy:.3f} ms; top-64 of 8192: {out[f'bs{bs}']['topk_8192']}", flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "sampled_tune.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
