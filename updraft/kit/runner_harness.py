@@ -139,8 +139,11 @@ class RunnerRig:
         phases = {"target_verify": {"verify"}, "draft_decode": {"draft decode", "draft chain"},
                   "draft_extend": {"draft extend v1", "draft extend v2"}}
         disabled = [p for p, cols in phases.items() if not cols & need]
+        # Adaptive S off: each column's graph has one width (S + 1), and an S = 0 step leaves the
+        # draft behind (proposer lag that snapshot/restore does not cover: a check run twice from
+        # one state would record the lag twice).
         self.eng: Engine = tiny_engine(backend, draft_extend, device, head_dir, kind=kind, dtype=dtype,
-                                       capture_max_bs=CAPTURE_MAX_BS, disable_graph_phase=disabled)
+                                       capture_max_bs=CAPTURE_MAX_BS, disable_graph_phase=disabled, adaptive=False)
         spec = self.eng.spec
         assert spec is not None
         self.worker = spec
