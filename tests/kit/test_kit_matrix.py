@@ -23,7 +23,9 @@ from updraft.kit.matrix import (
     Column,
     MatrixResult,
     apply_known,
+    cell_applicability,
     hardware_skip,
+    plan_units,
     run_matrix,
     select_columns,
 )
@@ -125,6 +127,17 @@ def test_columns_and_no_graph_paths() -> None:
     assert "host" in res.cell("torch_native", "draft extend v1").reason
     assert "never captured" in res.cell("flex", "EXTEND graph").reason
     assert "graph_modes is empty" in res.cell("flex", "draft extend v1").reason
+
+
+def test_fused_iteration_column_is_a_unit_of_its_own() -> None:
+    """It runs on an engine of its own (beside the other v2 columns' engine), and only where
+    the backend captures every phase its graph holds."""
+    cols = select_columns(["verify", "fused iteration"], ["production"])
+    units = list(plan_units(["torch_native", "flex"], cols, "cpu", "quick"))
+    assert [(u.backend, u.columns, u.weight) for u in units] == [
+        ("torch_native", ("verify",), 3), ("torch_native", ("fused iteration",), 6)]
+    status, reason = cell_applicability("flex", Column("fused iteration", "production"), "cpu")
+    assert status == "none" and "graph_modes is empty" in reason
 
 
 def test_case_tiers_cover_the_sweep_dimensions() -> None:

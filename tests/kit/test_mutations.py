@@ -56,9 +56,10 @@ NULL = Mutation(
     (Edit("updraft/attention/torch_native.py", "    batch.check_conventions()\n", "    batch.check_conventions()  # harmless\n"),),
     ("kit --backend torch_native --mode DECODE --runner eager --runner graph",),
 )
-#: One attention-level graph bug, one production-runner bug, one eager kernel bug, one caught by
-#: a named pytest test.
-CI_SUBSET = ("c10-padded-slots-stale", "c7-draft-logits-views", "kv-index-off-by-one", "greedy-accept-non-prefix")
+#: One attention-level graph bug, one production-runner bug, one that only the fused iteration's
+#: column sees, one eager kernel bug, one caught by a named pytest test.
+CI_SUBSET = ("c10-padded-slots-stale", "c7-draft-logits-views", "c10-fused-stale-row-list", "kv-index-off-by-one",
+             "greedy-accept-non-prefix")
 
 
 def test_ci_subset_is_killed_and_a_harmless_edit_survives() -> None:
@@ -68,6 +69,7 @@ def test_ci_subset_is_killed_and_a_harmless_edit_survives() -> None:
         assert results[name].status == "killed", (name, results[name].detail)
     assert results["c10-padded-slots-stale"].killed_by.startswith("kit ")
     assert "draft decode" in results["c7-draft-logits-views"].killed_by
+    assert "fused iteration" in results["c10-fused-stale-row-list"].killed_by
     assert "test_greedy_accept" in results["greedy-accept-non-prefix"].killed_by
     assert results["null-comment"].status == "survived", results["null-comment"]
     text = mutate.render(list(results.values()), {"device": "cpu"})

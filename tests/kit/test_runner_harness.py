@@ -1,5 +1,7 @@
 """The production-runner checks on the tiny engine (torch_native, emulated graphs): they pass on
-the real code, and they fail when a graph silently stops running or returns stale rows."""
+the real code, and they fail when a graph silently stops running or returns stale rows; the fused
+iteration's column likewise, and it fails when padded rows leave their row dirty or a batch above
+the largest graph is not refused."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from updraft.kit.runner_harness import RunnerRig, run_runner_checks, subsets
+from updraft.kit.fused_harness import FusedRig
+from updraft.kit.runner_harness import RunnerRig, rotated_batches, run_runner_checks, subsets
 from updraft.runtime.graphs.phase_graph import PhaseGraphRunner
+from updraft.runtime.row_state import RowState
+from updraft.spec.fused import FusedIteration
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +55,42 @@ def test_stale_graph_rows_are_caught(rig: RunnerRig, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(PhaseGraphRunner, "_slice", stale)
     chk = rig.check("draft extend v2", subsets(rig.reqs, "draft extend v2")[0], "t", seed=2)
     assert not chk.ok and "hidden" in chk.detail
+
+
+@pytest.fixture(scope="module", params=["eagle", "eagle3"])
+def fused_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FusedRig:
+    return FusedRig("torch_native", torch.device("cpu"), "float32", tmp_path_factory.mktemp("fused") / "h", request.param)
+
+
+def _fused_batches(rig: FusedRig) -> list[list]:
+    greedy = [r for r in rig.reqs if r.params.greedy]
+    return rotated_batches(greedy, "full") + rotated_batches(rig.reqs, "full")
+
+
+def test_fused_iteration_column_passes_and_cross_replay_runs(fused_rig: FusedRig) -> None:
+    assert any(not r.params.greedy for r in fused_rig.reqs) and any(r.seq_len == 63 for r in fused_rig.reqs)
+    for s in fused_rig.steps:
+        for reqs in _fused_batches(fused_rig):
+            chk = fused_rig.check(reqs, f"S {s}", s)
+            assert chk.ok, chk.describe()
+    assert {k[1] for k in fused_rig.fused.graphs} == {False, True}  # greedy and sampled graphs ran
+    if fused_rig.eng.config.speculative.method == "eagle":  # the agreeing head: every accept length
+        assert set(fused_rig.greedy_accepts) == {1, 2, 3, 4}, fused_rig.greedy_accepts
+    # Meaningful on real CUDA graphs only; its path runs here.
+    assert fused_rig.cross_replay(_fused_batches(fused_rig)[0], "t", fused_rig.steps[0]).ok
+
+
+def test_fused_padding_row_left_dirty_is_caught(fused_rig: FusedRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row 0 is every padded row's state; a replay that does not reset it is a failure even
+    though the real rows' results are right (the row drifts until its positions leave the table)."""
+    monkeypatch.setattr(RowState, "reset_padding", lambda self: None)
+    padded = _fused_batches(fused_rig)[1]  # 3 requests on the graph of 4
+    chk = fused_rig.check(padded, "t", fused_rig.steps[0])
+    assert not chk.ok and "padding row 0 left at seq_len" in chk.detail, chk.describe()
+
+
+def test_fused_batch_above_the_graphs_must_be_refused(fused_rig: FusedRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FusedIteration, "can_run", lambda self, reqs: (True, ""))
+    five = _fused_batches(fused_rig)[2]
+    chk = fused_rig.check(five, "t", fused_rig.steps[0])
+    assert len(five) == 5 and not chk.ok and "can_run accepted bs 5" in chk.detail, chk.describe()

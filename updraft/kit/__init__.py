@@ -13,6 +13,8 @@ Modules:
   invariants).
 * ``tiny`` / ``runner_harness``: a tiny random engine (target + EAGLE head) and the production
   runner checks (draft decode, draft chain, draft extend v1 / v2, verify: graph vs eager).
+* ``fused_harness``: the ``fused iteration`` column (``FusedIteration``'s graph vs its eager body
+  and the per-phase path).
 * ``matrix`` / ``report``: the backends x columns matrix, its markdown, KNOWN_FAILURES.md.
 * ``mutations`` / ``mutate``: the mutation campaign (data and runner).
 * ``cli``: ``updraft kit run | report | mutate``.

@@ -28,7 +28,7 @@ def add_kit_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--backend", action="append", help="backend (repeatable; default: torch_native, triton, flex)")
     run.add_argument("--mode", action="append",
                      help="forward mode (EXTEND, DECODE, ...) or production column ('draft decode', 'draft chain', "
-                          "'draft extend v1', 'draft extend v2', 'verify'); repeatable; default: all")
+                          "'draft extend v1', 'draft extend v2', 'verify', 'fused iteration'); repeatable; default: all")
     run.add_argument("--runner", action="append", help="eager, graph-metadata, graph or production (repeatable; default: all)")
     run.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default: auto (cuda if available)")
     run.add_argument("--quick", action="store_true", help="the covering CI subset (default: the full matrix)")

@@ -4,7 +4,8 @@ the hardware at hand.
 A cell is one backend and one column. Attention columns are ``"<MODE> <runner>"`` with runner
 ``eager`` (``harness.run_eager``), ``graph-metadata`` (``graph_harness.run_graph_metadata``) or
 ``graph`` (``graph_harness.run_graph``: a real CUDA graph, or the CPU emulator); production columns
-are the ``runner_harness.COLUMNS`` (graph vs eager of the engine's own phase runners).
+are the ``runner_harness.COLUMNS`` (graph vs eager of the engine's own phase runners; ``fused
+iteration``: ``fused_harness``).
 
 Work is cut into units (a backend, one or more columns, a slice of cases) and run in worker
 processes (``spawn``; CPU) or in-process (CUDA: one context, one device). Every case that raises
@@ -39,8 +40,15 @@ PRODUCTION_COLUMNS: dict[str, tuple[str, ForwardMode]] = {
     "draft extend v1": ("v1", ForwardMode.DRAFT_EXTEND),
     "draft extend v2": ("v2", ForwardMode.DRAFT_EXTEND_V2),
     "verify": ("v2", ForwardMode.TARGET_VERIFY),
+    # its graph holds every mode of FUSED_MODES; the one named here is the target's
+    "fused iteration": ("v2", ForwardMode.TARGET_VERIFY),
 }
 PRODUCTION = tuple(PRODUCTION_COLUMNS)
+#: The column of the whole speculative iteration in one graph (``FusedIteration``: draft chain,
+#: verify, accept, draft extend v2). It runs on an engine of its own (``fused_harness``), and its
+#: graph needs every one of these modes captured by the backend.
+FUSED_ITERATION = "fused iteration"
+FUSED_MODES = (ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2)
 BACKENDS = ("torch_native", "triton", "flex")
 #: Production-runner checks per tier: batch sizes in order (graphs of bs 4, 2, 1 are captured),
 #: rounds (one eager speculative iteration apart: lengths change), draft heads (EAGLE-1: the
@@ -49,6 +57,10 @@ BACKENDS = ("torch_native", "triton", "flex")
 SUBSET_SIZES = {"full": (4, 3, 5, 2, 1), "quick": (4, 3, 5)}
 ROUNDS = {"full": 2, "quick": 1}
 HEADS = {"full": ("eagle", "eagle3"), "quick": ("eagle",)}
+#: The fused iteration's batches come from two pools: greedy requests only (the greedy graphs,
+#: captured at start) and all requests (with sampling ones: the sampled graphs, captured on first
+#: use).
+FUSED_POOLS = ("greedy", "mixed")
 #: (pad style, capture multiple) per tier and graph runner mode. ('real', 1) has no padding at
 #: all: the same replay as ('fill', 1), not repeated. Quick keeps both pad styles for the cheap
 #: graph-metadata mode and the heavily padded fill x4 for the graph mode.
@@ -189,9 +201,10 @@ def cell_applicability(backend: str, col: Column, device: str) -> tuple[str, str
 
     graph_modes = backend_class(backend).graph_modes
     if col.production:
-        mode = PRODUCTION_COLUMNS[col.key][1]
-        if mode not in graph_modes:
-            return "none", no_graph_reason(backend, mode)
+        modes = FUSED_MODES if col.key == FUSED_ITERATION else (PRODUCTION_COLUMNS[col.key][1],)
+        missing = [m for m in modes if m not in graph_modes]
+        if missing:
+            return "none", no_graph_reason(backend, missing[0])
         return "", ""
     assert col.mode is not None
     if col.mode not in graph_modes:
@@ -238,10 +251,13 @@ def plan_units(backends: list[str], columns: list[Column], device: str, tier: st
                 yield Unit(backend, (col.key,), col.runner, chunk, len(chunk))
         prod = [c.key for c in columns if c.production and not cell_applicability(backend, c, device)[0]]
         for version in ("v2", "v1"):
-            cols = tuple(c for c in prod if PRODUCTION_COLUMNS[c][0] == version)
+            cols = tuple(c for c in prod if PRODUCTION_COLUMNS[c][0] == version and c != FUSED_ITERATION)
             if cols:
                 checks = len(HEADS[tier]) * ROUNDS[tier] * len(SUBSET_SIZES[tier]) * len(cols)
                 yield Unit(backend, cols, "production", (), checks)
+        if FUSED_ITERATION in prod:  # its own unit (its own engine): runs beside the others
+            checks = len(HEADS[tier]) * ROUNDS[tier] * len(SUBSET_SIZES[tier]) * len(FUSED_POOLS)
+            yield Unit(backend, (FUSED_ITERATION,), "production", (), checks)
 
 
 def run_unit(unit: Unit, device: str, tier: str) -> list[Outcome]:

@@ -55,6 +55,7 @@ FUSED = "updraft/spec/fused.py"
 FP = "tests/spec/test_fused_plain.py"
 FS = "tests/spec/test_fused.py"
 FN = "tests/spec/test_fused_ngram.py"
+FUSED_COLUMN = "fused iteration"  # the kit's production-runner column of FusedIteration
 NGD = "updraft/spec/ngram_device.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
@@ -132,6 +133,9 @@ MUTATIONS: tuple[Mutation, ...] = (
        BUILDER, "        a64[2 * t_max + t_real : 2 * t_max + tokens] = 0  # padded tokens: row 0, position 0 -> slot 0\n",
        "        pass  # MUTATION\n",
        "kit --backend torch_native --mode DECODE --runner graph"),
+    _m("c10-fused-stale-row-list", "10", "the fused launch stages only the real rows: padded entries of the row list keep a fuller batch's rows (the iteration runs for requests outside the batch)",
+       FUSED, "        staged[:] = 0\n", "        pass  # MUTATION\n",
+       f"kit --backend torch_native --mode '{FUSED_COLUMN}'"),
     _m("c10-chain-stale-slots", "10", "the draft chain's replay gathers KV slots for its real rows only: padded rows keep stale ones",
        "updraft/runtime/graphs/draft_chain.py", "            st.gather_slots(self.req_to_token, bs)\n", "            st.gather_slots(self.req_to_token, n)  # MUTATION\n",
        "kit --backend torch_native --mode 'draft chain'"),
@@ -208,6 +212,9 @@ MUTATIONS: tuple[Mutation, ...] = (
        NGD, "            start = min(self._synced[row], n) if owner is not None and owner() is r else 0\n",
        "            start = min(self._synced[row], n)  # MUTATION\n",
        f"{FN}::test_ngram_fused_preemption_rewrites_histories", "tests/spec/test_ngram_device.py"),
+    _m("fused-padding-row-not-reset", "-", "the fused iteration no longer resets row 0 after its padded rows wrote it (the padding row drifts)",
+       FUSED, "        st.reset_padding()\n", "        pass  # MUTATION\n",
+       f"kit --backend torch_native --mode '{FUSED_COLUMN}'", f"{FP}::test_rng_offset_advances_once_per_step"),
     # ---- GPU only ----------------------------------------------------------------------------
     # Outputs left in the graph pool: a replay of another graph of the same model (captured
     # earlier) overwrites them. (The former "target and draft share one pool" mutation became

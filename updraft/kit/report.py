@@ -196,6 +196,11 @@ def scope_lines(tier: str) -> list[str]:
         f"- Production runners: heads {', '.join(HEADS[tier])}; {ROUNDS[tier]} round(s) of batches of "
         f"{', '.join(map(str, SUBSET_SIZES[tier]))} requests against graphs of bs 4, 2, 1 (5 is the eager fallback); "
         "float32; on CUDA each column also checks that its outputs survive the other graphs' replays.",
+        "- `fused iteration` (the whole speculative iteration in one graph) runs on an engine of its own: each batch "
+        f"drawn from the greedy requests and from all requests (greedy and sampled graphs), S = 3"
+        f"{' (S = 1 in the second round)' if ROUNDS[tier] > 1 else ''}, replayed against its eager body at the real "
+        "batch size and, for greedy rows, the per-phase path; tokens, RowState (the padding row reset), draft "
+        "features and both KV pools compared.",
     ]
 
 

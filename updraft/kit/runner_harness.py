@@ -22,7 +22,9 @@ Columns (entry point -> graph under test):
 * ``draft chain``: ``propose`` -> the chained S-1 step graph (greedy drafts);
 * ``draft extend v1`` / ``v2``: ``after_verify`` with chosen accept lengths 1..ndt -> the
   DRAFT_EXTEND / DRAFT_EXTEND_V2 graph (v1 and v2 engines);
-* ``verify``: ``SpecWorker.step`` -> the TARGET_VERIFY graph.
+* ``verify``: ``SpecWorker.step`` -> the TARGET_VERIFY graph;
+* ``fused iteration``: ``FusedIteration.launch`` -> the whole iteration's graph, on an engine of
+  its own (``fused_harness``; ``run_runner_checks`` hands it over).
 
 Batches are replayed in the order 4, 3, 5, 2, 1 against graphs of bs 4, 2, 1: a full graph, a
 padded replay right after a fuller one on the same graph (stale columns, class 10), a fallback,
@@ -46,7 +48,7 @@ from updraft.batch import ForwardMode
 from updraft.engine.engine import Engine
 from updraft.engine.request import Request
 from updraft.kit.graph_harness import PER_REPLAY_FIELDS, check_invariants, poison_static_inputs
-from updraft.kit.matrix import HEADS, PRODUCTION_COLUMNS, ROUNDS, SUBSET_SIZES
+from updraft.kit.matrix import FUSED_ITERATION, HEADS, PRODUCTION_COLUMNS, ROUNDS, SUBSET_SIZES
 from updraft.kit.tiny import tiny_engine
 from updraft.runtime.model_runner import ModelRunner
 from updraft.sampling_params import SamplingParams
@@ -103,7 +105,7 @@ class _Recorder:
         return out
 
 
-def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> str:
+def mismatch(a: torch.Tensor, b: torch.Tensor, tol: float) -> str:
     """'' when ``a`` matches ``b`` (relative to b's scale), else where it differs first."""
     if a.shape != b.shape:
         return f"shape {tuple(a.shape)} != {tuple(b.shape)}"
@@ -120,7 +122,7 @@ def _close(a: torch.Tensor, b: torch.Tensor, tol: float) -> str:
     return ""
 
 
-def _graphs_of(runner: ModelRunner) -> dict[ForwardMode, Any]:
+def graphs_of(runner: ModelRunner) -> dict[ForwardMode, Any]:
     """The fixed-width phase graphs ``runner`` captured, by mode."""
     return {m: g for m in ForwardMode if (g := runner.graph(m)) is not None}
 
@@ -137,29 +139,24 @@ class RunnerRig:
         phases = {"target_verify": {"verify"}, "draft_decode": {"draft decode", "draft chain"},
                   "draft_extend": {"draft extend v1", "draft extend v2"}}
         disabled = [p for p, cols in phases.items() if not cols & need]
+        # Adaptive S off: each column's graph has one width (S + 1), and an S = 0 step leaves the
+        # draft behind (proposer lag that snapshot/restore does not cover: a check run twice from
+        # one state would record the lag twice).
         self.eng: Engine = tiny_engine(backend, draft_extend, device, head_dir, kind=kind, dtype=dtype,
-                                       capture_max_bs=CAPTURE_MAX_BS, disable_graph_phase=disabled)
+                                       capture_max_bs=CAPTURE_MAX_BS, disable_graph_phase=disabled, adaptive=False)
         spec = self.eng.spec
         assert spec is not None
         self.worker = spec
         self.proposer: Any = spec.proposer
         self.target: ModelRunner = self.eng.runner
         self.draft: ModelRunner = self.proposer.runner
-        self.held = {"target": _graphs_of(self.target), "draft": _graphs_of(self.draft), "chain": self.proposer.captured_chain}
+        self.held = {"target": graphs_of(self.target), "draft": graphs_of(self.draft), "chain": self.proposer.captured_chain}
         self._detach()
         self.records: list[_Record] = []
         self.target.forward = _Recorder(self.target, "target", self.records)  # type: ignore[method-assign]
         self.draft.forward = _Recorder(self.draft, "draft", self.records)  # type: ignore[method-assign]
-        gen = torch.Generator().manual_seed(3)
-        for i, (n, sampling) in enumerate(zip(PROMPT_LENS, SAMPLING)):
-            params = SamplingParams(temperature=0.8 if sampling else 0.0, seed=100 + i if sampling else None,
-                                    max_tokens=400, ignore_eos=True, logprobs=2 if sampling else None)
-            ids = torch.randint(0, self.eng.model_config.vocab_size, (n,), generator=gen).tolist()
-            self.eng.add_request(ids, params, detokenize=False)
-        while any(r.in_prefill for r in self.eng.requests.values()):
-            self.eng.step()
+        self.reqs: list[Request] = prefill_requests(self.eng, logprobs=True)
         self.records.clear()
-        self.reqs: list[Request] = list(self.eng.scheduler.running)
 
     # ---- graphs and state --------------------------------------------------------------
     def _detach(self) -> None:
@@ -350,7 +347,7 @@ class RunnerRig:
                         if key not in a.tensors or key not in b.tensors:
                             problems.append(f"forward {i} {a.mode.name}: {key} only on one path")
                             continue
-                        err = _close(a.tensors[key], b.tensors[key], tol)
+                        err = mismatch(a.tensors[key], b.tensors[key], tol)
                         if err:
                             problems.append(f"forward {i} {a.mode.name} {key} {err}")
         problems += self._compare_results(eres, gres, tol)
@@ -359,12 +356,12 @@ class RunnerRig:
             if (a is None) != (b is None):
                 problems.append(f"{name}: set on one path only")
             elif a is not None:
-                err = _close(a, b, tol)
+                err = mismatch(a, b, tol)
                 if err:
                     problems.append(f"{name} {err}")
         for who, ka, kb in zip(("target", "draft"), gst["kv"], est["kv"]):
             for i, (a, b) in enumerate(zip(ka, kb)):
-                err = _close(a[1:], b[1:], tol)  # slot 0 is scratch: padded rows write there
+                err = mismatch(a[1:], b[1:], tol)  # slot 0 is scratch: padded rows write there
                 if err:
                     problems.append(f"{who} KV {'k' if i < len(ka) // 2 else 'v'} layer {i % (len(ka) // 2)}: slot {err}")
                     break
@@ -376,13 +373,13 @@ class RunnerRig:
             return []
         out = []
         if hasattr(eres, "tokens") and isinstance(eres.tokens, torch.Tensor):  # Drafts
-            err = _close(gres.tokens, eres.tokens, 0.0)
+            err = mismatch(gres.tokens, eres.tokens, 0.0)
             if err:
                 out.append(f"draft tokens {err}")
             if (eres.q is None) != (gres.q is None):
                 out.append("draft distributions on one path only")
             elif eres.q is not None:
-                err = _close(gres.q, eres.q, tol)
+                err = mismatch(gres.q, eres.q, tol)
                 if err:
                     out.append(f"draft distributions {err}")
         elif hasattr(eres, "accept_lens"):  # SpecStepResult
@@ -395,7 +392,7 @@ class RunnerRig:
                 # have overwritten the target's logits by then.
                 a = torch.tensor([e["logprob"] for row in gres.logprobs for e in row], dtype=torch.float64)
                 b = torch.tensor([e["logprob"] for row in eres.logprobs for e in row], dtype=torch.float64)
-                err = _close(a, b, tol)
+                err = mismatch(a, b, tol)
                 if err:
                     out.append(f"verify logprobs {err}")
         return out
@@ -409,10 +406,29 @@ class RunnerRig:
         self.reqs = [r for r in self.reqs if not r.finished]
 
 
+def prefill_requests(eng: Engine, *, logprobs: bool) -> list[Request]:
+    """Add the ``PROMPT_LENS`` requests (``SAMPLING`` ones seeded, asking for logprobs when
+    ``logprobs``), run the engine until none is in prefill; the running requests."""
+    gen = torch.Generator().manual_seed(3)
+    for i, (n, sampling) in enumerate(zip(PROMPT_LENS, SAMPLING)):
+        params = SamplingParams(temperature=0.8 if sampling else 0.0, seed=100 + i if sampling else None,
+                                max_tokens=400, ignore_eos=True, logprobs=2 if sampling and logprobs else None)
+        ids = torch.randint(0, eng.model_config.vocab_size, (n,), generator=gen).tolist()
+        eng.add_request(ids, params, detokenize=False)
+    while any(r.in_prefill for r in eng.requests.values()):
+        eng.step()
+    return list(eng.scheduler.running)
+
+
 def subsets(reqs: list[Request], column: str, tier: str = "full") -> list[list[Request]]:
     """Batches in the order of ``SUBSET_SIZES[tier]``; the chain column takes greedy requests
     only (sampling drafts never take the chain), the others mix both kinds."""
-    pool = [r for r in reqs if r.params.greedy] if column == "draft chain" else list(reqs)
+    return rotated_batches([r for r in reqs if r.params.greedy] if column == "draft chain" else list(reqs), tier)
+
+
+def rotated_batches(pool: list[Request], tier: str = "full") -> list[list[Request]]:
+    """Batches of ``SUBSET_SIZES[tier]`` requests of ``pool`` (sizes above the pool's are left
+    out), the i-th starting at the pool's i-th request."""
     out = []
     for i, n in enumerate(SUBSET_SIZES[tier]):
         if n <= len(pool):
@@ -433,6 +449,11 @@ def run_runner_checks(
     """All checks of ``columns`` for ``backend`` (columns whose graph the backend cannot capture
     are left out: the caller marks them '—'); ``ROUNDS[tier]`` rounds, one eager iteration apart."""
     results: dict[str, list[RunnerCheck]] = {c: [] for c in columns}
+    if FUSED_ITERATION in columns:  # an engine of its own (fused_harness)
+        from updraft.kit.fused_harness import run_fused_checks
+
+        results[FUSED_ITERATION] = run_fused_checks(backend, device, tier=tier, dtype=dtype, on_check=on_check)
+        columns = [c for c in columns if c != FUSED_ITERATION]
     dev = torch.device(device)
     for kind, version in [(k, v) for k in HEADS[tier] for v in ("v2", "v1")]:
         cols = [c for c in columns if COLUMNS[c][0] == version]

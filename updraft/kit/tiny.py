@@ -9,6 +9,7 @@ requests differ (N(0, 0.08) matrices, norms near 1, as the unit tests' tiny chec
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,8 +48,11 @@ def _randomize(module: torch.nn.Module, gen: torch.Generator) -> None:
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=gen))
 
 
-def tiny_target(shape: TinyShape, device: torch.device, dtype: torch.dtype, seed: int = 0) -> LoadedModel:
-    """A random Llama target as a ``LoadedModel`` (the engine's loader output)."""
+def tiny_target(shape: TinyShape, device: torch.device, dtype: torch.dtype, seed: int = 0,
+                layer_scale: float = 1.0) -> LoadedModel:
+    """A random Llama target as a ``LoadedModel`` (the engine's loader output). ``layer_scale``
+    scales what each layer adds to the residual stream (o_proj, down_proj): below 1 the next
+    token leans on the current one (see ``write_head``'s ``agreeing``)."""
     cfg = ModelConfig(
         family="llama",
         vocab_size=shape.vocab,
@@ -62,9 +66,17 @@ def tiny_target(shape: TinyShape, device: torch.device, dtype: torch.dtype, seed
     )
     model = LlamaForCausalLM(cfg)
     _randomize(model, torch.Generator().manual_seed(seed))
+    _scale_outputs(model.named_parameters(), layer_scale)
     model.to(device=device, dtype=dtype).eval()
     model.post_load()
     return LoadedModel(model, cfg, _NoTokenizer(), Path("<kit tiny target>"), {})  # type: ignore[arg-type]
+
+
+def _scale_outputs(params: Iterable[tuple[str, torch.Tensor]], scale: float) -> None:
+    with torch.no_grad():
+        for name, p in params:
+            if name.endswith(("o_proj.weight", "down_proj.weight")):
+                p.mul_(scale)
 
 
 def _head_config(shape: TinyShape, arch: str, **extra: object) -> dict:
@@ -107,10 +119,17 @@ def _layer(prefix: str, shape: TinyShape, in_dim: int, gen: torch.Generator, inp
     return t
 
 
-def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 1) -> Path:
+def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 1, agreeing: float | None = None) -> Path:
     """An EAGLE-1 (``kind="eagle"``) or EAGLE-3 (``"eagle3"``, draft vocabulary of 3/4 of the
     target's) head folder: ``config.json`` + ``model.safetensors`` (``pytorch_model.bin``
-    without safetensors)."""
+    without safetensors).
+
+    ``agreeing`` (EAGLE-1 only): a head whose drafts the target often accepts, so that accepted
+    lengths vary (a random head's greedy drafts almost never match). Its ``fc`` passes the token
+    embedding through (scaled to the rms of a normalised hidden state) plus ``agreeing`` times its
+    usual part of the target's feature, and its layer adds ``agreeing`` times the usual amount. With a target whose layers
+    are scaled alike (``tiny_target``'s ``layer_scale``), both predict mostly from the current
+    token: the draft at position i reads token i + 1, as the target does at i + 1."""
     gen = torch.Generator().manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     h = shape.hidden
@@ -118,7 +137,12 @@ def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 
         cfg = _head_config(shape, "LlamaForCausalLMEagle")
         t = {"fc.weight": torch.randn(h, 2 * h, generator=gen) * 0.08, "fc.bias": torch.zeros(h)}
         t.update(_layer("layers.0", shape, h, gen, input_norm=False))
-    elif kind == "eagle3":
+        if agreeing is not None:
+            # embeddings are N(0, 0.08): rms 1 after this; the feature keeps a small part (its rows
+            # must still matter, or a draft extend fed the wrong feature would go unseen)
+            t["fc.weight"] = torch.cat([torch.eye(h) / 0.08, t["fc.weight"][:, h:] * agreeing], dim=1)
+            _scale_outputs(t.items(), agreeing)
+    elif kind == "eagle3" and agreeing is None:
         draft_vocab = shape.vocab * 3 // 4
         cfg = _head_config(shape, "LlamaForCausalLMEagle3", draft_vocab_size=draft_vocab)
         keep = torch.randperm(shape.vocab, generator=gen)[:draft_vocab].sort().values
@@ -132,7 +156,7 @@ def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 
         t2d[keep] = True
         t["t2d"] = t2d
     else:
-        raise ValueError(f"head kind {kind!r} is not 'eagle' or 'eagle3'")
+        raise ValueError(f"head kind {kind!r} is not 'eagle' or 'eagle3' (agreeing: EAGLE-1 only)")
     try:
         from safetensors.torch import save_file
 
@@ -158,14 +182,19 @@ def tiny_engine(
     max_model_len: int = 64,
     shape: TinyShape | None = None,
     disable_graph_phase: list[str] | None = None,
+    agreeing: float | None = None,
+    adaptive: bool = True,
 ) -> Engine:
     """An engine over the tiny target with an EAGLE head (written into ``head_dir``), graphs
     captured for bs ``capture_sizes(capture_max_bs)`` (real CUDA graphs on cuda, the emulator on
     cpu), ``num_steps`` drafts per iteration and v1 or v2 draft extend. The context is short
-    (``max_model_len``) so a request can sit at the end of its table row (failure class 11)."""
+    (``max_model_len``) so a request can sit at the end of its table row (failure class 11).
+    ``agreeing``: target layers and an EAGLE-1 head scaled so that drafts are often accepted
+    (``write_head``); ``adaptive``: S chosen per iteration (else always ``num_steps``)."""
     shape = shape or TinyShape()
-    loaded = tiny_target(shape, device, {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
-    write_head(head_dir, shape, kind)
+    loaded = tiny_target(shape, device, {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype],
+                         layer_scale=1.0 if agreeing is None else agreeing)
+    write_head(head_dir, shape, kind, agreeing=agreeing)
     cfg = EngineConfig(
         model="<kit tiny target>",
         device=device.type,
@@ -179,6 +208,7 @@ def tiny_engine(
         graph_emulate=device.type == "cpu",
         disable_graph_phase=disable_graph_phase or None,
         progress=False,
-        speculative=SpeculativeConfig(method=kind, draft_model=str(head_dir), num_steps=num_steps, draft_extend=draft_extend),
+        speculative=SpeculativeConfig(method=kind, draft_model=str(head_dir), num_steps=num_steps, draft_extend=draft_extend,
+                                      adaptive=adaptive),
     )
     return Engine(cfg, loaded=loaded)
