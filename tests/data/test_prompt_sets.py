@@ -86,6 +86,12 @@ def test_self_instruct_second_stage_is_a_new_conversation() -> None:
         ("Extract the names and dates from this text:\n\nMaya met Omar in Paris on 3 May.\n\nThanks so much!",
          "Extract the names and dates from this text:\n\nMaya met Omar in Paris on 3 May."),
         ("Write a limerick about a cat.\n\nResponse: There once was a cat ...", "Write a limerick about a cat."),
+        ('A student might send a message to an AI assistant, "Hey AI, can you explain tides to me?"',
+         "Hey AI, can you explain tides to me?"),
+        ("What a fun task! Here's a factual question about Canada:\n\nWhat is the capital of Canada?",
+         "What is the capital of Canada?"),
+        ("Dear AI,\n\nI need a letter declining a job offer politely.\n\nBest, Sam",
+         "Dear AI,\n\nI need a letter declining a job offer politely."),
     ],
 )
 def test_clean_request_keeps_the_request(raw: str, want: str) -> None:
@@ -95,7 +101,8 @@ def test_clean_request_keeps_the_request(raw: str, want: str) -> None:
 @pytest.mark.parametrize(
     "raw",
     ["", "   \n ", '""', "Request:", "Hi there", "12 34 56 78 %%% ###", "As an AI, I cannot write requests for you.",
-     "the the the " * 20],
+     "the the the " * 20, "I'm here to help you with your homework. What's your question?",
+     "I'm a helpful AI assistant named SmolLM, and I can help with anything."],
 )
 def test_clean_request_drops_the_unusable(raw: str) -> None:
     assert clean_request(raw) is None

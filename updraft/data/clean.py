@@ -21,14 +21,22 @@ MIN_WORDS = 4
 
 _PREAMBLE = re.compile(
     # "Sure! Here's ..." / "Certainly.\n..." (a bare interjection only: "Okay so I need ..." is a request)
-    r"^(?:(?:sure|ok(?:ay)?|certainly|of course|absolutely)\s*[!.,:]*\s*(?=here|below|\n|$)"
-    # "Here is a realistic request a student might send:" / "Here's one:"
-    r"|(?:here(?:'s| is| are)|below is)\b[^\n:]*\b(?:request|prompt|message|question|query|example|one)\b[^\n:]*(?::|\n))\s*",
+    r"^(?:sure|ok(?:ay)?|certainly|of course|absolutely)\s*[!.,:]*\s*(?=here|below|\n|$)"
+    # "A student might send this message to an AI assistant: ..." (narration before the request)
+    r"|^[^\n\"\u201c]{0,160}\b(?:might|would|could)\s+(?:send|write|type|ask)\b[^\n\"\u201c]*?[:,]\s*(?=[\"\u201c])",
+    re.IGNORECASE,
+)
+#: "Here is a realistic request a student might send:" / "Here's one:", also after a sentence of
+#: chatter ("What a delightful request! ... Here's a factual question about Canada:").
+_HERE = re.compile(
+    r"(?:^|[.!?]\s+|\n)(?:here(?:'s|\u2019s| is| are)|below is)\b[^\n:.!?]*\b(?:request|prompt|message|question|query|"
+    r"example|one)\b[^\n:.!?]*:\s*",
     re.IGNORECASE,
 )
 _LABEL = re.compile(
-    r"^[#*_>\s]*(?:user(?:'s)?\s+(?:request|message|prompt|question)|request|prompt|question|query|message|user|"
-    r"task|input|human|customer|student)\s*\d*\s*[*_]*\s*[:\-\u2013\u2014]\s*[*_]*\s*",
+    r"^[#*_>\s]*(?:the\s+)?(?:user(?:'s)?\s+(?:request|message|prompt|question)|request|prompt|question|query|message|user|"
+    r"task|input|human|customer|student)\s*\d*\s*[*_]*\s*[:\-\u2013\u2014]\s*[*_]*\s*"
+    r"|^[#*_>\s]*[qa]\s*:\s*",  # "Q:" / "A:" (a colon only: "A-level ..." is a request)
     re.IGNORECASE,
 )
 #: Where the model starts answering its own request (or commenting on it) on a new line.
@@ -38,6 +46,15 @@ _ANSWER = re.compile(
 _FENCE = re.compile(r"^```[\w-]*\n(.*?)(?:\n```\s*)?$", re.DOTALL)
 _PAIRS = {'"': '"', "\u201c": "\u201d", "\u00ab": "\u00bb", "'": "'", "\u2018": "\u2019", "`": "`"}
 _REFUSALS = ("as an ai", "i'm sorry", "i am sorry", "i cannot", "i can't", "sorry,")
+#: The model writing as the assistant instead of the user (a small model's commonest failure:
+#: "I'm here to help you with your ... What's your question?").
+_ASSISTANT_VOICE = re.compile(
+    r"\b(?:i'?m|i am)\s+(?:here|ready|happy|glad|thrilled|excited|always happy|delighted)\s+to\s+(?:help|assist|collaborate)"
+    r"|\bhow (?:can|may) i (?:help|assist)|\bwhat(?:'s| is) on your mind"
+    r"|\bwhat(?:'s| is) your [\w\s-]{0,30}(?:question|request|problem|idea)\s*\?"
+    r"|\bas an? (?:ai|chatbot|language model)\b|\bi'?m an? (?:\w+ ){0,2}(?:ai|chatbot|assistant)\b|\bto assist you\b",
+    re.IGNORECASE,
+)
 
 
 def _unquote(s: str) -> str:
@@ -62,6 +79,9 @@ def _strip_wrapping(s: str) -> str:
         if fenced:
             s = fenced.group(1).strip()
         s = _PREAMBLE.sub("", s, count=1)
+        here = _HERE.search(s[:400])
+        if here:
+            s = s[here.end():]
         s = _LABEL.sub("", s, count=1)
         s = _unquote(s.strip()).strip("*_ \n")
         if s == before:
@@ -71,11 +91,13 @@ def _strip_wrapping(s: str) -> str:
 
 def _first_block(s: str) -> str:
     """Up to the first blank line; a first paragraph that ends in ':' introduces a text the
-    user includes (to extract from, to proofread), so the next paragraph is kept too."""
+    user includes (to extract from, to proofread), and a salutation ("Dear AI,") a letter, so
+    the next paragraph is kept too."""
     paras = [p.strip() for p in re.split(r"\n\s*\n", s) if p.strip()]
     if not paras:
         return ""
-    if paras[0].endswith(":") and len(paras) > 1:
+    opens = paras[0].endswith(":") or (paras[0].endswith(",") and len(paras[0].split()) <= 4)
+    if opens and len(paras) > 1:
         return paras[0] + "\n\n" + paras[1]
     return paras[0]
 
@@ -95,7 +117,7 @@ def _cap(s: str, limit: int = MAX_CHARS) -> str:
 def clean_request(text: str, instruction: str = "") -> str | None:
     """The user request in the target's stage-1 ``text``, or None when none is usable: empty,
     under ``MIN_WORDS`` words, mostly not letters, a loop of a few words (a random model's junk still often passes:
-    the fallback is for what is clearly unusable), a refusal, or an echo of ``instruction``
+    the fallback is for what is clearly unusable), a refusal, the assistant's voice, or an echo of ``instruction``
     (the stage-1 prompt)."""
     s = _strip_wrapping(text.replace("\r\n", "\n"))
     cut = _ANSWER.search(s)
@@ -111,7 +133,7 @@ def clean_request(text: str, instruction: str = "") -> str | None:
     words = low.split()
     if len(words) >= 20 and len(set(words)) < 0.3 * len(words):  # a degenerate loop
         return None
-    if low.startswith(_REFUSALS):
+    if low.startswith(_REFUSALS) or _ASSISTANT_VOICE.search(s):
         return None
     if instruction and low[:60] in instruction.lower():
         return None

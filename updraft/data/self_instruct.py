@@ -145,14 +145,17 @@ CONSTRAINTS = [
 ]
 
 
+# Showing example user messages in the instruction made SmolLM2-135M fall back more often (20 of
+# 24 greedy stage-1 outputs unusable vs 16 without, CPU sample): it copies them or answers them.
 def _instruction(r: random.Random, user: str, desc: str, tone: str, constraint: str) -> str:
     templates = [
         f"Write one realistic message that {user} might send to an AI assistant: {desc}. Phrase it {tone}.{constraint} "
-        "Reply with the message only: no introduction, no quotes, and do not answer it.",
-        f"Imagine you are {user} chatting with an AI assistant. Write the message you would send: {desc}. "
+        "Write as the user, not as the assistant, and reply with the message only: no introduction, no quotes, "
+        "and do not answer it.",
+        f"Imagine you are {user} asking an AI assistant for help. Write the message you would send: {desc}. "
         f"Write it {tone}.{constraint} Output only that message.",
         f"Invent {desc}, as {user} would type it into a chatbot. Style: {tone}.{constraint} "
-        "Give only the request itself, without answering it.",
+        "Give only the user's request itself, without answering it.",
     ]
     return r.choice(templates)
 
