@@ -14,10 +14,22 @@ text, multi-turn reworks). Two kinds are two-stage:
 * advice: a second user turn (``TrainPrompt.second_turn``) in the same conversation, after the
   model's own first answer (shorten it, make a plan of it, rewrite it for someone else, ...).
 
+* self_instruct (set v4 only, ``updraft.data.self_instruct``): the target first writes ONE
+  realistic user request (task kind x subject x user x tone x format constraint), then answers
+  it, cleaned (``updraft.data.clean``; a templated fallback request of the same kind and subject
+  when it is unusable), as the only user turn of a NEW conversation: requests in the target's
+  own phrasing rather than our templates'.
+
 (``news`` is a passage task with a long article; ``multiturn`` a second turn after any first.)
-Everything is generated from ``updraft.data.material`` / ``facts`` by a seeded ``random.Random``: the same
-``(n, seed)`` always gives the same list (the order of the lists and templates is part of the
-contract). The EAGLE evaluation sets are held out and never read here.
+Both stages of every two-stage kind are training sequences (``updraft.train.data``).
+
+Prompt sets (``build_prompts(n, seed, prompt_set)``, ``TrainConfig.prompt_set``): ``v3``
+(``WEIGHTS``, the default and the shipped head's recipe: its output for every ``(n, seed)`` is
+frozen, pinned by hash in tests/data/test_prompt_sets.py) and ``v4`` (``WEIGHTS_V4``: v3 plus
+self_instruct at a third of the prompts). Everything is generated from ``updraft.data.material`` /
+``facts`` by a seeded ``random.Random``: the same ``(n, seed, prompt_set)`` always gives the same
+list (the order of the lists and templates is part of the contract; a new category goes into a
+new set, never into an old one). The EAGLE evaluation sets are held out and never read here.
 """
 
 from __future__ import annotations
