@@ -17,7 +17,8 @@
 #       the last one: train, then the evaluation.
 #   RUN=init INIT_FROM=<head folder>   the weights of any head, with a new schedule.
 #   EVAL_ONLY=1 HEAD=<head folder>     only the evaluation of that head (no training).
-# METHOD=eagle (EAGLE-1) or eagle3 (default).
+# METHOD=eagle (EAGLE-1) or eagle3 (default). PROMPT_SET=v3 (default, the shipped head's recipe)
+# or v4 (v3 + self-instruct prompts); every call of one schedule must pass the same set.
 #
 # What comes back (the device tool returns at most 8 files of at most 16 MiB): $OUT/head/
 # config.json, model-00001-of-00002.safetensors, model-00002-of-00002.safetensors (the bf16 head,
@@ -107,7 +108,7 @@ else
   # and still saves the head).
   timeout --signal=INT --kill-after=15 $((TRAIN_BUDGET + 40)) \
     "$PY" -m updraft.train.cli --target "$GGUF" --out "$WORK/head" --data-dir "$WORK/data" \
-      --method "$METHOD" --ttt-steps 5 --spec-steps 5 --time-budget "$TRAIN_BUDGET" --no-progress \
+      --method "$METHOD" --prompt-set "${PROMPT_SET:-v3}" --ttt-steps 5 --spec-steps 5 --time-budget "$TRAIN_BUDGET" --no-progress \
       "${TRAIN_ARGS[@]}" "${RUN_ARGS[@]}" ${EXTRA_TRAIN_ARGS:-} 2>&1 | tee -a "$LOG"
   train_rc=${PIPESTATUS[0]}
   echo "train-draft exit status $train_rc after $(( $(date +%s) - start ))s" | tee -a "$LOG"

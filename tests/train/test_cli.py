@@ -25,6 +25,8 @@ def test_defaults_come_from_the_dataclass() -> None:
     assert (cfg.target, cfg.method, cfg.steps, cfg.time_budget, cfg.progress, cfg.resume, cfg.lr) == (
         "m.gguf", "eagle3", 7, 30.0, False, True, 1e-3
     )
+    assert TrainConfig().prompt_set == "v3"
+    assert config_from_args(build_parser().parse_args(["train-draft", "--out", "o", "--prompt-set", "v4"])).prompt_set == "v4"
 
 
 @pytest.mark.parametrize(
@@ -37,6 +39,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--precision", "fp8"], "precision='fp8' is invalid"),
         (["--time-budget", "-3"], "time_budget=-3.0 is invalid"),
         (["--save-dtype", "int8"], "save_dtype='int8' is invalid"),
+        (["--prompt-set", "v5"], "prompt_set='v5' is invalid: choose one of v3, v4"),
     ],
 )
 def test_bad_values_are_one_line_errors(capsys, tmp_path, argv: list[str], needle: str) -> None:  # noqa: ANN001

@@ -219,3 +219,30 @@ def test_prefetched_batches_equal_direct_ones(engine, generated) -> None:  # noq
     assert feature_bytes_per_token(576, True) == 576 * 8 + 16
     assert pick_data_device("auto", 10**9, 576, True, torch.device("cpu")).type == "cpu"
     assert pick_data_device("cpu", 10, 576, True, torch.device("cuda")).type == "cpu"
+
+
+def test_self_instruct_generation_on_a_tiny_target(engine) -> None:  # noqa: ANN001
+    """Set v4's self-instruct prompts end to end: stage 1 (the target writes a request) and stage
+    2 (that request, cleaned, or the fallback, as a new one-turn conversation) are both kept. A
+    random tiny target writes junk: with 3 tokens it can never reach the 4 words of a request,
+    so every stage 2 takes the fallback."""
+    from updraft.train.data import conversation_ids
+
+    # The shortest ones: the tiny byte-level target's context is 256 tokens.
+    pool = build_prompts(1500, seed=2, prompt_set="v4")
+    prompts = [p for p in pool if p.category == "self_instruct" and len(p.text) < 205 and len(p.fallback_request) < 150][:5]
+    assert len(prompts) == 5
+    for max_new in (12, 3):
+        gen = collect_sequences(engine, prompts, max_new_tokens=max_new, progress=False)
+        assert gen.prompt_index == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+        fallbacks = 0
+        for i, p in enumerate(prompts):
+            first, second = 2 * i, 2 * i + 1
+            response = engine.tokenizer.decode(gen.seqs[first][gen.prompt_lens[first]:], skip_special_tokens=True)
+            messages = p.stage2_messages(response)
+            assert len(messages) == 1 and messages[0]["role"] == "user" and p.text not in messages[0]["content"]
+            assert gen.seqs[second][: gen.prompt_lens[second]] == conversation_ids(engine, messages)
+            fallbacks += messages[0]["content"] == p.fallback_request
+        assert gen.stats["fallback_requests"] == fallbacks
+        if max_new == 3:
+            assert fallbacks == len(prompts)

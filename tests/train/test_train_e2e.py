@@ -198,6 +198,23 @@ def test_time_budget_is_kept(tmp_path, tiny_target) -> None:  # noqa: ANN001
     assert (tmp_path / "b" / "model.safetensors").is_file()
 
 
+def test_prompt_set_v4_end_to_end(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    """``prompt_set="v4"`` through the whole pipeline; its data cache is keyed apart from v3's."""
+    from updraft.train.data import GenerationResult
+
+    base = dict(target=str(tiny_target.source), method="eagle3", steps=2, draft_vocab_size=200,
+                data_dir=str(tmp_path / "data"), **(SMALL | {"num_prompts": 40, "final_eval_prompts": 1}))
+    log = train(TrainConfig(out=str(tmp_path / "v4"), prompt_set="v4", **base), loaded=tiny_target)
+    assert log["config"]["prompt_set"] == "v4" and log["steps"] == 2
+    gen = log["data"]["generation"]
+    assert "fallback_requests" in gen and not log["data"]["reused_cache"]
+    cached = GenerationResult.load(tmp_path / "data")
+    assert cached is not None and cached[1]["prompts_version"] == 4
+    again = train(TrainConfig(out=str(tmp_path / "v3"), prompt_set="v3", **(base | {"steps": 1})), loaded=tiny_target)
+    assert not again["data"]["reused_cache"]  # v4's sequences are not v3's
+    assert GenerationResult.load(tmp_path / "data")[1]["prompts_version"] == 3
+
+
 def test_bf16_run_like_the_gpu(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN001
     """``precision=bf16`` on CPU takes the GPU's numerics path: a bf16 target (generation,
     teacher forcing, serving) and the head under bf16 autocast; the head is saved and served."""

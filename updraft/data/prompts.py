@@ -14,10 +14,22 @@ text, multi-turn reworks). Two kinds are two-stage:
 * advice: a second user turn (``TrainPrompt.second_turn``) in the same conversation, after the
   model's own first answer (shorten it, make a plan of it, rewrite it for someone else, ...).
 
+* self_instruct (set v4 only, ``updraft.data.self_instruct``): the target first writes ONE
+  realistic user request (task kind x subject x user x tone x format constraint), then answers
+  it, cleaned (``updraft.data.clean``; a templated fallback request of the same kind and subject
+  when it is unusable), as the only user turn of a NEW conversation: requests in the target's
+  own phrasing rather than our templates'.
+
 (``news`` is a passage task with a long article; ``multiturn`` a second turn after any first.)
-Everything is generated from ``updraft.data.material`` / ``facts`` by a seeded ``random.Random``: the same
-``(n, seed)`` always gives the same list (the order of the lists and templates is part of the
-contract). The EAGLE evaluation sets are held out and never read here.
+Both stages of every two-stage kind are training sequences (``updraft.train.data``).
+
+Prompt sets (``build_prompts(n, seed, prompt_set)``, ``TrainConfig.prompt_set``): ``v3``
+(``WEIGHTS``, the default and the shipped head's recipe: its output for every ``(n, seed)`` is
+frozen, pinned by hash in tests/data/test_prompt_sets.py) and ``v4`` (``WEIGHTS_V4``: v3 plus
+self_instruct at a third of the prompts). Everything is generated from ``updraft.data.material`` /
+``facts`` by a seeded ``random.Random``: the same ``(n, seed, prompt_set)`` always gives the same
+list (the order of the lists and templates is part of the contract; a new category goes into a
+new set, never into an old one). The EAGLE evaluation sets are held out and never read here.
 """
 
 from __future__ import annotations
@@ -27,12 +39,17 @@ from collections.abc import Callable
 
 from updraft.data import material as m
 from updraft.data import styles
+from updraft.data.self_instruct import self_instruct
 from updraft.data.types import Message, TrainPrompt
 
-__all__ = ["PROMPTS_VERSION", "WEIGHTS", "Message", "TrainPrompt", "build_prompts", "split_prompts"]
+__all__ = [
+    "PROMPTS_VERSION", "PROMPT_SETS", "WEIGHTS", "WEIGHTS_V4", "Message", "TrainPrompt", "build_prompts",
+    "check_prompt_set", "prompts_version", "split_prompts",
+]
 
-#: Bumped whenever the generator's output for a given ``(n, seed)`` changes, so cached
-#: generations of an older prompt set are not reused (``updraft.train`` keys its cache on it).
+#: Version of the default set, v3 (the recipe of the shipped head). Each set has its own version
+#: (``prompts_version``); ``updraft.train`` keys its data cache on it, so a set's version is
+#: bumped whenever its output for a given ``(n, seed)`` changes, and v3's never changes.
 PROMPTS_VERSION = 3
 
 
@@ -267,6 +284,7 @@ _STAGED: dict[str, Callable[[random.Random], TrainPrompt]] = {
     "news": styles.news,
     "extraction": styles.extraction,
     "multiturn": lambda r: styles.multiturn(r, _FIRST_TURNS),
+    "self_instruct": self_instruct,
 }
 #: Category weights (passage, news, advice and multi-turn tasks produce two training responses
 #: each). Version 3 leans toward the evaluation styles: short instructions, factual questions,
@@ -276,6 +294,23 @@ WEIGHTS = {
     "passage": 7, "advice": 3, "roleplay": 6, "essay": 3,
     "instruct": 12, "factual": 10, "code_complete": 9, "news": 10, "extraction": 5, "multiturn": 10,
 }
+#: Set v4: v3's categories and weights plus self-instruct requests at half their total weight
+#: (a third of the prompts).
+WEIGHTS_V4 = WEIGHTS | {"self_instruct": sum(WEIGHTS.values()) // 2}
+#: Prompt sets by name: (category weights, version).
+_SETS: dict[str, tuple[dict[str, int], int]] = {"v3": (WEIGHTS, PROMPTS_VERSION), "v4": (WEIGHTS_V4, 4)}
+PROMPT_SETS = tuple(_SETS)
+
+
+def check_prompt_set(prompt_set: str) -> str:
+    if prompt_set not in _SETS:
+        raise ValueError(f"prompt_set={prompt_set!r} is invalid: choose one of {', '.join(PROMPT_SETS)}")
+    return prompt_set
+
+
+def prompts_version(prompt_set: str) -> int:
+    """The version of a prompt set (what cached generations and carried head states record)."""
+    return _SETS[check_prompt_set(prompt_set)][1]
 
 
 def _make(cat: str, r: random.Random) -> TrainPrompt:
@@ -284,15 +319,16 @@ def _make(cat: str, r: random.Random) -> TrainPrompt:
     return TrainPrompt(_SIMPLE[cat](r), cat)
 
 
-def build_prompts(n: int, seed: int = 0) -> list[TrainPrompt]:
-    """``n`` distinct prompts (by text), deterministic in ``(n, seed)``; a prefix of a longer
-    list with the same seed is NOT guaranteed (sampling continues differently), so callers that
-    split train / held-out take both from one call."""
+def build_prompts(n: int, seed: int = 0, prompt_set: str = "v3") -> list[TrainPrompt]:
+    """``n`` distinct prompts (by text) of ``prompt_set``, deterministic in ``(n, seed,
+    prompt_set)``; a prefix of a longer list with the same seed is NOT guaranteed (sampling
+    continues differently), so callers that split train / held-out take both from one call."""
     if n < 0:
         raise ValueError(f"n={n} must be >= 0")
+    table = _SETS[check_prompt_set(prompt_set)][0]
     r = random.Random(seed)
-    cats = sorted(WEIGHTS)
-    weights = [WEIGHTS[c] for c in cats]
+    cats = sorted(table)
+    weights = [table[c] for c in cats]
     out: list[TrainPrompt] = []
     seen: set[str] = set()
     attempts = 0

@@ -8,6 +8,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from updraft.data.prompts import check_prompt_set
+
 METHODS = ("eagle", "eagle3")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
@@ -38,6 +40,9 @@ class TrainConfig:
     seed: int = _opt("seed of the prompts, the split, the head's initialisation and the batch order", default=0)
     progress: bool = _opt("progress bars", default=True)
     # ---- data
+    prompt_set: str = _opt(
+        "prompt set of updraft.data.prompts: v3 (templates; the shipped head's recipe) or v4 (v3 plus a third "
+        "self-instruct prompts: the target writes a user request, then answers it in a new conversation)", default="v3")
     num_prompts: int = _opt("prompts generated from updraft.data.prompts (passage tasks add a follow-up each)", default=4000)
     held_out: int = _opt("prompts kept out of training for the held-out estimate and the final acceptance check", default=48)
     max_new_tokens: int = _opt("longest response generated per prompt", default=320)
@@ -98,6 +103,7 @@ class TrainConfig:
             raise bad("data_device", f"choose one of {', '.join(DEVICES)}")
         if self.precision not in PRECISIONS:
             raise bad("precision", f"choose one of {', '.join(PRECISIONS)}")
+        check_prompt_set(self.prompt_set)
         if self.save_dtype not in ("bfloat16", "float16", "float32"):
             raise bad("save_dtype", "choose bfloat16, float16 or float32")
         for name in ("num_prompts", "max_new_tokens", "gen_batch", "batch_tokens", "ttt_steps", "spec_steps", "log_every", "draft_vocab_size"):

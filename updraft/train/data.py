@@ -300,10 +300,12 @@ def collect_sequences(
 ) -> GenerationResult:
     """The target's responses to ``prompts`` through the engine (continuous batching; CUDA
     graphs when the engine captured them); a prompt's ``max_tokens`` caps its first response
-    instead of ``max_new_tokens``. Two-stage tasks (passage, news, advice, multi-turn): as soon as the
-    first response finishes, the second stage (the passage's follow-up, or the conversation's
-    next user turn) is queued ahead of the remaining first-stage prompts, so a deadline cuts
-    both stages alike.
+    instead of ``max_new_tokens``. Two-stage tasks (passage, news, advice, multi-turn,
+    self-instruct): as soon as the first response finishes, the second stage (the passage's
+    follow-up, the conversation's next user turn, or the self-written request in a new
+    conversation) is queued ahead of the remaining first-stage prompts, so a deadline cuts both
+    stages alike. Both stages are training sequences (each response came from the target);
+    ``stats["fallback_requests"]`` counts self-instruct prompts whose own request was unusable.
 
     Requests are fed in waves: whenever a quarter of the engine's ``max_running_requests`` slots
     are free, enough new requests to fill them are added at once, so their prompts share one
@@ -318,7 +320,8 @@ def collect_sequences(
     follow: deque[tuple[int, int, list[Message]]] = deque()
     inflight: dict[str, tuple[int, int, list[int]]] = {}
     done: list[tuple[int, int, list[int], list[int]]] = []
-    stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0}
+    stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0,
+             "fallback_requests": 0.0}
     bar = None
     if progress:
         from tqdm import tqdm
@@ -341,7 +344,10 @@ def collect_sequences(
             stats["generated_tokens"] += len(resp)
             p = prompts[i]
             if stage == 1 and p.two_stage and req.finish_reason != "abort":
-                follow.append((i, 2, p.stage2_messages(engine.tokenizer.decode(resp, skip_special_tokens=True))))
+                messages = p.stage2_messages(engine.tokenizer.decode(resp, skip_special_tokens=True))
+                if p.fallback_request is not None and messages[-1]["content"] == p.fallback_request:
+                    stats["fallback_requests"] += 1
+                follow.append((i, 2, messages))
                 if bar is not None:
                     bar.total += 1
         if bar is not None:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from updraft.config import EngineConfig, SpeculativeConfig
-from updraft.data.prompts import PROMPTS_VERSION, TrainPrompt, build_prompts, split_prompts
+from updraft.data.prompts import TrainPrompt, build_prompts, prompts_version, split_prompts
 from updraft.engine.engine import Engine
 from updraft.models.eagle import Eagle3Head, default_aux_layers
 from updraft.models.loader import LoadedModel, load_checkpoint
@@ -73,7 +73,9 @@ from updraft.train.losses import (
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
-#: Config fields that decide which sequences get generated (the data cache is reused if equal).
+#: Config fields that decide which sequences get generated (the data cache is reused if equal);
+#: the prompt set enters as its version (``prompts_version``), so v3 caches written before
+#: there was a choice of sets still match.
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
 CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is planned
 #: Steps after each plan at which it is made again, each from the steps since the previous plan
@@ -108,11 +110,11 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     path = resolve_model(cfg.target)
     if loaded is None:
         loaded = load_checkpoint(path, dtype=dtype, device=device, progress=cfg.progress)
-    prompts = build_prompts(cfg.num_prompts, cfg.seed)
+    prompts = build_prompts(cfg.num_prompts, cfg.seed, cfg.prompt_set)
     train_p, held_p = split_prompts(prompts, cfg.held_out, cfg.seed)
     ordered = held_p + train_p  # held-out first: always generated in full, before any deadline
     data_dir = Path(cfg.data_dir or Path(cfg.out) / "data")
-    meta = {k: getattr(cfg, k) for k in DATA_KEYS} | _target_identity(path) | {"prompts_version": PROMPTS_VERSION}
+    meta = {k: getattr(cfg, k) for k in DATA_KEYS} | _target_identity(path) | {"prompts_version": prompts_version(cfg.prompt_set)}
     cached = GenerationResult.load(data_dir)
     if cached is not None and cached[1] == json.loads(json.dumps(meta)):
         gen = cached[0]
@@ -176,7 +178,8 @@ def _generate(cfg: TrainConfig, loaded: LoadedModel, prompts: list[TrainPrompt],
     s = gen.stats
     _say(
         f"generated {int(s['generated_tokens'])} tokens in {s['wall_s']:.1f}s ({s['tokens_per_s']:.0f} tok/s, "
-        f"{int(s['finished'])} finished, {int(s['aborted'])} cut at the deadline)"
+        f"{int(s['finished'])} finished, {int(s['aborted'])} cut at the deadline"
+        + (f", {int(s['fallback_requests'])} self-instruct requests unusable: fallback)" if s.get("fallback_requests") else ")")
     )
     del engine
     _free()
@@ -219,7 +222,7 @@ def _start_state(cfg: TrainConfig, ckpt: Path, head: Head, opt: torch.optim.Opti
     if cfg.resume:
         state = load_checkpoint_state(ckpt, head, opt, cfg, fp)
     elif cfg.resume_from:
-        state = carried_state(cfg, fp, PROMPTS_VERSION)
+        state = carried_state(cfg, fp, prompts_version(cfg.prompt_set))
     else:
         return TrainState()
     _say(f"resumed at step {state.step} of {state.total_steps} (epoch {state.epoch}, batch {state.batch_index})")
@@ -511,7 +514,7 @@ def train(
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
     save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding,
               max_file_bytes=int(cfg.max_file_mb * 2**20) or None)
-    CarriedState.of(state, cfg, fp, PROMPTS_VERSION).write(out)
+    CarriedState.of(state, cfg, fp, prompts_version(cfg.prompt_set)).write(out)
     del opt, labels
     _free()
     result: dict[str, Any] = {
