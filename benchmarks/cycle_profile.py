@@ -24,9 +24,9 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from graph_phases import fake_requests  # noqa: E402
-from spec_iteration import head_method  # noqa: E402
+from spec_iteration import add_cost_args, head_method, smollm_engine_config  # noqa: E402
 
-from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.sampling_params import SamplingParams  # noqa: E402
@@ -98,16 +98,10 @@ def show(key: str, r: dict[str, Any]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smollm", required=True, help="SmolLM2 GGUF path")
-    ap.add_argument("--head", default="builtin:smollm2")
-    ap.add_argument("--sizes", default="1,8")
-    ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--out", required=True)
+    add_cost_args(ap, "1,8")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
-    base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
-                        max_total_tokens=max(sizes) * (args.context + 64) + 4096, max_running_requests=max(sizes))
+    base = smollm_engine_config(args.smollm, sizes, args.context)
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     plain = Engine(base)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
     eng = Engine(dataclasses.replace(base, speculative=spec))  # its own model: EAGLE-3 sets aux layers on it

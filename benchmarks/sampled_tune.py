@@ -12,7 +12,6 @@ import argparse
 import dataclasses
 import itertools
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from graph_phases import fake_requests  # noqa: E402
-from spec_iteration import _median_event_ms, head_method  # noqa: E402
+from spec_iteration import (  # noqa: E402
+    _median_event_ms,
+    add_cost_args,
+    fused_ms,
+    head_method,
+    smollm_engine_config,
+)
 
-from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.sampling_params import SamplingParams  # noqa: E402
@@ -31,24 +36,18 @@ from updraft.spec import rejection_kernels as rk  # noqa: E402
 
 
 def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> float:
+    """The S = 5 iteration at ``bs``, its graph recaptured with the kernels' current constants."""
     drv = eng.driver
     assert drv is not None, eng.graph_log
     reqs = fake_requests(eng, bs, context)
     for r in reqs:
         r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
     drv.admit(reqs)
-    drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)  # recaptured with the current constants
-    drv.fused.graph_for(5, sampled, bs)
-    secs = []
-    for i in range(iters + 3):
-        drv.admit(reqs)
-        inf = drv.fused.launch(reqs, 5, sampled)
-        inf.wait()
-        if i >= 3:
-            secs.append(inf.seconds() * 1e3)
+    drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)
+    ms = fused_ms(eng, reqs, iters, 5, sampled)
     for r in reqs:
         eng.scheduler.release(r)
-    return statistics.median(secs)
+    return ms
 
 
 def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
@@ -61,16 +60,10 @@ def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--smollm", required=True)
-    ap.add_argument("--head", default="builtin:smollm2")
-    ap.add_argument("--sizes", default="1")
-    ap.add_argument("--context", type=int, default=512)
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--out", required=True)
+    add_cost_args(ap, "1")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
-    base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
-                        max_total_tokens=max(sizes) * (args.context + 64) + 4096, max_running_requests=max(sizes))
+    base = smollm_engine_config(args.smollm, sizes, args.context)
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     eng = Engine(dataclasses.replace(base, speculative=spec))
     out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}

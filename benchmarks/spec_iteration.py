@@ -108,18 +108,36 @@ def _median_event_ms(fn: Any, iters: int) -> float:
     return statistics.median(times[3:])
 
 
-def _fused_plain_ms(plain: Engine, reqs: list[Any], iters: int) -> float:
-    """Device time of the fused plain step (one DECODE replay, state on the device) for ``reqs``."""
-    drv = plain.driver
-    assert drv is not None and drv.fused.drafter is None, plain.graph_log
+def fused_ms(eng: Engine, reqs: list[Any], iters: int, steps: int = 0, sampled: bool = False) -> float:
+    """Median device time (ms) of the fused iteration with ``steps`` drafts for ``reqs`` (S = 0
+    on a plain engine: the plain step, one DECODE replay with state on the device), the rows
+    re-admitted before every launch so each one starts from the same lengths."""
+    drv = eng.driver
+    assert drv is not None, eng.graph_log
     secs = []
     for i in range(iters + 3):
         drv.admit(reqs)
-        inf = drv.fused.launch(reqs, 0, False)
+        inf = drv.fused.launch(reqs, steps, sampled)
         inf.wait()
         if i >= 3:
             secs.append(inf.seconds() * 1e3)
     return statistics.median(secs)
+
+
+def add_cost_args(ap: argparse.ArgumentParser, sizes: str) -> None:
+    """The arguments the profiling scripts share (cycle_profile.py, sampled_tune.py)."""
+    ap.add_argument("--smollm", required=True, help="SmolLM2 GGUF path")
+    ap.add_argument("--head", default="builtin:smollm2")
+    ap.add_argument("--sizes", default=sizes)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", required=True)
+
+
+def smollm_engine_config(model: str, sizes: list[int], context: int) -> EngineConfig:
+    """The cost benchmarks' engine: bf16 graphs at ``sizes``, room for ``context`` at the largest."""
+    return EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
+                        max_total_tokens=max(sizes) * (context + 64) + 4096, max_running_requests=max(sizes))
 
 
 def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, iters: int) -> dict[str, float]:
@@ -127,7 +145,7 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
     state on the device), and end-to-end TPOT (p50 over 128 tokens after a ``context``-token
     prompt) with overlap (the default) and without (per-step graphs)."""
     reqs = fake_requests(plain, 1, context)
-    out = {"plain_step_device_ms_bs1": _fused_plain_ms(plain, reqs, iters)}
+    out = {"plain_step_device_ms_bs1": fused_ms(plain, reqs, iters)}
     for r in reqs:
         plain.scheduler.release(r)
     prompt = [(7 * i + 3) % 1000 + 10 for i in range(context)]
@@ -142,15 +160,14 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
 
 
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int) -> dict[str, Any]:
-    base = EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
-                        max_total_tokens=max(sizes) * (context + 64) + 4096, max_running_requests=max(sizes))
+    base = smollm_engine_config(model, sizes, context)
     out: dict[str, Any] = {}
     plain = Engine(base, loaded=loaded)
     for bs in sizes:
         reqs = fake_requests(plain, bs, context)
         batch = plain.runner.make_batch(ForwardMode.DECODE, [1] * bs, [r.row for r in reqs], [context + 1] * bs, [1] * bs, stride=1)
         out[f"decode_ms_bs{bs}"] = _median_event_ms(lambda b=batch, e=plain: e.runner.forward(b), iters)
-        out[f"plain_step_ms_bs{bs}"] = _fused_plain_ms(plain, reqs, iters)
+        out[f"plain_step_ms_bs{bs}"] = fused_ms(plain, reqs, iters)
         for r in reqs:
             plain.scheduler.release(r)
     out |= plain_tpot(plain, base, loaded, context, iters)

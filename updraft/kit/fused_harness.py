@@ -62,6 +62,7 @@ from updraft.kit.runner_harness import (
     TOL,
     RunnerCheck,
     graphs_of,
+    kv_problems,
     mismatch,
     prefill_requests,
     rotated_batches,
@@ -285,12 +286,7 @@ class FusedRig:
         err = mismatch(gst.next_hidden, est.next_hidden, tol)
         if err:
             problems.append(f"next_hidden {err}")
-        for who, ka, kb in zip(("target", "draft"), gst.kv, est.kv):
-            for i, (a, b) in enumerate(zip(ka, kb)):
-                err = mismatch(a[1:], b[1:], tol)  # slot 0 is scratch: padded rows write there
-                if err:
-                    problems.append(f"{who} KV {'k' if i < len(ka) // 2 else 'v'} layer {i % (len(ka) // 2)}: slot {err}")
-                    break
+        problems.extend(kv_problems(gst.kv, est.kv, tol))
         return problems
 
     # ---- cross replay (real CUDA graphs) -----------------------------------------------------------

@@ -122,6 +122,19 @@ def mismatch(a: torch.Tensor, b: torch.Tensor, tol: float) -> str:
     return ""
 
 
+def kv_problems(kv_a: Any, kv_b: Any, tol: float) -> list[str]:
+    """Both models' KV pools (per model: K of every layer, then V) compared on every slot but
+    the scratch slot 0 (padded rows write there); the first mismatching layer per model."""
+    problems = []
+    for who, ka, kb in zip(("target", "draft"), kv_a, kv_b):
+        for i, (a, b) in enumerate(zip(ka, kb)):
+            err = mismatch(a[1:], b[1:], tol)
+            if err:
+                problems.append(f"{who} KV {'k' if i < len(ka) // 2 else 'v'} layer {i % (len(ka) // 2)}: slot {err}")
+                break
+    return problems
+
+
 def graphs_of(runner: ModelRunner) -> dict[ForwardMode, Any]:
     """The fixed-width phase graphs ``runner`` captured, by mode."""
     return {m: g for m in ForwardMode if (g := runner.graph(m)) is not None}
@@ -359,12 +372,7 @@ class RunnerRig:
                 err = mismatch(a, b, tol)
                 if err:
                     problems.append(f"{name} {err}")
-        for who, ka, kb in zip(("target", "draft"), gst["kv"], est["kv"]):
-            for i, (a, b) in enumerate(zip(ka, kb)):
-                err = mismatch(a[1:], b[1:], tol)  # slot 0 is scratch: padded rows write there
-                if err:
-                    problems.append(f"{who} KV {'k' if i < len(ka) // 2 else 'v'} layer {i % (len(ka) // 2)}: slot {err}")
-                    break
+        problems.extend(kv_problems(gst["kv"], est["kv"], tol))
         return problems
 
     @staticmethod
