@@ -29,7 +29,7 @@ import math
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from updraft.train.data import (
     DistillData,
     GenerationResult,
     Prefetcher,
+    TrainBatch,
     collect_sequences,
     epoch_batches,
     pick_data_device,
@@ -368,29 +369,9 @@ def _plan_steps(cfg: TrainConfig, step: int, per_step: float, train_start: float
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def train(
-    cfg: TrainConfig, *, start_time: float | None = None, stop_after: int | None = None, loaded: LoadedModel | None = None,
-) -> dict[str, Any]:
-    """Run ``updraft train-draft``; returns the training log (also written to OUT/train_log.json).
-    ``stop_after``: stop (after checkpointing) once this many steps are done, without saving the
-    head -- an interrupted run, for tests of ``resume``. ``loaded``: reuse a loaded target."""
-    cfg = cfg.validate()
-    t0 = start_time if start_time is not None else time.time()
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
-    device = torch.device("cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device))
-    precision = cfg.resolved_precision(device.type)
-    # bf16: the target runs in bf16 (as it serves on GPU) and the head trains under bf16 autocast
-    # with fp32 weights; fp32: nothing is mixed.
-    target_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    budget_end = t0 + cfg.time_budget if cfg.time_budget else None
-    train_deadline = t0 + cfg.time_budget * (1 - RESERVE_FRACTION) if cfg.time_budget else None
-
-    prep = prepare(cfg, device, target_dtype, t0, loaded)
-    target = prep.loaded.model
-    target.requires_grad_(False)
+def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device) -> tuple[Head, Any]:
+    """The head to train: warm-started (--init-from / --resume-from / --resume) or new (EAGLE-3:
+    its draft vocabulary picked from the training targets), and its vocabulary coverage logged."""
     started = warm_start(cfg, target, device)
     if started is not None:
         _say(f"initialised from {cfg.init_from or cfg.resume_from}")
@@ -406,141 +387,233 @@ def train(
         in_vocab = head.to_target_ids(torch.arange(head.lm_head.out_features, device=head.d2t.device)).cpu()
         prep.data_info["draft_vocab_coverage"] = float(counts[in_vocab].sum() / counts.sum().clamp(min=1))
         _say(f"draft vocabulary of {in_vocab.numel()} tokens covers {prep.data_info['draft_vocab_coverage']:.4f} of the training targets")
+    return head, hf_cfg
+
+
+def _plan_schedule(cfg: TrainConfig, state: TrainState, num_batches: int) -> None:
+    """A new schedule's length (fixed steps, epochs, or left to the planner) and warm-up."""
+    state.warmup = cfg.warmup_steps
+    if cfg.steps is not None:
+        state.total_steps = cfg.steps
+    elif cfg.time_budget is None and cfg.train_seconds is None:
+        state.total_steps = max(1, math.ceil(cfg.epochs * num_batches))
+    if state.total_steps is not None:
+        state.warmup = min(cfg.warmup_steps, state.total_steps // 10)
+
+
+@dataclass
+class _LogWindow:
+    """Step metrics averaged over ``log_every`` steps into ``state.log`` (and stderr without a bar)."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    n: int = 0
+    since: float = field(default_factory=time.time)
+
+    def add(self, m: dict[str, float]) -> None:
+        for k, v in m.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.n += 1
+
+    def flush(self, cfg: TrainConfig, state: TrainState, lr: float, t0: float, quiet: bool) -> None:
+        now = time.time()
+        entry = {k: v / self.n for k, v in self.sums.items()} | {
+            "step": state.step, "epoch": state.epoch, "lr": lr, "elapsed_s": now - t0, "tokens_seen": state.tokens_seen,
+            "train_tokens_per_s": self.sums.get("tokens", 0.0) / max(now - self.since, 1e-9),
+        }
+        state.log.append(entry)
+        self.sums, self.n, self.since = {}, 0, now
+        if not quiet:
+            accs = " ".join(f"{entry.get(f'acc{k}', 0):.2f}" for k in range(cfg.ttt_steps))
+            _say(f"step {state.step}/{state.total_steps or '?'} loss {entry['loss']:.4f} acc [{accs}] lr {lr:.2e}")
+
+
+@dataclass
+class _Run:
+    """What one training run holds while it steps."""
+
+    cfg: TrainConfig
+    prep: Prepared
+    head: Head
+    opt: torch.optim.Optimizer
+    params: list[torch.nn.Parameter]
+    labels: TargetHead
+    loss_cfg: LossConfig
+    precision: str
+    device: torch.device
+
+    def autocast(self) -> Any:
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def step(self, batch: TrainBatch, lr: float) -> dict[str, float]:
+        """One optimizer step at ``lr``; the step's metrics."""
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        with self.autocast():
+            loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels)
+        loss.backward()
+        clip = self.cfg.grad_clip
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, clip) if clip > 0 else torch.zeros(())
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        m["grad_norm"] = float(gnorm)
+        m["tokens"] = float(batch.target_mask.sum())
+        return m
+
+
+def _device(cfg: TrainConfig) -> torch.device:
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
+    if cfg.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(cfg.device)
+
+
+def _show(bar: Any, state: TrainState, m: dict[str, float], lr: float) -> None:
+    """The progress bar after a step (its total follows the planner's)."""
+    if bar is None:
+        return
+    if bar.total != state.total_steps:
+        bar.total = state.total_steps
+        bar.refresh()
+    bar.update(1)
+    bar.set_postfix(loss=f"{m['loss']:.3f}", acc0=f"{m.get('acc0', 0):.2f}", lr=f"{lr:.1e}", refresh=False)
+
+
+@dataclass
+class _Where:
+    """Where a run checkpoints and the clock it keeps."""
+
+    ckpt: Path
+    fingerprint: Any
+    t0: float
+    train_start: float
+    deadline: float | None
+
+
+def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: Any, rewarm_from: int | None,
+           stop_after: int | None) -> str | None:
+    """Train until the schedule, the time budget or Ctrl-C ends it; what stopped it (None:
+    ``stop_after`` steps were done and checkpointed, the head is not to be saved)."""
+    cfg = run.cfg
+    window = _LogWindow()
+    planner = _StepPlanner()
+    lengths = run.prep.train.lengths.tolist()
+    batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
+    try:
+        while state.total_steps is None or state.step < state.total_steps:
+            if at.deadline is not None and time.time() > at.deadline:
+                return "time budget"
+            if state.batch_index >= len(batches):
+                state.epoch += 1
+                state.batch_index = 0
+                batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
+            upcoming = batches[state.batch_index + 1] if state.batch_index + 1 < len(batches) else None
+            lr = lr_at(cfg, state.step, state.total_steps, state.warmup) * rewarm_factor(cfg, state.step, rewarm_from)
+            m = run.step(loader.get(batches[state.batch_index], upcoming), lr)
+            state.step += 1
+            state.batch_index += 1
+            state.tokens_seen += int(m["tokens"])
+            window.add(m)
+            if planner.due(state):
+                planner.plan(cfg, state, at.train_start, at.deadline)
+            _show(bar, state, m, lr)
+            if state.step % cfg.log_every == 0:
+                window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
+            if cfg.eval_every and state.step % cfg.eval_every == 0:
+                _eval(run.head, run.prep, cfg, run.labels, run.device, run.autocast, state, at.t0, bar)
+            stop = stop_after is not None and state.step >= stop_after
+            if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or stop:
+                save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint)
+            if stop:
+                return None
+    except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
+        _say(f"interrupted at step {state.step}: saving the head as it is")
+        return "interrupted"
+    return "steps"
+
+
+def train(
+    cfg: TrainConfig, *, start_time: float | None = None, stop_after: int | None = None, loaded: LoadedModel | None = None,
+) -> dict[str, Any]:
+    """Run ``updraft train-draft``; returns the training log (also written to OUT/train_log.json).
+    ``stop_after``: stop (after checkpointing) once this many steps are done, without saving the
+    head -- an interrupted run, for tests of ``resume``. ``loaded``: reuse a loaded target."""
+    cfg = cfg.validate()
+    t0 = start_time if start_time is not None else time.time()
+    device = _device(cfg)
+    precision = cfg.resolved_precision(device.type)
+    # bf16: the target runs in bf16 (as it serves on GPU) and the head trains under bf16 autocast
+    # with fp32 weights; fp32: nothing is mixed.
+    target_dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget_end = t0 + cfg.time_budget if cfg.time_budget else None
+    train_deadline = t0 + cfg.time_budget * (1 - RESERVE_FRACTION) if cfg.time_budget else None
+
+    prep = prepare(cfg, device, target_dtype, t0, loaded)
+    prep.loaded.model.requires_grad_(False)
+    head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
-    labels = TargetHead(head)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight, step_decay=cfg.step_decay)
+    run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
     fp = data_fingerprint(prep.train)
     ckpt = out / CHECKPOINT
     state = _start_state(cfg, ckpt, head, opt, fp)
-    continuing = cfg.resume or cfg.resume_from is not None
     rewarm_from = state.step if cfg.resume_from else None
-
-    def autocast() -> Any:
-        if precision == "bf16":
-            return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
     lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
-    if not continuing:
-        state.warmup = cfg.warmup_steps
-        if cfg.steps is not None:
-            state.total_steps = cfg.steps
-        elif cfg.time_budget is None and cfg.train_seconds is None:
-            state.total_steps = max(1, math.ceil(cfg.epochs * len(batches)))
-        if state.total_steps is not None:
-            state.warmup = min(cfg.warmup_steps, state.total_steps // 10)
+    if not (cfg.resume or cfg.resume_from is not None):
+        _plan_schedule(cfg, state, len(batches))
     bar = None
     if cfg.progress:
         from tqdm import tqdm
 
         bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
-    window: dict[str, float] = {}
-    win_n, win_t = 0, time.time()
-    planner = _StepPlanner()
     loader = Prefetcher(prep.train, device, cfg.method == "eagle3")
     train_start = time.time()
     tokens_at_start = state.tokens_seen
-    stopped = "steps"
     try:
-        while state.total_steps is None or state.step < state.total_steps:
-            if train_deadline is not None and time.time() > train_deadline:
-                stopped = "time budget"
-                break
-            if state.batch_index >= len(batches):
-                state.epoch += 1
-                state.batch_index = 0
-                batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
-            seqs = batches[state.batch_index]
-            upcoming = batches[state.batch_index + 1] if state.batch_index + 1 < len(batches) else None
-            lr = lr_at(cfg, state.step, state.total_steps, state.warmup) * rewarm_factor(cfg, state.step, rewarm_from)
-            for g in opt.param_groups:
-                g["lr"] = lr
-            batch = loader.get(seqs, upcoming)
-            with autocast():
-                loss, m = compute_loss(head, batch, loss_cfg, labels)
-            loss.backward()
-            gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip > 0 else torch.zeros(())
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            state.step += 1
-            state.batch_index += 1
-            m["grad_norm"] = float(gnorm)
-            m["tokens"] = float(batch.target_mask.sum())
-            state.tokens_seen += int(m["tokens"])
-            for k, v in m.items():
-                window[k] = window.get(k, 0.0) + v
-            win_n += 1
-            if planner.due(state):
-                planner.plan(cfg, state, train_start, train_deadline)
-                if bar is not None:
-                    bar.total = state.total_steps
-                    bar.refresh()
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{m['loss']:.3f}", acc0=f"{m.get('acc0', 0):.2f}", lr=f"{lr:.1e}", refresh=False)
-            if state.step % cfg.log_every == 0:
-                now = time.time()
-                entry = {k: v / win_n for k, v in window.items()} | {
-                    "step": state.step, "epoch": state.epoch, "lr": lr, "elapsed_s": now - t0, "tokens_seen": state.tokens_seen,
-                    "train_tokens_per_s": window.get("tokens", 0.0) / max(now - win_t, 1e-9),
-                }
-                state.log.append(entry)
-                window, win_n, win_t = {}, 0, now
-                if bar is None:
-                    accs = " ".join(f"{entry.get(f'acc{k}', 0):.2f}" for k in range(cfg.ttt_steps))
-                    _say(f"step {state.step}/{state.total_steps or '?'} loss {entry['loss']:.4f} acc [{accs}] lr {lr:.2e}")
-            if cfg.eval_every and state.step % cfg.eval_every == 0:
-                _eval(head, prep, cfg, labels, device, autocast, state, t0, bar)
-            if cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0:
-                save_checkpoint(ckpt, head, opt, state, cfg, fp)
-            if stop_after is not None and state.step >= stop_after:
-                loader.close()
-                if bar is not None:
-                    bar.close()
-                save_checkpoint(ckpt, head, opt, state, cfg, fp)
-                return {"stopped_after": state.step}
-    except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
-        stopped = "interrupted"
-        _say(f"interrupted at step {state.step}: saving the head as it is")
-    loader.close()
-    if bar is not None:
-        bar.close()
+        stopped = _steps(run, state, _Where(ckpt, fp, t0, train_start, train_deadline), loader, bar, rewarm_from, stop_after)
+    finally:
+        loader.close()
+        if bar is not None:
+            bar.close()
+    if stopped is None:
+        return {"stopped_after": state.step}
+    batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)  # the last epoch's (its length)
     train_s = time.time() - train_start
     done = state.evals and state.evals[-1]["step"] == state.step
-    final = state.evals[-1] if done else _eval(head, prep, cfg, labels, device, autocast, state, t0, None)
+    final = state.evals[-1] if done else _eval(head, prep, cfg, run.labels, device, run.autocast, state, t0, None)
     save_checkpoint(ckpt, head, opt, state, cfg, fp)
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
     save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding,
               max_file_bytes=int(cfg.max_file_mb * 2**20) or None)
     CarriedState.of(state, cfg, fp, prompts_version(cfg.prompt_set)).write(out)
-    del opt, labels
+    del opt, run, head
     _free()
     result: dict[str, Any] = {
-        "config": cfg.as_dict(),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__,
-        "commit": git_commit(),
-        "precision": precision,
-        "data": prep.data_info,
-        "steps": state.step,
-        "total_steps": state.total_steps,
-        "epochs_seen": state.epoch + state.batch_index / max(1, len(batches)),
-        "stopped_by": stopped,
-        "train_s": train_s,
-        "tokens_seen": state.tokens_seen,
+        "config": cfg.as_dict(), "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__, "commit": git_commit(), "precision": precision, "data": prep.data_info,
+        "steps": state.step, "total_steps": state.total_steps,
+        "epochs_seen": state.epoch + state.batch_index / max(1, len(batches)), "stopped_by": stopped,
+        "train_s": train_s, "tokens_seen": state.tokens_seen,
         "train_tokens_per_s": (state.tokens_seen - tokens_at_start) / max(train_s, 1e-9),
-        "log": state.log,
-        "held_out_evals": state.evals,
-        "held_out_final": final,
+        "log": state.log, "held_out_evals": state.evals, "held_out_final": final,
     }
+    return _finish(cfg, prep, out, result, t0, budget_end)
+
+
+def _finish(cfg: TrainConfig, prep: Prepared, out: Path, result: dict[str, Any], t0: float, budget_end: float | None) -> dict[str, Any]:
+    """The engine's acceptance on held-out prompts (the head is saved already: a failure here
+    must not lose the run), then the log and the model card."""
     if cfg.final_eval_prompts:
         # The log now, and again with the engine's figures: a run killed during the check keeps it.
         write_json(out / LOG_NAME, result | {"total_s": time.time() - t0})
-        del head
         _free()
-        try:  # the head is saved already: a failure here must not lose the run
+        try:
             e = engine_acceptance(cfg, prep.loaded, out, prep.held_prompts[: cfg.final_eval_prompts], budget_end)
             result["engine_acceptance"] = e
             _say(
