@@ -78,6 +78,10 @@ sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Ou
        "n": "i32"}
 triton.compile(ASTSource(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
+# topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary.
+sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "V": "i32"}
+cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16}
+triton.compile(ASTSource(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 print("compiled")
 """
 
@@ -86,8 +90,8 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose`` and ``uniform``) for sm_90, as the H100 will, with the ptxas triton ships (no
-    GPU needed)."""
+    two, ``choose``, ``uniform`` and ``topk_rows``) for sm_90, as the H100 will, with the ptxas
+    triton ships (no GPU needed)."""
     import os
     import subprocess
     import sys
