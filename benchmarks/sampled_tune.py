@@ -1,7 +1,8 @@
 """The sampled cycle's two costliest parts on the GPU, side by side (issue 12): the filter
 kernel's launch shape (block, tile, warps: ``rejection_kernels``' constants) timed inside the
 real S = 5 sampled iteration (SmolLM2 + head, T = 0.7 top-p 0.9, real verify logits), and the
-draft step's top-64 over the draft vocabulary (torch.topk against a sort) on its own.
+draft step's top-64 over the draft vocabulary (torch.topk against a sort and the Triton
+``topk_rows`` the iteration now uses; eager, and per call inside a CUDA graph) on its own.
 
     python benchmarks/sampled_tune.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
 """
@@ -13,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from updraft.engine.engine import Engine  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.sampling_params import SamplingParams  # noqa: E402
 from updraft.spec import rejection_kernels as rk  # noqa: E402
+from updraft.spec import sampling_kernels as sk  # noqa: E402
 
 
 def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> float:
@@ -50,12 +53,34 @@ def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> f
     return ms
 
 
+def _graph_ms(fn: Callable[[], object], iters: int, calls: int = 10) -> float:
+    """Per call, ``calls`` calls captured in one CUDA graph: the launch gaps an eager event pair
+    around one small launch also measures (a Triton launch's host time most of all) are gone,
+    as in the iteration graph."""
+    fn()  # compile / warm up outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    return _median_event_ms(g.replay, iters) / calls
+
+
 def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
     x = torch.randn(bs, vocab, device="cuda", dtype=torch.bfloat16)
+    # The kernel checked on the device first (its in-place sort relies on the barrier semantics
+    # the interpreter never exercises): the values torch finds, exactly the reference's indices.
+    vals, idx = sk.topk_rows(x, k)
+    want = x.topk(k, dim=-1)
+    assert torch.equal(vals, want.values.float()) and torch.equal(x.gather(1, idx), want.values)
+    assert torch.equal(idx, sk.topk_rows_reference(x, k)[1])
     return {"topk": _median_event_ms(lambda: x.topk(k, dim=-1), iters),
             "topk_unsorted": _median_event_ms(lambda: x.topk(k, dim=-1, sorted=False), iters),
             "sort_slice": _median_event_ms(lambda: x.sort(dim=-1, descending=True), iters),
-            "float_topk": _median_event_ms(lambda: x.float().topk(k, dim=-1), iters)}
+            "float_topk": _median_event_ms(lambda: x.float().topk(k, dim=-1), iters),
+            "triton_topk_rows": _median_event_ms(lambda: sk.topk_rows(x, k), iters),
+            "graph_topk": _graph_ms(lambda: x.topk(k, dim=-1), iters),
+            "graph_triton_topk_rows": _graph_ms(lambda: sk.topk_rows(x, k), iters)}
 
 
 def main() -> None:

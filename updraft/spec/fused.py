@@ -319,13 +319,21 @@ class FusedIteration:
         Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
         draft's top ``K = DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY
         q as long as it is the q the draft was drawn from, and this q costs one top-k instead of
-        a sort of the whole vocabulary per draft step. Greedy rows keep only the best candidate.
+        a sort of the whole vocabulary per draft step (``sampling_kernels.topk_rows`` on draft
+        vocabularies up to ``MAX_TOPK_ROW``). Greedy rows keep only the best candidate.
         The candidates are mapped to target ids once; q, the draw and the picked id are one
         kernel (``sampling_kernels.choose``)."""
         if prm is None or u is None or out is None:
             ids = logits.argmax(-1)
             return self.to_target(ids) if self.to_target else ids
-        vals, cand = logits.topk(out[0].shape[1], dim=-1)  # best first
+        # Best first either way: choose applies top-k / top-p over the candidates in this order.
+        # The top-k kernel follows the acceptance kernels' dispatch (CUDA, or the interpreter when
+        # tests ask): interpreted it costs ~15 ms a row, so CPU engine runs keep torch's topk.
+        k = out[0].shape[1]
+        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and rejection_kernels.use_kernels(logits):
+            vals, cand = sampling_kernels.topk_rows(logits, k)  # one kernel where torch's topk runs two
+        else:
+            vals, cand = logits.topk(k, dim=-1)
         if self.to_target:
             cand = self.to_target(cand)
         _, tok = sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),

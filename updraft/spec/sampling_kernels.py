@@ -1,7 +1,7 @@
 """Triton kernels for the sampled draft step of the fused speculative graph.
 
-Inside a captured graph every tiny torch op is one more kernel node to replay; these two kernels
-stand in for chains of a few dozen of them.
+Inside a captured graph every tiny torch op is one more kernel node to replay; ``uniform`` and
+``choose`` stand in for chains of a few dozen of them, ``topk_rows`` for torch's top-k.
 
 ``uniform``: the counter-based uniforms of ``device_rng.uniform``, bit for bit. Grid: one program
 per row; the row's ``n`` columns are one ``BLOCK_N = next_pow2(n)`` tile. All integer math is
@@ -21,6 +21,14 @@ of a cumulative-sum boundary. The filter comparisons are exact, so a row whose c
 within rounding of ``top_p`` (or whose ``p`` sits at ``min_p * p_0``) may keep a different set
 than the reference; both are valid distributions, and rejection sampling only needs the ``q``
 that was actually drawn from, which is the one returned.
+
+``topk_rows``: the k best of a row of at most ``MAX_TOPK_ROW`` values, best first, where torch's
+topk runs a radix select and a sort of the k (two kernels, ~45 us at batch 1 on an H100 for 64 of
+8,192). Grid: one program per row; the row is one ``BLOCK = next_pow2(V)`` register tile, read
+once. The k-th largest value is found exactly by bisection on an order-preserving integer key of
+its float bits (one count over the tile per key bit: 16 for bf16, 32 for float32); the values
+above it and the first of its ties in index order are compacted by one prefix scan into the
+output row, which is then sorted in place by a k x k rank (descending value, ties by index).
 
 Dispatch: the launchers run the kernel on CUDA tensors and, for tests, on CPU tensors when the
 Triton interpreter is on; otherwise they fall back to the torch references. The interpreter
@@ -236,3 +244,128 @@ def choose(
         num_warps=min(4, num_warps(block_k)),
     )
     return q, pick
+
+
+# ---- topk_rows -------------------------------------------------------------------------------
+#: Longest row ``topk_rows`` takes: the row is one register tile of ``next_pow2(V)`` values.
+MAX_TOPK_ROW = 16384
+
+_POS_NAN = tl.constexpr(0x7FC00000)  # the float32 bits every NaN is replaced with (ranks top)
+_LOW16 = tl.constexpr(0xFFFF)
+
+
+def topk_rows_reference(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Torch version of ``topk_rows`` (same order, ties and NaN rule): a stable descending sort
+    of the rows as float32 (NaN sorts first; -0.0 and +0.0 are equal, so they tie)."""
+    vals, idx = torch.sort(logits.float(), dim=-1, descending=True, stable=True)
+    return vals[:, :k], idx[:, :k]
+
+
+@triton.jit
+def _order_key(bits):
+    """Order-preserving int32 key of float32 bits: a negative float keeps its sign bit and has
+    its magnitude bits flipped, so signed integer order is float order."""
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def _kth_key(key, K: tl.constexpr, NB: tl.constexpr):
+    """The K-th largest of ``key`` (NB-bit signed values; padding lanes hold the minimum, which
+    no real value has and no candidate below reaches): the largest T with at least K keys >= T,
+    built from the sign bit down, one count over the tile per bit."""
+    lo = -(1 << (NB - 1))
+    t = tl.where(tl.sum((key >= 0).to(tl.int32), axis=0) >= K, 0, lo)
+    for b in tl.static_range(NB - 2, -1, -1):
+        cand = t | (1 << b)
+        t = tl.where(tl.sum((key >= cand).to(tl.int32), axis=0) >= K, cand, t)
+    return t
+
+
+@triton.jit
+def _canonical_bits(x):
+    """float32 bits with every NaN made +NaN (ranks above +inf, as in torch) and -0.0 made +0.0
+    (so the two zeros tie instead of ranking by sign)."""
+    bits = x.to(tl.int32, bitcast=True)
+    return tl.where(x != x, _POS_NAN, tl.where(x == 0.0, 0, bits))
+
+
+@triton.jit
+def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, V, K: tl.constexpr, KP2: tl.constexpr,
+                      BLOCK: tl.constexpr, SHIFT: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = X + row * s_x
+    j = tl.arange(0, BLOCK)
+    valid = j < V
+    # Narrow inputs (bf16: SHIFT 16) leave the low float32 bits constant: the key drops them, so
+    # the search runs one count per significant bit only. Padding lanes get the minimum key.
+    # Only the key stays live through the search (the values are re-read for the K selected).
+    NB: tl.constexpr = 32 - SHIFT
+    x = tl.load(x_row + j, mask=valid, other=0.0).to(tl.float32)
+    key = tl.where(valid, _order_key(_canonical_bits(x)) >> SHIFT, -(1 << (NB - 1)))
+    t = _kth_key(key, K, NB)
+    gt = key > t
+    eq = valid & (key == t)
+    # Both prefix counts in one scan: ties in the high half, keys above t in the low half (each
+    # count <= BLOCK <= 2**14 fits 16 bits). Selected: every key > t, then the first
+    # ``K - #(key > t)`` ties in index order; a selected lane's slot is how many selected lanes
+    # precede it (the compaction keeps index order).
+    c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), axis=0)
+    need = K - tl.sum(gt.to(tl.int32), axis=0)
+    eq_before = (c >> 16) - eq.to(tl.int32)
+    sel = gt | (eq & (eq_before < need))
+    slot = (c & _LOW16) - gt.to(tl.int32) + tl.minimum(eq_before, need)
+    ov = OutV + row * s_ov
+    oi = OutI + row * s_oi
+    tl.store(oi + slot, j.to(tl.int64), mask=sel)
+    # The K selected indices are now in the output row in index order. Sort them in place: a
+    # pair's rank is how many pairs precede it (larger key, or equal key at a smaller slot, so
+    # ties stay in index order). The barriers order other threads' stores before these loads
+    # and these loads before the stores over them (one program: same SM, visible after a sync).
+    tl.debug_barrier()
+    s = tl.arange(0, KP2)
+    ks = s < K
+    i = tl.load(oi + s, mask=ks, other=0)
+    bits = _canonical_bits(tl.load(x_row + i, mask=ks, other=0.0).to(tl.float32))
+    kk = _order_key(bits)
+    ka, kb = kk[:, None], kk[None, :]
+    before = ks[None, :] & ((kb > ka) | ((kb == ka) & (s[None, :] < s[:, None])))
+    rank = tl.sum(before.to(tl.int32), axis=1)
+    tl.debug_barrier()
+    tl.store(ov + rank, bits.to(tl.float32, bitcast=True), mask=ks)
+    tl.store(oi + rank, i, mask=ks)
+
+
+def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None,
+              out_idx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest values of each row of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``; any
+    float dtype, rows may be strided) and their indices, best first, in ONE launch of one
+    program per row; on inputs the kernels do not run on (``use_triton``), the torch reference.
+
+    Returns ``(vals, idx)``: [B, k] float32 and int64 (``out_vals`` / ``out_idx`` when given:
+    rows may be strided, contiguous along k). Order: descending value, equal values by
+    ascending index, so the result is deterministic; which of several values equal to the
+    k-th are kept follows the same rule (the smallest indices). NaN ranks above every number
+    (all NaNs equal), -inf below every finite value, -0.0 equals +0.0 (returned as +0.0).
+    float64 rows are ranked by their float32 rounding (the values returned are exactly the
+    float32 roundings of the true k largest; values that round alike are ties)."""
+    b, v = logits.shape
+    assert 0 < k <= v <= MAX_TOPK_ROW, f"topk_rows: k {k} of {v} (at most {MAX_TOPK_ROW} values a row)"
+    if not use_triton(logits):
+        vals, idx = topk_rows_reference(logits, k)
+        return (out_vals.copy_(vals) if out_vals is not None else vals,
+                out_idx.copy_(idx) if out_idx is not None else idx)
+    dev = logits.device
+    vals = out_vals if out_vals is not None else torch.empty((b, k), dtype=torch.float32, device=dev)
+    idx = out_idx if out_idx is not None else torch.empty((b, k), dtype=torch.int64, device=dev)
+    assert vals.shape == idx.shape == (b, k) and vals.dtype == torch.float32 and idx.dtype == torch.int64
+    assert logits.stride(1) == 1 and (k == 1 or vals.stride(1) == idx.stride(1) == 1), "topk_rows: rows contiguous"
+    if b == 0:
+        return vals, idx
+    # Low float32 bits that are constant for every value of the input dtype (bf16: 16, fp16: 13).
+    shift = {torch.bfloat16: 16, torch.float16: 13}.get(logits.dtype, 0)
+    block, kp2 = triton.next_power_of_2(v), triton.next_power_of_2(k)
+    _topk_rows_kernel[(b,)](
+        logits, logits.stride(0), vals, vals.stride(0), idx, idx.stride(0), v, K=k, KP2=kp2,
+        BLOCK=block, SHIFT=shift, num_warps=num_warps(max(block, kp2 * kp2), per_thread=16),
+    )
+    return vals, idx
