@@ -1,8 +1,9 @@
-"""The sampled cycle's two costliest parts on the GPU, side by side (issue 12): the filter
-kernel's launch shape (block, tile, warps: ``rejection_kernels``' constants) timed inside the
-real S = 5 sampled iteration (SmolLM2 + head, T = 0.7 top-p 0.9, real verify logits), and the
-draft step's top-64 over the draft vocabulary (torch.topk against a sort and the Triton
-``topk_rows`` the iteration now uses; eager, and per call inside a CUDA graph) on its own.
+"""The sampled cycle's two costliest parts on the GPU (issue 12), side by side in one process:
+the S = 5 sampled iteration (SmolLM2 + head, T = 0.7 top-p 0.9, real verify logits) against the
+greedy one, with the draft steps' top-64 from torch.topk and from the Triton ``topk_rows``
+(``sampling_kernels.TOPK_ON_CUDA``; the kernel is first checked on the device against torch and
+its reference), the top-64 alternatives on their own (eager, and per call inside a CUDA graph),
+and with ``--sweep-filter`` the filter kernel's launch shapes (block, tile, warps).
 
     python benchmarks/sampled_tune.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
 """
@@ -83,31 +84,46 @@ def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
             "graph_triton_topk_rows": _graph_ms(lambda: sk.topk_rows(x, k), iters)}
 
 
+def filter_sweep(eng: Engine, bs: int, greedy: float, context: int, iters: int) -> list[dict[str, Any]]:
+    """The sampled cycle for each launch shape of the filter kernel (block x tile x warps)."""
+    default = (rk._BLOCK, rk.TILE, rk._WARPS)
+    rows = []
+    for block, tile, warps in itertools.product((4096, 8192), (256, 1024, 2048), (8, 16)):
+        rk._BLOCK, rk.TILE, rk._WARPS = block, tile, warps
+        try:
+            ms = cycle_ms(eng, bs, True, context, iters)
+        except Exception as e:  # noqa: BLE001 (a shape the compiler refuses: out of resources)
+            print(f"bs {bs} block {block} tile {tile} warps {warps}: {type(e).__name__}: {str(e)[:80]}")
+            continue
+        rows.append({"block": block, "tile": tile, "warps": warps, "sampled_ms": ms, "over_greedy": ms / greedy})
+        print(f"bs {bs} block {block:5d} tile {tile:4d} warps {warps:2d}: sampled {ms:.3f} ms = {ms / greedy:.3f}x greedy", flush=True)
+    rk._BLOCK, rk.TILE, rk._WARPS = default
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cost_args(ap, "1")
+    ap.add_argument("--sweep-filter", action="store_true", help="also the filter kernel's 12 launch shapes (run 3 of 2026-11-25)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     base = smollm_engine_config(args.smollm, sizes, args.context)
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     eng = Engine(dataclasses.replace(base, speculative=spec))
     out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
-    default = (rk._BLOCK, rk.TILE, rk._WARPS)
     for bs in sizes:
         greedy = cycle_ms(eng, bs, False, args.context, args.iters)
-        rows = []
-        for block, tile, warps in itertools.product((4096, 8192), (256, 1024, 2048), (8, 16)):
-            rk._BLOCK, rk.TILE, rk._WARPS = block, tile, warps
-            try:
-                ms = cycle_ms(eng, bs, True, args.context, args.iters)
-            except Exception as e:  # noqa: BLE001 (a shape the compiler refuses: out of resources)
-                print(f"bs {bs} block {block} tile {tile} warps {warps}: {type(e).__name__}: {str(e)[:80]}")
-                continue
-            rows.append({"block": block, "tile": tile, "warps": warps, "sampled_ms": ms, "over_greedy": ms / greedy})
-            print(f"bs {bs} block {block:5d} tile {tile:4d} warps {warps:2d}: sampled {ms:.3f} ms = {ms / greedy:.3f}x greedy", flush=True)
-        rk._BLOCK, rk.TILE, rk._WARPS = default
-        out[f"bs{bs}"] = {"greedy_ms": greedy, "filter_shapes": rows, "topk_8192": topk_ms(bs, 8192, 64, args.iters)}
-        print(f"bs {bs} greedy {greedy:.3f} ms; top-64 of 8192: {out[f'bs{bs}']['topk_8192']}", flush=True)
+        res: dict[str, Any] = {"greedy_ms": greedy, "sampled_ms": cycle_ms(eng, bs, True, args.context, args.iters)}
+        res["topk_8192"] = topk_ms(bs, 8192, 64, args.iters)  # checks topk_rows on the device first
+        sk.TOPK_ON_CUDA = True
+        res["sampled_topk_rows_ms"] = cycle_ms(eng, bs, True, args.context, args.iters)
+        sk.TOPK_ON_CUDA = False
+        if args.sweep_filter:
+            res["filter_shapes"] = filter_sweep(eng, bs, greedy, args.context, args.iters)
+        print(f"bs {bs}: greedy {greedy:.3f} ms, sampled {res['sampled_ms']:.3f} ms ({res['sampled_ms'] / greedy:.3f}x), "
+              f"with topk_rows {res['sampled_topk_rows_ms']:.3f} ms ({res['sampled_topk_rows_ms'] / greedy:.3f}x); "
+              f"top-64 of 8192: {res['topk_8192']}", flush=True)
+        out[f"bs{bs}"] = res
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "sampled_tune.json").write_text(json.dumps(out, indent=1))
 

@@ -327,10 +327,11 @@ class FusedIteration:
             ids = logits.argmax(-1)
             return self.to_target(ids) if self.to_target else ids
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
-        # The top-k kernel follows the acceptance kernels' dispatch (CUDA, or the interpreter when
-        # tests ask): interpreted it costs ~15 ms a row, so CPU engine runs keep torch's topk.
+        # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
+        # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA once TOPK_ON_CUDA is on.
         k = out[0].shape[1]
-        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and rejection_kernels.use_kernels(logits):
+        use = rejection_kernels.use_kernels(logits) and (logits.device.type != "cuda" or sampling_kernels.TOPK_ON_CUDA)
+        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and use:
             vals, cand = sampling_kernels.topk_rows(logits, k)  # one kernel where torch's topk runs two
         else:
             vals, cand = logits.topk(k, dim=-1)

@@ -249,6 +249,10 @@ def choose(
 # ---- topk_rows -------------------------------------------------------------------------------
 #: Longest row ``topk_rows`` takes: the row is one register tile of ``next_pow2(V)`` values.
 MAX_TOPK_ROW = 16384
+#: Whether the fused iteration's sampled draft steps use ``topk_rows`` on CUDA. Off until the
+#: kernel has been checked and timed on a GPU (``benchmarks/sampled_tune.py`` checks it against
+#: torch and times both, in and out of a graph); under the Triton interpreter it always runs.
+TOPK_ON_CUDA = False
 
 _POS_NAN = tl.constexpr(0x7FC00000)  # the float32 bits every NaN is replaced with (ranks top)
 _LOW16 = tl.constexpr(0xFFFF)
