@@ -79,7 +79,10 @@ else
   TRAIN_ARGS=(--num-prompts "${NUM_PROMPTS:-20000}" --held-out 64 --max-new-tokens 320 --gen-batch "${GEN_BATCH:-512}"
               --gen-fraction 0.6 --gen-max-total-tokens "${GEN_KV:-524288}" --batch-tokens 16384 --eval-every 500
               --log-every 50 --checkpoint-every 500 --final-eval-prompts 16 --final-eval-tokens 192
-              --draft-vocab-size 8192 --train-seconds "${TRAIN_SECONDS:-1500}")
+              --draft-vocab-size 8192)
+  # STEPS=N fixes the schedule's length (to repeat a run's schedule exactly), else it is planned
+  # from the measured step time to fill TRAIN_SECONDS of training across the calls.
+  if [ -n "${STEPS:-}" ]; then TRAIN_ARGS+=(--steps "$STEPS"); else TRAIN_ARGS+=(--train-seconds "${TRAIN_SECONDS:-1500}"); fi
   EVAL_ARGS=(--limit mt_bench=80,default=20 --max-tokens 256 --speed-prompts 5 --accept-batch 16
              --max-total-tokens 65536)
 fi
