@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -313,88 +314,104 @@ def collect_sequences(
     prefill between every few graphed decode steps). Past ``deadline`` (``time.time()``) everything in flight is aborted: partial responses are
     still valid teacher-forcing data (greedy or sampled, each token came from the target) and
     are kept when they have at least 2 tokens; prompts never started are dropped."""
-    limit = engine.max_model_len - 2
-    slots = engine.config.max_running_requests
-    refill = max(1, slots // 4)
-    todo: deque[tuple[int, int, list[Message]]] = deque((i, 1, p.messages()) for i, p in enumerate(prompts))
-    follow: deque[tuple[int, int, list[Message]]] = deque()
-    inflight: dict[str, tuple[int, int, list[int]]] = {}
-    done: list[tuple[int, int, list[int], list[int]]] = []
-    stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0,
-             "fallback_requests": 0.0}
-    bar = None
+    c = _Collector(engine, prompts, max_new_tokens, temperature, seed)
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(prompts), desc=desc, file=sys.stderr, unit="req")
+        c.bar = tqdm(total=len(prompts), desc=desc, file=sys.stderr, unit="req")
     t0 = time.perf_counter()
-
-    def params_for(i: int, stage: int) -> SamplingParams:
-        s = None if temperature == 0 else seed * 1_000_003 + 2 * i + stage
-        cap = prompts[i].max_tokens if stage == 1 and prompts[i].max_tokens is not None else max_new_tokens
-        return SamplingParams(temperature=temperature, max_tokens=cap, seed=s)
-
-    def finish(rid: str) -> None:
-        i, stage, ids = inflight.pop(rid)
-        req = engine.release_finished(rid)
-        assert req is not None
-        resp = list(req.output_ids)
-        if req.error is None and len(resp) >= 2:
-            done.append((i, stage, ids, resp))
-            stats["generated_tokens"] += len(resp)
-            p = prompts[i]
-            if stage == 1 and p.two_stage and req.finish_reason != "abort":
-                messages = p.stage2_messages(engine.tokenizer.decode(resp, skip_special_tokens=True))
-                if p.fallback_request is not None and messages[-1]["content"] == p.fallback_request:
-                    stats["fallback_requests"] += 1
-                follow.append((i, 2, messages))
-                if bar is not None:
-                    bar.total += 1
-        if bar is not None:
-            bar.update(1)
-
     try:
         while True:
-            if len(inflight) <= slots - refill:
-                add = slots - len(inflight)
-            else:
-                add = 0
-            while add > 0 and (follow or todo):
-                i, stage, messages = follow.popleft() if follow else todo.popleft()
-                ids = conversation_ids(engine, messages)
-                if len(ids) >= limit:
-                    stats["skipped_long"] += 1
-                    continue
-                req = engine.add_request(ids, params_for(i, stage), detokenize=False)
-                inflight[req.request_id] = (i, stage, ids)
-                stats["requests"] += 1
-                add -= 1
-            if not inflight:
+            c.top_up()
+            if not c.inflight:
                 break
             for out in engine.step():
-                if out.finished and out.request_id in inflight:
-                    stats["finished" if out.finish_reason != "abort" else "aborted"] += 1
-                    finish(out.request_id)
-            if bar is not None:
-                bar.set_postfix(tok=int(stats["generated_tokens"]), refresh=False)
-            if deadline is not None and time.time() > deadline and inflight:
-                for rid in list(inflight):
-                    engine.abort(rid)
-                while engine.has_unfinished():
-                    for out in engine.step():
-                        if out.finished and out.request_id in inflight:
-                            stats["aborted"] += 1
-                            finish(out.request_id)
+                if out.finished and out.request_id in c.inflight:
+                    c.stats["finished" if out.finish_reason != "abort" else "aborted"] += 1
+                    c.finish(out.request_id)
+            if c.bar is not None:
+                c.bar.set_postfix(tok=int(c.stats["generated_tokens"]), refresh=False)
+            if deadline is not None and time.time() > deadline and c.inflight:
+                c.abort_all()
                 break
     finally:
-        if bar is not None:
-            bar.close()
+        if c.bar is not None:
+            c.bar.close()
+    stats = c.stats
     stats["wall_s"] = time.perf_counter() - t0
     stats["tokens_per_s"] = stats["generated_tokens"] / max(stats["wall_s"], 1e-9)
-    done.sort(key=lambda d: (d[0], d[1]))
+    done = sorted(c.done, key=lambda d: (d[0], d[1]))
     return GenerationResult(
         [ids + resp for _, _, ids, resp in done], [len(ids) for _, _, ids, _ in done], [d[0] for d in done], stats
     )
+
+
+class _Collector:
+    """``collect_sequences``' state: prompts to start (second stages first), requests in flight
+    (id -> prompt index, stage, prompt ids), finished sequences, counters."""
+
+    def __init__(self, engine: Engine, prompts: list[TrainPrompt], max_new_tokens: int, temperature: float, seed: int) -> None:
+        self.engine, self.prompts = engine, prompts
+        self.max_new_tokens, self.temperature, self.seed = max_new_tokens, temperature, seed
+        self.limit = engine.max_model_len - 2
+        self.slots = engine.config.max_running_requests
+        self.refill = max(1, self.slots // 4)
+        self.todo: deque[tuple[int, int, list[Message]]] = deque((i, 1, p.messages()) for i, p in enumerate(prompts))
+        self.follow: deque[tuple[int, int, list[Message]]] = deque()
+        self.inflight: dict[str, tuple[int, int, list[int]]] = {}
+        self.done: list[tuple[int, int, list[int], list[int]]] = []
+        self.stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0,
+                      "fallback_requests": 0.0}
+        self.bar: Any = None
+
+    def params_for(self, i: int, stage: int) -> SamplingParams:
+        s = None if self.temperature == 0 else self.seed * 1_000_003 + 2 * i + stage
+        p = self.prompts[i]
+        cap = p.max_tokens if stage == 1 and p.max_tokens is not None else self.max_new_tokens
+        return SamplingParams(temperature=self.temperature, max_tokens=cap, seed=s)
+
+    def top_up(self) -> None:
+        """Once a quarter of the slots are free, fill them all (one shared prefill step)."""
+        add = self.slots - len(self.inflight) if len(self.inflight) <= self.slots - self.refill else 0
+        while add > 0 and (self.follow or self.todo):
+            i, stage, messages = self.follow.popleft() if self.follow else self.todo.popleft()
+            ids = conversation_ids(self.engine, messages)
+            if len(ids) >= self.limit:
+                self.stats["skipped_long"] += 1
+                continue
+            req = self.engine.add_request(ids, self.params_for(i, stage), detokenize=False)
+            self.inflight[req.request_id] = (i, stage, ids)
+            self.stats["requests"] += 1
+            add -= 1
+
+    def finish(self, rid: str) -> None:
+        i, stage, ids = self.inflight.pop(rid)
+        req = self.engine.release_finished(rid)
+        assert req is not None
+        resp = list(req.output_ids)
+        if req.error is None and len(resp) >= 2:
+            self.done.append((i, stage, ids, resp))
+            self.stats["generated_tokens"] += len(resp)
+            p = self.prompts[i]
+            if stage == 1 and p.two_stage and req.finish_reason != "abort":
+                messages = p.stage2_messages(self.engine.tokenizer.decode(resp, skip_special_tokens=True))
+                if p.fallback_request is not None and messages[-1]["content"] == p.fallback_request:
+                    self.stats["fallback_requests"] += 1
+                self.follow.append((i, 2, messages))
+                if self.bar is not None:
+                    self.bar.total += 1
+        if self.bar is not None:
+            self.bar.update(1)
+
+    def abort_all(self) -> None:
+        """Past the deadline: abort what is in flight, keeping the partial responses."""
+        for rid in list(self.inflight):
+            self.engine.abort(rid)
+        while self.engine.has_unfinished():
+            for out in self.engine.step():
+                if out.finished and out.request_id in self.inflight:
+                    self.stats["aborted"] += 1
+                    self.finish(out.request_id)
 
 
 # ---- teacher forcing ------------------------------------------------------------------------
