@@ -166,10 +166,8 @@ async def _tokenize(fn: Callable[[], list[list[int]]], param: str) -> list[list[
         ) from None
 
 
-async def completions(state: ServerState, body: bytes, request: Request) -> Response:
-    arrival = time.perf_counter()
-    req: CompletionRequest = parse(CompletionRequest, body)
-    check_common(state, req)
+async def _completion_prompts(state: ServerState, req: CompletionRequest) -> list[list[int]]:
+    """The request's prompts as token ids (text tokenized, ids checked against the vocabulary)."""
     if req.echo:
         raise bad_request("echo is not supported", "echo", "unsupported_parameter")
     if req.suffix:
@@ -188,9 +186,42 @@ async def completions(state: ServerState, body: bytes, request: Request) -> Resp
                 f"prompt: token id {bad[0]} is outside the vocabulary [0, {state.vocab_size})",
                 "prompt",
             )
-        prompts: list[list[int]] = [list(p) for p in prompts_in]
-    else:
-        prompts = await _tokenize(lambda: [state.tokenizer.encode(p) for p in prompts_in], "prompt")
+        return [list(p) for p in prompts_in]
+    return await _tokenize(lambda: [state.tokenizer.encode(p) for p in prompts_in], "prompt")
+
+
+async def _chat_prompt(state: ServerState, req: ChatCompletionRequest) -> list[list[int]]:
+    """The conversation rendered by the chat template and tokenized (one prompt)."""
+    messages: list[dict[str, Any]] = []
+    for m in req.messages:
+        d: dict[str, Any] = {"role": m.role, "content": m.content or ""}
+        if m.name is not None:
+            d["name"] = m.name
+        messages.append(d)
+    kwargs = dict(req.chat_template_kwargs or {})
+    reserved = sorted({"messages", "add_generation_prompt"} & set(kwargs))
+    if reserved:
+        raise bad_request(
+            f"chat_template_kwargs may not set {', '.join(reserved)}", "chat_template_kwargs"
+        )
+    prompts = await _tokenize(
+        lambda: [
+            state.tokenizer.encode_chat(
+                messages, add_generation_prompt=req.add_generation_prompt, **kwargs
+            )
+        ],
+        "messages",
+    )
+    if not prompts[0]:
+        raise bad_request("messages render to an empty prompt", "messages")
+    return prompts
+
+
+async def completions(state: ServerState, body: bytes, request: Request) -> Response:
+    arrival = time.perf_counter()
+    req: CompletionRequest = parse(CompletionRequest, body)
+    check_common(state, req)
+    prompts = await _completion_prompts(state, req)
     explicit = "max_tokens" in req.model_fields_set
     max_tokens = max_tokens_for(
         state, [len(p) for p in prompts], req.max_tokens, explicit, "prompt", "max_tokens"
@@ -258,6 +289,11 @@ async def completions(state: ServerState, body: bytes, request: Request) -> Resp
     return SSEResponse(stream_sse(gen, chunk, [], usage_chunk), gen)
 
 
+def _role_delta(index: int) -> dict[str, Any]:
+    """A streamed chat choice's first chunk: the assistant role, no content yet."""
+    return {"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+
+
 async def chat_completions(state: ServerState, body: bytes, request: Request) -> Response:
     arrival = time.perf_counter()
     req: ChatCompletionRequest = parse(ChatCompletionRequest, body)
@@ -266,28 +302,7 @@ async def chat_completions(state: ServerState, body: bytes, request: Request) ->
         raise bad_request("tools are not supported", "tools", "unsupported_parameter")
     if req.top_logprobs is not None and not req.logprobs:
         raise bad_request("top_logprobs requires logprobs to be true", "top_logprobs")
-    messages: list[dict[str, Any]] = []
-    for m in req.messages:
-        d: dict[str, Any] = {"role": m.role, "content": m.content or ""}
-        if m.name is not None:
-            d["name"] = m.name
-        messages.append(d)
-    kwargs = dict(req.chat_template_kwargs or {})
-    reserved = sorted({"messages", "add_generation_prompt"} & set(kwargs))
-    if reserved:
-        raise bad_request(
-            f"chat_template_kwargs may not set {', '.join(reserved)}", "chat_template_kwargs"
-        )
-    prompts = await _tokenize(
-        lambda: [
-            state.tokenizer.encode_chat(
-                messages, add_generation_prompt=req.add_generation_prompt, **kwargs
-            )
-        ],
-        "messages",
-    )
-    if not prompts[0]:
-        raise bad_request("messages render to an empty prompt", "messages")
+    prompts = await _chat_prompt(state, req)
     requested = (
         req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     )
@@ -345,22 +360,6 @@ async def chat_completions(state: ServerState, body: bytes, request: Request) ->
         }
         return {**base, "choices": [choice], **extra}
 
-    head = [
-        sse(
-            {
-                **base,
-                "choices": [
-                    {
-                        "index": c.index,
-                        "delta": {"role": "assistant", "content": ""},
-                        "logprobs": None,
-                        "finish_reason": None,
-                    }
-                ],
-                **extra,
-            }
-        )
-        for c in gen.choices
-    ]
+    head = [sse({**base, "choices": [_role_delta(c.index)], **extra}) for c in gen.choices]
     usage_chunk = {**base, "choices": []} if with_usage else None
     return SSEResponse(stream_sse(gen, chunk, head, usage_chunk), gen)
