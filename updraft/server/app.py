@@ -114,6 +114,14 @@ def build_app(engine: Engine, settings: ServerSettings | None = None) -> FastAPI
     app = FastAPI(title="updraft", lifespan=lifespan)
     app.state.server = state
 
+    _add_error_handlers(app)
+    _add_routes(app, state, engine)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every failure answers in the OpenAI error shape (``{"error": {...}}``)."""
+
     @app.exception_handler(APIError)
     async def _api_error(request: Request, exc: APIError) -> JSONResponse:
         return _error_response(exc)
@@ -147,6 +155,11 @@ def build_app(engine: Engine, settings: ServerSettings | None = None) -> FastAPI
                 code="internal_error",
             )
         )
+
+
+def _add_routes(app: FastAPI, state: ServerState, engine: Engine) -> None:
+    """The OpenAI endpoints, /health and /metrics."""
+    settings = state.settings
 
     @app.post("/v1/completions")
     async def create_completion(request: Request) -> Response:
@@ -198,5 +211,3 @@ def build_app(engine: Engine, settings: ServerSettings | None = None) -> FastAPI
     @app.get("/metrics")
     async def metrics() -> Response:
         return Response(state.metrics.render(), media_type=CONTENT_TYPE)
-
-    return app
