@@ -237,6 +237,76 @@ def _tree_of(batch: ForwardBatch) -> torch.Tensor | None:
     return mask.to(torch.bool)
 
 
+@dataclass
+class _Tiles:
+    """Query tiles of one forward: which request and query offset each tile covers, and where
+    each token row lands (tile, row in tile)."""
+
+    width: int
+    num_tiles: int
+    tile_req: torch.Tensor
+    tile_q0: torch.Tensor
+    q_gather: torch.Tensor | None  # [tiles, width] token rows (None: one tile per request, in order)
+    row_tile: torch.Tensor
+    row_in_tile: torch.Tensor
+    one_per_request: bool
+
+
+def _query_tiles(batch: ForwardBatch, max_q: int, ext: torch.Tensor, start: torch.Tensor, rows: torch.Tensor) -> _Tiles:
+    dev, bsz = batch.device, batch.batch_size
+    if batch.mode.is_fixed_stride(include_v2=True) and batch.stride <= Q_BLOCK:
+        width = batch.stride
+        return _Tiles(width, bsz, torch.arange(bsz, device=dev), torch.zeros(bsz, dtype=torch.long, device=dev), None,
+                      rows // width, rows % width, True)
+    # Host arithmetic on the *_cpu copies (no sync): ceil(extend / W) tiles per request.
+    width = min(max_q, Q_BLOCK)
+    per_req = (batch.extend_seq_lens_cpu.long() + width - 1) // width
+    first_cpu = torch.cumsum(per_req, 0) - per_req
+    num_tiles = int(per_req.sum())
+    tile_req_cpu = torch.repeat_interleave(torch.arange(bsz), per_req)
+    tile_q0_cpu = (torch.arange(num_tiles) - first_cpu[tile_req_cpu]) * width
+    tile_req = tile_req_cpu.to(dev, non_blocking=True)
+    tile_q0 = tile_q0_cpu.to(dev, non_blocking=True)
+    first_tile = first_cpu.to(dev, non_blocking=True)
+    i = torch.arange(width, device=dev)
+    qi = tile_q0[:, None] + i[None, :]
+    q_gather = torch.where(qi < ext[tile_req][:, None], start[tile_req][:, None] + qi, 0)
+    # searchsorted, not repeat_interleave: no sync, and fine under graph capture.
+    ends = torch.cumsum(ext, 0)
+    row_req = torch.searchsorted(ends, rows, right=True).clamp(max=bsz - 1)
+    off = rows - start[row_req]
+    row_tile, row_in_tile = first_tile[row_req] + off // width, off % width
+    # Rows past the real tokens (junk rows a padded replay may leave) read tile 0, row 0.
+    junk = rows >= ends[-1]
+    return _Tiles(width, num_tiles, tile_req, tile_q0, q_gather, torch.where(junk, 0, row_tile),
+                  torch.where(junk, 0, row_in_tile), False)
+
+
+def _block_lists(t_target: torch.Tensor, j: torch.Tensor, tile_end: torch.Tensor, n_pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per tile, the pool blocks it may see (``t_target`` [tiles, max_kv]: each position's slot,
+    ``n_pad`` where invisible; positions below ``tile_end`` count): their number and the list,
+    listed blocks first, then the rest, each ascending (no sort)."""
+    nkb = n_pad // KV_BLOCK
+    num_tiles = t_target.shape[0]
+    # ---- pool blocks each tile may see: one scatter over (tile, position) pairs ----
+    sees = (t_target < n_pad) & (j[None, :] < tile_end[:, None])
+    blocks = torch.where(sees, t_target // KV_BLOCK, nkb)  # nkb: trash column
+    dense = torch.zeros(num_tiles, nkb + 1, dtype=torch.bool, device=t_target.device)
+    dense.scatter_(1, blocks, True)
+    dense = dense[:, :nkb]
+    # A listed block's rank is the number of listed blocks before it; an unlisted one goes after
+    # all listed ones. The ranks are a permutation, so the scatter fills every entry.
+    listed_upto = dense.cumsum(-1, dtype=torch.int32)  # listed blocks in [0, k]
+    # contiguous: the flex kernels index the block lists assuming a dense layout (the compiled
+    # CPU kernel read a strided column as garbage counts).
+    kv_num_blocks = listed_upto[:, -1].contiguous()
+    col = torch.arange(nkb, dtype=torch.int32, device=t_target.device).expand(num_tiles, nkb)
+    rank = torch.where(dense, listed_upto - 1, kv_num_blocks[:, None] + col - listed_upto)
+    kv_indices = torch.empty(num_tiles, nkb, dtype=torch.int32, device=t_target.device)
+    kv_indices.scatter_(1, rank.long(), col)
+    return kv_num_blocks, kv_indices
+
+
 def build_metadata(
     batch: ForwardBatch,
     req_to_token: torch.Tensor,
@@ -267,37 +337,8 @@ def build_metadata(
     n_pad = nkb * KV_BLOCK  # lookups cover whole pool blocks; index n_pad is the trash entry
     rows = torch.arange(batch.num_tokens, device=dev)
 
-    # ---- query tiles ----
-    one_tile_per_request = batch.mode.is_fixed_stride(include_v2=True) and batch.stride <= Q_BLOCK
-    if one_tile_per_request:
-        width, num_tiles = batch.stride, bsz
-        tile_req = torch.arange(bsz, device=dev)
-        tile_q0 = torch.zeros(bsz, dtype=torch.long, device=dev)
-        q_gather = None
-        row_tile, row_in_tile = rows // width, rows % width
-    else:
-        # Host arithmetic on the *_cpu copies (no sync): ceil(extend / W) tiles per request.
-        width = min(max_q, Q_BLOCK)
-        per_req = (batch.extend_seq_lens_cpu.long() + width - 1) // width
-        first_cpu = torch.cumsum(per_req, 0) - per_req
-        num_tiles = int(per_req.sum())
-        tile_req_cpu = torch.repeat_interleave(torch.arange(bsz), per_req)
-        tile_q0_cpu = (torch.arange(num_tiles) - first_cpu[tile_req_cpu]) * width
-        tile_req = tile_req_cpu.to(dev, non_blocking=True)
-        tile_q0 = tile_q0_cpu.to(dev, non_blocking=True)
-        first_tile = first_cpu.to(dev, non_blocking=True)
-        i = torch.arange(width, device=dev)
-        qi = tile_q0[:, None] + i[None, :]
-        q_gather = torch.where(qi < ext[tile_req][:, None], start[tile_req][:, None] + qi, 0)
-        # searchsorted, not repeat_interleave: no sync, and fine under graph capture.
-        ends = torch.cumsum(ext, 0)
-        row_req = torch.searchsorted(ends, rows, right=True).clamp(max=bsz - 1)
-        off = rows - start[row_req]
-        row_tile, row_in_tile = first_tile[row_req] + off // width, off % width
-        # Rows past the real tokens (junk rows a padded replay may leave) read tile 0, row 0.
-        junk = rows >= ends[-1]
-        row_tile = torch.where(junk, 0, row_tile)
-        row_in_tile = torch.where(junk, 0, row_in_tile)
+    t = _query_tiles(batch, max_q, ext, start, rows)
+    width, num_tiles, tile_req, tile_q0 = t.width, t.num_tiles, t.tile_req, t.tile_q0
     tile_prefix = prefix[tile_req]
     tile_base = tile_prefix + tile_q0
     tile_rows = (ext[tile_req] - tile_q0).clamp(0, width)  # real rows per tile
@@ -314,26 +355,8 @@ def build_metadata(
     slot_req.scatter_(0, target.flatten(), b_idx[:, None].expand(bsz, max_kv).flatten())
     slot_pos.scatter_(0, target.flatten(), j.to(torch.int32)[None, :].expand(bsz, max_kv).flatten())
 
-    # ---- pool blocks each tile may see: one scatter over (tile, position) pairs ----
-    t_target = target if one_tile_per_request else target[tile_req]  # [C, max_kv]
-    sees = (t_target < n_pad) & (j[None, :] < (tile_base + tile_rows)[:, None])
-    blocks = torch.where(sees, t_target // KV_BLOCK, nkb)  # nkb: trash column
-    dense = torch.zeros(num_tiles, nkb + 1, dtype=torch.bool, device=dev)
-    dense.scatter_(1, blocks, True)
-    dense = dense[:, :nkb]
-
-    # ---- order the blocks: listed ones first, then the rest, each ascending (no sort) ----
-    # A listed block's rank is the number of listed blocks before it; an unlisted one goes after
-    # all listed ones. The ranks are a permutation, so the scatter fills every entry.
-    listed_upto = dense.cumsum(-1, dtype=torch.int32)  # listed blocks in [0, k]
-    # contiguous: the flex kernels index the block lists assuming a dense layout (the compiled
-    # CPU kernel read a strided column as garbage counts).
-    kv_num_blocks = listed_upto[:, -1].contiguous()
-    col = torch.arange(nkb, dtype=torch.int32, device=dev).expand(num_tiles, nkb)
-    rank = torch.where(dense, listed_upto - 1, kv_num_blocks[:, None] + col - listed_upto)
-    kv_indices = torch.empty(num_tiles, nkb, dtype=torch.int32, device=dev)
-    kv_indices.scatter_(1, rank.long(), col)
-
+    kv_num_blocks, kv_indices = _block_lists(target if t.one_per_request else target[tile_req], j,
+                                             tile_base + tile_rows, n_pad)
     tree = _tree_of(batch)
     md = FlexMetadata(
         block_mask=None,  # type: ignore[arg-type]  # set below, over the final tensors
@@ -346,9 +369,9 @@ def build_metadata(
         tile_base=tile_base.to(torch.int32),
         tile_prefix=tile_prefix.to(torch.int32),
         tile_tree=tree[tile_req] if tree is not None else None,
-        q_gather=q_gather,
-        row_tile=row_tile,
-        row_in_tile=row_in_tile,
+        q_gather=t.q_gather,
+        row_tile=t.row_tile,
+        row_in_tile=t.row_in_tile,
         width=width,
         num_tiles=num_tiles,
         max_kv=max_kv,
