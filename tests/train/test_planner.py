@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from updraft.train import trainer
+from updraft.train import schedule
 from updraft.train.checkpoint import TrainState
 from updraft.train.config import TrainConfig
 
@@ -12,10 +12,10 @@ from updraft.train.config import TrainConfig
 def _run(monkeypatch: pytest.MonkeyPatch, slow_steps: int, slow: float, fast: float, train_seconds: float) -> list[int]:
     """Drive the planner as the training loop does over a simulated clock; the plans it made."""
     clock = [0.0]
-    monkeypatch.setattr(trainer.time, "time", lambda: clock[0])
+    monkeypatch.setattr(schedule.time, "time", lambda: clock[0])
     cfg = TrainConfig(out="x", train_seconds=train_seconds, eval_every=0)
     state = TrainState(warmup=60)
-    planner = trainer._StepPlanner()
+    planner = schedule.StepPlanner()
     plans: list[int] = []
     while state.total_steps is None or state.step < state.total_steps:
         state.step += 1
@@ -31,7 +31,7 @@ def test_slow_start_does_not_halve_the_schedule(monkeypatch: pytest.MonkeyPatch)
     # 150 steps and ran at 82): the last plan, at step 1162 (t = 20 + 1062 * 0.08 = 104.96 s),
     # must time the fast steps only.
     plans = _run(monkeypatch, 100, 0.2, 0.08, 1000.0)
-    assert len(plans) == 1 + len(trainer.REPLAN_AFTER)
+    assert len(plans) == 1 + len(schedule.REPLAN_AFTER)
     assert plans[0] < 5000  # the first plan sees slow steps only
     assert plans[-1] == pytest.approx(1162 + 0.93 * (1000 - 104.96) / 0.08, rel=0.01)
 

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.train import schedule
 from updraft.train.config import TrainConfig
 from updraft.train.trainer import train
 
@@ -153,7 +154,7 @@ def test_resume_from_continues_the_schedule_on_another_machine(tmp_path, tiny_ta
     assert (resumed["steps"], resumed["total_steps"], resumed["stopped_by"]) == (8, 8, "steps")
     assert [e["step"] for e in resumed["log"]] == list(range(1, 9))  # run 1's entries, then the new ones
     lr = {e["step"]: e["lr"] for e in resumed["log"]}
-    sched = {s: tr.lr_at(TrainConfig(out="x", **base), s - 1, 8, carried.state.warmup) for s in (5, 6, 7)}
+    sched = {s: schedule.lr_at(TrainConfig(out="x", **base), s - 1, 8, carried.state.warmup) for s in (5, 6, 7)}
     assert lr[5] == pytest.approx(sched[5] / 2) and lr[6] == pytest.approx(sched[6]) and lr[7] == pytest.approx(sched[7])
     assert resumed["tokens_seen"] > first["tokens_seen"] and [e["step"] for e in resumed["held_out_evals"]] == [2, 4, 6, 8]
     with pytest.raises(ValueError, match="resume_from: lr="):
@@ -229,7 +230,7 @@ def test_bf16_run_like_the_gpu(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN0
 def test_plan_steps_fills_the_planned_seconds() -> None:
     import time as _time
 
-    from updraft.train.trainer import _plan_steps
+    from updraft.train.schedule import plan_steps as _plan_steps
 
     now = _time.time()
     cfg = TrainConfig(out="x", train_seconds=100.0, eval_every=0)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import math
 import os
 import sys
 import time
@@ -71,6 +70,7 @@ from updraft.train.losses import (
     compute_loss,
     expected_accept_length,
 )
+from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
@@ -78,12 +78,6 @@ LOG_NAME = "train_log.json"
 #: the prompt set enters as its version (``prompts_version``), so v3 caches written before
 #: there was a choice of sets still match.
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
-CALIBRATION_STEPS = 12  # timed steps before the step count of a time-budgeted run is planned
-#: Steps after each plan at which it is made again, each from the steps since the previous plan
-#: only: the first few hundred steps run up to twice as slow as the rest (allocator growth, kernel
-#: heuristics for each new batch shape), and a plan that averages them in fills half the time
-#: (H100, 2026-11-25: planned at 140-147 ms/step, ran at 82).
-REPLAN_AFTER = (150, 1000)
 RESERVE_FRACTION = 0.1  # share of the time budget kept for saving and the final check
 
 
@@ -197,26 +191,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-# ---- schedule ---------------------------------------------------------------------------------
-def lr_at(cfg: TrainConfig, step: int, total: int | None, warmup: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine from ``lr`` to ``lr * min_lr_ratio`` at
-    ``total`` (unknown total: the peak)."""
-    if warmup and step < warmup:
-        return cfg.lr * (step + 1) / warmup
-    if total is None:
-        return cfg.lr
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def rewarm_factor(cfg: TrainConfig, step: int, rewarm_from: int | None) -> float:
-    """``--resume-from`` starts a fresh optimizer mid-schedule: the schedule's LR is ramped up
-    linearly over ``rewarm_steps`` from the step the run started at (1 otherwise)."""
-    if rewarm_from is None or cfg.rewarm_steps == 0:
-        return 1.0
-    return min(1.0, (step - rewarm_from + 1) / cfg.rewarm_steps)
-
-
 def _start_state(cfg: TrainConfig, ckpt: Path, head: Head, opt: torch.optim.Optimizer, fp: list[int]) -> TrainState:
     """The schedule this run starts from: this machine's checkpoint (``--resume``), the state a
     head folder carries (``--resume-from``), or a new one."""
@@ -318,56 +292,6 @@ def engine_acceptance(
     return out
 
 
-@dataclass
-class _StepPlanner:
-    """A time-budgeted run fixes its step count (and with it the LR schedule) after
-    CALIBRATION_STEPS timed steps, then plans again REPLAN_AFTER[i] steps after each plan, timing
-    only the steps since that plan (see REPLAN_AFTER). Each new plan changes the cosine's length
-    early in the schedule, where its LR has barely moved. A schedule loaded by --resume stays as
-    it is."""
-
-    calib_start: tuple[int, float] | None = None
-    replans: int = 0  # plans made after the first
-    planning: bool = False  # this run planned the schedule and has re-plans left
-
-    def due(self, state: TrainState) -> bool:
-        if state.total_steps is not None and not self.planning:
-            return False
-        if self.calib_start is None or (state.total_steps is None and state.step == 2):
-            self.calib_start = (state.step, time.time())
-            return False
-        done = state.step - self.calib_start[0]
-        if state.total_steps is None:
-            return done >= CALIBRATION_STEPS
-        return done >= REPLAN_AFTER[self.replans]
-
-    def plan(self, cfg: TrainConfig, state: TrainState, train_start: float, train_deadline: float | None) -> None:
-        assert self.calib_start is not None
-        now = time.time()
-        per_step = (now - self.calib_start[1]) / (state.step - self.calib_start[0])
-        first = state.total_steps is None
-        state.total_steps = _plan_steps(cfg, state.step, per_step, train_start, train_deadline)
-        if first:
-            state.warmup = min(state.warmup, max(state.step, state.total_steps // 10))
-        else:
-            self.replans += 1
-        self.planning = self.replans < len(REPLAN_AFTER)  # else the schedule stays fixed (and on --resume)
-        self.calib_start = (state.step, now)
-        _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
-
-
-def _plan_steps(cfg: TrainConfig, step: int, per_step: float, train_start: float, train_deadline: float | None) -> int:
-    """The step count that fills the planned training time at ``per_step`` seconds a step:
-    ``train_seconds`` of the whole schedule (across --resume runs), else this run's deadline;
-    a share is kept for the held-out evaluations."""
-    if cfg.train_seconds is not None:
-        left = max(0.0, cfg.train_seconds - (time.time() - train_start))
-    else:
-        left = max(0.0, (train_deadline or time.time()) - time.time())
-    evals = (left / per_step) / cfg.eval_every if cfg.eval_every else 0
-    return step + max(1, int(0.93 * left / per_step - 2 * evals))
-
-
 # ---- the run ----------------------------------------------------------------------------------
 def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device) -> tuple[Head, Any]:
     """The head to train: warm-started (--init-from / --resume-from / --resume) or new (EAGLE-3:
@@ -388,17 +312,6 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
         prep.data_info["draft_vocab_coverage"] = float(counts[in_vocab].sum() / counts.sum().clamp(min=1))
         _say(f"draft vocabulary of {in_vocab.numel()} tokens covers {prep.data_info['draft_vocab_coverage']:.4f} of the training targets")
     return head, hf_cfg
-
-
-def _plan_schedule(cfg: TrainConfig, state: TrainState, num_batches: int) -> None:
-    """A new schedule's length (fixed steps, epochs, or left to the planner) and warm-up."""
-    state.warmup = cfg.warmup_steps
-    if cfg.steps is not None:
-        state.total_steps = cfg.steps
-    elif cfg.time_budget is None and cfg.train_seconds is None:
-        state.total_steps = max(1, math.ceil(cfg.epochs * num_batches))
-    if state.total_steps is not None:
-        state.warmup = min(cfg.warmup_steps, state.total_steps // 10)
 
 
 @dataclass
@@ -498,7 +411,7 @@ def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: An
     ``stop_after`` steps were done and checkpointed, the head is not to be saved)."""
     cfg = run.cfg
     window = _LogWindow()
-    planner = _StepPlanner()
+    planner = StepPlanner()
     lengths = run.prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
     try:
@@ -517,7 +430,8 @@ def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: An
             state.tokens_seen += int(m["tokens"])
             window.add(m)
             if planner.due(state):
-                planner.plan(cfg, state, at.train_start, at.deadline)
+                per_step = planner.plan(cfg, state, at.train_start, at.deadline)
+                _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
             _show(bar, state, m, lr)
             if state.step % cfg.log_every == 0:
                 window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
@@ -566,7 +480,7 @@ def train(
     lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
     if not (cfg.resume or cfg.resume_from is not None):
-        _plan_schedule(cfg, state, len(batches))
+        plan_schedule(cfg, state, len(batches))
     bar = None
     if cfg.progress:
         from tqdm import tqdm
