@@ -307,6 +307,24 @@ def _block_lists(t_target: torch.Tensor, j: torch.Tensor, tile_end: torch.Tensor
     return kv_num_blocks, kv_indices
 
 
+def _slot_maps(batch: ForwardBatch, req_to_token: torch.Tensor, seq: torch.Tensor, ext: torch.Tensor, j: torch.Tensor,
+               n_pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Slot -> (request, position) over this batch's table rows (``j``: positions 0..max_kv-1):
+    each (request, position)'s slot or ``n_pad`` (the trash entry) where invisible, and the two
+    maps over ``n_pad + 1`` entries (request -1: no request sees the slot)."""
+    bsz, max_kv, dev = batch.batch_size, j.shape[0], j.device
+    slots = req_to_token[batch.req_pool_indices.long(), :max_kv].long()  # [B, max_kv]
+    # Slot 0 (scratch) is never visible; requests without queries see nothing.
+    valid = (j[None, :] < seq[:, None]) & (slots != 0) & (ext[:, None] > 0)
+    target = torch.where(valid, slots, n_pad)  # invalid pairs land on the trash entry
+    slot_req = torch.full((n_pad + 1,), -1, dtype=torch.int32, device=dev)
+    slot_pos = torch.zeros(n_pad + 1, dtype=torch.int32, device=dev)
+    b_idx = torch.arange(bsz, dtype=torch.int32, device=dev)
+    slot_req.scatter_(0, target.flatten(), b_idx[:, None].expand(bsz, max_kv).flatten())
+    slot_pos.scatter_(0, target.flatten(), j.to(torch.int32)[None, :].expand(bsz, max_kv).flatten())
+    return target, slot_req, slot_pos
+
+
 def build_metadata(
     batch: ForwardBatch,
     req_to_token: torch.Tensor,
@@ -328,7 +346,6 @@ def build_metadata(
     if max_kv > req_to_token.shape[1]:
         raise ValueError(f"max_kv={max_kv} exceeds the req_to_token width {req_to_token.shape[1]}")
     dev = batch.device
-    bsz = batch.batch_size
     seq = batch.seq_lens.long()
     ext = batch.extend_seq_lens.long()
     prefix = (seq - ext).clamp(min=0)  # clamp: padded graph rows have seq_lens < extend_seq_lens
@@ -343,18 +360,8 @@ def build_metadata(
     tile_base = tile_prefix + tile_q0
     tile_rows = (ext[tile_req] - tile_q0).clamp(0, width)  # real rows per tile
 
-    # ---- slot -> (request, position) over this batch's table rows ----
     j = torch.arange(max_kv, device=dev)
-    slots = req_to_token[batch.req_pool_indices.long(), :max_kv].long()  # [B, max_kv]
-    # Slot 0 (scratch) is never visible; requests without queries see nothing.
-    valid = (j[None, :] < seq[:, None]) & (slots != 0) & (ext[:, None] > 0)
-    target = torch.where(valid, slots, n_pad)  # invalid pairs land on the trash entry
-    slot_req = torch.full((n_pad + 1,), -1, dtype=torch.int32, device=dev)
-    slot_pos = torch.zeros(n_pad + 1, dtype=torch.int32, device=dev)
-    b_idx = torch.arange(bsz, dtype=torch.int32, device=dev)
-    slot_req.scatter_(0, target.flatten(), b_idx[:, None].expand(bsz, max_kv).flatten())
-    slot_pos.scatter_(0, target.flatten(), j.to(torch.int32)[None, :].expand(bsz, max_kv).flatten())
-
+    target, slot_req, slot_pos = _slot_maps(batch, req_to_token, seq, ext, j, n_pad)
     kv_num_blocks, kv_indices = _block_lists(target if t.one_per_request else target[tile_req], j,
                                              tile_base + tile_rows, n_pad)
     tree = _tree_of(batch)
