@@ -24,12 +24,11 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from graph_phases import fake_requests  # noqa: E402
-from spec_iteration import add_cost_args, head_method, smollm_engine_config  # noqa: E402
+from spec_iteration import add_cost_args, head_method, set_sampling, smollm_engine_config  # noqa: E402
 
 from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
-from updraft.sampling_params import SamplingParams  # noqa: E402
 
 #: Kernel-name fragments -> group (first match wins; names are lowercased).
 GROUPS = (("gemm", ("gemm", "cutlass", "nvjet", "sm90_xmma", "splitk")), ("attention", ("attn", "decode", "extend", "merge")),
@@ -47,8 +46,7 @@ def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: in
     drv = eng.driver
     assert drv is not None, eng.graph_log
     reqs = fake_requests(eng, bs, context)
-    for r in reqs:
-        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+    set_sampling(reqs, sampled)
     drv.admit(reqs)
     drv.fused.graph_for(steps, sampled, bs)
     secs = []

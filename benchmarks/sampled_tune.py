@@ -28,13 +28,13 @@ from spec_iteration import (  # noqa: E402
     add_cost_args,
     fused_ms,
     head_method,
+    set_sampling,
     smollm_engine_config,
 )
 
 from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
-from updraft.sampling_params import SamplingParams  # noqa: E402
 from updraft.spec import rejection_kernels as rk  # noqa: E402
 from updraft.spec import sampling_kernels as sk  # noqa: E402
 
@@ -44,8 +44,7 @@ def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> f
     drv = eng.driver
     assert drv is not None, eng.graph_log
     reqs = fake_requests(eng, bs, context)
-    for r in reqs:
-        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+    set_sampling(reqs, sampled)
     drv.admit(reqs)
     drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)
     ms = fused_ms(eng, reqs, iters, 5, sampled)

@@ -134,6 +134,12 @@ def add_cost_args(ap: argparse.ArgumentParser, sizes: str) -> None:
     ap.add_argument("--out", required=True)
 
 
+def set_sampling(reqs: list[Any], sampled: bool) -> None:
+    """The cost benchmarks' two settings: greedy, or T = 0.7 with top-p 0.9."""
+    for r in reqs:
+        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+
+
 def smollm_engine_config(model: str, sizes: list[int], context: int) -> EngineConfig:
     """The cost benchmarks' engine: bf16 graphs at ``sizes``, room for ``context`` at the largest."""
     return EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
@@ -185,8 +191,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         # sampled_dense: the sampled acceptance as it was (Sampler.probs + dense q +
         # rejection_accept), captured in a graph of its own, for a same-machine comparison.
         for name, sampled in (("greedy", False), ("sampled", True), ("sampled_dense", True)):
-            for r in reqs:
-                r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+            set_sampling(reqs, sampled)
             drv.admit(reqs)
             drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)  # captured with this variant
             rejection_kernels.use_kernels = kernels if name != "sampled_dense" else (lambda t: False)

@@ -104,3 +104,25 @@ def body_kernels(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, int, bool
         return c.compute + c.triton
 
     return count
+
+
+def _abort_mid_flight(eng: object, params: SamplingParams) -> list[object]:
+    """Three requests on ``eng``; the second is aborted while a fused iteration is in flight
+    (its KV must survive until that iteration is done), then everything runs to the end."""
+    from updraft.testing import repeating_prompts
+
+    reqs = [eng.add_request(p, params) for p in repeating_prompts(3, seed=2)]  # type: ignore[attr-defined]
+    for _ in range(6):
+        eng.step()  # type: ignore[attr-defined]
+    assert eng.driver.inflight is not None, "expected an iteration in flight"  # type: ignore[attr-defined]
+    assert eng.abort(reqs[1].request_id)  # type: ignore[attr-defined]
+    assert reqs[1].row is not None, "KV must survive until the iteration in flight is done"
+    while eng.has_unfinished():  # type: ignore[attr-defined]
+        eng.step()  # type: ignore[attr-defined]
+    return reqs
+
+
+@pytest.fixture
+def abort_mid_flight() -> Callable[[object, SamplingParams], list[object]]:
+    """``abort_mid_flight(engine, params)``: see ``_abort_mid_flight``."""
+    return _abort_mid_flight

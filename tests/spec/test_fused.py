@@ -84,17 +84,10 @@ def test_fused_stops_inside_accepted_block(target, reference, eagle_head, overla
     assert llm.engine.allocator.used_tokens == 0
 
 
-def test_fused_abort_mid_flight_frees_kv_once(target, eagle_head) -> None:  # noqa: ANN001
+def test_fused_abort_mid_flight_frees_kv_once(target, eagle_head, abort_mid_flight) -> None:  # noqa: ANN001
     llm = fused_llm(target, eagle_head, "eagle")
     eng = llm.engine
-    reqs = [eng.add_request(p, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True)) for p in prompts(3, seed=2)]
-    for _ in range(6):
-        eng.step()
-    assert eng.driver.inflight is not None, "expected an iteration in flight"
-    assert eng.abort(reqs[1].request_id)
-    assert reqs[1].row is not None, "KV must survive until the iteration in flight is done"
-    while eng.has_unfinished():
-        eng.step()
+    reqs = abort_mid_flight(eng, SamplingParams(temperature=0.0, max_tokens=30, ignore_eos=True))
     assert reqs[1].finish_reason == "abort" and reqs[0].finish_reason == "length"
     assert eng.allocator.used_tokens == 0 and eng.req_pool.num_free == eng.req_pool.max_reqs
     eng.allocator.check_consistency()

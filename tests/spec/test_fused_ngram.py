@@ -126,16 +126,9 @@ def test_ngram_fused_stops_inside_accepted_blocks(fused, reference, overlap: boo
     assert llm.engine.allocator.used_tokens == 0 and llm.engine.req_pool.num_free == llm.engine.req_pool.max_reqs
 
 
-def test_ngram_fused_abort_mid_flight_frees_kv_once(fused) -> None:  # noqa: ANN001
+def test_ngram_fused_abort_mid_flight_frees_kv_once(fused, abort_mid_flight) -> None:  # noqa: ANN001
     eng = fused[True].engine
-    reqs = [eng.add_request(p, dataclasses.replace(GREEDY, max_tokens=30)) for p in prompts(3, seed=2)]
-    for _ in range(6):
-        eng.step()
-    assert eng.driver.inflight is not None, "expected an iteration in flight"
-    assert eng.abort(reqs[1].request_id)
-    assert reqs[1].row is not None, "KV must survive until the iteration in flight is done"
-    while eng.has_unfinished():
-        eng.step()
+    reqs = abort_mid_flight(eng, dataclasses.replace(GREEDY, max_tokens=30))
     assert reqs[1].finish_reason == "abort" and reqs[0].finish_reason == "length" and len(reqs[0].output_ids) == 30
     assert eng.allocator.used_tokens == 0 and eng.req_pool.num_free == eng.req_pool.max_reqs
     eng.allocator.check_consistency()
