@@ -23,7 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_phases import fake_requests  # noqa: E402
+from graph_phases import context_text, fake_requests  # noqa: E402
 from spec_iteration import add_cost_args, head_method, set_sampling, smollm_engine_config  # noqa: E402
 
 from updraft.config import SpeculativeConfig  # noqa: E402
@@ -41,11 +41,13 @@ def group(name: str) -> str:
     return next((g for g, keys in GROUPS if any(k in low for k in keys)), "other")
 
 
-def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: int, iters: int) -> dict[str, Any]:
-    """Kernels of ``iters`` replays of the fused iteration (``steps`` drafts) at batch ``bs``."""
+def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: int, iters: int,
+                    text: list[int] | None = None) -> dict[str, Any]:
+    """Kernels of ``iters`` replays of the fused iteration (``steps`` drafts) at batch ``bs``
+    (``text``: the requests' context, ``fake_requests``)."""
     drv = eng.driver
     assert drv is not None, eng.graph_log
-    reqs = fake_requests(eng, bs, context)
+    reqs = fake_requests(eng, bs, context, text)
     set_sampling(reqs, sampled)
     drv.admit(reqs)
     drv.fused.graph_for(steps, sampled, bs)
@@ -103,11 +105,13 @@ def main() -> None:
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     plain = Engine(base)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
     eng = Engine(dataclasses.replace(base, speculative=spec))  # its own model: EAGLE-3 sets aux layers on it
-    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "head": args.head}
+    text = None if args.blank_context else context_text(plain, args.context + 17 * max(sizes))
+    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "head": args.head,
+                           "context": "unwritten KV" if text is None else "mt_bench text"}
     for bs in sizes:
         res = {}
         for key, e, steps, sampled in (("plain", plain, 0, False), ("greedy_s5", eng, 5, False), ("sampled_s5", eng, 5, True)):
-            res[key] = profile_variant(e, bs, steps, sampled, args.context, args.iters)
+            res[key] = profile_variant(e, bs, steps, sampled, args.context, args.iters, text)
             show(f"bs {bs} {key}", res[key])
         res["sampled_minus_greedy"] = diff(res["greedy_s5"], res["sampled_s5"])
         res["greedy_minus_plain"] = diff(res["plain"], res["greedy_s5"])

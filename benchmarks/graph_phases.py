@@ -107,13 +107,38 @@ def timed(fn: Any, iters: int) -> float:
     return statistics.median(times)
 
 
-def fake_requests(engine: Engine, bs: int, context: int) -> list[Request]:
+def context_text(engine: Engine, n_tokens: int) -> list[int]:
+    """At least ``n_tokens`` token ids of real text: mt_bench prompts, chat-formatted, one after
+    another."""
+    from updraft.bench.offline import make_prompts
+
+    ids: list[int] = []
+    for p in make_prompts(engine, "mt_bench", 80, 0):
+        ids += p
+        if len(ids) >= n_tokens:
+            return ids
+    return (ids * (n_tokens // max(len(ids), 1) + 1))[:n_tokens]
+
+
+def fake_requests(engine: Engine, bs: int, context: int, text: list[int] | None = None) -> list[Request]:
+    """``bs`` requests parked mid-decode at ``context`` tokens. Without ``text`` their KV is left
+    as the pool holds it (timings that do not depend on the values); with ``text`` request ``i``
+    holds its tokens from offset ``17 i`` and the target's KV is written by an eager EXTEND
+    forward, so the verify rows are real text's distributions (a sampled filter's cost depends
+    on them: over an unwritten KV the rows are nearly flat, its worst case)."""
+    from updraft.batch import ForwardMode
+
     reqs = []
     for i in range(bs):
-        r = Request(request_id=f"b{i}", prompt_ids=[1] * (context - 1), params=SamplingParams(temperature=0))
-        r.output_ids = [2]
+        ids = [1] * (context - 1) + [2] if text is None else text[17 * i:17 * i + context]
+        assert len(ids) == context, "context_text gave too few tokens"
+        r = Request(request_id=f"b{i}", prompt_ids=ids[:-1], params=SamplingParams(temperature=0))
+        r.output_ids = ids[-1:]
         r.row = engine.req_pool.alloc()
         assert r.row is not None and engine.allocator.ensure(r.row, context + engine.lookahead + 1)
+        if text is not None:
+            batch = engine.runner.make_batch(ForwardMode.EXTEND, ids[:-1], [r.row], [context - 1], [context - 1])
+            engine.runner.forward(batch)
         r.num_computed = context - 1
         r.in_prefill = False
         reqs.append(r)

@@ -3,7 +3,7 @@ the S = 5 sampled iteration (SmolLM2 + head, T = 0.7 top-p 0.9, real verify logi
 greedy one, with the draft steps' top-64 from torch.topk and from the Triton ``topk_rows``
 (``sampling_kernels.TOPK_ON_CUDA``; the kernel is first checked on the device against torch and
 its reference), the top-64 alternatives on their own (eager, and per call inside a CUDA graph),
-and with ``--sweep-filter`` the filter kernel's launch shapes (block, tile, warps).
+and with ``--sweep-filter`` the filter kernel's launch shapes (block x warps; tile 256).
 
     python benchmarks/sampled_tune.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
 """
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_phases import fake_requests  # noqa: E402
+from graph_phases import context_text, fake_requests  # noqa: E402
 from spec_iteration import (  # noqa: E402
     _median_event_ms,
     add_cost_args,
@@ -39,11 +39,12 @@ from updraft.spec import rejection_kernels as rk  # noqa: E402
 from updraft.spec import sampling_kernels as sk  # noqa: E402
 
 
-def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int) -> float:
-    """The S = 5 iteration at ``bs``, its graph recaptured with the kernels' current constants."""
+def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int, text: list[int] | None) -> float:
+    """The S = 5 iteration at ``bs``, its graph recaptured with the kernels' current constants
+    (``text``: the requests' context, ``fake_requests``)."""
     drv = eng.driver
     assert drv is not None, eng.graph_log
-    reqs = fake_requests(eng, bs, context)
+    reqs = fake_requests(eng, bs, context, text)
     set_sampling(reqs, sampled)
     drv.admit(reqs)
     drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)
@@ -83,14 +84,15 @@ def topk_ms(bs: int, vocab: int, k: int, iters: int) -> dict[str, float]:
             "graph_triton_topk_rows": _graph_ms(lambda: sk.topk_rows(x, k), iters)}
 
 
-def filter_sweep(eng: Engine, bs: int, greedy: float, context: int, iters: int) -> list[dict[str, Any]]:
+def filter_sweep(eng: Engine, bs: int, greedy: float, context: int, iters: int, text: list[int] | None
+                 ) -> list[dict[str, Any]]:
     """The sampled cycle for each launch shape of the filter kernel (block x tile x warps)."""
     default = (rk._BLOCK, rk.TILE, rk._WARPS)
     rows = []
-    for block, tile, warps in itertools.product((4096, 8192), (256, 1024, 2048), (8, 16)):
+    for block, tile, warps in itertools.product((1024, 2048, 4096), (256,), (4, 8, 16)):
         rk._BLOCK, rk.TILE, rk._WARPS = block, tile, warps
         try:
-            ms = cycle_ms(eng, bs, True, context, iters)
+            ms = cycle_ms(eng, bs, True, context, iters, text)
         except Exception as e:  # noqa: BLE001 (a shape the compiler refuses: out of resources)
             print(f"bs {bs} block {block} tile {tile} warps {warps}: {type(e).__name__}: {str(e)[:80]}")
             continue
@@ -103,24 +105,29 @@ def filter_sweep(eng: Engine, bs: int, greedy: float, context: int, iters: int) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cost_args(ap, "1")
-    ap.add_argument("--sweep-filter", action="store_true", help="also the filter kernel's 12 launch shapes (run 3 of 2026-11-25)")
+    ap.add_argument("--sweep-filter", action="store_true", help="also the filter kernel's launch shapes (block x warps)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     base = smollm_engine_config(args.smollm, sizes, args.context)
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     eng = Engine(dataclasses.replace(base, speculative=spec))
-    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
+    text = None if args.blank_context else context_text(eng, args.context + 17 * max(sizes))
+    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                           "context": "unwritten KV" if text is None else "mt_bench text"}
     for bs in sizes:
-        greedy = cycle_ms(eng, bs, False, args.context, args.iters)
-        res: dict[str, Any] = {"greedy_ms": greedy, "sampled_ms": cycle_ms(eng, bs, True, args.context, args.iters)}
-        res["topk_8192"] = topk_ms(bs, 8192, 64, args.iters)  # checks topk_rows on the device first
-        sk.TOPK_ON_CUDA = True
-        res["sampled_topk_rows_ms"] = cycle_ms(eng, bs, True, args.context, args.iters)
-        sk.TOPK_ON_CUDA = False
+        greedy = cycle_ms(eng, bs, False, args.context, args.iters, text)
+        default_topk = sk.TOPK_ON_CUDA
+        res: dict[str, Any] = {"greedy_ms": greedy, "topk_8192": topk_ms(bs, 8192, 64, args.iters)}  # checks topk_rows first
+        for name, on in (("sampled_torch_topk_ms", False), ("sampled_topk_rows_ms", True)):
+            sk.TOPK_ON_CUDA = on
+            res[name] = cycle_ms(eng, bs, True, args.context, args.iters, text)
+        sk.TOPK_ON_CUDA = default_topk
+        res["sampled_ms"] = res["sampled_topk_rows_ms" if default_topk else "sampled_torch_topk_ms"]
         if args.sweep_filter:
-            res["filter_shapes"] = filter_sweep(eng, bs, greedy, args.context, args.iters)
-        print(f"bs {bs}: greedy {greedy:.3f} ms, sampled {res['sampled_ms']:.3f} ms ({res['sampled_ms'] / greedy:.3f}x), "
-              f"with topk_rows {res['sampled_topk_rows_ms']:.3f} ms ({res['sampled_topk_rows_ms'] / greedy:.3f}x); "
+            res["filter_shapes"] = filter_sweep(eng, bs, greedy, args.context, args.iters, text)
+        print(f"bs {bs}: greedy {greedy:.3f} ms, sampled with torch topk {res['sampled_torch_topk_ms']:.3f} ms "
+              f"({res['sampled_torch_topk_ms'] / greedy:.3f}x), with topk_rows {res['sampled_topk_rows_ms']:.3f} ms "
+              f"({res['sampled_topk_rows_ms'] / greedy:.3f}x); "
               f"top-64 of 8192: {res['topk_8192']}", flush=True)
         out[f"bs{bs}"] = res
     Path(args.out).mkdir(parents=True, exist_ok=True)

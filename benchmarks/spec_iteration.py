@@ -37,7 +37,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_phases import LLAMA8B, fake_requests, random_llama  # noqa: E402
+from graph_phases import LLAMA8B, context_text, fake_requests, random_llama  # noqa: E402
 
 from updraft.batch import ForwardMode  # noqa: E402
 from updraft.bench.offline import make_prompts, run_one  # noqa: E402
@@ -131,6 +131,8 @@ def add_cost_args(ap: argparse.ArgumentParser, sizes: str) -> None:
     ap.add_argument("--sizes", default=sizes)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--blank-context", action="store_true",
+                    help="leave the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--out", required=True)
 
 
@@ -165,12 +167,16 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
     return out
 
 
-def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int) -> dict[str, Any]:
+def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int,
+         real_text: bool = False) -> dict[str, Any]:
+    """Decode step, plain step and S = 5 cycles (greedy, sampled, the dense sampled path) at
+    ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``)."""
     base = smollm_engine_config(model, sizes, context)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"context": "mt_bench text" if real_text else "unwritten KV"}
     plain = Engine(base, loaded=loaded)
+    text = context_text(plain, context + 17 * max(sizes)) if real_text else None
     for bs in sizes:
-        reqs = fake_requests(plain, bs, context)
+        reqs = fake_requests(plain, bs, context, text)
         batch = plain.runner.make_batch(ForwardMode.DECODE, [1] * bs, [r.row for r in reqs], [context + 1] * bs, [1] * bs, stride=1)
         out[f"decode_ms_bs{bs}"] = _median_event_ms(lambda b=batch, e=plain: e.runner.forward(b), iters)
         out[f"plain_step_ms_bs{bs}"] = fused_ms(plain, reqs, iters)
@@ -187,7 +193,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     assert drv is not None, eng.graph_log
     kernels = rejection_kernels.use_kernels
     for bs in sizes:
-        reqs = fake_requests(eng, bs, context)
+        reqs = fake_requests(eng, bs, context, text)
         # sampled_dense: the sampled acceptance as it was (Sampler.probs + dense q +
         # rejection_accept), captured in a graph of its own, for a same-machine comparison.
         for name, sampled in (("greedy", False), ("sampled", True), ("sampled_dense", True)):
@@ -448,6 +454,9 @@ def main() -> None:
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--blank-context", action="store_true",
+                    help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
+    ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -471,8 +480,10 @@ def main() -> None:
     elif args.smollm:
         method = head_method(args.head)
         results["head"] = {"path": args.head, "method": method}
-        results["lossless_fp32"] = lossless(args.smollm, args.head, method)
-        results["cost_smollm2"] = cost(args.smollm, None, args.head, method, [1, 8], args.context, args.iters)
+        if not args.skip_lossless:
+            results["lossless_fp32"] = lossless(args.smollm, args.head, method)
+        results["cost_smollm2"] = cost(args.smollm, None, args.head, method, [1, 8], args.context, args.iters,
+                                       real_text=not args.blank_context)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len)

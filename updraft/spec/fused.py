@@ -328,7 +328,7 @@ class FusedIteration:
             return self.to_target(ids) if self.to_target else ids
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
         # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
-        # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA once TOPK_ON_CUDA is on.
+        # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.
         k = out[0].shape[1]
         use = rejection_kernels.use_kernels(logits) and (logits.device.type != "cuda" or sampling_kernels.TOPK_ON_CUDA)
         if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and use:

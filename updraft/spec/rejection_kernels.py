@@ -70,8 +70,11 @@ PROBE_CAP = 2048
 #: Value-space bisection steps before the bracket search switches to halving float bit patterns
 #: (at most 32 more steps to a bracket holding one value).
 _KEY_AFTER = 24
-_BLOCK = 4096
-#: Warps of the filter kernel (one program per verify row).
+#: Block and warps of the filter kernel (one program per verify row). A pass is latency-bound
+#: (one memory round trip per block); at 4096 the kernel spilled (255 registers) and a sampled
+#: S = 5 cycle spent ~260 us in it; 2048 x 8 warps keeps 225 registers and no spills
+#: (benchmarks/results/2026-11-25-h100-filter).
+_BLOCK = 2048
 _WARPS = 8
 #: ``rejection_sample``'s search: a block of ``_NSUB x _SUB`` tokens.
 _NSUB = 64

@@ -249,10 +249,12 @@ def choose(
 # ---- topk_rows -------------------------------------------------------------------------------
 #: Longest row ``topk_rows`` takes: the row is one register tile of ``next_pow2(V)`` values.
 MAX_TOPK_ROW = 16384
-#: Whether the fused iteration's sampled draft steps use ``topk_rows`` on CUDA. Off until the
-#: kernel has been checked and timed on a GPU (``benchmarks/sampled_tune.py`` checks it against
-#: torch and times both, in and out of a graph); under the Triton interpreter it always runs.
-TOPK_ON_CUDA = False
+#: Whether the fused iteration's sampled draft steps use ``topk_rows`` on CUDA (under the Triton
+#: interpreter it always runs). On the H100 it matched torch and its reference, and took the
+#: SmolLM2 sampled S = 5 cycle from 2.111 to 1.983 ms at bs 1 (2.212 to 2.083 at bs 8; 11 us a
+#: call in a graph against torch's 35 us: benchmarks/results/2026-11-25-h100-filter). False keeps
+#: torch's topk (``benchmarks/sampled_tune.py`` times both).
+TOPK_ON_CUDA = True
 
 _POS_NAN = tl.constexpr(0x7FC00000)  # the float32 bits every NaN is replaced with (ranks top)
 _LOW16 = tl.constexpr(0xFFFF)
