@@ -17,12 +17,24 @@ Life cycle:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 
+from updraft import ops
 from updraft.batch import ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
+
+
+@dataclass(frozen=True)
+class Rope:
+    """Rotary embedding still to apply to a forward's q and k (neox, in place): ``positions``
+    [T] and the ``cos_sin`` [max_pos, D] table (``ops.rotary_``'s arguments). A backend may
+    fuse it with its KV store."""
+
+    positions: torch.Tensor
+    cos_sin: torch.Tensor
 
 
 class UnsupportedModeError(ValueError):
@@ -106,13 +118,17 @@ class AttentionBackend(ABC):
         batch: ForwardBatch,
         *,
         save_kv: bool = True,
+        rope: Rope | None = None,
     ) -> torch.Tensor:
         """Attention for the rows of ``batch``.
 
         ``q`` [T, num_heads, head_dim]; ``k``/``v`` [T, num_kv_heads, head_dim] are the new
         tokens' keys and values, written to ``batch.out_cache_loc`` of layer ``layer_id`` when
-        ``save_kv``. Returns [T, num_heads, head_dim] in ``q``'s dtype.
+        ``save_kv``; ``rope``: rotate q and k first (in place). Returns [T, num_heads, head_dim]
+        in ``q``'s dtype.
         """
+        if rope is not None:
+            ops.rotary_(q, k, rope.positions, rope.cos_sin)
         if batch.mode.is_decode() or batch.mode.is_target_verify():
             return self.forward_decode(q, k, v, layer_id, batch, save_kv=save_kv)
         if batch.mode.is_extend_like(include_v2=True):

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import torch
 
-from updraft.attention.base import AttentionBackend, UnsupportedModeError
-from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
+from updraft import ops
+from updraft.attention.base import AttentionBackend, Rope, UnsupportedModeError
+from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2, rope_store
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
 from updraft.attention.triton_kernels.kv_store import store_kv
@@ -327,6 +328,33 @@ class TritonBackend(AttentionBackend):
             self._dot_f32(q),
         )
         return out
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+        rope: Rope | None = None,
+    ) -> torch.Tensor:
+        """As the base class; a ``rope`` to apply with ``save_kv`` runs in one kernel with the KV
+        store (``rope_store``) where it covers the inputs, and under the ops override "torch"
+        (the unfused path, kept for timing and debugging) never."""
+        k_pool, v_pool = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]
+        if (rope is None or not save_kv or ops.backend() == "torch"
+                or not rope_store.supported(q, k, v, k_pool, v_pool, rope.positions, rope.cos_sin)):
+            return super().forward(q, k, v, layer_id, batch, save_kv=save_kv, rope=rope)
+        decode_like = batch.mode.is_decode() or batch.mode.is_target_verify()
+        if not (decode_like or batch.mode.is_extend_like(include_v2=True)):
+            raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+        md = self._metadata(batch, q)
+        rope_store.rope_store_(q, k, v, k_pool, v_pool, batch.out_cache_loc, rope.positions, rope.cos_sin)
+        if decode_like and md.plan.use_decode_kernel:
+            return self._run_decode(q, layer_id, md)
+        return self._run_extend(q, k, v, layer_id, md)
 
     def forward_extend(
         self,

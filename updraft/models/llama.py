@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from updraft.attention.base import Rope
 from updraft.batch import CaptureHidden, ForwardBatch
 from updraft.models.config import ModelConfig
 from updraft.models.layers import GatedMLP, MergedLinear, RMSNorm, RotaryEmbedding
@@ -68,9 +69,9 @@ class LlamaAttention(nn.Module):
         if self.q_norm is not None and self.k_norm is not None:
             q = self.q_norm(q)
             k = self.k_norm(k)
-        rotary.apply_(batch.positions, q, k)
         assert batch.attn_backend is not None, "ForwardBatch.attn_backend must be set"
-        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch)
+        # RoPE is the backend's to apply: it may fuse it with the KV store (triton).
+        out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, rope=Rope(batch.positions, rotary.cos_sin))
         return self.o_proj(out.reshape(t, self.q_size))
 
 
