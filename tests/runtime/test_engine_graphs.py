@@ -3,10 +3,12 @@ decoding and every proposer x {v1, v2}; the graphs really ran."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
+from updraft.batch import ForwardMode
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
 from updraft.testing import write_eagle3_head, write_eagle_head
@@ -109,3 +111,30 @@ def test_prefill_graphs_equal_eager(tiny_checkpoint, heads, kind: str, monkeypat
     assert counts["EXTEND eager: batch size 2 > largest captured 1"] >= 1, counts
     if kind == "eagle":
         assert graphs.engine.spec.proposer.runner.path_counts["EXTEND graph"] >= 1  # type: ignore[union-attr]
+
+
+def test_per_phase_adaptive_replays_every_width(tiny_checkpoint) -> None:  # noqa: ANN001
+    """Without a fused driver (a standalone draft) adaptive speculation may run S = 0..3: the
+    target has a verify graph at every width S + 1 and the decode graph for S = 0, and replays
+    them; outputs equal eager greedy. S is cycled through every choice here (the cost model
+    alone would settle on one on this CPU)."""
+    target = tiny_checkpoint("llama")
+    rng = random.Random(6)
+    ps = [[rng.randrange(256) for _ in range(rng.randrange(4, 30))] for _ in range(6)]
+    cfg = {"method": "standalone", "model": str(tiny_checkpoint("llama", seed=5)), "num_speculative_tokens": 3}
+    eager = LLM(str(target), device="cpu", progress=False, speculative_config=cfg)
+    graphs = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, graph_emulate=True, cuda_graph_max_bs=8)
+    eng = graphs.engine
+    assert eng.driver is None and eng.spec is not None
+    assert eng.runner.graph_widths(ForwardMode.TARGET_VERIFY) == [2, 3, 4]
+    turn = itertools.cycle(eng.spec.adaptive.choices)
+    ran: list[int] = []
+    eng.spec.adaptive.choose = lambda bs, sampled=False: ran.append(next(turn)) or ran[-1]  # type: ignore[method-assign]
+    ref = [o.outputs[0].token_ids for o in eager.generate(ps, GREEDY)]
+    assert [o.outputs[0].token_ids for o in graphs.generate(ps, GREEDY)] == ref
+    assert set(ran) == {0, 1, 2, 3}
+    assert eng.runner.graph_hit_rate() == 1.0, eng.runner.path_counts
+    assert {"TARGET_VERIFY graph", "DECODE graph"} <= set(eng.runner.path_counts), eng.runner.path_counts
+    draft = eng.spec.proposer.runner  # type: ignore[attr-defined]
+    assert draft.graph_widths(ForwardMode.DRAFT_EXTEND_V2) == [2, 3, 4]
+    assert draft.graph_hit_rate() == 1.0, draft.path_counts

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
+from updraft.engine.spec_driver import fused_planned
 from updraft.runtime.graphs.phase_graph import PhaseSpec, capture_sizes
 from updraft.runtime.model_runner import ModelRunner
 from updraft.spec.proposers import DraftModelProposer
@@ -56,7 +57,15 @@ def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
         jobs.append((engine.runner, PhaseSpec(ForwardMode.DECODE, 1, "last")))
         return jobs
     ndt = spec.ndt
-    jobs.append((engine.runner, PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", spec.target_capture)))
+    # Where this per-phase worker is the iteration (no fused driver), adaptive speculation may
+    # run any S of its choices: a verify (and v2 draft extend) graph per width S + 1, the widest
+    # first, and S = 0's plain decode step. Beside a fused driver it is only the fallback: the
+    # widest width, as sized for num_steps.
+    choices = [spec.num_steps] if fused_planned(engine.config, engine.device) else spec.adaptive.choices
+    widths = sorted({s + 1 for s in choices if s > 0} | {ndt}, reverse=True)
+    jobs += [(engine.runner, PhaseSpec(ForwardMode.TARGET_VERIFY, w, "all", spec.target_capture)) for w in widths]
+    if 0 in choices:
+        jobs.append((engine.runner, PhaseSpec(ForwardMode.DECODE, 1, "last", spec.target_capture)))
     proposer = spec.proposer
     if isinstance(proposer, DraftModelProposer):
         draft = proposer.runner
@@ -73,8 +82,8 @@ def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
         # the draft's prefill (EAGLE: over the target's features of the prompt)
         jobs += [(draft, PhaseSpec(ForwardMode.EXTEND, w, "last", CaptureHidden.LAST, feat, feat_dim)) for w in PREFILL_WIDTHS]
         if proposer.draft_extend == "v2":
-            jobs.append((draft, PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "select", CaptureHidden.LAST, feat, feat_dim)))
-        else:
+            jobs += [(draft, PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, w, "select", CaptureHidden.LAST, feat, feat_dim)) for w in widths]
+        else:  # packed: one graph of width ndt runs every shorter extend
             jobs.append((draft, PhaseSpec(ForwardMode.DRAFT_EXTEND, ndt, "last", CaptureHidden.LAST, feat, feat_dim)))
     return jobs
 

@@ -43,7 +43,9 @@ class ModelRunner:
             backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         )
         self.backend_name = backend_name
-        self._graphs: dict[ForwardMode, PhaseGraphRunner] = {}
+        #: fixed-width phases' runners by mode, one per captured width (the per-phase speculative
+        #: worker verifies at S + 1 for every S adaptive speculation may choose), narrowest first
+        self._graphs: dict[ForwardMode, list[PhaseGraphRunner]] = {}
         #: EXTEND (prefill) runners, narrowest token width first: a short prompt replays the
         #: narrowest graph it fits instead of paying ~1000 eager launches (host-bound).
         self._prefill_graphs: list[PhaseGraphRunner] = []
@@ -128,17 +130,21 @@ class ModelRunner:
         """The graph that replays a batch of ``shape``, or None (counted with the reason)."""
         if shape.mode == ForwardMode.EXTEND:
             candidates = list(self._prefill_graphs)
+        elif self._selected is None or shape.mode in self._selected:
+            candidates = self._graphs.get(shape.mode, [])
         else:
-            g = self._graphs.get(shape.mode)
-            candidates = [g] if g is not None and (self._selected is None or shape.mode in self._selected) else []
-        reason = ""
+            candidates = []
+        reasons = []
         for g in candidates:
             ok, reason = g.can_run(shape)
             if ok:
                 self.path_counts[f"{shape.mode.name} graph"] += 1
                 return g
-        if reason:
-            self.path_counts[f"{shape.mode.name} eager: {reason}"] += 1
+            reasons.append(reason)
+        if len(reasons) > 1 and shape.mode != ForwardMode.EXTEND and all(r.startswith("width ") for r in reasons):
+            reasons = [f"width {shape.stride} not among the captured widths {[g.phase.width for g in candidates]}"]
+        if reasons:
+            self.path_counts[f"{shape.mode.name} eager: {reasons[-1]}"] += 1
         return None
 
     def _eager_inputs(self, mode: ForwardMode, tokens: int, bs: int, logit_rows: int, feature_dim: int) -> PhaseInputs:
@@ -172,12 +178,19 @@ class ModelRunner:
         if phase.mode == ForwardMode.EXTEND:
             self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: r.phase.width)
         else:
-            self._graphs[phase.mode] = g
+            others = [o for o in self._graphs.get(phase.mode, []) if o.phase.width != phase.width]
+            self._graphs[phase.mode] = sorted([*others, g], key=lambda r: r.phase.width)
         return stats
 
     def graph(self, mode: ForwardMode) -> PhaseGraphRunner | None:
-        """The captured graph runner of a fixed-width phase (None if not captured)."""
-        return self._graphs.get(mode)
+        """The captured graph runner of a fixed-width phase, its widest one where several widths
+        were captured (None if not captured)."""
+        runners = self._graphs.get(mode)
+        return runners[-1] if runners else None
+
+    def graph_widths(self, mode: ForwardMode) -> list[int]:
+        """The widths a fixed-width phase was captured at, narrowest first."""
+        return [g.phase.width for g in self._graphs.get(mode, [])]
 
     @property
     def prefill_graphs(self) -> list[PhaseGraphRunner]:
