@@ -26,6 +26,7 @@ from updraft.attention.triton_kernels import (
     kv_store,
     merge,
     next_pow2,
+    rope_store,
 )
 
 _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -88,6 +89,9 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
                     dict(HEAD_DIM=128, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=128), 4))
         out.append((f"kv_store {dt}", kv_store._kv_store_kernel, dict(K=d, V=d, KPool=d, VPool=d, Loc="i64"),
                     dict(NUM_KV_HEADS=8, HEAD_DIM=128, BLOCK_H=8, BLOCK_D=128), 4))
+        out.append((f"rope_store {dt}", rope_store._rope_store_kernel,
+                    dict(Q=d, K=d, V=d, KPool=d, VPool=d, Loc="i64", Pos="i64", CosSin=d),
+                    dict(HQ=32, HK=8, HALF=64, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, RNE=False), 8))
     return out
 
 
