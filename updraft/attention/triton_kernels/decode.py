@@ -28,40 +28,41 @@ from updraft.attention.triton_kernels.merge import merge_splits
 
 
 @triton.jit
+def _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, dmask, stride_ks, stride_kh,
+                  stride_vs, stride_vh, scale_log2, out_ty, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+                  DOT_PREC: tl.constexpr):
+    """One block of BLOCK_N cached positions from ``start`` (``start < hi``): the online-softmax
+    update of (m, l, acc)."""
+    pos = start + tl.arange(0, BLOCK_N)
+    pmask = pos < hi
+    slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+    k = tl.load(KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None], mask=dmask[:, None] & pmask[None, :],
+                other=0.0)
+    qk = tl.dot(q, k.to(q.dtype), input_precision=DOT_PREC) * scale_log2
+    qk = tl.where(pmask[None, :], qk, float("-inf"))
+    # Position ``start`` is always valid here (start < hi), so m_new is finite.
+    m_new = tl.maximum(m_i, tl.max(qk, 1))
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(qk - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :], mask=pmask[:, None] & dmask[None, :],
+                other=0.0)
+    # P is rounded to the query dtype before the PV product (tensor cores on bf16/fp16).
+    p = p.to(out_ty)
+    v = v.to(out_ty)
+    if DOT_F32:
+        p = p.to(tl.float32)
+        v = v.to(tl.float32)
+    return m_new, l_i, acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PREC)
+
+
+@triton.jit
 def _decode_kernel(
-    Q,
-    KPool,
-    VPool,
-    Out,
-    MidO,
-    MidLse,
-    ReqToToken,
-    ReqPoolIdx,
-    SeqLens,
-    stride_qt,
-    stride_qh,
-    stride_ks,
-    stride_kh,
-    stride_vs,
-    stride_vh,
-    stride_rt,
-    stride_ot,
-    stride_oh,
-    stride_mt,
-    stride_mh,
-    stride_ms,
-    stride_lt,
-    stride_lh,
-    scale_log2,
-    num_splits,
-    GROUP: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    MIN_SPLIT: tl.constexpr,
-    DIRECT: tl.constexpr,
-    DOT_F32: tl.constexpr,
+    Q, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens,
+    stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_rt, stride_ot, stride_oh,
+    stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
+    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
     DOT_PREC: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
@@ -80,11 +81,8 @@ def _decode_kernel(
     heads = kvh * GROUP + hh
     d = tl.arange(0, BLOCK_D)
     dmask = d < HEAD_DIM
-    q = tl.load(
-        Q + b * stride_qt + heads[:, None] * stride_qh + d[None, :],
-        mask=hmask[:, None] & dmask[None, :],
-        other=0.0,
-    )
+    q = tl.load(Q + b * stride_qt + heads[:, None] * stride_qh + d[None, :], mask=hmask[:, None] & dmask[None, :],
+                other=0.0)
     if DOT_F32:
         q = q.to(tl.float32)
 
@@ -93,50 +91,17 @@ def _decode_kernel(
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
     table_row = ReqToToken + rpi * stride_rt
     for start in range(lo, hi, BLOCK_N):
-        pos = start + tl.arange(0, BLOCK_N)
-        pmask = pos < hi
-        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
-        k = tl.load(
-            KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None],
-            mask=dmask[:, None] & pmask[None, :],
-            other=0.0,
-        )
-        qk = tl.dot(q, k.to(q.dtype), input_precision=DOT_PREC) * scale_log2
-        qk = tl.where(pmask[None, :], qk, float("-inf"))
-        # Position ``start`` is always valid here (start < hi), so m_new is finite.
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(qk - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(
-            VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :],
-            mask=pmask[:, None] & dmask[None, :],
-            other=0.0,
-        )
-        # P is rounded to the query dtype before the PV product (tensor cores on bf16/fp16).
-        p = p.to(Q.dtype.element_ty)
-        v = v.to(Q.dtype.element_ty)
-        if DOT_F32:
-            p = p.to(tl.float32)
-            v = v.to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PREC)
-        m_i = m_new
+        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, dmask, stride_ks,
+                                      stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty, BLOCK_N,
+                                      DOT_F32, DOT_PREC)
 
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
     omask = hmask[:, None] & dmask[None, :]
     if DIRECT:
-        tl.store(
-            Out + b * stride_ot + heads[:, None] * stride_oh + d[None, :],
-            out.to(Out.dtype.element_ty),
-            mask=omask,
-        )
+        tl.store(Out + b * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=omask)
     else:
-        tl.store(
-            MidO + b * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :],
-            out,
-            mask=omask,
-        )
+        tl.store(MidO + b * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out, mask=omask)
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
         tl.store(MidLse + b * stride_lt + heads * stride_lh + split, lse, mask=hmask)
 

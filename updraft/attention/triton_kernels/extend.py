@@ -57,55 +57,39 @@ def _attend_block(
 
 
 @triton.jit
+def _load_kv(KBase, VBase, rows, stride_kr, stride_vr, d, dmask, rmask):
+    """K as [D, N] (transposed for the dot) and V as [N, D] of ``rows`` (masked by ``rmask``);
+    the bases already point at the KV head."""
+    k = tl.load(KBase + rows[None, :] * stride_kr + d[:, None], mask=dmask[:, None] & rmask[None, :], other=0.0)
+    v = tl.load(VBase + rows[:, None] * stride_vr + d[None, :], mask=rmask[:, None] & dmask[None, :], other=0.0)
+    return k, v
+
+
+@triton.jit
+def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_i, acc, stride_ot, stride_oh,
+                stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT: tl.constexpr):
+    """The normalised output rows (DIRECT), or this split's partial output and log-sum-exp."""
+    has_keys = l_i > 0.0
+    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    if DIRECT:
+        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
+                 mask=omask)
+    else:
+        tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
+                 mask=omask)
+        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=rvalid)
+
+
+@triton.jit
 def _extend_kernel(
-    Q,
-    KNew,
-    VNew,
-    KPool,
-    VPool,
-    Out,
-    MidO,
-    MidLse,
-    ReqToToken,
-    ReqPoolIdx,
-    KvLens,
-    ExtLens,
-    ExtStart,
-    TreeMask,
-    stride_qt,
-    stride_qh,
-    stride_knt,
-    stride_knh,
-    stride_vnt,
-    stride_vnh,
-    stride_ks,
-    stride_kh,
-    stride_vs,
-    stride_vh,
-    stride_rt,
-    stride_ot,
-    stride_oh,
-    stride_mt,
-    stride_mh,
-    stride_ms,
-    stride_lt,
-    stride_lh,
-    stride_tb,
-    stride_ti,
-    scale_log2,
-    num_splits,
-    GROUP: tl.constexpr,
-    GROUP_PAD: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    ROWS: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    MIN_SPLIT: tl.constexpr,
-    TREE: tl.constexpr,
-    DIRECT: tl.constexpr,
-    DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    Q, KNew, VNew, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, KvLens, ExtLens, ExtStart, TreeMask,
+    stride_qt, stride_qh, stride_knt, stride_knh, stride_vnt, stride_vnh, stride_ks, stride_kh, stride_vs, stride_vh,
+    stride_rt, stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, stride_tb, stride_ti,
+    scale_log2, num_splits,
+    GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_T: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr, DIRECT: tl.constexpr,
+    DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
 ):
     # Heaviest (last, most causal keys) tiles first: shorter tail when the grid drains.
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
@@ -128,11 +112,8 @@ def _extend_kernel(
     d = tl.arange(0, BLOCK_D)
     dmask = d < HEAD_DIM
     qrow = row0 + ti
-    q = tl.load(
-        Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
-        mask=rvalid[:, None] & dmask[None, :],
-        other=0.0,
-    )
+    q = tl.load(Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
+                mask=rvalid[:, None] & dmask[None, :], other=0.0)
     if DOT_F32:
         q = q.to(tl.float32)
 
@@ -150,16 +131,7 @@ def _extend_kernel(
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
         slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
-        k = tl.load(
-            KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None],
-            mask=dmask[:, None] & pmask[None, :],
-            other=0.0,
-        )
-        v = tl.load(
-            VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :],
-            mask=pmask[:, None] & dmask[None, :],
-            other=0.0,
-        )
+        k, v = _load_kv(KPool + kvh * stride_kh, VPool + kvh * stride_vh, slot, stride_ks, stride_vs, d, dmask, pmask)
         m_i, l_i, acc = _attend_block(
             q, k.to(q.dtype), v, pmask[None, :], m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
         )
@@ -170,46 +142,18 @@ def _extend_kernel(
     for j0 in range(0, j_end, BLOCK_N):
         j = j0 + tl.arange(0, BLOCK_N)
         jmask = j < ext
-        krow = row0 + j
-        k = tl.load(
-            KNew + krow[None, :] * stride_knt + kvh * stride_knh + d[:, None],
-            mask=dmask[:, None] & jmask[None, :],
-            other=0.0,
-        )
-        v = tl.load(
-            VNew + krow[:, None] * stride_vnt + kvh * stride_vnh + d[None, :],
-            mask=jmask[:, None] & dmask[None, :],
-            other=0.0,
-        )
+        k, v = _load_kv(KNew + kvh * stride_knh, VNew + kvh * stride_vnh, row0 + j, stride_knt, stride_vnt, d, dmask, jmask)
         allowed = jmask[None, :] & (j[None, :] <= ti[:, None])
         if TREE:
-            tm = tl.load(
-                TreeMask + b * stride_tb + ti[:, None] * stride_ti + j[None, :],
-                mask=rvalid[:, None] & jmask[None, :],
-                other=0,
-            )
+            tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + j[None, :],
+                         mask=rvalid[:, None] & jmask[None, :], other=0)
             allowed = allowed & (tm != 0)
         m_i, l_i, acc = _attend_block(
             q, k.to(q.dtype), v, allowed, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
         )
 
-    has_keys = l_i > 0.0
-    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
-    omask = rvalid[:, None] & dmask[None, :]
-    if DIRECT:
-        tl.store(
-            Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :],
-            out.to(Out.dtype.element_ty),
-            mask=omask,
-        )
-    else:
-        tl.store(
-            MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :],
-            out,
-            mask=omask,
-        )
-        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
-        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=rvalid)
+    _store_rows(Out, MidO, MidLse, qrow, heads, split, d, rvalid[:, None] & dmask[None, :], rvalid, m_i, l_i, acc,
+                stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT)
 
 
 def tokens_per_tile(block_rows: int, group: int) -> int:
@@ -217,6 +161,10 @@ def tokens_per_tile(block_rows: int, group: int) -> int:
     head rows each (at least one token; at least 16 rows, the smallest dot tile)."""
     group_pad = next_pow2(group)
     return max(block_rows, group_pad, 16) // group_pad
+
+
+def _two_strides(x: torch.Tensor) -> tuple[int, int]:
+    return x.stride(0), x.stride(1)
 
 
 def extend_attention(
@@ -266,55 +214,14 @@ def extend_attention(
     log2e = 1.4426950408889634
     grid = (triton.cdiv(max_ext, block_t), bsz, hkv * num_splits)
     _extend_kernel[grid](
-        q,
-        k_new,
-        v_new,
-        k_pool,
-        v_pool,
-        out,
-        mid_o,
-        mid_lse,
-        req_to_token,
-        req_pool_indices,
-        kv_lens,
-        ext_lens,
-        ext_start,
-        tm,
-        q.stride(0),
-        q.stride(1),
-        k_new.stride(0),
-        k_new.stride(1),
-        v_new.stride(0),
-        v_new.stride(1),
-        k_pool.stride(0),
-        k_pool.stride(1),
-        v_pool.stride(0),
-        v_pool.stride(1),
-        req_to_token.stride(0),
-        out.stride(0),
-        out.stride(1),
-        mid_o.stride(0),
-        mid_o.stride(1),
-        mid_o.stride(2),
-        mid_lse.stride(0),
-        mid_lse.stride(1),
-        stride_tb,
-        stride_ti,
-        scale * log2e,
-        num_splits,
-        GROUP=group,
-        GROUP_PAD=group_pad,
-        BLOCK_T=block_t,
-        ROWS=block_t * group_pad,
-        BLOCK_N=cfg.block_n,
-        HEAD_DIM=dim,
-        BLOCK_D=max(16, next_pow2(dim)),
-        MIN_SPLIT=cfg.min_split,
-        TREE=tree,
-        DIRECT=direct,
-        DOT_F32=dot_f32,
-        DOT_PREC=dot_precision(q.dtype, dot_f32),
-        num_warps=cfg.num_warps,
+        q, k_new, v_new, k_pool, v_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, kv_lens,
+        ext_lens, ext_start, tm,
+        *_two_strides(q), *_two_strides(k_new), *_two_strides(v_new), *_two_strides(k_pool), *_two_strides(v_pool),
+        req_to_token.stride(0), *_two_strides(out), *_two_strides(mid_o), mid_o.stride(2), *_two_strides(mid_lse),
+        stride_tb, stride_ti, scale * log2e, num_splits,
+        GROUP=group, GROUP_PAD=group_pad, BLOCK_T=block_t, ROWS=block_t * group_pad, BLOCK_N=cfg.block_n,
+        HEAD_DIM=dim, BLOCK_D=max(16, next_pow2(dim)), MIN_SPLIT=cfg.min_split, TREE=tree, DIRECT=direct,
+        DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     if not direct:
