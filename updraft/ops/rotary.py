@@ -47,15 +47,22 @@ def _rotate_heads(
     p1 = base + h[:, None] * stride_h + d[None, :]
     p2 = p1 + HALF
     dt = base.dtype.element_ty
-    x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(p2, mask=mask, other=0.0).to(tl.float32)
+    o1, o2 = rotate_pair(tl.load(p1, mask=mask, other=0.0), tl.load(p2, mask=mask, other=0.0), cos, sin, dt, RNE)
+    tl.store(p1, o1, mask=mask)
+    tl.store(p2, o2, mask=mask)
+
+
+@triton.jit
+def rotate_pair(x1, x2, cos, sin, dt: tl.constexpr, RNE: tl.constexpr):
+    """First and second halves ``[heads, D/2]`` rotated by ``cos`` / ``sin`` ``[D/2]``, in
+    ``dt``: every product rounded to ``dt`` first (no-ops for fp32), then the sum."""
+    x1 = x1.to(tl.float32)
+    x2 = x2.to(tl.float32)
     c = cos[None, :]
     s = sin[None, :]
-    # Round every product to the tensor dtype first (no-ops for fp32), then the sum.
     o1 = round_to(x1 * c, dt, RNE).to(tl.float32) - round_to(x2 * s, dt, RNE).to(tl.float32)
     o2 = round_to(x2 * c, dt, RNE).to(tl.float32) + round_to(x1 * s, dt, RNE).to(tl.float32)
-    tl.store(p1, round_to(o1, dt, RNE), mask=mask)
-    tl.store(p2, round_to(o2, dt, RNE), mask=mask)
+    return round_to(o1, dt, RNE), round_to(o2, dt, RNE)
 
 
 @triton.jit

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import next_pow2
 from updraft.ops import rotary as rotary_kernels
-from updraft.ops.triton_utils import emulate_rne, num_warps, round_to
+from updraft.ops.triton_utils import emulate_rne, num_warps
 
 
 @triton.jit
@@ -42,13 +42,8 @@ def _rope_store_kernel(Q, K, V, KPool, VPool, Loc, Pos, CosSin, stride_qt, strid
     h = tl.arange(0, BLOCK_HK)
     mask = (h[:, None] < HK) & d_mask[None, :]
     p1 = K + t * stride_kt + h[:, None] * stride_kh + d[None, :]
-    dt = K.dtype.element_ty
-    x1 = tl.load(p1, mask=mask, other=0.0).to(tl.float32)
-    x2 = tl.load(p1 + HALF, mask=mask, other=0.0).to(tl.float32)
-    c = cos[None, :]
-    s = sin[None, :]
-    o1 = round_to(round_to(x1 * c, dt, RNE).to(tl.float32) - round_to(x2 * s, dt, RNE).to(tl.float32), dt, RNE)
-    o2 = round_to(round_to(x2 * c, dt, RNE).to(tl.float32) + round_to(x1 * s, dt, RNE).to(tl.float32), dt, RNE)
+    o1, o2 = rotary_kernels.rotate_pair(tl.load(p1, mask=mask, other=0.0), tl.load(p1 + HALF, mask=mask, other=0.0),
+                                        cos, sin, K.dtype.element_ty, RNE)
     tl.store(p1, o1, mask=mask)
     tl.store(p1 + HALF, o2, mask=mask)
     kp = KPool + slot * stride_ps + h[:, None] * stride_ph + d[None, :]
