@@ -53,6 +53,18 @@ def _rotate_heads(
 
 
 @triton.jit
+def cos_sin_row(CosSin, Pos, t, stride_cs, HALF: tl.constexpr, BLOCK_HALF: tl.constexpr):
+    """Token ``t``'s table row: (lanes ``d``, their mask, cos, sin), float32 ``[BLOCK_HALF]``."""
+    pos = tl.load(Pos + t).to(tl.int64)
+    d = tl.arange(0, BLOCK_HALF)
+    d_mask = d < HALF
+    row = CosSin + pos * stride_cs
+    cos = tl.load(row + d, mask=d_mask, other=0.0).to(tl.float32)
+    sin = tl.load(row + HALF + d, mask=d_mask, other=0.0).to(tl.float32)
+    return d, d_mask, cos, sin
+
+
+@triton.jit
 def rotate_pair(x1, x2, cos, sin, dt: tl.constexpr, RNE: tl.constexpr):
     """First and second halves ``[heads, D/2]`` rotated by ``cos`` / ``sin`` ``[D/2]``, in
     ``dt``: every product rounded to ``dt`` first (no-ops for fp32), then the sum."""
@@ -85,12 +97,7 @@ def _rotary_kernel(
     RNE: tl.constexpr,
 ):
     t = tl.program_id(0).to(tl.int64)
-    pos = tl.load(Pos + t).to(tl.int64)
-    d = tl.arange(0, BLOCK_HALF)
-    d_mask = d < HALF
-    row = CosSin + pos * stride_cs
-    cos = tl.load(row + d, mask=d_mask, other=0.0).to(tl.float32)
-    sin = tl.load(row + HALF + d, mask=d_mask, other=0.0).to(tl.float32)
+    d, d_mask, cos, sin = cos_sin_row(CosSin, Pos, t, stride_cs, HALF, BLOCK_HALF)
     _rotate_heads(Q + t * stride_qt, stride_qh, cos, sin, d, d_mask, HQ, HALF, BLOCK_HQ, RNE)
     _rotate_heads(K + t * stride_kt, stride_kh, cos, sin, d, d_mask, HK, HALF, BLOCK_HK, RNE)
 

@@ -30,13 +30,8 @@ def _rope_store_kernel(Q, K, V, KPool, VPool, Loc, Pos, CosSin, stride_qt, strid
                        HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
                        BLOCK_HALF: tl.constexpr, RNE: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
-    pos = tl.load(Pos + t).to(tl.int64)
     slot = tl.load(Loc + t).to(tl.int64)
-    d = tl.arange(0, BLOCK_HALF)
-    d_mask = d < HALF
-    row = CosSin + pos * stride_cs
-    cos = tl.load(row + d, mask=d_mask, other=0.0).to(tl.float32)
-    sin = tl.load(row + HALF + d, mask=d_mask, other=0.0).to(tl.float32)
+    d, d_mask, cos, sin = rotary_kernels.cos_sin_row(CosSin, Pos, t, stride_cs, HALF, BLOCK_HALF)
     rotary_kernels._rotate_heads(Q + t * stride_qt, stride_qh, cos, sin, d, d_mask, HQ, HALF, BLOCK_HQ, RNE)
     # k: rotated as q is, written back in place and to the pool
     h = tl.arange(0, BLOCK_HK)
