@@ -343,18 +343,13 @@ class TritonBackend(AttentionBackend):
         """As the base class; a ``rope`` to apply with ``save_kv`` runs in one kernel with the KV
         store (``rope_store``) where it covers the inputs, and under the ops override "torch"
         (the unfused path, kept for timing and debugging) never."""
-        k_pool, v_pool = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]
         if (rope is None or not save_kv or ops.backend() == "torch"
-                or not rope_store.supported(q, k, v, k_pool, v_pool, rope.positions, rope.cos_sin)):
+                or not rope_store.supported(q, k, v, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
+                                            rope.positions, rope.cos_sin)):
             return super().forward(q, k, v, layer_id, batch, save_kv=save_kv, rope=rope)
-        decode_like = batch.mode.is_decode() or batch.mode.is_target_verify()
-        if not (decode_like or batch.mode.is_extend_like(include_v2=True)):
+        if not (batch.mode.is_decode() or batch.mode.is_target_verify() or batch.mode.is_extend_like(include_v2=True)):
             raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
-        md = self._metadata(batch, q)
-        rope_store.rope_store_(q, k, v, k_pool, v_pool, batch.out_cache_loc, rope.positions, rope.cos_sin)
-        if decode_like and md.plan.use_decode_kernel:
-            return self._run_decode(q, layer_id, md)
-        return self._run_extend(q, k, v, layer_id, md)
+        return self._attend(q, k, v, layer_id, batch, save_kv=True, rope=rope)
 
     def forward_extend(
         self,
@@ -368,10 +363,7 @@ class TritonBackend(AttentionBackend):
     ) -> torch.Tensor:
         if not batch.mode.is_extend_like(include_v2=True):
             raise UnsupportedModeError(f"forward_extend got {batch.mode.name}")
-        md = self._metadata(batch, q)
-        if save_kv:
-            self._store(k, v, layer_id, batch)
-        return self._run_extend(q, k, v, layer_id, md)
+        return self._attend(q, k, v, layer_id, batch, save_kv=save_kv)
 
     def forward_decode(
         self,
@@ -385,9 +377,20 @@ class TritonBackend(AttentionBackend):
     ) -> torch.Tensor:
         if not (batch.mode.is_decode() or batch.mode.is_target_verify()):
             raise UnsupportedModeError(f"forward_decode got {batch.mode.name}")
+        return self._attend(q, k, v, layer_id, batch, save_kv=save_kv)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch, *,
+                save_kv: bool, rope: Rope | None = None) -> torch.Tensor:
+        """The new K/V into the pool when ``save_kv`` (with ``rope`` applied in the same kernel
+        when given), then the decode kernel where the plan takes it (decode-like modes with the
+        new token in the pool), else the extend kernel."""
         md = self._metadata(batch, q)
-        if save_kv:
+        if rope is not None:
+            rope_store.rope_store_(q, k, v, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
+                                   batch.out_cache_loc, rope.positions, rope.cos_sin)
+        elif save_kv:
             self._store(k, v, layer_id, batch)
-        if md.plan.use_decode_kernel and save_kv:
+        decode_like = batch.mode.is_decode() or batch.mode.is_target_verify()
+        if decode_like and md.plan.use_decode_kernel and save_kv:
             return self._run_decode(q, layer_id, md)
         return self._run_extend(q, k, v, layer_id, md)
