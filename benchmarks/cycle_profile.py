@@ -23,8 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_phases import context_text, fake_requests  # noqa: E402
-from spec_iteration import add_cost_args, head_method, set_sampling, smollm_engine_config  # noqa: E402
+from spec_iteration import add_cost_args, args_text, head_method, park, smollm_engine_config  # noqa: E402
 
 from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
@@ -45,11 +44,9 @@ def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: in
                     text: list[int] | None = None) -> dict[str, Any]:
     """Kernels of ``iters`` replays of the fused iteration (``steps`` drafts) at batch ``bs``
     (``text``: the requests' context, ``fake_requests``)."""
+    reqs = park(eng, bs, context, text, sampled)
     drv = eng.driver
-    assert drv is not None, eng.graph_log
-    reqs = fake_requests(eng, bs, context, text)
-    set_sampling(reqs, sampled)
-    drv.admit(reqs)
+    assert drv is not None
     drv.fused.graph_for(steps, sampled, bs)
     secs = []
     for _ in range(5):  # warm-up outside the trace
@@ -105,7 +102,7 @@ def main() -> None:
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     plain = Engine(base)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
     eng = Engine(dataclasses.replace(base, speculative=spec))  # its own model: EAGLE-3 sets aux layers on it
-    text = None if args.blank_context else context_text(plain, args.context + 17 * max(sizes))
+    text = args_text(args, plain, sizes)
     out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "head": args.head,
                            "context": "unwritten KV" if text is None else "mt_bench text"}
     for bs in sizes:

@@ -107,11 +107,16 @@ def timed(fn: Any, iters: int) -> float:
     return statistics.median(times)
 
 
-def context_text(engine: Engine, n_tokens: int) -> list[int]:
-    """At least ``n_tokens`` token ids of real text: mt_bench prompts, chat-formatted, one after
-    another."""
+#: Request ``i`` of ``fake_requests(..., text)`` holds ``text`` from this offset times ``i``.
+TEXT_STRIDE = 17
+
+
+def context_text(engine: Engine, context: int, max_bs: int) -> list[int]:
+    """Token ids of real text (mt_bench prompts, chat-formatted, one after another), enough for
+    ``max_bs`` requests of ``context`` tokens in ``fake_requests``."""
     from updraft.bench.offline import make_prompts
 
+    n_tokens = context + TEXT_STRIDE * max_bs
     ids: list[int] = []
     for p in make_prompts(engine, "mt_bench", 80, 0):
         ids += p
@@ -123,14 +128,14 @@ def context_text(engine: Engine, n_tokens: int) -> list[int]:
 def fake_requests(engine: Engine, bs: int, context: int, text: list[int] | None = None) -> list[Request]:
     """``bs`` requests parked mid-decode at ``context`` tokens. Without ``text`` their KV is left
     as the pool holds it (timings that do not depend on the values); with ``text`` request ``i``
-    holds its tokens from offset ``17 i`` and the target's KV is written by an eager EXTEND
+    holds its tokens from offset ``TEXT_STRIDE * i`` and the target's KV is written by an eager EXTEND
     forward, so the verify rows are real text's distributions (a sampled filter's cost depends
     on them: over an unwritten KV the rows are nearly flat, its worst case)."""
     from updraft.batch import ForwardMode
 
     reqs = []
     for i in range(bs):
-        ids = [1] * (context - 1) + [2] if text is None else text[17 * i:17 * i + context]
+        ids = [1] * (context - 1) + [2] if text is None else text[TEXT_STRIDE * i:TEXT_STRIDE * i + context]
         assert len(ids) == context, "context_text gave too few tokens"
         r = Request(request_id=f"b{i}", prompt_ids=ids[:-1], params=SamplingParams(temperature=0))
         r.output_ids = ids[-1:]

@@ -22,13 +22,13 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from graph_phases import context_text, fake_requests  # noqa: E402
 from spec_iteration import (  # noqa: E402
     _median_event_ms,
     add_cost_args,
+    args_text,
     fused_ms,
     head_method,
-    set_sampling,
+    park,
     smollm_engine_config,
 )
 
@@ -42,11 +42,9 @@ from updraft.spec import sampling_kernels as sk  # noqa: E402
 def cycle_ms(eng: Engine, bs: int, sampled: bool, context: int, iters: int, text: list[int] | None) -> float:
     """The S = 5 iteration at ``bs``, its graph recaptured with the kernels' current constants
     (``text``: the requests' context, ``fake_requests``)."""
+    reqs = park(eng, bs, context, text, sampled)
     drv = eng.driver
-    assert drv is not None, eng.graph_log
-    reqs = fake_requests(eng, bs, context, text)
-    set_sampling(reqs, sampled)
-    drv.admit(reqs)
+    assert drv is not None
     drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)
     ms = fused_ms(eng, reqs, iters, 5, sampled)
     for r in reqs:
@@ -111,7 +109,7 @@ def main() -> None:
     base = smollm_engine_config(args.smollm, sizes, args.context)
     spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
     eng = Engine(dataclasses.replace(base, speculative=spec))
-    text = None if args.blank_context else context_text(eng, args.context + 17 * max(sizes))
+    text = args_text(args, eng, sizes)
     out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                            "context": "unwritten KV" if text is None else "mt_bench text"}
     for bs in sizes:

@@ -142,6 +142,23 @@ def set_sampling(reqs: list[Any], sampled: bool) -> None:
         r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
 
 
+def args_text(args: argparse.Namespace, engine: Engine, sizes: list[int]) -> list[int] | None:
+    """The requests' context for the ``add_cost_args`` scripts: mt_bench text, or None with
+    ``--blank-context``."""
+    return None if args.blank_context else context_text(engine, args.context, max(sizes))
+
+
+def park(eng: Engine, bs: int, context: int, text: list[int] | None, sampled: bool) -> list[Any]:
+    """``bs`` requests parked at ``context`` tokens (``fake_requests``), greedy or sampled,
+    admitted to the fused driver's device state."""
+    drv = eng.driver
+    assert drv is not None, eng.graph_log
+    reqs = fake_requests(eng, bs, context, text)
+    set_sampling(reqs, sampled)
+    drv.admit(reqs)
+    return reqs
+
+
 def smollm_engine_config(model: str, sizes: list[int], context: int) -> EngineConfig:
     """The cost benchmarks' engine: bf16 graphs at ``sizes``, room for ``context`` at the largest."""
     return EngineConfig(model=model, device="cuda", dtype="bfloat16", progress=False, cuda_graph_bs=sizes,
@@ -174,7 +191,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     base = smollm_engine_config(model, sizes, context)
     out: dict[str, Any] = {"context": "mt_bench text" if real_text else "unwritten KV"}
     plain = Engine(base, loaded=loaded)
-    text = context_text(plain, context + 17 * max(sizes)) if real_text else None
+    text = context_text(plain, context, max(sizes)) if real_text else None
     for bs in sizes:
         reqs = fake_requests(plain, bs, context, text)
         batch = plain.runner.make_batch(ForwardMode.DECODE, [1] * bs, [r.row for r in reqs], [context + 1] * bs, [1] * bs, stride=1)
