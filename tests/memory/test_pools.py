@@ -141,3 +141,16 @@ def test_kv_pool_store_and_scratch() -> None:
     assert float(pool.k_buffer[0].abs().sum()) == 0.0
     with pytest.raises(ValueError, match="scratch"):
         KVPool(1, 1, 4, 1, 4, torch.float32, "cpu")
+
+
+def test_shared_kv_pool_reads_v_from_k():
+    # MLA's latent cache: V is K's leading columns, stored once.
+    pool = KVPool(2, 4, 2, 1, 6, torch.float32, "cpu", v_head_dim=4, shared_kv=True)
+    k = torch.arange(12, dtype=torch.float32).view(2, 1, 6)
+    pool.store(1, torch.tensor([3, 5]), k, k[..., :4])
+    assert torch.equal(pool.v_buffer[1][torch.tensor([3, 5])], k[..., :4])
+    assert pool.v_buffer[1].data_ptr() == pool.k_buffer[1].data_ptr()
+    assert KVPool.bytes_per_token(2, 1, 6, torch.float32, v_head_dim=4, shared_kv=True) == 2 * 6 * 4
+    assert KVPool.bytes_per_token(2, 1, 6, torch.float32, v_head_dim=4) == 2 * 10 * 4
+    with pytest.raises(ValueError, match="v_head_dim"):
+        KVPool(1, 4, 2, 1, 4, torch.float32, "cpu", v_head_dim=8, shared_kv=True)

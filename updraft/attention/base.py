@@ -53,6 +53,9 @@ class AttentionBackend(ABC):
     devices: ClassVar[frozenset[str]] = frozenset({"cpu", "cuda"})
     #: seq_lens value written into padded graph rows.
     fill_seq_len: ClassVar[int] = 1
+    #: Whether the backend serves pools whose V is narrower than K or read from K's leading
+    #: columns (``KVPool.v_head_dim`` / ``shared_kv``: MLA's latent cache).
+    v_layouts: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -66,6 +69,12 @@ class AttentionBackend(ABC):
         if num_heads % num_kv_heads != 0:
             raise ValueError(
                 f"num_heads={num_heads} must be a multiple of num_kv_heads={num_kv_heads}"
+            )
+        if not self.v_layouts and (kv_pool.shared_kv or kv_pool.v_head_dim != kv_pool.head_dim):
+            raise ValueError(
+                f"attention backend {self.name!r} needs V as wide as K in its own buffer; this model's "
+                f"cache has v_head_dim={kv_pool.v_head_dim}, head_dim={kv_pool.head_dim}, "
+                f"shared_kv={kv_pool.shared_kv} (use torch_native)"
             )
         self.kv_pool = kv_pool
         self.req_to_token = req_to_token
@@ -124,8 +133,9 @@ class AttentionBackend(ABC):
 
         ``q`` [T, num_heads, head_dim]; ``k``/``v`` [T, num_kv_heads, head_dim] are the new
         tokens' keys and values, written to ``batch.out_cache_loc`` of layer ``layer_id`` when
-        ``save_kv``; ``rope``: rotate q and k first (in place). Returns [T, num_heads, head_dim]
-        in ``q``'s dtype.
+        ``save_kv``; ``rope``: rotate q and k first (in place). Returns [T, num_heads, v_head_dim]
+        in ``q``'s dtype (``v``'s last dim is ``kv_pool.v_head_dim``; with a ``shared_kv`` pool
+        ``v`` is ``k[..., :v_head_dim]`` and only ``k`` is stored).
         """
         if rope is not None:
             ops.rotary_(q, k, rope.positions, rope.cos_sin)

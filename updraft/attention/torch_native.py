@@ -138,6 +138,7 @@ class TorchNativeBackend(AttentionBackend):
         {ForwardMode.DECODE, ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2}
     )
     devices = frozenset({"cpu", "cuda"})
+    v_layouts = True
 
     def init_graph_state(self, max_bs: int, max_tokens_per_req: int) -> None:
         return None  # metadata buffers are created per captured batch size
@@ -162,7 +163,7 @@ class TorchNativeBackend(AttentionBackend):
     ) -> torch.Tensor:
         k_pool = self.kv_pool.k_buffer[layer_id]
         v_pool = self.kv_pool.v_buffer[layer_id]
-        out = torch.empty_like(q)
+        out = q.new_empty(*q.shape[:-1], v.shape[-1])
         gqa = self.num_heads != self.num_kv_heads
         assert md.ragged is not None
         for first, n, prefix_slots, mask in md.ragged:

@@ -148,9 +148,7 @@ def decode_bandwidth(engine: Engine, context: int, peak_bw: float, iters: int = 
     finally:
         eng.allocator.free(row)
         eng.req_pool.free(row)
-    kv = context * eng.runner.kv_pool.bytes_per_token(
-        eng.model_config.num_layers, eng.model_config.num_kv_heads, eng.model_config.head_dim, eng.dtype
-    )
+    kv = context * eng.model_config.kv_bytes_per_token(eng.dtype)
     total = weight_bytes(eng.model) + kv
     return {"step_ms": dt * 1000, "bytes_per_step": total, "achieved_bw": total / dt, "fraction_of_peak": total / dt / peak_bw}
 

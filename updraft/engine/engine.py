@@ -24,7 +24,7 @@ from updraft.engine.request import Request, RequestStatus, StepOutput
 from updraft.engine.scheduler import ScheduledBatch, Scheduler
 from updraft.engine.spec_driver import SpecDriver, build_driver, fused_planned
 from updraft.errors import RequestError
-from updraft.memory.pools import KVPool, PagedAllocator, ReqToTokenPool
+from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.runtime.model_runner import ModelRunner
@@ -141,7 +141,7 @@ class Engine:
     def _kv_bytes_per_token(self) -> int:
         c = self.model_config
         draft = self.draft.kv_bytes_per_token if self.draft is not None else 0
-        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, self.dtype) + draft
+        return c.kv_bytes_per_token(self.dtype) + draft
 
     def _setup_memory(self) -> None:
         cfg = self.config

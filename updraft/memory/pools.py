@@ -7,7 +7,10 @@ Layout:
   length plus the speculative lookahead (failure class 11: a request at exactly max context still
   needs room for ndt lookahead slots).
 * KV slots are flat: slot ``s`` of layer ``l`` is ``k_buffer[l][s]``, shaped
-  ``[num_slots, kv_heads, head_dim]``. Slots are handed out in pages of ``page_size``
+  ``[num_slots, kv_heads, head_dim]``; ``v_buffer[l]`` is ``[num_slots, kv_heads, v_head_dim]``.
+  MLA (DeepSeek) caches one latent row per token and reads V as its first ``v_head_dim``
+  columns: with ``shared_kv`` there is no V storage, ``v_buffer[l]`` is a strided view of
+  ``k_buffer[l][..., :v_head_dim]`` and ``store`` writes K only. Slots are handed out in pages of ``page_size``
   consecutive slots; position ``p`` of a request lives in its ``p // page_size``-th page at offset
   ``p % page_size``. Page 0 (slots ``0 .. page_size-1``) is never allocated: slot 0 is the scratch
   slot for padded writes.
@@ -52,7 +55,11 @@ class ReqToTokenPool:
 
 
 class KVPool:
-    """Per-layer K and V buffers over flat slots (``num_pages * page_size`` of them)."""
+    """Per-layer K and V buffers over flat slots (``num_pages * page_size`` of them).
+
+    ``v_head_dim``: V's width (default ``head_dim``). ``shared_kv``: V is the first
+    ``v_head_dim`` columns of K (MLA's latent cache); nothing is stored for V, and a backend
+    that writes V separately must not (``store`` skips it)."""
 
     def __init__(
         self,
@@ -63,32 +70,57 @@ class KVPool:
         head_dim: int,
         dtype: torch.dtype,
         device: torch.device | str,
+        *,
+        v_head_dim: int | None = None,
+        shared_kv: bool = False,
     ) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if num_pages < 2:
             raise ValueError(f"the KV pool needs at least 2 pages (one is scratch), got {num_pages}")
+        v_head_dim = head_dim if v_head_dim is None else v_head_dim
+        if v_head_dim < 1 or (shared_kv and v_head_dim > head_dim):
+            raise ValueError(
+                f"v_head_dim={v_head_dim} must be >= 1 (and <= head_dim={head_dim} with shared_kv)"
+            )
         self.num_layers = num_layers
         self.num_pages = num_pages
         self.page_size = page_size
         self.num_slots = num_pages * page_size
         self.kv_heads = kv_heads
         self.head_dim = head_dim
+        self.v_head_dim = v_head_dim
+        self.shared_kv = shared_kv
         self.dtype = dtype
         self.device = torch.device(device)
         shape = (self.num_slots, kv_heads, head_dim)
         # Zero-filled so the scratch slot read by padded rows is finite.
         self.k_buffer = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
-        self.v_buffer = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
+        if shared_kv:
+            self.v_buffer = [k[..., :v_head_dim] for k in self.k_buffer]
+        else:
+            v_shape = (self.num_slots, kv_heads, v_head_dim)
+            self.v_buffer = [torch.zeros(v_shape, dtype=dtype, device=self.device) for _ in range(num_layers)]
 
     @staticmethod
-    def bytes_per_token(num_layers: int, kv_heads: int, head_dim: int, dtype: torch.dtype) -> int:
-        return 2 * num_layers * kv_heads * head_dim * torch.empty(0, dtype=dtype).element_size()
+    def bytes_per_token(
+        num_layers: int,
+        kv_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        *,
+        v_head_dim: int | None = None,
+        shared_kv: bool = False,
+    ) -> int:
+        v = 0 if shared_kv else (head_dim if v_head_dim is None else v_head_dim)
+        return num_layers * kv_heads * (head_dim + v) * torch.empty(0, dtype=dtype).element_size()
 
     def store(self, layer: int, loc: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """Write new K/V rows ([T, kv_heads, head_dim]) to slots ``loc`` ([T])."""
+        """Write new K/V rows ([T, kv_heads, head_dim] / [T, kv_heads, v_head_dim]) to slots
+        ``loc`` ([T]); with ``shared_kv`` only K (V is its leading columns)."""
         self.k_buffer[layer][loc] = k.to(self.dtype)
-        self.v_buffer[layer][loc] = v.to(self.dtype)
+        if not self.shared_kv:
+            self.v_buffer[layer][loc] = v.to(self.dtype)
 
 
 class PagedAllocator:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 # Hugging Face `architectures` entries we implement, mapped to our family name.
 SUPPORTED_ARCHITECTURES = {
     "LlamaForCausalLM": "llama",
@@ -51,6 +53,12 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()
     sliding_window: int | None = None
     architecture: str = "LlamaForCausalLM"
+    # Attention layout beyond Llama's (MLA): V's width when it differs from head_dim, V read
+    # from K's leading columns (one latent cache row per token), and a softmax scale other
+    # than head_dim ** -0.5. See ``KVPool``.
+    v_head_dim: int | None = None
+    shared_kv: bool = False
+    attn_scale: float | None = None
 
     @property
     def q_size(self) -> int:
@@ -59,6 +67,14 @@ class ModelConfig:
     @property
     def kv_size(self) -> int:
         return self.num_kv_heads * self.head_dim
+
+    def kv_bytes_per_token(self, dtype: torch.dtype) -> int:
+        """KV cache bytes one token takes over every layer."""
+        from updraft.memory.pools import KVPool
+
+        return KVPool.bytes_per_token(
+            self.num_layers, self.num_kv_heads, self.head_dim, dtype, v_head_dim=self.v_head_dim, shared_kv=self.shared_kv
+        )
 
     @property
     def context_len(self) -> int:

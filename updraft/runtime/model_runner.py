@@ -38,9 +38,10 @@ class ModelRunner:
         self.device = w.device
         self.dtype = w.dtype
         self.req_pool = req_pool
-        self.kv_pool = KVPool(cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim, self.dtype, self.device)
+        self.kv_pool = KVPool(cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim, self.dtype, self.device,
+                              v_head_dim=cfg.v_head_dim, shared_kv=cfg.shared_kv)
         self.backend: AttentionBackend = create_backend(
-            backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+            backend_name, self.kv_pool, req_pool.req_to_token, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.attn_scale
         )
         self.backend_name = backend_name
         #: fixed-width phases' runners by mode, one per captured width (the per-phase speculative

@@ -8,7 +8,7 @@ import torch
 
 from updraft.attention import resolve_backend_name
 from updraft.config import ConfigError, SpeculativeConfig
-from updraft.memory.pools import KVPool, ReqToTokenPool
+from updraft.memory.pools import ReqToTokenPool
 from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load_draft_head
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
@@ -36,7 +36,7 @@ class DraftSetup:
             return 0
         c = self.model.config  # type: ignore[union-attr]
         dtype = next(self.model.parameters()).dtype
-        return KVPool.bytes_per_token(c.num_layers, c.num_kv_heads, c.head_dim, dtype)
+        return c.kv_bytes_per_token(dtype)
 
     @property
     def lookahead(self) -> int:
