@@ -15,9 +15,11 @@ costliest kernels and host operators. Prints both tables; ``--out`` writes JSON.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import dataclasses
 import gc
 import json
+import pstats
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 
 from updraft.batch import ForwardMode
+from updraft.bench.models import is_random, random_model
 from updraft.bench.offline import make_prompts, run_one
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
@@ -118,6 +121,19 @@ def profile_prefill(eng: Engine, prompts: list[list[int]], top: int = 12) -> dic
         return dt * 1e3
 
     times = [once(None) for _ in range(4)][1:]
+    cprof = cProfile.Profile()
+    reqs = [eng.add_request(p, params, stream_text=False) for p in prompts]
+    _sync(eng)
+    cprof.enable()
+    eng.step()
+    _sync(eng)
+    cprof.disable()
+    while eng.has_unfinished():
+        eng.step()
+    for r in reqs:
+        eng.release_finished(r.request_id)
+    stats = pstats.Stats(cprof)
+    rows = [(f"{Path(k[0]).name}:{k[1]}({k[2]})", v[1], round(v[2] * 1e3, 3), round(v[3] * 1e3, 3)) for k, v in stats.stats.items()]  # type: ignore[attr-defined]
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     prof = torch.profiler.profile(activities=acts)
     once(prof)
@@ -130,6 +146,8 @@ def profile_prefill(eng: Engine, prompts: list[list[int]], top: int = 12) -> dic
         "gpu_busy_ms": sum(e.self_device_time_total for e in cuda) / 1e3,
         "top_kernels": [(e.key[:80], e.count, round(e.self_device_time_total / 1e3, 3))
                         for e in sorted(cuda, key=lambda e: -e.self_device_time_total)[:top]],
+        "python_by_own_ms": sorted(rows, key=lambda r: -r[2])[:top * 2],
+        "python_by_cumulative_ms": sorted(rows, key=lambda r: -r[3])[:top * 3],
         "top_host_ops": [(e.key[:80], e.count, round(e.self_cpu_time_total / 1e3, 3))
                          for e in sorted(cpu, key=lambda e: -e.self_cpu_time_total)[:top]],
     }
@@ -145,6 +163,7 @@ def main() -> None:
     ap.add_argument("--num-prompts", type=int, default=64)
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--prefill-reqs", type=int, default=25)
+    ap.add_argument("--prefill-only", action="store_true", help="skip the wave; profile the prefill step only")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     base = EngineConfig(model=args.smollm, device=args.device, dtype="bfloat16" if args.device == "cuda" else "float32",
@@ -157,13 +176,14 @@ def main() -> None:
     res: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "args": vars(args) | {"out": str(args.out)}}
     prompts: list[list[int]] = []
     for name, cfg in variants:
-        eng = Engine(cfg)
+        loaded = random_model(cfg.model, cfg.resolved_dtype(), cfg.resolved_device()) if is_random(cfg.model) else None
+        eng = Engine(cfg, loaded)
         prompts = prompts or make_prompts(eng, args.prompts, max(args.num_prompts, args.prefill_reqs), 0)
         ps = prompts[: args.num_prompts]
         run_one(eng, ps[: args.bs], dataclasses.replace(greedy, max_tokens=24), args.bs)  # warm-up / captures
-        steps = timeline(eng, ps, greedy, args.bs)
+        steps = [] if args.prefill_only else timeline(eng, ps, greedy, args.bs)
         summary = summarise(steps)
-        summary["tok_s"] = len(ps) * args.output_len / summary["wall_s"]
+        summary["tok_s"] = len(ps) * args.output_len / summary["wall_s"] if steps else 0.0
         summary["decode_sizes"] = [s.size for s in steps if s.mode == "decode"]
         summary["step_ms"] = [round(s.seconds * 1e3, 3) for s in steps]
         summary["prefill"] = profile_prefill(eng, prompts[: args.prefill_reqs])
@@ -178,6 +198,8 @@ def main() -> None:
             print(f"    kernel {k}")
         for k in p["top_host_ops"][:6]:
             print(f"    host   {k}")
+        for k in p["python_by_own_ms"][:14]:
+            print(f"    python {k}")
         del eng
         gc.collect()
         torch.cuda.empty_cache()

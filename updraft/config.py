@@ -47,6 +47,11 @@ class EngineConfig:
     disable_cuda_graph: bool = _opt("run every step eagerly", default=False)
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
     cuda_graph_bs: list[int] | None = _opt("batch sizes to capture (default: 1 2 4 8 12 16 24 32 48 64 ...)", default=None)
+    prefill_graph_tokens: list[int] | None = _opt(
+        "token budgets of the many-request prefill graphs (repeatable): a prefill step of several prompt chunks "
+        "replays the smallest budget its tokens fit (default: 512, 1024, ... up to chunked_prefill_size; an empty "
+        "list: none)", default=None
+    )
     disable_graph_phase: list[str] | None = _opt(
         "phase to run eagerly (repeatable): prefill, decode, target_verify, draft_decode, draft_extend", default=None
     )
@@ -101,6 +106,10 @@ class EngineConfig:
             raise ConfigError(f"disable_graph_phase={bad[0]!r} is invalid: choose from {', '.join(phases)}")
         if any(not isinstance(b, int) or b < 1 for b in (self.cuda_graph_bs or [])):
             raise ConfigError(f"cuda_graph_bs={self.cuda_graph_bs!r} is invalid: batch sizes must be integers >= 1")
+        if any(not isinstance(t, int) or t < 1 for t in (self.prefill_graph_tokens or [])):
+            raise ConfigError(
+                f"prefill_graph_tokens={self.prefill_graph_tokens!r} is invalid: token budgets must be integers >= 1"
+            )
         return self
 
     @classmethod

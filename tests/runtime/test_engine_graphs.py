@@ -96,7 +96,8 @@ def test_prefill_graphs_equal_eager(tiny_checkpoint, heads, kind: str, monkeypat
     rng = random.Random(7)
     ps = [[rng.randrange(256) for _ in range(n)] for n in (5, 9, 12, 40, 60, 16)]
     cfg = {"method": "eagle", "model": str(heads["eagle"]), "num_speculative_tokens": 2} if kind == "eagle" else None
-    common = dict(device="cpu", progress=False, attention_backend="triton", speculative_config=cfg, max_running_requests=2)
+    common = dict(device="cpu", progress=False, attention_backend="triton", speculative_config=cfg, max_running_requests=2,
+                  prefill_graph_tokens=[])
     # different lengths, so that after the first wave requests arrive one at a time
     params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in (2, 7, 3, 5, 2, 4)]
     eager = LLM(str(target), **common)
@@ -111,6 +112,54 @@ def test_prefill_graphs_equal_eager(tiny_checkpoint, heads, kind: str, monkeypat
     assert counts["EXTEND eager: batch size 2 > largest captured 1"] >= 1, counts
     if kind == "eagle":
         assert graphs.engine.spec.proposer.runner.path_counts["EXTEND graph"] >= 1  # type: ignore[union-attr]
+
+
+def test_many_request_prefill_graphs_equal_eager(tiny_checkpoint, heads, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """A wave of prompt chunks from several requests replays a token-budget prefill graph (the
+    smallest budget its tokens fit, padded requests taking one row each), for the target and
+    the EAGLE draft's prefill; a wave over every budget runs eagerly; outputs equal an engine
+    without graphs (triton backend, interpreted: a budget of 40 tokens and a per-request width
+    of 16 here, to keep the interpreter quick)."""
+    from updraft.engine import graph_setup as setup
+
+    monkeypatch.setattr(setup, "PREFILL_WIDTHS", (16,))
+    target = tiny_checkpoint("llama")
+    rng = random.Random(8)
+    ps = [[rng.randrange(256) for _ in range(n)] for n in (5, 9, 12, 30, 25)]
+    cfg = {"method": "eagle", "model": str(heads["eagle"]), "num_speculative_tokens": 2}
+    common = dict(device="cpu", progress=False, attention_backend="triton", speculative_config=cfg, max_running_requests=3)
+    params = [SamplingParams(temperature=0.0, max_tokens=m, ignore_eos=True) for m in (2, 2, 2, 3, 2)]
+    eager = LLM(str(target), **common)
+    graphs = LLM(str(target), graph_emulate=True, cuda_graph_bs=[1, 2, 3], prefill_graph_tokens=[40], **common)
+    runner = graphs.engine.runner
+    budgets = [(g.phase.tokens, g.sizes) for g in runner.prefill_graphs if g.phase.tokens]
+    assert budgets == [(40, [3, 2, 1])], budgets  # the powers of two and the largest size
+    ref = [o.outputs[0].token_ids for o in eager.generate(ps, params)]
+    assert [o.outputs[0].token_ids for o in graphs.generate(ps, params)] == ref
+    counts = runner.path_counts
+    # the first wave (5 + 9 + 12 = 26 tokens of 3 requests) fits both the width-16 graph (48 rows
+    # at bs 3) and the 40-token budget, which has fewer rows and replays; the next wave (30 + 25 =
+    # 55 tokens, 30 > 16) fits no graph
+    assert counts["EXTEND graph"] >= 1, counts
+    assert counts["EXTEND eager: 55 tokens of 2 requests > captured 40 at batch size 2"] == 1, counts
+    assert graphs.engine.spec.proposer.runner.path_counts["EXTEND graph"] >= 1  # type: ignore[union-attr]
+
+
+def test_prefill_budgets() -> None:
+    from updraft.engine.graph_setup import prefill_sizes, prefill_token_budgets
+    from updraft.runtime.graphs.phase_graph import PhaseSpec
+
+    assert prefill_token_budgets(2048, None, 8192) == [512, 1024, 2048]
+    assert prefill_token_budgets(3000, None, 8192) == [512, 1024, 2048, 3000]
+    assert prefill_token_budgets(2048, None, 1500) == [512, 1024, 1500]
+    assert prefill_token_budgets(2048, [100, 4096], 8192) == [100, 2048]
+    assert prefill_token_budgets(2048, [], 8192) == []
+    budget = PhaseSpec(ForwardMode.EXTEND, 512, "last", tokens=512)
+    assert prefill_sizes(budget, [64, 48, 32, 24, 16, 12, 8, 4, 2, 1]) == [64, 32, 16, 8, 4, 2, 1]
+    assert prefill_sizes(PhaseSpec(ForwardMode.EXTEND, 64, "last"), [64, 8, 4, 2, 1]) == [4, 2, 1]
+    assert budget.capacity(64) == 512 and budget.capacity(1) == 512 and budget.pad_tokens == 1
+    narrow = PhaseSpec(ForwardMode.EXTEND, 64, "last")
+    assert narrow.capacity(4) == 256 and narrow.pad_tokens == 64
 
 
 def test_per_phase_adaptive_replays_every_width(tiny_checkpoint) -> None:  # noqa: ANN001

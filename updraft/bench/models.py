@@ -1,5 +1,6 @@
 """Random-weight models at real shapes, built on the device for benchmarks (no checkpoint to
-stage): ``random:llama3-8b`` (Llama-3.1-8B) and ``random:qwen3-8b`` (Qwen3-8B-like)."""
+stage): ``random:llama3-8b`` (Llama-3.1-8B), ``random:qwen3-8b`` (Qwen3-8B-like) and
+``random:smollm2-135m`` (SmolLM2-135M's shape)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ SHAPES: dict[str, dict[str, Any]] = {
     "tiny": dict(  # for tests of the benchmark machinery; larger weights keep argmax tie-free
         family="llama", vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4,
         num_kv_heads=2, head_dim=16, max_position_embeddings=512, init_std=0.2,
+    ),
+    "smollm2-135m": dict(  # SmolLM2-135M's shape (host-work profiles need no checkpoint)
+        family="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536, num_layers=30, num_heads=9,
+        num_kv_heads=3, head_dim=64, rms_norm_eps=1e-5, rope_theta=100000.0, max_position_embeddings=8192,
+        tie_word_embeddings=True, eos_token_ids=(2,),
     ),
     "llama3-8b": dict(
         family="llama", vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_layers=32, num_heads=32,

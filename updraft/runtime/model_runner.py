@@ -89,7 +89,7 @@ class ModelRunner:
         n = len(rows)
         ext_max = max(extend_lens) if n else 0
         kind: LogitRows = "select" if isinstance(logits, torch.Tensor) else logits
-        shape = BatchShape(mode, n, ext_max, stride, capture_hidden, feature_kind, kind)
+        shape = BatchShape(mode, n, ext_max, stride, capture_hidden, feature_kind, kind, tokens=sum(extend_lens))
         graph = self._pick_graph(shape)
         if graph is not None:
             batch = graph.stage(token_ids if isinstance(token_ids, torch.Tensor) else list(token_ids), list(rows), list(seq_lens),
@@ -136,12 +136,17 @@ class ModelRunner:
         else:
             candidates = []
         reasons = []
+        fits = []
         for g in candidates:
             ok, reason = g.can_run(shape)
             if ok:
-                self.path_counts[f"{shape.mode.name} graph"] += 1
-                return g
-            reasons.append(reason)
+                fits.append(g)
+            else:
+                reasons.append(reason)
+        if fits:
+            self.path_counts[f"{shape.mode.name} graph"] += 1
+            # prefill graphs differ in token rows: the fewest padded rows (every GEMM's M) wins
+            return min(fits, key=lambda g: g.phase.capacity(g.bucket(shape.bs)))
         if len(reasons) > 1 and shape.mode != ForwardMode.EXTEND and all(r.startswith("width ") for r in reasons):
             reasons = [f"width {shape.stride} not among the captured widths {[g.phase.width for g in candidates]}"]
         if reasons:
@@ -172,12 +177,12 @@ class ModelRunner:
     def capture(self, phase: PhaseSpec, sizes: list[int], *, emulate: bool) -> CaptureStats:
         """Capture ``phase`` for batch sizes ``sizes``; ``forward`` replays it from then on."""
         mx = max(sizes)
-        t = mx * phase.width
+        t = phase.capacity(mx)
         inputs = self._eager_inputs(phase.mode, t, mx, mx * phase.rows_per_request, phase.feature_dim if phase.feature else 0)
         g = PhaseGraphRunner(self.model, self.backend, phase, sizes, emulate=emulate, pool=self.graph_pool(emulate), inputs=inputs)
         stats = g.capture()
         if phase.mode == ForwardMode.EXTEND:
-            self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: r.phase.width)
+            self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: (r.phase.tokens, r.phase.width))
         else:
             others = [o for o in self._graphs.get(phase.mode, []) if o.phase.width != phase.width]
             self._graphs[phase.mode] = sorted([*others, g], key=lambda r: r.phase.width)

@@ -16,7 +16,8 @@ gathered on the device from ``req_to_token`` at each token's row and position: p
 
 Padded rows of a graph replay (``n <= i < bs``) are written as the graph contract says
 (../shared/design/spec-decoding.md): ``seq_lens`` = the backend's fill value, ``extend_seq_lens``
-= the captured width, ``req_pool_indices`` = 0, their tokens on row 0 / position 0.
+= the captured width (one token in a many-request prefill graph, whose rows are a token budget),
+``req_pool_indices`` = 0, their tokens on row 0 / position 0.
 """
 
 from __future__ import annotations
@@ -92,9 +93,10 @@ class PhaseInputs:
     def write(self, token_ids: list[int] | None, rows: list[int], seq_lens: list[int], extend_lens: list[int],
               logits: str, *, pad_to: int, width: int, fill: int, read_tokens: int = 0) -> Staged:
         """The builder: lay out ``len(rows)`` requests (plus padding up to ``pad_to`` requests of ``width``
-        tokens each when a graph will replay) and copy them to the device. ``token_ids`` None:
+        tokens each when a graph will replay: its captured width, or one token in a many-request
+        prefill graph) and copy them to the device. ``token_ids`` None:
         the caller copies device token ids in afterwards. ``read_tokens``: token rows the
-        forward reads (a graph: its captured batch size x width). ``logits``: "last" / "select" (one
+        forward reads (a graph: the token rows of its captured batch). ``logits``: "last" / "select" (one
         row per request, the last; a "select" caller overwrites the real rows), "all", "none"."""
         inp = self
         slots = self._staging()

@@ -68,10 +68,23 @@ class PhaseSpec:
     capture_hidden: CaptureHidden = CaptureHidden.NONE
     feature: FeatureKind = FeatureKind.NONE  # the per-token input the model reads besides tokens
     feature_dim: int = 0
+    #: Packed phases: the token rows of a captured batch, whatever their split among requests
+    #: (each at most ``width``), padded requests taking one row each: a many-request prefill
+    #: graph. 0: ``width`` rows per request, padded requests taking ``width`` each.
+    tokens: int = 0
 
     @property
     def rows_per_request(self) -> int:
         return {"all": self.width, "none": 0}.get(self.logits, 1)
+
+    def capacity(self, bs: int) -> int:
+        """Token rows a captured batch of ``bs`` requests runs over (every GEMM's M)."""
+        return min(self.tokens, bs * self.width) if self.tokens else bs * self.width
+
+    @property
+    def pad_tokens(self) -> int:
+        """Token rows of one padded request."""
+        return 1 if self.tokens else self.width
 
     @property
     def packed(self) -> bool:
@@ -92,6 +105,7 @@ class BatchShape:
     feature: FeatureKind
     logits: LogitRows
     tree_mask: bool = False
+    tokens: int = 0  # token rows in all (the sum of the requests' extend lengths)
 
     @classmethod
     def of(cls, batch: ForwardBatch) -> BatchShape:
@@ -99,31 +113,36 @@ class BatchShape:
         logits: LogitRows = "all" if rows == batch.num_tokens else ("none" if rows == 0 else "last")
         ext = int(batch.extend_seq_lens_cpu.max()) if batch.batch_size else 0
         return cls(batch.mode, batch.batch_size, ext, batch.stride, batch.capture_hidden, batch.feature_kind, logits,
-                   batch.custom_mask is not None)
+                   batch.custom_mask is not None, int(batch.extend_seq_lens_cpu.sum()))
 
 
 def phase_inputs(phase: PhaseSpec, max_bs: int, device: torch.device, dtype: torch.dtype) -> PhaseInputs:
     """Inputs sized for ``max_bs`` requests of ``phase``."""
-    t = max_bs * phase.width
+    t = phase.capacity(max_bs)
     return PhaseInputs.alloc(t, max_bs, max_bs * phase.rows_per_request, phase.feature_dim if phase.feature else 0, device, dtype)
 
 
 def static_batch(phase: PhaseSpec, st: PhaseInputs, bs: int, backend: Any, device: torch.device) -> ForwardBatch:
     """The captured batch of ``bs`` requests: views into ``st``, seeded like padded rows (prefix
-    0, ``width`` new tokens in the padding row 0, every KV write to the scratch slot; never zero
-    lengths: failure class 8). Logits rows: every token ("all"), none ("none"), else the last
-    row of each request (a "select" replay overwrites them with the chosen rows)."""
+    0, new tokens in the padding row 0, every KV write to the scratch slot; never zero lengths:
+    failure class 8). Each request holds ``width`` tokens, or its share of the ``tokens`` of a
+    many-request prefill graph (shares differ by at most one). Logits rows: every token ("all"),
+    none ("none"), else the last row of each request (a "select" replay overwrites them with the
+    chosen rows)."""
     w = phase.width
-    t = bs * w
-    fill = max(backend.fill_seq_len, w)
-    st.seq_lens[:bs].fill_(fill)
-    st.extend_seq_lens[:bs].fill_(w)
-    st.extend_start_loc[:bs].copy_(torch.arange(bs, device=device, dtype=torch.int32) * w)
+    t = phase.capacity(bs)
+    ext = torch.full((bs,), t // bs, dtype=torch.int32)
+    ext[: t % bs] += 1
+    start = torch.cumsum(ext, 0, dtype=torch.int32) - ext
+    seq = ext.clamp(min=backend.fill_seq_len)
+    st.seq_lens[:bs].copy_(seq)
+    st.extend_seq_lens[:bs].copy_(ext)
+    st.extend_start_loc[:bs].copy_(start)
     rows = bs * phase.rows_per_request
     if phase.logits == "all":
         st.logits_indices[:rows].copy_(torch.arange(t, device=device))
     elif rows:
-        st.logits_indices[:rows].copy_(torch.arange(bs, device=device) * w + w - 1)
+        st.logits_indices[:rows].copy_((start + ext - 1).long())
     batch = ForwardBatch(
         mode=phase.mode,
         batch_size=bs,
@@ -134,8 +153,8 @@ def static_batch(phase: PhaseSpec, st: PhaseInputs, bs: int, backend: Any, devic
         extend_seq_lens=st.extend_seq_lens[:bs],
         extend_start_loc=st.extend_start_loc[:bs],
         out_cache_loc=st.out_cache_loc[:t],
-        seq_lens_cpu=torch.full((bs,), fill, dtype=torch.int32),
-        extend_seq_lens_cpu=torch.full((bs,), w, dtype=torch.int32),
+        seq_lens_cpu=seq,
+        extend_seq_lens_cpu=ext,
         logits_indices=st.logits_indices[:rows],
         stride=0 if phase.packed else w,
         max_extend_len=w,
@@ -235,6 +254,9 @@ class PhaseGraphRunner:
         if p.packed:
             if shape.max_extend > p.width:
                 return False, f"extend length {shape.max_extend} > captured width {p.width}"
+            b = self.bucket(shape.bs)
+            if shape.tokens + (b - shape.bs) * p.pad_tokens > p.capacity(b):
+                return False, f"{shape.tokens} tokens of {shape.bs} requests > captured {p.capacity(b)} at batch size {b}"
         elif shape.stride != p.width:
             return False, f"width {shape.stride} != captured width {p.width}"
         if shape.capture_hidden != p.capture_hidden:
@@ -259,8 +281,8 @@ class PhaseGraphRunner:
         n, st = len(rows), self.static
         bs = self.bucket(n)
         staged = st.write(None if isinstance(token_ids, torch.Tensor) else token_ids, rows, seq_lens, extend_lens,
-                          self.phase.logits, pad_to=bs, width=self.phase.width, fill=self.backend.fill_seq_len,
-                          read_tokens=bs * self.phase.width)
+                          self.phase.logits, pad_to=bs, width=self.phase.pad_tokens, fill=self.backend.fill_seq_len,
+                          read_tokens=self.phase.capacity(bs))
         t_real = int(staged.extend_seq_lens_cpu[:n].sum())
         st.gather_slots(req_to_token, staged.tokens)
         if isinstance(token_ids, torch.Tensor):
