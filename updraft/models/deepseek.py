@@ -214,6 +214,23 @@ class DeepseekDecoderLayer(nn.Module):
         _copy(experts.w13[e, shard * i : (shard + 1) * i], tensor, name)
         return f"mlp.experts.w13[{e}]#{shard}"
 
+    def checkpoint_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The checkpoint names (relative to the layer) ``load_weight`` takes, with their shapes:
+        the inverse of the slot mapping (random MTP weights, tests)."""
+        out: dict[str, tuple[int, ...]] = {}
+        for name, module in self.named_modules():
+            prefix = f"{name}." if name else ""
+            if isinstance(module, MergedLinear):
+                for proj, size in zip(("gate_proj", "up_proj"), module.shard_sizes):
+                    out[f"{prefix[: -len('gate_up_proj.')]}{proj}.weight"] = (size, module.in_features)
+            elif isinstance(module, StackedExperts):
+                i, h = module.intermediate, module.hidden
+                for e in range(module.num_experts):
+                    out |= {f"{prefix}{e}.gate_proj.weight": (i, h), f"{prefix}{e}.up_proj.weight": (i, h), f"{prefix}{e}.down_proj.weight": (h, i)}
+            else:
+                out |= {prefix + n: tuple(p.shape) for n, p in module.named_parameters(recurse=False) if p is not None}
+        return out
+
     def absorb(self) -> None:
         """After loading: the attention's absorbed weights (``MLAttention.absorb``)."""
         self.self_attn.absorb()

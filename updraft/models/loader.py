@@ -79,7 +79,7 @@ def _load_hf_folder(
     if not isinstance(hf_config, dict):
         raise CheckpointError(f"{config_file}: expected a JSON object")
     cfg = _model_config(hf_config, config_file)
-    files = _safetensors_files(folder)
+    files = safetensors_files(folder)
     tokenizer = Tokenizer.from_hf_folder(folder)
     tokenizer.add_eos_token_ids(cfg.eos_token_ids)
     model = _empty_model(cfg, dtype, device)
@@ -92,7 +92,7 @@ def _load_hf_folder(
     return LoadedModel(model=model, config=cfg, tokenizer=tokenizer, source=folder, hf_config=hf_config)
 
 
-def _safetensors_files(folder: Path) -> list[Path]:
+def safetensors_files(folder: Path) -> list[Path]:
     """The weight files of a folder, checked to exist."""
     index = folder / SAFETENSORS_INDEX
     if index.is_file():
@@ -121,7 +121,7 @@ def _safetensors_files(folder: Path) -> list[Path]:
     )
 
 
-def _open_safetensors(file: Path) -> Any:
+def open_safetensors(file: Path) -> Any:
     from safetensors import safe_open
 
     try:
@@ -133,7 +133,7 @@ def _open_safetensors(file: Path) -> Any:
 def _count_safetensors(files: list[Path]) -> int:
     total = 0
     for file in files:
-        with _open_safetensors(file) as f:
+        with open_safetensors(file) as f:
             total += len(list(f.keys()))
     return total
 
@@ -146,7 +146,7 @@ def _safetensors_tensors(
     ``keeps_float32(name)`` says so) on ``device``."""
     for file in files:
         cursor.file = file
-        with _open_safetensors(file) as f:
+        with open_safetensors(file) as f:
             for name in f.keys():
                 try:
                     t = f.get_tensor(name)
