@@ -182,14 +182,15 @@ class DeepseekDecoderLayer(nn.Module):
             shard = 0 if parts[-2] == "gate_proj" else 1
             module.load_shard(shard, "weight", tensor)
             return f"{module_name}.weight#{shard}"
-        if self.self_attn.mla.rope_interleave:
+        params = dict(self.named_parameters())
+        if name not in params or name.startswith("mlp.experts."):
+            raise ValueError(f"checkpoint tensor {name!r} has no place in DeepSeek layer {self.layer_id}")
+        _check_shape(params[name], tensor, name)
+        if mla.rope_interleave:
             if name in ("self_attn.q_proj.weight", "self_attn.q_b_proj.weight"):
                 tensor = evens_then_odds(tensor, mla.qk_head_dim, mla.qk_nope_head_dim, mla.qk_rope_head_dim)
             elif name in ("self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_proj_with_mqa.bias"):
                 tensor = evens_then_odds(tensor, mla.cache_dim, mla.kv_lora_rank, mla.qk_rope_head_dim)
-        params = dict(self.named_parameters())
-        if name not in params or name.startswith("mlp.experts."):
-            raise ValueError(f"checkpoint tensor {name!r} has no place in DeepSeek layer {self.layer_id}")
         _copy(params[name], tensor, name)
         return name
 
@@ -236,9 +237,13 @@ class DeepseekDecoderLayer(nn.Module):
         self.self_attn.absorb()
 
 
-def _copy(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
+def _check_shape(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
     if tuple(dst.shape) != tuple(src.shape):
         raise ValueError(f"{name}: expected shape {tuple(dst.shape)}, checkpoint has {tuple(src.shape)}")
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
+    _check_shape(dst, src, name)
     with torch.no_grad():
         dst.copy_(src)
 
