@@ -38,3 +38,15 @@ def test_graphs_equal_eager(tiny_checkpoint, kind: str) -> None:  # noqa: ANN001
     else:
         assert eng.runner.graph_hit_rate() == 1.0, eng.runner.path_counts
     assert any(isinstance(m, StackedExperts) for m in eng.model.modules())
+
+
+def test_generate_command_on_a_deepseek_folder(tiny_checkpoint, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: ANN001
+    from updraft.cli import main
+
+    folder = str(tiny_checkpoint("deepseek_v3", **V3))
+    assert main(["generate", "--model", folder, "--prompt", "hello", "--max-tokens", "6", "--ignore-eos", "--no-progress"]) == 0
+    assert "tok/s" in capsys.readouterr().err
+    bad = ["generate", "--model", folder, "--prompt", "hi", "--attention-backend", "triton", "--device", "cpu", "--no-progress"]
+    assert main(bad) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "torch_native" in err and "\n" not in err

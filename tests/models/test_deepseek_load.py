@@ -12,17 +12,23 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from updraft.attention import resolve_backend_name
+from updraft.batch import ForwardBatch, ForwardMode
 from updraft.bench.models import SHAPES, shape_config
 from updraft.errors import CheckpointError
+from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.config import ModelConfig
 from updraft.models.deepseek import DeepseekDecoderLayer, load_layer_weights
+from updraft.models.deepseek_config import mtp_model_config
 from updraft.models.deepseek_mtp import (
     load_mtp_state,
     mtp_checkpoint_shapes,
     random_mtp_state,
     split_mtp_state,
 )
+from updraft.models.layers import RotaryEmbedding
+from updraft.models.llama import ModelOutput
 from updraft.models.loader import load_checkpoint, model_class
+from updraft.runtime.model_runner import ModelRunner
 
 pytest.importorskip("transformers")
 V3 = dict(n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2, q_lora_rank=48)
@@ -55,11 +61,44 @@ def test_mtp_layers_load_apart(tiny_checkpoint, tmp_path: Path) -> None:  # noqa
     own, layer_part = split_mtp_state(state[0])
     assert set(own) == {"enorm.weight", "hnorm.weight", "eh_proj.weight", "embed_tokens.weight",
                         "shared_head.norm.weight", "shared_head.head.weight"}
-    layer = DeepseekDecoderLayer(cfg, cfg.num_layers)
+    mcfg = mtp_model_config(cfg)
+    assert (mcfg.num_layers, mcfg.deepseek.layer_offset, mcfg.kv_bytes_per_token(torch.float32)) == (1, 3, 48 * 4)
+    layer = DeepseekDecoderLayer(mcfg, 0)
+    assert layer.self_attn.layer_id == 0 and hasattr(layer.mlp, "experts")  # checkpoint layer 3: MoE
     load_layer_weights(layer, layer_part.items())
     assert layer.self_attn.w_kc.shape == (4, 16, 32)  # absorbed: [heads, qk_nope, kv_lora]
     with pytest.raises(ValueError, match="missing 1 tensors: input_layernorm.weight"):
-        load_layer_weights(DeepseekDecoderLayer(cfg, cfg.num_layers), [(n, t) for n, t in layer_part.items() if n != "input_layernorm.weight"])
+        load_layer_weights(DeepseekDecoderLayer(mcfg, 0), [(n, t) for n, t in layer_part.items() if n != "input_layernorm.weight"])
+    _run_mtp_layer(mcfg, layer, own)
+
+
+class _OneLayer(torch.nn.Module):
+    """The smallest drafter-like model around an MTP decoder layer (no hidden-state input): its
+    own KV pool of one layer through ``ModelRunner``."""
+
+    def __init__(self, cfg: ModelConfig, layer: DeepseekDecoderLayer, own: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.config, self.layer = cfg, layer
+        self.embed = torch.nn.Embedding.from_pretrained(own["embed_tokens.weight"])
+        self.rotary = RotaryEmbedding(cfg.deepseek.mla.qk_rope_head_dim, 64, cfg.rope_theta, cfg.rope_scaling)
+        self.rotary.build(torch.device("cpu"), torch.float32)
+
+    def forward(self, batch: ForwardBatch) -> ModelOutput:
+        x, residual = self.layer(self.embed(batch.input_ids), None, batch, self.rotary)
+        return ModelOutput(logits=(x + residual)[batch.logits_indices] @ self.embed.weight.T)
+
+
+def _run_mtp_layer(cfg: ModelConfig, layer: DeepseekDecoderLayer, own: dict[str, torch.Tensor]) -> None:
+    pool = ReqToTokenPool(1, 16, "cpu")
+    alloc = PagedAllocator(pool, 18, 1)
+    runner = ModelRunner(_OneLayer(cfg, layer, own), pool, 18, 1, "torch_native")
+    row = pool.alloc()
+    assert row is not None and alloc.ensure(row, 6)
+    tokens = [5, 9, 2, 7, 1, 3]
+    full = runner.forward(runner.make_batch(ForwardMode.EXTEND, tokens, [row], [6], [6], logits="all")).logits
+    runner.forward(runner.make_batch(ForwardMode.EXTEND, tokens[:5], [row], [5], [5]))
+    step = runner.forward(runner.make_batch(ForwardMode.DECODE, tokens[5:], [row], [6], [1], stride=1)).logits
+    assert torch.allclose(step[0], full[5], atol=1e-5)  # the decode read the prefix from layer 0 of its pool
 
 
 @pytest.mark.parametrize(

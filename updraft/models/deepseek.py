@@ -29,7 +29,7 @@ Multi-token prediction (``num_nextn_predict_layers`` = n): layers ``model.layers
 (L = ``num_hidden_layers``, i < n) carry a full decoder layer's names plus ``enorm``, ``hnorm``,
 ``eh_proj``, ``shared_head.norm``, ``shared_head.head`` and ``embed_tokens``. The target
 ignores them; ``deepseek_mtp.load_mtp_state`` hands them to an MTP drafter, which builds
-``DeepseekDecoderLayer(cfg, L + i)`` and fills it with ``load_layer_weights``.
+``DeepseekDecoderLayer(mtp_model_config(cfg), i)`` and fills it with ``load_layer_weights``.
 """
 
 from __future__ import annotations

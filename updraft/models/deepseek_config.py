@@ -10,6 +10,7 @@ correction squared when the config asks for it).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,12 +89,17 @@ class MoEShape:
 
 @dataclass(frozen=True)
 class DeepseekShape:
+    """``layer_offset``: the checkpoint index of layer 0 of a model built from this shape (0 for
+    the target; L for an MTP drafter whose layer j is checkpoint layer L + j), so dense/MoE
+    placement follows the checkpoint while KV-cache layer ids start at 0."""
+
     mla: MLAShape
     moe: MoEShape | None  # None: every layer is a dense MLP
     num_nextn_predict_layers: int = 0
+    layer_offset: int = 0
 
     def is_moe_layer(self, layer_id: int) -> bool:
-        return self.moe is not None and self.moe.is_moe_layer(layer_id)
+        return self.moe is not None and self.moe.is_moe_layer(layer_id + self.layer_offset)
 
 
 def _bad(name: str, value: object, allowed: str) -> ValueError:
@@ -228,3 +234,14 @@ def deepseek_model_config(cfg: dict[str, Any]) -> ModelConfig:
         eos_token_ids=tuple(int(e) for e in eos_ids),
         deepseek=shape,
     )
+
+
+def mtp_model_config(cfg: ModelConfig) -> ModelConfig:
+    """The config of a drafter made of ``cfg``'s MTP layers: ``num_layers`` = the MTP layers,
+    layer j being checkpoint layer ``num_layers + j`` (``layer_offset``), so its KV pool has one
+    layer per MTP layer and ``DeepseekDecoderLayer(mtp_cfg, j)`` is dense or MoE as the
+    checkpoint's layer is."""
+    if cfg.deepseek is None or cfg.deepseek.num_nextn_predict_layers < 1:
+        raise ValueError(f"{cfg.architecture} config has no MTP layers (num_nextn_predict_layers=0)")
+    shape = dataclasses.replace(cfg.deepseek, num_nextn_predict_layers=0, layer_offset=cfg.deepseek.layer_offset + cfg.num_layers)
+    return dataclasses.replace(cfg, num_layers=cfg.deepseek.num_nextn_predict_layers, deepseek=shape)

@@ -14,9 +14,10 @@ a decoder layer's names               see ``deepseek.py``   ``input_layernorm.we
                                                             ``mlp.*`` (MoE where layer L+i is one)
 ====================================  ====================  =========================================
 
-The drafter builds ``DeepseekDecoderLayer(cfg, L + i)`` and fills it with
-``load_layer_weights(layer, decoder_part)`` (``split_mtp_state`` separates the two parts); the
-layer permutes its rope rows and builds its absorbed weights there, as the target's layers do.
+The drafter's config is ``mtp_model_config(cfg)`` (one layer per MTP layer, KV layer ids from
+0, dense/MoE as in the checkpoint); it builds ``DeepseekDecoderLayer(mtp_cfg, i)`` and fills it
+with ``load_layer_weights(layer, decoder_part)`` (``split_mtp_state`` separates the two parts);
+the layer permutes its rope rows and builds its absorbed weights there, as the target's do.
 Some published files omit the copies of ``embed_tokens`` / ``shared_head.head``: a drafter
 should fall back to the target's. The target model skips all of these names.
 """
@@ -30,6 +31,7 @@ import torch
 
 from updraft.models.config import ModelConfig
 from updraft.models.deepseek import DeepseekDecoderLayer
+from updraft.models.deepseek_config import mtp_model_config
 from updraft.models.loader import open_safetensors, safetensors_files
 
 #: The MTP layer's own tensors (everything else under its prefix is a decoder layer's).
@@ -90,7 +92,7 @@ def split_mtp_state(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Ten
 def mtp_checkpoint_shapes(cfg: ModelConfig, i: int) -> dict[str, tuple[int, ...]]:
     """Names (relative to ``model.layers.{L+i}``) and shapes of MTP layer i, as published."""
     with torch.device("meta"):
-        layer = DeepseekDecoderLayer(cfg, cfg.num_layers + i)
+        layer = DeepseekDecoderLayer(mtp_model_config(cfg), i)
     h, v = cfg.hidden_size, cfg.vocab_size
     own = {"enorm.weight": (h,), "hnorm.weight": (h,), "eh_proj.weight": (h, 2 * h), "embed_tokens.weight": (v, h),
            "shared_head.norm.weight": (h,), "shared_head.head.weight": (v, h)}
