@@ -126,7 +126,7 @@ def test_wrong_routing_breaks_parity(tiny_checkpoint, tiny_hf, mutation: str, mo
     assert max(_max_diffs(model, ref, 1, steps=2)) > 1e-3
 
 
-@pytest.mark.parametrize("path", ["grouped_mm", "gather", "loop"])
+@pytest.mark.parametrize("path", ["grouped_mm", "gather", "loop", "dense"])
 def test_every_expert_path_matches_transformers(tiny_checkpoint, tiny_hf, path: str) -> None:  # noqa: ANN001
     model = _load(tiny_checkpoint, "v3-noaux-qlora-yarn")
     for m in model.modules():
@@ -135,7 +135,8 @@ def test_every_expert_path_matches_transformers(tiny_checkpoint, tiny_hf, path: 
     assert max(_max_diffs(model, _reference(tiny_hf, "v3-noaux-qlora-yarn"), 4, steps=4)) <= 1e-4
 
 
-def test_expert_paths_agree() -> None:
+def test_expert_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deepseek_moe, "_GROUPED_MM_OK", {})  # unprobed, whatever ran before
     moe = MoEShape(n_routed_experts=8, num_experts_per_tok=3, moe_intermediate_size=16)
     experts = StackedExperts(32, moe)
     gen = torch.Generator().manual_seed(0)
@@ -147,10 +148,12 @@ def test_expert_paths_agree() -> None:
         ids = torch.stack([torch.randperm(8, generator=gen)[:3] for _ in range(t)])
         w = torch.rand(t, 3, generator=gen)
         outs = {}
-        for path in ("grouped_mm", "gather", "loop"):
+        for path in ("grouped_mm", "gather", "loop", "dense"):
             experts.path = path
             outs[path] = experts(x, ids, w)
-        assert torch.allclose(outs["gather"], outs["loop"], atol=1e-5)
-        assert torch.allclose(outs["grouped_mm"], outs["loop"], atol=1e-5)
+        for path in ("grouped_mm", "gather", "dense"):
+            assert torch.allclose(outs[path], outs["loop"], atol=1e-5), path
     experts.path = "auto"
+    assert experts.pick_path(4) == "loop"  # not probed yet: nothing assumes grouped_mm works
+    experts.prepare()
     assert experts.pick_path(4) == "grouped_mm"  # CPU, fp32, 16-byte aligned widths

@@ -233,8 +233,11 @@ class DeepseekDecoderLayer(nn.Module):
         return out
 
     def absorb(self) -> None:
-        """After loading: the attention's absorbed weights (``MLAttention.absorb``)."""
+        """After loading: the attention's absorbed weights (``MLAttention.absorb``) and the
+        experts' path probe (``StackedExperts.prepare``)."""
         self.self_attn.absorb()
+        if isinstance(self.mlp, DeepseekMoE):
+            self.mlp.experts.prepare()
 
 
 def _check_shape(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:

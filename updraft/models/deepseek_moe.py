@@ -2,18 +2,21 @@
 
 Routing (``route``) is static-shape tensor work (softmax/sigmoid, group masks, top-k), so it
 captures in a CUDA graph. The experts run by one of three paths, all producing the same
-per-(token, k) rows, combined the same way (``StackedExperts.forward``):
+result (``StackedExperts.forward``):
 
 * ``grouped_mm`` (default where ``torch._grouped_mm`` runs: CPU in fp32/bf16, CUDA bf16 on
-  sm90+): the (token, k) pairs sorted by expert, two grouped GEMMs over the stacked weights with
-  per-expert offsets computed on the device. Reads only the chosen experts' weights, no host
-  sync: capturable at every batch size.
+  sm90+, checked once per device and dtype by a small probe at load time): the (token, k) pairs
+  sorted by expert, two grouped GEMMs over the stacked weights with per-expert offsets computed
+  on the device. Reads only the chosen experts' weights, no host sync: capturable at every
+  batch size.
 * ``gather``: each pair's expert weights gathered and one batched matmul. No host sync, so
   capturable, but it copies one expert's weights per pair: used where ``grouped_mm`` is not
-  available and the pairs are few (``3 * pairs <= experts``: cheaper than reading every expert)
-  or a CUDA graph is being captured.
+  available and the pairs are few (``3 * pairs <= experts``: cheaper than reading every expert).
 * ``loop``: one matmul pair per expert that has tokens, the counts read on the host (a sync,
   eager only): prefill without ``grouped_mm``, the reference implementations' way.
+* ``dense``: every expert over every token, weighted by the (mostly zero) routing weights. No
+  host sync and reads each expert once, but computes ``experts / k`` times the work: what a CUDA
+  graph captures where ``grouped_mm`` is missing and the pairs are many.
 
 Rounding: each pair's expert output is rounded to the model dtype, then the k outputs of a
 token are weighted and summed in float32 and rounded once (the reference implementations round
@@ -23,8 +26,6 @@ theirs by that rounding; fp32 agrees to ~1e-6).
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,7 +34,7 @@ from updraft import ops
 from updraft.models.deepseek_config import MoEShape
 from updraft.models.layers import GatedMLP
 
-EXPERT_PATHS = ("auto", "grouped_mm", "gather", "loop")
+EXPERT_PATHS = ("auto", "grouped_mm", "gather", "loop", "dense")
 
 
 def route(logits: torch.Tensor, moe: MoEShape, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,13 +88,29 @@ class MoEGate(nn.Module):
         return self
 
 
-@functools.cache
-def _grouped_mm_works(device_type: str, dtype: torch.dtype, capability: tuple[int, int] | None) -> bool:
-    if not hasattr(torch, "_grouped_mm"):
-        return False
-    if device_type == "cuda":
-        return dtype == torch.bfloat16 and capability is not None and capability >= (9, 0)
-    return device_type == "cpu" and dtype in (torch.float32, torch.bfloat16)
+_GROUPED_MM_OK: dict[tuple[str, torch.dtype], bool] = {}
+
+
+def probe_grouped_mm(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether ``torch._grouped_mm`` runs and is right on ``device`` in ``dtype`` (cached; a
+    small problem checked against per-group matmuls). Call it outside graph capture (it syncs):
+    ``DeepseekDecoderLayer.absorb`` does, after loading."""
+    key = (device.type, dtype)
+    if key not in _GROUPED_MM_OK:
+        ok = hasattr(torch, "_grouped_mm") and not (device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0))
+        if ok:
+            try:
+                gen = torch.Generator(device=device).manual_seed(0)
+                a = torch.randn(24, 32, device=device, generator=gen).to(dtype)
+                b = torch.randn(3, 64, 32, device=device, generator=gen).to(dtype)
+                offs = torch.tensor([8, 8, 24], device=device, dtype=torch.int32)
+                got = torch._grouped_mm(a, b.transpose(1, 2), offs=offs).float()
+                want = torch.cat([a[:8] @ b[0].T, a[8:] @ b[2].T]).float()
+                ok = bool(torch.allclose(got, want, rtol=2e-2, atol=2e-2 * float(want.abs().max())))
+            except (RuntimeError, TypeError, NotImplementedError):
+                ok = False
+        _GROUPED_MM_OK[key] = ok
+    return _GROUPED_MM_OK[key]
 
 
 class StackedExperts(nn.Module):
@@ -108,17 +125,22 @@ class StackedExperts(nn.Module):
         self.w2 = nn.Parameter(torch.empty(e, hidden, i))
         self.path = "auto"
 
+    def prepare(self) -> None:
+        """After loading, outside graph capture: probe ``grouped_mm`` for this device and dtype."""
+        probe_grouped_mm(self.w13.device, self.w13.dtype)
+
     def pick_path(self, pairs: int) -> str:
+        """The path for ``pairs`` (token, k) pairs; a function of shapes, device and dtype only
+        (and of whether a CUDA graph is being captured), so a graph replays the path it captured."""
         if self.path != "auto":
             return self.path
         w = self.w13
-        cap = torch.cuda.get_device_capability(w.device) if w.is_cuda else None
         aligned = all((n * w.element_size()) % 16 == 0 for n in (self.hidden, self.intermediate))
-        if aligned and _grouped_mm_works(w.device.type, w.dtype, cap):
+        if aligned and _GROUPED_MM_OK.get((w.device.type, w.dtype), False):
             return "grouped_mm"
-        if 3 * pairs <= self.num_experts or (w.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if 3 * pairs <= self.num_experts:
             return "gather"
-        return "loop"
+        return "dense" if w.is_cuda and torch.cuda.is_current_stream_capturing() else "loop"
 
     def forward(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """``x`` [T, hidden], ``ids`` / ``weights`` [T, K] -> the weighted sum [T, hidden]."""
@@ -127,11 +149,21 @@ class StackedExperts(nn.Module):
         path = self.pick_path(flat.numel())
         if path not in EXPERT_PATHS[1:]:
             raise ValueError(f"expert path {path!r} is not one of {', '.join(EXPERT_PATHS)}")
+        if path == "dense":
+            return self._dense(x, ids, weights)
         if path == "gather":
             y = self._gather(x, flat, k)
         else:
             y = self._sorted(x, flat, k, grouped=path == "grouped_mm")
         out = (y.view(t, k, -1).float() * weights[:, :, None]).sum(dim=1)
+        return out.to(x.dtype)
+
+    def _dense(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        dense_w = torch.zeros(x.shape[0], self.num_experts, device=x.device).scatter_(1, ids, weights)
+        out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+        for e in range(self.num_experts):
+            y = F.linear(ops.silu_and_mul(F.linear(x, self.w13[e])), self.w2[e])
+            out += y.float() * dense_w[:, e : e + 1]
         return out.to(x.dtype)
 
     def _gather(self, x: torch.Tensor, flat: torch.Tensor, k: int) -> torch.Tensor:
