@@ -53,6 +53,7 @@ def test_grouped_mm_bf16_matches_loop_and_replays_in_a_graph() -> None:
     with torch.no_grad():
         for p in experts.parameters():
             p.normal_(0, 0.05, generator=gen)
+    experts.prepare()  # the probe a loaded model runs in post_load
     assert experts.pick_path(6) == "grouped_mm", "torch._grouped_mm should run bf16 on this GPU"
     t = 24
     x = torch.randn(t, 512, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -92,7 +93,8 @@ def test_engine_real_graphs(tiny_checkpoint, dtype: str) -> None:  # noqa: ANN00
     assert graphs.engine.backend_name == "torch_native"
     out = [o.outputs[0].token_ids for o in graphs.generate(ps, greedy)]
     eng = graphs.engine
-    assert eng.driver is not None and eng.driver.launches > 0 and not eng.runner.path_counts.get("DECODE eager")
+    assert eng.driver is not None and eng.driver.launches > 0
+    assert not any(k.startswith("DECODE") for k in eng.runner.path_counts), eng.runner.path_counts  # fused replays only
     if dtype == "float32":
         eager = LLM(target, disable_cuda_graph=True, **common)
         assert out == [o.outputs[0].token_ids for o in eager.generate(ps, greedy)]
