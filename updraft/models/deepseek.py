@@ -67,6 +67,9 @@ def evens_then_odds(t: torch.Tensor, period: int, start: int, width: int) -> tor
 
 
 class MLAttention(nn.Module):
+    """MLA in the absorbed form (module docstring); the layer rotates q_pe and k_pe itself, so
+    the backend gets ``rope=None``."""
+
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         mla = _shape(cfg).mla
@@ -85,8 +88,9 @@ class MLAttention(nn.Module):
         self.kv_a_layernorm = RMSNorm(mla.kv_lora_rank, LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(mla.kv_lora_rank, h * (mla.qk_nope_head_dim + mla.v_head_dim), bias=False)
         self.o_proj = nn.Linear(h * mla.v_head_dim, hidden, bias=bias)
-        # Absorbed weights, views of kv_b_proj laid out for bmm, made by ``absorb`` after loading:
-        # w_kc [H, qk_nope, kv_lora] (q_nope -> latent space), w_vc [H, kv_lora, v_head].
+        # Absorbed weights, kv_b_proj's per-head blocks copied into bmm layouts by ``absorb``
+        # after loading (again if kv_b_proj is reloaded): w_kc [H, qk_nope, kv_lora] maps q_nope
+        # into the latent space, w_vc [H, kv_lora, v_head] maps a latent output to the head's V.
         self.register_buffer("w_kc", torch.empty(0), persistent=False)
         self.register_buffer("w_vc", torch.empty(0), persistent=False)
 

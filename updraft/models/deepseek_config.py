@@ -62,8 +62,9 @@ class MoEShape:
     single score) or noaux_tc (score + ``e_score_correction_bias``, groups ranked by the sum of
     their top two, the bias used for selection only). Weights: the chosen un-biased scores,
     normalised to sum 1 when ``norm_topk_prob``; then times ``routed_scaling_factor`` -- on V2
-    only when not normalised (``scale_normed`` False, as DeepSeek-V2's own code does), on V3
-    always."""
+    only when not normalised (``scale_normed`` False, as DeepSeek-V2's own code does; transformers'
+    V2 ignores ``norm_topk_prob`` and always scales: the published V2 configs set it false, where
+    the two agree), on V3 always."""
 
     n_routed_experts: int
     num_experts_per_tok: int

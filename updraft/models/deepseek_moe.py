@@ -1,7 +1,7 @@
 """DeepSeek-V2/V3 mixture-of-experts MLP: router, routed experts stacked per layer, shared expert.
 
 Routing (``route``) is static-shape tensor work (softmax/sigmoid, group masks, top-k), so it
-captures in a CUDA graph. The experts run by one of three paths, all producing the same
+captures in a CUDA graph. The experts run by one of four paths, all producing the same
 result (``StackedExperts.forward``):
 
 * ``grouped_mm`` (default where ``torch._grouped_mm`` runs: CPU in fp32/bf16, CUDA bf16 on
