@@ -183,3 +183,12 @@ def test_auto_backend_for_latent_caches() -> None:
     assert resolve_backend_name("auto", cuda) == "triton"
     assert resolve_backend_name("auto", cuda, needs_v_layouts=True) == "torch_native"
     assert resolve_backend_name("auto", torch.device("cpu"), needs_v_layouts=True) == "torch_native"
+
+
+def test_a_tensor_twice_is_refused(tiny_checkpoint) -> None:  # noqa: ANN001
+    src = tiny_checkpoint("deepseek_v3", **V3)
+    model = load_checkpoint(src, dtype=torch.float32, device="cpu", progress=False).model
+    tensors = list(load_file(str(src / "model.safetensors")).items())
+    twice = tensors + [t for t in tensors if t[0] == "model.layers.1.mlp.experts.0.gate_proj.weight"]
+    with pytest.raises(ValueError, match="'model.layers.1.mlp.experts.0.gate_proj.weight' appears twice"):
+        model.load_weights(twice)
