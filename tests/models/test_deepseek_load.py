@@ -192,3 +192,18 @@ def test_a_tensor_twice_is_refused(tiny_checkpoint) -> None:  # noqa: ANN001
     twice = tensors + [t for t in tensors if t[0] == "model.layers.1.mlp.experts.0.gate_proj.weight"]
     with pytest.raises(ValueError, match="'model.layers.1.mlp.experts.0.gate_proj.weight' appears twice"):
         model.load_weights(twice)
+
+
+def test_random_deepseek_benchmark(tmp_path: Path) -> None:
+    """``random:deepseek-*`` goes through the benchmark (CPU-sized layout), and its MTP layer's
+    random weights fill a drafter's layer."""
+    from updraft.cli import main
+
+    out = tmp_path / "bench"
+    assert main(["bench", "--model", "random:deepseek-tiny", "--device", "cpu", "--no-progress", "--num-prompts", "2",
+                 "--input-len", "12", "--output-len", "6", "--batch-sizes", "1,2", "--out", str(out)]) == 0
+    assert json.loads((out / "bench.json").read_text())["runs"]["plain"]["2"]["requests"] == 2
+    cfg, _ = shape_config("deepseek-tiny")
+    own, part = split_mtp_state(random_mtp_state(cfg, torch.float32, "cpu")[0])
+    load_layer_weights(DeepseekDecoderLayer(mtp_model_config(cfg), 0), part.items())
+    assert own["eh_proj.weight"].shape == (64, 128)

@@ -70,6 +70,14 @@ SHAPES: dict[str, dict[str, Any]] = {
         num_kv_heads=8, head_dim=128, rms_norm_eps=1e-6, rope_theta=1000000.0, qk_norm=True,
         max_position_embeddings=8192, eos_token_ids=(151645,), architecture="Qwen3ForCausalLM",
     ),
+    "deepseek-tiny": dict(  # tests of the benchmark machinery on a DeepSeek-V3 layout (CPU-sized)
+        hf_config={**DEEPSEEK_V3_SMALL, "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+                   "moe_intermediate_size": 32, "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 16,
+                   "num_experts_per_tok": 4, "n_group": 4, "topk_group": 2, "q_lora_rank": 48, "kv_lora_rank": 32,
+                   "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 24, "num_hidden_layers": 3,
+                   "max_position_embeddings": 512},
+        init_std=0.2,
+    ),
     "deepseek-v2-lite": dict(hf_config=DEEPSEEK_V2_LITE),
     "deepseek-v3-small": dict(hf_config=DEEPSEEK_V3_SMALL),
 }
