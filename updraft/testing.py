@@ -50,8 +50,20 @@ def write_tiny_tokenizer(folder: Path) -> None:
     )
 
 
+# DeepSeek-V2/V3 at test size: MLA with head dims that differ (qk_nope 16, rope 16, v 24), MoE
+# from layer 1 on (8 experts, 2 per token, one shared); every width a multiple of 8, so the
+# grouped-GEMM expert path runs (it needs 16-byte strides).
+TINY_DEEPSEEK: dict[str, object] = dict(
+    num_hidden_layers=3, num_key_value_heads=None, kv_lora_rank=32, q_lora_rank=None, qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=24,
+    n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, first_k_dense_replace=1,
+    n_group=1, topk_group=1,
+)
+
+
 def tiny_hf_model(arch: str = "llama", tied: bool = False, seed: int = 0, **overrides: object) -> Any:
-    """A small random transformers model of the given family (weights ~ N(0, 0.02) * scale)."""
+    """A small random transformers model of the given family (weights ~ N(0, 0.02) * scale).
+    DeepSeek (``deepseek_v2`` / ``deepseek_v3``): ``TINY_DEEPSEEK`` under the overrides; a noaux_tc
+    router's ``e_score_correction_bias`` is drawn ~ N(0, 0.1) (transformers leaves it 0)."""
     import transformers
 
     common: dict[str, object] = dict(
@@ -64,6 +76,8 @@ def tiny_hf_model(arch: str = "llama", tied: bool = False, seed: int = 0, **over
         "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig, {"sliding_window": None}),
         "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config, {}),
         "qwen3": (transformers.Qwen3ForCausalLM, transformers.Qwen3Config, {"head_dim": 32}),
+        "deepseek_v2": (transformers.DeepseekV2ForCausalLM, transformers.DeepseekV2Config, TINY_DEEPSEEK),
+        "deepseek_v3": (transformers.DeepseekV3ForCausalLM, transformers.DeepseekV3Config, TINY_DEEPSEEK),
     }
     model_cls, config_cls, extra = classes[arch]
     common.update(extra)
@@ -74,6 +88,9 @@ def tiny_hf_model(arch: str = "llama", tied: bool = False, seed: int = 0, **over
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0, 0.08)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.normal_(0, 0.1)
     return model.eval()
 
 

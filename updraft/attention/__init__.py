@@ -27,10 +27,13 @@ def backend_class(name: str) -> type[AttentionBackend]:
     raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
 
 
-def resolve_backend_name(name: str, device: torch.device) -> str:
-    """``auto`` -> triton on CUDA, torch_native on CPU."""
+def resolve_backend_name(name: str, device: torch.device, needs_v_layouts: bool = False) -> str:
+    """``auto`` -> triton on CUDA, torch_native on CPU; torch_native wherever the model's cache
+    needs ``AttentionBackend.v_layouts`` (MLA's latent rows) and triton lacks them."""
     if name == "auto":
-        return "triton" if device.type == "cuda" else "torch_native"
+        if device.type == "cuda" and not (needs_v_layouts and not backend_class("triton").v_layouts):
+            return "triton"
+        return "torch_native"
     if name not in BACKEND_NAMES:
         raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
     return name

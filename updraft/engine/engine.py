@@ -68,7 +68,9 @@ class Engine:
         self.model = loaded.model
         self.model_config = loaded.config
         self.tokenizer = loaded.tokenizer
-        self.backend_name = resolve_backend_name(config.attention_backend, self.device)
+        mc = self.model_config
+        v_layouts = mc.shared_kv or (mc.v_head_dim is not None and mc.v_head_dim != mc.head_dim)
+        self.backend_name = resolve_backend_name(config.attention_backend, self.device, needs_v_layouts=v_layouts)
         self.draft: DraftSetup | None = None
         if config.speculative is not None:
             self.draft = load_draft(

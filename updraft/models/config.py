@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from updraft.models.deepseek_config import DeepseekShape
 
 # Hugging Face `architectures` entries we implement, mapped to our family name.
 SUPPORTED_ARCHITECTURES = {
@@ -17,19 +21,48 @@ SUPPORTED_ARCHITECTURES = {
 MODEL_TYPES = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2", "qwen3": "qwen3"}
 
 
+# Architectures with their own parser (``deepseek_config.py``): MLA attention and MoE MLPs.
+DEEPSEEK_ARCHITECTURES = {"DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3"}
+
+
 class UnsupportedArchitectureError(ValueError):
     pass
 
 
 @dataclass(frozen=True)
 class RopeScaling:
-    """RoPE frequency scaling. ``kind``: default, linear or llama3."""
+    """RoPE frequency scaling. ``kind``: default, linear, llama3 or yarn (DeepSeek only: the
+    Llama family's parser does not accept it). The yarn fields follow the published configs:
+    ``beta_fast`` / ``beta_slow`` bound the ramp between extrapolated and interpolated
+    frequencies; ``mscale`` / ``mscale_all_dim`` set the cos/sin magnitude
+    (``attention_factor`` when given overrides it); ``truncate`` rounds the ramp's ends."""
 
     kind: str = "default"
     factor: float = 1.0
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: int = 8192
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    attention_factor: float | None = None
+    truncate: bool = True
+
+    def cos_sin_factor(self) -> float:
+        """What yarn multiplies cos and sin by (1 for every other kind)."""
+        if self.kind != "yarn":
+            return 1.0
+        if self.attention_factor is not None:
+            return self.attention_factor
+        if self.mscale and self.mscale_all_dim:
+            return yarn_mscale(self.factor, self.mscale) / yarn_mscale(self.factor, self.mscale_all_dim)
+        return yarn_mscale(self.factor)
+
+
+def yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction ``0.1 * mscale * ln(scale) + 1`` (1 for ``scale <= 1``)."""
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +92,8 @@ class ModelConfig:
     v_head_dim: int | None = None
     shared_kv: bool = False
     attn_scale: float | None = None
+    #: DeepSeek-V2/V3's MLA and MoE shape (None for the Llama family).
+    deepseek: DeepseekShape | None = None
 
     @property
     def q_size(self) -> int:
@@ -89,6 +124,10 @@ class ModelConfig:
         """Parse a Hugging Face ``config.json`` dict; unsupported architectures raise."""
         archs = cfg.get("architectures") or []
         model_type = cfg.get("model_type", "")
+        if any(a in DEEPSEEK_ARCHITECTURES for a in archs) or (not archs and model_type in DEEPSEEK_ARCHITECTURES.values()):
+            from updraft.models.deepseek_config import deepseek_model_config
+
+            return deepseek_model_config(cfg)
         family = None
         arch = None
         for a in archs:
@@ -101,7 +140,7 @@ class ModelConfig:
         if family is None:
             shown = ", ".join(archs) or model_type or "<none>"
             raise UnsupportedArchitectureError(
-                f"unsupported architecture {shown}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
+                f"unsupported architecture {shown}; supported: {', '.join([*SUPPORTED_ARCHITECTURES, *DEEPSEEK_ARCHITECTURES])}"
             )
         hidden = int(cfg["hidden_size"])
         heads = int(cfg["num_attention_heads"])
@@ -127,7 +166,7 @@ class ModelConfig:
             num_kv_heads=kv_heads,
             head_dim=head_dim,
             rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-            rope_theta=_rope_theta(cfg),
+            rope_theta=rope_theta_of(cfg),
             rope_scaling=_rope_scaling(cfg),
             max_position_embeddings=int(cfg.get("max_position_embeddings", 2048)),
             tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
@@ -139,7 +178,7 @@ class ModelConfig:
         )
 
 
-def _rope_params(cfg: dict[str, Any]) -> dict[str, Any]:
+def rope_params(cfg: dict[str, Any]) -> dict[str, Any]:
     # transformers >= 5 writes `rope_parameters`; older configs use `rope_scaling` + `rope_theta`.
     params = cfg.get("rope_parameters")
     if isinstance(params, dict):
@@ -148,13 +187,13 @@ def _rope_params(cfg: dict[str, Any]) -> dict[str, Any]:
     return scaling if isinstance(scaling, dict) else {}
 
 
-def _rope_theta(cfg: dict[str, Any]) -> float:
-    params = _rope_params(cfg)
+def rope_theta_of(cfg: dict[str, Any]) -> float:
+    params = rope_params(cfg)
     return float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)))
 
 
 def _rope_scaling(cfg: dict[str, Any]) -> RopeScaling:
-    params = _rope_params(cfg)
+    params = rope_params(cfg)
     kind = params.get("rope_type", params.get("type", "default")) or "default"
     if kind == "default":
         return RopeScaling()

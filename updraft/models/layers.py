@@ -34,10 +34,12 @@ class RMSNorm(nn.Module):
 
 
 def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling) -> torch.Tensor:
-    """Inverse frequencies [head_dim // 2] in float32, with linear or llama3 scaling applied."""
+    """Inverse frequencies [head_dim // 2] in float32, with linear, llama3 or yarn scaling applied."""
     inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
     if scaling.kind == "linear":
         return inv / scaling.factor
+    if scaling.kind == "yarn":
+        return _yarn_inv_freq(inv, head_dim, theta, scaling)
     if scaling.kind == "llama3":
         low_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor
         high_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor
@@ -50,6 +52,25 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: RopeScaling) -> torch.Te
         medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
         return torch.where(medium, smoothed, scaled)
     return inv
+
+
+def _yarn_inv_freq(inv: torch.Tensor, head_dim: int, theta: float, scaling: RopeScaling) -> torch.Tensor:
+    """YaRN: high frequencies (many rotations over the original context) keep their value, low
+    ones are divided by ``factor``, with a linear ramp between the dims that rotate
+    ``beta_fast`` and ``beta_slow`` times over ``original_max_position_embeddings``."""
+
+    def dim_of(rotations: float) -> float:  # the dim whose wavelength fits `rotations` times
+        return head_dim * math.log(scaling.original_max_position_embeddings / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = dim_of(scaling.beta_fast), dim_of(scaling.beta_slow)
+    if scaling.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # no zero-width ramp
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    keep = 1 - ramp  # 1: extrapolate (keep the frequency), 0: interpolate (divide by factor)
+    return (inv / scaling.factor) * (1 - keep) + inv * keep
 
 
 class RotaryEmbedding(nn.Module):
@@ -65,13 +86,17 @@ class RotaryEmbedding(nn.Module):
 
     def build(self, device: torch.device, dtype: torch.dtype, max_positions: int | None = None) -> None:
         """(Re)compute the table on ``device`` in ``dtype`` (values computed in float32, then cast,
-        as the reference implementations do); called after weights are loaded."""
+        as the reference implementations do); called after weights are loaded. YaRN's magnitude
+        correction (``RopeScaling.cos_sin_factor``) is folded into the table, which scales the
+        rotated q and k alike, as the reference implementations' scaled cos/sin do."""
         if max_positions is not None:
             self.max_positions = max_positions
         inv = rope_inv_freq(self.head_dim, self.theta, self.scaling).to(device)
         pos = torch.arange(self.max_positions, device=device, dtype=torch.float32)
         freqs = pos[:, None] * inv[None, :]
-        self.cos_sin = torch.cat([freqs.cos(), freqs.sin()], dim=-1).to(dtype)
+        table = torch.cat([freqs.cos(), freqs.sin()], dim=-1)
+        factor = self.scaling.cos_sin_factor()
+        self.cos_sin = (table * factor if factor != 1.0 else table).to(dtype)
 
     def forward(
         self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor

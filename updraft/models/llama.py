@@ -120,15 +120,19 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
 
-class LlamaForCausalLM(nn.Module):
-    """Causal LM over a paged KV cache; one forward per ``ForwardBatch``."""
+class DecoderLM(nn.Module):
+    """What every causal LM here shares: embedding, a stack of decoder layers on the residual
+    stream, final norm, LM head, EAGLE-3 capture. A subclass builds ``config``, ``model`` (with
+    ``embed_tokens``, ``layers``, ``norm``), ``rotary`` and ``lm_head`` (None: tied); each layer
+    is called as ``layer(x, residual, batch, rotary) -> (x, residual)``."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    config: ModelConfig
+    model: nn.Module
+    rotary: RotaryEmbedding
+    lm_head: nn.Linear | None
+
+    def __init__(self) -> None:
         super().__init__()
-        self.config = cfg
-        self.model = LlamaModel(cfg)
-        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         #: Layer ids whose outputs are captured for EAGLE-3 (empty: none).
         self.aux_layers: tuple[int, ...] = ()
 
@@ -167,6 +171,26 @@ class LlamaForCausalLM(nn.Module):
             if aux:
                 out.aux_hidden = torch.cat(aux, dim=-1)
         return out
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load Hugging Face-named tensors; every parameter must be covered exactly once."""
+        raise NotImplementedError
+
+    def post_load(self, max_positions: int | None = None) -> None:
+        """Build non-persistent buffers (RoPE table) on the weights' device and dtype."""
+        w = self.model.embed_tokens.weight
+        self.rotary.build(w.device, w.dtype, max_positions)
+
+
+class LlamaForCausalLM(DecoderLM):
+    """Causal LM over a paged KV cache; one forward per ``ForwardBatch``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.model = LlamaModel(cfg)
+        self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
 
     # ---- weights ---------------------------------------------------------------------------
     _FUSED = {
@@ -221,8 +245,3 @@ class LlamaForCausalLM(nn.Module):
 
     def _merged_prefixes(self) -> list[str]:
         return [n + "." for n, m in self.named_modules() if isinstance(m, MergedLinear)]
-
-    def post_load(self, max_positions: int | None = None) -> None:
-        """Build non-persistent buffers (RoPE table) on the weights' device and dtype."""
-        w = self.model.embed_tokens.weight
-        self.rotary.build(w.device, w.dtype, max_positions)

@@ -1,4 +1,5 @@
-"""Load a checkpoint (Hugging Face folder or GGUF file) into a ``LlamaForCausalLM``.
+"""Load a checkpoint (Hugging Face folder or GGUF file) into a ``LlamaForCausalLM`` or, for
+DeepSeek-V2/V3 folders, a ``DeepseekForCausalLM``.
 
 The model is built on the meta device and materialised empty on the target device, then each
 checkpoint tensor is read, converted to the target dtype/device and copied into place one at a
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from tqdm import tqdm
 
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig, UnsupportedArchitectureError
+from updraft.models.deepseek import DeepseekV2ForCausalLM, DeepseekV3ForCausalLM
 from updraft.models.gguf import GGUFCheckpoint, brief
-from updraft.models.llama import LlamaForCausalLM
+from updraft.models.llama import DecoderLM, LlamaForCausalLM
 from updraft.tokenizer import Tokenizer
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -31,7 +33,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 class LoadedModel:
     """A model ready for inference, with what it was loaded from."""
 
-    model: LlamaForCausalLM
+    model: DecoderLM
     config: ModelConfig
     tokenizer: Tokenizer
     source: Path
@@ -77,19 +79,20 @@ def _load_hf_folder(
     if not isinstance(hf_config, dict):
         raise CheckpointError(f"{config_file}: expected a JSON object")
     cfg = _model_config(hf_config, config_file)
-    files = _safetensors_files(folder)
+    files = safetensors_files(folder)
     tokenizer = Tokenizer.from_hf_folder(folder)
     tokenizer.add_eos_token_ids(cfg.eos_token_ids)
     model = _empty_model(cfg, dtype, device)
     cursor = _Cursor(folder)
-    weights = _safetensors_tensors(files, dtype, device, cursor)
+    keep = getattr(model, "keeps_float32", None)
+    weights = _safetensors_tensors(files, dtype, device, cursor, keep)
     _fill(model, weights, _count_safetensors(files), cursor, progress)
     model.post_load(max_positions)
     model.eval()
     return LoadedModel(model=model, config=cfg, tokenizer=tokenizer, source=folder, hf_config=hf_config)
 
 
-def _safetensors_files(folder: Path) -> list[Path]:
+def safetensors_files(folder: Path) -> list[Path]:
     """The weight files of a folder, checked to exist."""
     index = folder / SAFETENSORS_INDEX
     if index.is_file():
@@ -118,7 +121,7 @@ def _safetensors_files(folder: Path) -> list[Path]:
     )
 
 
-def _open_safetensors(file: Path) -> Any:
+def open_safetensors(file: Path) -> Any:
     from safetensors import safe_open
 
     try:
@@ -130,17 +133,20 @@ def _open_safetensors(file: Path) -> Any:
 def _count_safetensors(files: list[Path]) -> int:
     total = 0
     for file in files:
-        with _open_safetensors(file) as f:
+        with open_safetensors(file) as f:
             total += len(list(f.keys()))
     return total
 
 
 def _safetensors_tensors(
-    files: list[Path], dtype: torch.dtype, device: torch.device | str, cursor: _Cursor
+    files: list[Path], dtype: torch.dtype, device: torch.device | str, cursor: _Cursor,
+    keeps_float32: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor of ``files``, floating ones cast to ``dtype`` (float32 where the model's
+    ``keeps_float32(name)`` says so) on ``device``."""
     for file in files:
         cursor.file = file
-        with _open_safetensors(file) as f:
+        with open_safetensors(file) as f:
             for name in f.keys():
                 try:
                     t = f.get_tensor(name)
@@ -149,7 +155,8 @@ def _safetensors_tensors(
                         f"{file}: cannot read tensor {name} ({brief(e)})"
                     ) from e
                 if t.is_floating_point():
-                    t = t.to(device=device, dtype=dtype)
+                    keep = keeps_float32 is not None and keeps_float32(name)
+                    t = t.to(device=device, dtype=torch.float32 if keep else dtype)
                 yield name, t
     # Past the last tensor, errors (tensors left out) concern the folder, not a file.
     cursor.file = files[0].parent
@@ -195,17 +202,24 @@ def _model_config(hf_config: dict[str, Any], origin: Path) -> ModelConfig:
         raise CheckpointError(f"{origin}: invalid model config ({what})") from e
 
 
-def _empty_model(cfg: ModelConfig, dtype: torch.dtype, device: torch.device | str) -> LlamaForCausalLM:
+def model_class(cfg: ModelConfig) -> type[DecoderLM]:
+    """The model class of a parsed config."""
+    if cfg.deepseek is not None:
+        return DeepseekV3ForCausalLM if cfg.architecture == "DeepseekV3ForCausalLM" else DeepseekV2ForCausalLM
+    return LlamaForCausalLM
+
+
+def _empty_model(cfg: ModelConfig, dtype: torch.dtype, device: torch.device | str) -> DecoderLM:
     # Parameters are allocated once, on the target device, uninitialised: loading fills every one
     # (load_weights raises if any is left out).
     with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
+        model = model_class(cfg)(cfg)
     model.to(dtype)
     return model.to_empty(device=device)
 
 
 def _fill(
-    model: LlamaForCausalLM,
+    model: DecoderLM,
     weights: Iterator[tuple[str, torch.Tensor]],
     total: int,
     cursor: _Cursor,
