@@ -93,6 +93,7 @@ class TritonBackend(AttentionBackend):
         }
     )
     devices = frozenset({"cpu", "cuda"})
+    stored_kv = True
 
     def __init__(
         self,
@@ -379,11 +380,19 @@ class TritonBackend(AttentionBackend):
             raise UnsupportedModeError(f"forward_decode got {batch.mode.name}")
         return self._attend(q, k, v, layer_id, batch, save_kv=save_kv)
 
+    def forward_stored(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch
+    ) -> torch.Tensor:
+        """As the base class: the decode kernel reads the new token from the pool."""
+        if not (batch.mode.is_decode() or batch.mode.is_target_verify() or batch.mode.is_extend_like(include_v2=True)):
+            raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+        return self._attend(q, k, v, layer_id, batch, save_kv=False, stored=True)
+
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch, *,
-                save_kv: bool, rope: Rope | None = None) -> torch.Tensor:
+                save_kv: bool, rope: Rope | None = None, stored: bool = False) -> torch.Tensor:
         """The new K/V into the pool when ``save_kv`` (with ``rope`` applied in the same kernel
-        when given), then the decode kernel where the plan takes it (decode-like modes with the
-        new token in the pool), else the extend kernel."""
+        when given; ``stored``: already there), then the decode kernel where the plan takes it
+        (decode-like modes with the new token in the pool), else the extend kernel."""
         md = self._metadata(batch, q)
         if rope is not None:
             rope_store.rope_store_(q, k, v, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
@@ -391,6 +400,6 @@ class TritonBackend(AttentionBackend):
         elif save_kv:
             self._store(k, v, layer_id, batch)
         decode_like = batch.mode.is_decode() or batch.mode.is_target_verify()
-        if decode_like and md.plan.use_decode_kernel and save_kv:
+        if decode_like and md.plan.use_decode_kernel and (save_kv or stored):
             return self._run_decode(q, layer_id, md)
         return self._run_extend(q, k, v, layer_id, md)
