@@ -73,6 +73,8 @@ class TritonMetadata:
     mid_o: torch.Tensor  # [T, H, S, D] fp32 split partials ([1, 1, 1, 1] when S == 1)
     mid_lse: torch.Tensor  # [T, H, S] fp32 ([1, 1, 1] when S == 1)
     plan: LaunchPlan
+    # [B * Hkv] int32 tickets at 0 of the decode kernel's in-launch merge (None: merge kernel)
+    sem: torch.Tensor | None = None
 
 
 class TritonBackend(AttentionBackend):
@@ -118,6 +120,10 @@ class TritonBackend(AttentionBackend):
             self.num_sms = 2  # interpreter: small grids, but still several splits in tests
         #: Tests set this to force a split count (None: the occupancy policy in ``_num_kv_splits``).
         self.kv_splits_override: int | None = None
+        #: The decode kernel merges its KV splits itself (the last split of each request and KV
+        #: head to finish; one launch) instead of a second merge launch. Read when metadata is
+        #: built, so graphs keep the choice they were captured with.
+        self.merge_in_kernel = True
 
     # ---- launch plan (host scalars) ----------------------------------------------------
     def _tile(self, use_decode_kernel: bool, max_ext: int) -> TileConfig:
@@ -199,6 +205,7 @@ class TritonBackend(AttentionBackend):
             mid_o = torch.empty(1, 1, 1, 1, dtype=torch.float32, device=device)
             mid_lse = torch.empty(1, 1, 1, dtype=torch.float32, device=device)
         s = plan.tree_stride
+        merge_in_kernel = self.merge_in_kernel and plan.use_decode_kernel and splits > 1
         return TritonMetadata(
             seq_lens=i32(),
             kv_lens=i32(),
@@ -209,6 +216,7 @@ class TritonBackend(AttentionBackend):
             mid_o=mid_o,
             mid_lse=mid_lse,
             plan=plan,
+            sem=torch.zeros(bsz * self.num_kv_heads, dtype=torch.int32, device=device) if merge_in_kernel else None,
         )
 
     def _fill_metadata(self, batch: ForwardBatch, md: TritonMetadata) -> None:
@@ -327,6 +335,7 @@ class TritonBackend(AttentionBackend):
             self.scale,
             md.plan.tile,
             self._dot_f32(q),
+            md.sem,
         )
         return out
 
