@@ -128,3 +128,37 @@ def test_switch_turns_the_fused_path_off(tiny_checkpoint, calls: Calls) -> None:
         assert ops.small_m(x) and not ops.small_m(torch.zeros(17, 8)) and not ops.small_m(x.double())
     with ops.use_backend("auto"):
         assert not ops.small_m(x), "auto: CUDA only"
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls, kind: str) -> None:
+    """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (its own norms and concat, then the
+    fused attention and MLP without prologues) over a 3-token draft extend with target features."""
+    from updraft.batch import CaptureHidden, FeatureKind
+    from updraft.models.eagle import load_draft_head
+    from updraft.testing import write_eagle3_head, write_eagle_head
+
+    target = load(tiny_checkpoint, "llama", torch.float32)
+    folder = (write_eagle_head if kind == "eagle" else write_eagle3_head)(tmp_path / kind)
+    head = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    width = target.config.hidden_size * (3 if kind == "eagle3" else 1)
+    feat = torch.randn(3, width, generator=torch.Generator().manual_seed(5))
+
+    def run() -> list[torch.Tensor]:
+        pool = ReqToTokenPool(2, 64, "cpu")
+        alloc = PagedAllocator(pool, 64, 1)
+        runner = ModelRunner(head, pool, 64, 1, "torch_native")
+        row = pool.alloc()
+        assert row is not None and alloc.ensure(row, 16)
+        batch = runner.make_batch(ForwardMode.DRAFT_EXTEND, [4, 9, 30], [row], [3], [3], logits="all",
+                                  capture_hidden=CaptureHidden.FULL, feature=feat, feature_kind=FeatureKind.TARGET)
+        out = runner.forward(batch)
+        return [out.logits, out.hidden]
+
+    with ops.use_backend("torch"):
+        ref = run()
+    with ops.use_backend("triton"):
+        got = run()
+    assert calls.counts.get("qkv_rope_store") == 1 and calls.counts.get("gate_up_silu") == 1
+    for a, b in zip(got, ref):
+        assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5

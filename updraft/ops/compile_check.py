@@ -25,7 +25,7 @@ _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], warps: int,
-             stages: int = 3) -> float:
+             stages: int = 3) -> tuple[float, int]:
     """Compile ``fn`` with pointer element types ``ptrs`` and constexprs ``consts``; the other
     arguments are i32 except ``eps`` (fp32)."""
     sig = {}
@@ -37,8 +37,9 @@ def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str,
         else:
             sig[name] = "fp32" if name == "eps" else "i32"
     t0 = time.time()
-    triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": warps, "num_stages": stages})
-    return time.time() - t0
+    kernel = triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": warps, "num_stages": stages})
+    spills = kernel.asm["ptx"].count("st.local")  # register spills: a slow kernel, not a wrong one
+    return time.time() - t0, spills
 
 
 def specs() -> list[tuple[Any, ...]]:
@@ -86,12 +87,14 @@ GEMV_SHAPES = [
 
 
 def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
-    """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA) and 16 (dot), bf16 and
-    fp16, with the prologues and epilogues the decoder layer uses; one fp32 and one argmax each."""
+    """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA) and 16 (dot) in bf16, with
+    the prologues and epilogues the decoder layer uses (the LM head with its argmax); a few fp16
+    and fp32 ones."""
     out: list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]] = []
     for dt, kind, n, k, d, hq, hkv, bucket in [
-        (dt, *shape, bucket) for dt in ("bf16", "fp16") for shape in GEMV_SHAPES for bucket in (1, 16)
-    ] + [("fp32", *GEMV_SHAPES[0], 4), ("fp32", *GEMV_SHAPES[2], 8)]:
+        ("bf16", *shape, bucket) for shape in GEMV_SHAPES for bucket in (1, 16)
+    ] + [("fp16", *GEMV_SHAPES[4], 16), ("fp16", *GEMV_SHAPES[6], 1), ("fp32", *GEMV_SHAPES[0], 4),
+         ("fp32", *GEMV_SHAPES[2], 8)]:
         cfg = gemv_config.heuristic(kind, n, k, bucket, 132, d)
         pro = dict(GATHER=kind == "qkv" and bucket == 1, HAS_RES=kind != "linear", HAS_NORM=kind != "linear",
                    WRITE_RES=kind != "linear")
@@ -132,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only not in label:
             continue
         try:
-            print(f"ok    {label}: {_compile(fn, target, ptrs, consts, warps, *stages):.1f}s")
+            secs, spills = _compile(fn, target, ptrs, consts, warps, *stages)
+            print(f"ok    {label}: {secs:.1f}s" + (f", {spills} local stores (spills)" if spills else ""))
         except Exception as exc:  # report every failing specialisation, not just the first
             failures += 1
             print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")
