@@ -56,6 +56,9 @@ class AttentionBackend(ABC):
     #: Whether the backend serves pools whose V is narrower than K or read from K's leading
     #: columns (``KVPool.v_head_dim`` / ``shared_kv``: MLA's latent cache).
     v_layouts: ClassVar[bool] = False
+    #: Whether a model may write a forward's K/V into the pool itself (fused with the QKV
+    #: projection) and then call ``forward_stored`` at no extra cost.
+    stored_kv: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -143,6 +146,20 @@ class AttentionBackend(ABC):
             return self.forward_decode(q, k, v, layer_id, batch, save_kv=save_kv)
         if batch.mode.is_extend_like(include_v2=True):
             return self.forward_extend(q, k, v, layer_id, batch, save_kv=save_kv)
+        raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+
+    def forward_stored(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch
+    ) -> torch.Tensor:
+        """Attention when this forward's K/V are already in the pool at ``batch.out_cache_loc``,
+        rotated as ``q`` is (a fused projection kernel wrote them): what ``forward(..., rope=...)``
+        computes after its own rotary and store. ``k``/``v`` hold the same rows. This default reads
+        the new rows from ``k``/``v`` (``save_kv=False``); backends that read them from the pool
+        override it."""
+        if batch.mode.is_decode() or batch.mode.is_target_verify():
+            return self.forward_decode(q, k, v, layer_id, batch, save_kv=False)
+        if batch.mode.is_extend_like(include_v2=True):
+            return self.forward_extend(q, k, v, layer_id, batch, save_kv=False)
         raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
 
     @abstractmethod

@@ -139,6 +139,7 @@ class TorchNativeBackend(AttentionBackend):
     )
     devices = frozenset({"cpu", "cuda"})
     v_layouts = True
+    stored_kv = True  # save_kv=False places the new rows into its gather: no extra cost
 
     def init_graph_state(self, max_bs: int, max_tokens_per_req: int) -> None:
         return None  # metadata buffers are created per captured batch size

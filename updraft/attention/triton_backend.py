@@ -73,6 +73,8 @@ class TritonMetadata:
     mid_o: torch.Tensor  # [T, H, S, D] fp32 split partials ([1, 1, 1, 1] when S == 1)
     mid_lse: torch.Tensor  # [T, H, S] fp32 ([1, 1, 1] when S == 1)
     plan: LaunchPlan
+    # [B * Hkv] int32 tickets at 0 of the decode kernel's in-launch merge (None: merge kernel)
+    sem: torch.Tensor | None = None
 
 
 class TritonBackend(AttentionBackend):
@@ -93,6 +95,7 @@ class TritonBackend(AttentionBackend):
         }
     )
     devices = frozenset({"cpu", "cuda"})
+    stored_kv = True
 
     def __init__(
         self,
@@ -117,6 +120,10 @@ class TritonBackend(AttentionBackend):
             self.num_sms = 2  # interpreter: small grids, but still several splits in tests
         #: Tests set this to force a split count (None: the occupancy policy in ``_num_kv_splits``).
         self.kv_splits_override: int | None = None
+        #: The decode kernel merges its KV splits itself (the last split of each request and KV
+        #: head to finish; one launch) instead of a second merge launch. Read when metadata is
+        #: built, so graphs keep the choice they were captured with.
+        self.merge_in_kernel = True
 
     # ---- launch plan (host scalars) ----------------------------------------------------
     def _tile(self, use_decode_kernel: bool, max_ext: int) -> TileConfig:
@@ -198,6 +205,7 @@ class TritonBackend(AttentionBackend):
             mid_o = torch.empty(1, 1, 1, 1, dtype=torch.float32, device=device)
             mid_lse = torch.empty(1, 1, 1, dtype=torch.float32, device=device)
         s = plan.tree_stride
+        merge_in_kernel = self.merge_in_kernel and plan.use_decode_kernel and splits > 1
         return TritonMetadata(
             seq_lens=i32(),
             kv_lens=i32(),
@@ -208,6 +216,7 @@ class TritonBackend(AttentionBackend):
             mid_o=mid_o,
             mid_lse=mid_lse,
             plan=plan,
+            sem=torch.zeros(bsz * self.num_kv_heads, dtype=torch.int32, device=device) if merge_in_kernel else None,
         )
 
     def _fill_metadata(self, batch: ForwardBatch, md: TritonMetadata) -> None:
@@ -326,6 +335,7 @@ class TritonBackend(AttentionBackend):
             self.scale,
             md.plan.tile,
             self._dot_f32(q),
+            md.sem,
         )
         return out
 
@@ -379,11 +389,19 @@ class TritonBackend(AttentionBackend):
             raise UnsupportedModeError(f"forward_decode got {batch.mode.name}")
         return self._attend(q, k, v, layer_id, batch, save_kv=save_kv)
 
+    def forward_stored(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch
+    ) -> torch.Tensor:
+        """As the base class: the decode kernel reads the new token from the pool."""
+        if not (batch.mode.is_decode() or batch.mode.is_target_verify() or batch.mode.is_extend_like(include_v2=True)):
+            raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+        return self._attend(q, k, v, layer_id, batch, save_kv=False, stored=True)
+
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch, *,
-                save_kv: bool, rope: Rope | None = None) -> torch.Tensor:
+                save_kv: bool, rope: Rope | None = None, stored: bool = False) -> torch.Tensor:
         """The new K/V into the pool when ``save_kv`` (with ``rope`` applied in the same kernel
-        when given), then the decode kernel where the plan takes it (decode-like modes with the
-        new token in the pool), else the extend kernel."""
+        when given; ``stored``: already there), then the decode kernel where the plan takes it
+        (decode-like modes with the new token in the pool), else the extend kernel."""
         md = self._metadata(batch, q)
         if rope is not None:
             rope_store.rope_store_(q, k, v, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
@@ -391,6 +409,6 @@ class TritonBackend(AttentionBackend):
         elif save_kv:
             self._store(k, v, layer_id, batch)
         decode_like = batch.mode.is_decode() or batch.mode.is_target_verify()
-        if decode_like and md.plan.use_decode_kernel and save_kv:
+        if decode_like and md.plan.use_decode_kernel and (save_kv or stored):
             return self._run_decode(q, layer_id, md)
         return self._run_extend(q, k, v, layer_id, md)

@@ -145,4 +145,8 @@ class GatedMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if ops.small_m(x):
+            from updraft.models import fused
+
+            return fused.mlp(self, x, fused.no_prologue())[0]
         return self.down_proj(ops.silu_and_mul(self.gate_up_proj(x)))

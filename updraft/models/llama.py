@@ -21,8 +21,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from updraft import ops
 from updraft.attention.base import Rope
 from updraft.batch import CaptureHidden, ForwardBatch
+from updraft.models import fused
 from updraft.models.config import ModelConfig
 from updraft.models.layers import GatedMLP, MergedLinear, RMSNorm, RotaryEmbedding
 
@@ -38,6 +40,8 @@ class ModelOutput:
     hidden: torch.Tensor | None = None
     aux_hidden: torch.Tensor | None = None
     graph: bool = False  # produced by a graph replay (views into static buffers)
+    #: ``logits.argmax(-1)`` where the LM head computed it in the same launch (small-M path).
+    argmax: torch.Tensor | None = None
 
 
 class LlamaAttention(nn.Module):
@@ -60,19 +64,27 @@ class LlamaAttention(nn.Module):
     def forward(
         self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
     ) -> torch.Tensor:
-        t = x.shape[0]
-        q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
-        # Strided views into the QKV output (no copies); RoPE below rewrites q and k in place.
-        q = q.reshape(t, self.num_heads, self.head_dim)
-        k = k.reshape(t, self.num_kv_heads, self.head_dim)
-        v = v.reshape(t, self.num_kv_heads, self.head_dim)
+        if ops.small_m(x):
+            return fused.attention(self, x, fused.no_prologue(), batch, rotary)[0]
+        return self.o_proj(self.attend(self.qkv_proj(x), batch, rotary))
+
+    def split_heads(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q [T, Hq, D], k, v [T, Hkv, D]: strided views into the QKV output (no copies)."""
+        t = qkv.shape[0]
+        q, k, v = qkv.split([self.q_size, self.kv_size, self.kv_size], dim=-1)
+        return (q.reshape(t, self.num_heads, self.head_dim), k.reshape(t, self.num_kv_heads, self.head_dim),
+                v.reshape(t, self.num_kv_heads, self.head_dim))
+
+    def attend(self, qkv: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding) -> torch.Tensor:
+        """Attention output [T, q_size] of the QKV projection output: q/k norm (Qwen3), then the
+        backend's RoPE (in place: it may fuse it with the KV store), store and attention."""
+        q, k, v = self.split_heads(qkv)
         if self.q_norm is not None and self.k_norm is not None:
             q = self.q_norm(q)
             k = self.k_norm(k)
         assert batch.attn_backend is not None, "ForwardBatch.attn_backend must be set"
-        # RoPE is the backend's to apply: it may fuse it with the KV store (triton).
         out = batch.attn_backend.forward(q, k, v, self.layer_id, batch, rope=Rope(batch.positions, rotary.cos_sin))
-        return self.o_proj(out.reshape(t, self.q_size))
+        return out.reshape(qkv.shape[0], self.q_size)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -94,6 +106,8 @@ class LlamaDecoderLayer(nn.Module):
         """One layer on the residual stream ``x + residual`` (``residual=None``: the stream is
         ``x`` alone, e.g. the embeddings). Returns ``(mlp_out, residual)``: the layer's output is
         their sum, left for the next norm to fuse (``finish_residual`` where none follows)."""
+        if ops.small_m(x):
+            return fused.decoder_layer(self, x, residual, batch, rotary)
         if residual is None:
             residual = x
             x = self.input_layernorm(x)
@@ -148,16 +162,27 @@ class DecoderLM(nn.Module):
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        h = self.embed(batch.input_ids)
+        table = self.model.embed_tokens.weight
+        # Small-M: layer 0's QKV kernel gathers the embedding rows itself (no separate lookup).
+        small = (ops.small_m_rows(batch.num_tokens, table.dtype, table.device) and len(self.model.layers) > 0
+                 and isinstance(self.model.layers[0], LlamaDecoderLayer))  # the fused layer is Llama's
+        h = table if small else self.embed(batch.input_ids)
         residual: torch.Tensor | None = None
         captured: dict[int, torch.Tensor] = {}
         for i, layer in enumerate(self.model.layers):
-            h, residual = layer(h, residual, batch, self.rotary)
+            if small and i == 0:
+                h, residual = fused.decoder_layer(layer, h, None, batch, self.rotary, ids=batch.input_ids)
+            else:
+                h, residual = layer(h, residual, batch, self.rotary)
             if i in self.aux_layers:
                 # The output of layer i, materialised only for the captured layers (one extra add
                 # each); the same rounded sum the next fused add + norm computes.
                 captured[i] = finish_residual(h, residual)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
+        if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h)
+                and fused.lm_head_ok(h, residual, self.model.norm, self.lm_head_weight, batch.logits_indices)):
+            logits, best = fused.norm_lm_head(h, residual, self.model.norm, self.lm_head_weight, batch.logits_indices)
+            return ModelOutput(logits=logits, argmax=best)
         h = self.model.norm(h) if residual is None else self.model.norm.forward_add(h, residual)[0]
         rows = h[batch.logits_indices] if batch.logits_indices.numel() != h.shape[0] else h
         logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()

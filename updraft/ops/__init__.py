@@ -33,6 +33,15 @@ CPU (torch path) the model's results are bitwise those of the unfused code. Trit
 truncates fp32 -> bf16 instead of rounding to nearest-even; the kernels correct that under the
 interpreter only (``triton_utils.round_to``), so CPU tests see the GPU's roundings.
 
+Small-M GEMMs (``gemv``): at M <= 16 token rows (decode, verify, draft steps) the decoder
+layer's projections run as weight-streaming Triton GEMMs with the element-wise work fused in
+(``updraft.models.fused`` composes them into ~5 launches per layer). ``small_m(x)`` decides per
+call from shapes, dtypes and devices only (graph-safe): on "auto" CUDA bf16/fp16 rows; on
+"triton" any kernel dtype (fp32 too: CPU tests under the interpreter); never on "torch" or while
+``use_fused_layers(False)`` / ``UPDRAFT_FUSED_LAYERS=0`` is in force (the unfused path, element-wise
+kernels and cuBLAS, kept for side-by-side timing). Numerics: as below, except that a fused GEMM
+sums in its own order (see ``gemv``).
+
 Conventions: every op is CUDA-graph capturable (no host syncs, output sizes from shapes only, no
 data-dependent launches); outputs are fresh tensors except ``rotary_``, which writes q and k in
 place and returns None. The token count is only ever a grid size, never a kernel argument, so
@@ -57,6 +66,43 @@ BACKENDS = ("auto", "torch", "triton")
 _backend = os.environ.get("UPDRAFT_OPS", "auto")
 if _backend not in BACKENDS:
     raise ValueError(f"UPDRAFT_OPS={_backend!r}: expected one of {', '.join(BACKENDS)}")
+
+
+_fused_layers = os.environ.get("UPDRAFT_FUSED_LAYERS", "1") not in ("", "0")
+#: Most token rows the small-M kernels take (``gemv.MAX_M``, repeated so that deciding imports no triton).
+SMALL_M = 16
+_SMALL_M_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def fused_layers() -> bool:
+    """Whether the small-M fused layer path may run (``UPDRAFT_FUSED_LAYERS``, ``use_fused_layers``)."""
+    return _fused_layers
+
+
+@contextlib.contextmanager
+def use_fused_layers(on: bool) -> Iterator[None]:
+    """Allow (True) or forbid (False) the small-M fused layer path inside the block."""
+    global _fused_layers
+    previous, _fused_layers = _fused_layers, bool(on)
+    try:
+        yield
+    finally:
+        _fused_layers = previous
+
+
+def small_m(x: torch.Tensor) -> bool:
+    """Whether rows ``x`` [M, K] take the small-M kernels (see the module docstring)."""
+    return x.dim() == 2 and small_m_rows(x.shape[0], x.dtype, x.device)
+
+
+def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device) -> bool:
+    """``small_m`` for ``rows`` token rows of ``dtype`` on ``device``."""
+    if not _fused_layers or _backend == "torch" or not 1 <= rows <= SMALL_M:
+        return False
+    cuda = device.type == "cuda"
+    if _backend == "auto":
+        return cuda and dtype in _SMALL_M_DTYPES and triton_available()
+    return triton_available() and (cuda or interpreting()) and dtype in (torch.float32, *_SMALL_M_DTYPES)
 
 
 def backend() -> str:
@@ -156,11 +202,15 @@ __all__ = [
     "BACKENDS",
     "backend",
     "fused_add_rmsnorm",
+    "fused_layers",
     "interpreting",
     "reference",
     "rmsnorm",
     "rotary_",
     "silu_and_mul",
+    "small_m",
+    "small_m_rows",
     "triton_available",
     "use_backend",
+    "use_fused_layers",
 ]

@@ -23,6 +23,15 @@ MAX_BLOCK = 1024
 
 
 @triton.jit
+def silu_mul(g, u, dt: tl.constexpr, RNE: tl.constexpr):
+    """``silu(g) * u`` in ``dt``: silu in float32 rounded to ``dt``, then the product rounded
+    (shared with the gate/up GEMM epilogue of ``updraft.ops.gemv``)."""
+    g = g.to(tl.float32)
+    act = round_to(g / (1.0 + tl.exp(-g)), dt, RNE).to(tl.float32)  # g << 0: exp = inf, silu = -0
+    return round_to(act * u.to(tl.float32), dt, RNE)
+
+
+@triton.jit
 def _silu_and_mul_kernel(
     X,
     Out,
@@ -37,10 +46,9 @@ def _silu_and_mul_kernel(
     mask = cols < inter
     row = X + t * stride_xt
     dt = X.dtype.element_ty
-    g = tl.load(row + cols, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(row + inter + cols, mask=mask, other=0.0).to(tl.float32)
-    act = round_to(g / (1.0 + tl.exp(-g)), dt, RNE).to(tl.float32)  # g << 0: exp = inf, silu = -0
-    tl.store(Out + t * stride_ot + cols, round_to(act * u, dt, RNE), mask=mask)
+    g = tl.load(row + cols, mask=mask, other=0.0)
+    u = tl.load(row + inter + cols, mask=mask, other=0.0)
+    tl.store(Out + t * stride_ot + cols, silu_mul(g, u, dt, RNE), mask=mask)
 
 
 def supported(gate_up: torch.Tensor) -> bool:

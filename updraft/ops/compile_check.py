@@ -18,13 +18,14 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from updraft.ops import activation, interpreting, norm, rotary
+from updraft.ops import activation, gemv, gemv_config, interpreting, norm, rotary
 from updraft.ops.triton_utils import num_warps
 
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], warps: int) -> float:
+def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], warps: int,
+             stages: int = 3) -> tuple[float, int]:
     """Compile ``fn`` with pointer element types ``ptrs`` and constexprs ``consts``; the other
     arguments are i32 except ``eps`` (fp32)."""
     sig = {}
@@ -36,13 +37,14 @@ def _compile(fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str,
         else:
             sig[name] = "fp32" if name == "eps" else "i32"
     t0 = time.time()
-    triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": warps})
-    return time.time() - t0
+    kernel = triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": warps, "num_stages": stages})
+    spills = kernel.asm["ptx"].count("st.local")  # register spills: a slow kernel, not a wrong one
+    return time.time() - t0, spills
 
 
-def specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
-    """(label, kernel, pointer types, constexprs, num_warps) to compile."""
-    out = []
+def specs() -> list[tuple[Any, ...]]:
+    """(label, kernel, pointer types, constexprs, num_warps[, num_stages]) to compile."""
+    out: list[tuple[Any, ...]] = []
     for dt in ("bfloat16", "float16", "float32"):
         d = _SHORT[dt]
         for dim, has_res in ((4096, True), (4096, False), (576, True), (128, False)):
@@ -73,21 +75,68 @@ def specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
     out.append(("rmsnorm bf16 x, fp32 weight -> fp32", norm._rmsnorm_kernel,
                 dict(X="bf16", Res="bf16", W="fp32", Out="fp32", ResOut="bf16"),
                 dict(D=4096, BLOCK_D=4096, HAS_RES=True, RNE=False), 16))
+    return out + gemv_specs()
+
+
+#: (kind, N, K, head_dim, Hq, Hkv) of the small-M GEMMs: SmolLM2-135M and Llama-3.1-8B.
+GEMV_SHAPES = [
+    ("qkv", 960, 576, 64, 9, 3), ("linear", 576, 576, 0, 0, 0), ("gate_up", 1536, 576, 0, 0, 0),
+    ("linear", 576, 1536, 0, 0, 0), ("qkv", 6144, 4096, 128, 32, 8), ("linear", 4096, 4096, 0, 0, 0),
+    ("gate_up", 14336, 4096, 0, 0, 0), ("linear", 4096, 14336, 0, 0, 0), ("linear", 128256, 4096, 0, 0, 0),
+]
+
+
+def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
+    """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA) and 16 (dot) in bf16, with
+    the prologues and epilogues the decoder layer uses (the LM head with its argmax); a few fp16
+    and fp32 ones."""
+    out: list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]] = []
+    for dt, kind, n, k, d, hq, hkv, bucket in [
+        ("bf16", *shape, bucket) for shape in GEMV_SHAPES for bucket in (1, 16)
+    ] + [("fp16", *GEMV_SHAPES[4], 16), ("fp16", *GEMV_SHAPES[6], 1), ("fp32", *GEMV_SHAPES[0], 4),
+         ("fp32", *GEMV_SHAPES[2], 8)]:
+        cfg = gemv_config.heuristic(kind, n, k, bucket, 132, d)
+        pro = dict(GATHER=kind == "qkv" and bucket == 1, HAS_RES=kind != "linear", HAS_NORM=kind != "linear",
+                   WRITE_RES=kind != "linear")
+        common = dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False,
+                      PREC="ieee" if dt == "fp32" else "tf32", RNE=False, **pro)
+        ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, W=dt)
+        label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
+        if kind == "qkv":
+            out.append((label, gemv._qkv_rope_kernel,
+                        dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt),
+                        dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=True, **common),
+                        cfg.num_warps, cfg.num_stages))
+        elif kind == "gate_up":
+            out.append((label, gemv._gate_up_kernel, dict(ptrs, Out=dt), dict(BLOCK_P=cfg.block_n, **common),
+                        cfg.num_warps, cfg.num_stages))
+        else:
+            lm_head = n > 100000
+            out.append((label + (" norm+argmax" if lm_head else ""), gemv._linear_kernel,
+                        dict(ptrs, Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32", Argmax="i64",
+                             Sem="i32"),
+                        dict(common, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False, ARGMAX=lm_head,
+                             GATHER=lm_head, HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False),
+                        cfg.num_warps, cfg.num_stages))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="compile the updraft.ops kernels for a CUDA target, no GPU needed")
     p.add_argument("--arch", type=int, default=90, help="CUDA compute capability x10 (90 = H100)")
+    p.add_argument("--only", default="", help="compile only the specs whose label contains this")
     args = p.parse_args(argv)
     if interpreting():
         print("compile_check: unset TRITON_INTERPRET (interpreted kernels cannot be compiled)", file=sys.stderr)
         return 2
     target = GPUTarget("cuda", args.arch, 32)
     failures = 0
-    for label, fn, ptrs, consts, warps in specs():
+    for label, fn, ptrs, consts, warps, *stages in specs():
+        if args.only not in label:
+            continue
         try:
-            print(f"ok    {label}: {_compile(fn, target, ptrs, consts, warps):.1f}s")
+            secs, spills = _compile(fn, target, ptrs, consts, warps, *stages)
+            print(f"ok    {label}: {secs:.1f}s" + (f", {spills} local stores (spills)" if spills else ""))
         except Exception as exc:  # report every failing specialisation, not just the first
             failures += 1
             print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")

@@ -68,10 +68,15 @@ def cos_sin_row(CosSin, Pos, t, stride_cs, HALF: tl.constexpr, BLOCK_HALF: tl.co
 def rotate_pair(x1, x2, cos, sin, dt: tl.constexpr, RNE: tl.constexpr):
     """First and second halves ``[heads, D/2]`` rotated by ``cos`` / ``sin`` ``[D/2]``, in
     ``dt``: every product rounded to ``dt`` first (no-ops for fp32), then the sum."""
+    return rotate(x1, x2, cos[None, :], sin[None, :], dt, RNE)
+
+
+@triton.jit
+def rotate(x1, x2, c, s, dt: tl.constexpr, RNE: tl.constexpr):
+    """``(x1 c - x2 s, x2 c + x1 s)`` with ``c``, ``s`` broadcastable to ``x1``: every product
+    rounded to ``dt`` (no-ops for fp32), then the sum, as the unfused torch code rounds."""
     x1 = x1.to(tl.float32)
     x2 = x2.to(tl.float32)
-    c = cos[None, :]
-    s = sin[None, :]
     o1 = round_to(x1 * c, dt, RNE).to(tl.float32) - round_to(x2 * s, dt, RNE).to(tl.float32)
     o2 = round_to(x2 * c, dt, RNE).to(tl.float32) + round_to(x1 * s, dt, RNE).to(tl.float32)
     return round_to(o1, dt, RNE), round_to(o2, dt, RNE)

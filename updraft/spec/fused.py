@@ -44,6 +44,7 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
+from updraft.models.llama import ModelOutput
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
@@ -64,6 +65,11 @@ DRAFT_CANDIDATES = 64
 #: (columns: S draft picks, S acceptance tests, the residual pick, the S = 0 sample), since every
 #: hash round is a kernel of its own inside the graph.
 _STREAM_ITER = 1000
+
+
+def _argmax(out: ModelOutput, logits: torch.Tensor) -> torch.Tensor:
+    """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path)."""
+    return out.argmax.view(logits.shape[:-1]) if out.argmax is not None else logits.argmax(-1)
 
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
@@ -400,7 +406,7 @@ class FusedIteration:
         logits = tout.logits.view(bs, ndt, -1)
         drafts = torch.stack(toks, dim=1) if toks else logits.new_zeros(bs, 0, dtype=torch.long)
         if prm is None or u is None:
-            accept, emitted = greedy_accept(drafts, logits.argmax(-1))
+            accept, emitted = greedy_accept(drafts, _argmax(tout, logits))
         else:
             accept, emitted = self._sampled_accept(logits, drafts, dist, prm, u)
         e = g.extend
@@ -422,9 +428,10 @@ class FusedIteration:
         v = g.verify
         _write_rows(v, g.rows, n - 1, torch.cat([bonus[:, None], drafts], dim=1), self.target.req_pool.req_to_token)
         self.target.backend.init_replay_metadata(v)
-        logits = self.target.model(v).logits.view(bs, ndt, -1)
+        out = self.target.model(v)
+        logits = out.logits.view(bs, ndt, -1)
         if prm is None or u is None:
-            return greedy_accept(drafts, logits.argmax(-1))
+            return greedy_accept(drafts, _argmax(out, logits))
         return self._sampled_accept(logits, drafts, None, prm, u)
 
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,

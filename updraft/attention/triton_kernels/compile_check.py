@@ -34,8 +34,9 @@ _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 def _compile(
     fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], num_warps: int = 4, floats: tuple[str, ...] = ()
-) -> tuple[float, int]:
-    """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32."""
+) -> tuple[float, int, int]:
+    """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32:
+    (seconds, shared memory bytes, local-memory stores in the PTX: register spills)."""
     sig = {}
     for name in fn.arg_names:
         if name in consts:
@@ -46,7 +47,7 @@ def _compile(
             sig[name] = "fp32" if name in floats else "i32"
     t0 = time.time()
     kernel = triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": num_warps, "num_stages": 2})
-    return time.time() - t0, int(kernel.metadata.shared)
+    return time.time() - t0, int(kernel.metadata.shared), kernel.asm["ptx"].count("st.local")
 
 
 def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
@@ -57,14 +58,17 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
         d, fp32 = _SHORT[dt], dt == "float32"
         bn = 32 if fp32 else 64
         prec = "ieee" if fp32 else "tf32"
-        for direct in (True, False) if full or not fp32 else (False,):
-            out.append((
-                f"decode {dt} direct={direct}",
-                decode._decode_kernel,
-                dict(Q=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64", SeqLens="i32"),
-                dict(GROUP=4, HEAD_DIM=128, BLOCK_H=16, BLOCK_N=bn, BLOCK_D=128, MIN_SPLIT=2 * bn, DIRECT=direct, DOT_F32=False, DOT_PREC=prec),
-                4,
-            ))
+        for direct, merge_in in ((True, False), (False, False), (False, True)) if full or not fp32 else ((False, True),):
+            for group, hd in ((4, 128), (3, 64)) if merge_in else ((4, 128),):
+                out.append((
+                    f"decode {dt} direct={direct} merge_in_kernel={merge_in} group={group} hd={hd}",
+                    decode._decode_kernel,
+                    dict(Q=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", Sem="i32", ReqToToken="i32",
+                         ReqPoolIdx="i64", SeqLens="i32"),
+                    dict(GROUP=group, HEAD_DIM=hd, BLOCK_H=16, BLOCK_N=bn, BLOCK_D=hd, MIN_SPLIT=2 * bn, DIRECT=direct,
+                         DOT_F32=False, DOT_PREC=prec, MERGE=merge_in, BLOCK_S=64),
+                    4,
+                ))
         shapes = [(128, 4, 16, True, False), (128, 4, 128, False, True)]  # verify block; prefill
         if full:
             shapes += [(256, 16, 64, False, True), (64, 1, 128, True, True), (40, 3, 32, False, False)]
@@ -107,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for label, fn, ptrs, consts, warps in specs(args.full):
         try:
-            dt, smem = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
-            print(f"ok    {label}: {dt:.1f}s, {smem} B shared")
+            dt, smem, spills = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
+            print(f"ok    {label}: {dt:.1f}s, {smem} B shared" + (f", {spills} local stores (spills)" if spills else ""))
         except Exception as exc:  # report every failing specialization, not just the first
             failures += 1
             print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")

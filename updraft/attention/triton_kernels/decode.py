@@ -9,7 +9,10 @@ Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LEN
 device from ``seq_lens[b]``: ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``. So
 one captured value serves every context length; short requests leave trailing splits empty
 (they store ``lse = -inf`` and the merge skips them). With one split the kernel normalises and
-writes the output directly (``DIRECT``); otherwise it writes fp32 partials for ``merge``.
+writes the output directly (``DIRECT``); otherwise it writes fp32 partials, merged either by
+``merge`` (a second launch) or, with ``MERGE``, by the last split program of each (request, KV
+head) to finish (an atomic ticket per group; the counters start and end at 0): one launch at
+every context length, and no merge work for splits that short contexts leave empty.
 
 Keys are read through ``req_to_token`` one position at a time, so any page size works. The new
 token must already be in the pool (the backend stores K/V first): the kernel reads positions
@@ -57,13 +60,39 @@ def _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, 
 
 
 @triton.jit
+def _merge_group(MidO, MidLse, Out, b, kvh, num_splits, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh,
+                 stride_ot, stride_oh, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+                 BLOCK_D: tl.constexpr):
+    """The split merge of ``merge.py`` for the GROUP query heads of KV head ``kvh`` of request
+    ``b``, run by the last of their split programs: ``sum_s 2^(lse_s - max) o_s / sum_s 2^(lse_s -
+    max)``; empty splits (lse = -inf) load nothing; a row with no keys at all gets 0."""
+    s = tl.arange(0, BLOCK_S)
+    smask = s < num_splits
+    d = tl.arange(0, BLOCK_D)
+    dmask = d < HEAD_DIM
+    for g in tl.static_range(GROUP):
+        h = kvh * GROUP + g
+        # .cg: the other programs' partials are in L2; never serve them from a stale L1 line
+        lse = tl.load(MidLse + b * stride_lt + h * stride_lh + s, mask=smask, other=float("-inf"), cache_modifier=".cg")
+        live = lse > float("-inf")
+        mx = tl.max(lse, 0)
+        mx = tl.where(mx == float("-inf"), 0.0, mx)
+        w = tl.where(live, tl.exp2(lse - mx), 0.0)
+        o = tl.load(MidO + b * stride_mt + h * stride_mh + s[:, None] * stride_ms + d[None, :],
+                    mask=live[:, None] & dmask[None, :], other=0.0, cache_modifier=".cg")
+        den = tl.sum(w, 0)
+        out = tl.sum(w[:, None] * o, 0) / tl.where(den == 0.0, 1.0, den)
+        tl.store(Out + b * stride_ot + h * stride_oh + d, out.to(Out.dtype.element_ty), mask=dmask)
+
+
+@triton.jit
 def _decode_kernel(
-    Q, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens,
+    Q, KPool, VPool, Out, MidO, MidLse, Sem, ReqToToken, ReqPoolIdx, SeqLens,
     stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_rt, stride_ot, stride_oh,
     stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr,
+    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, BLOCK_S: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
@@ -104,6 +133,13 @@ def _decode_kernel(
         tl.store(MidO + b * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out, mask=omask)
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
         tl.store(MidLse + b * stride_lt + heads * stride_lh + split, lse, mask=hmask)
+        if MERGE:  # the last split of (b, kvh) to finish merges them all: no second launch
+            tl.debug_barrier()  # every thread's partial stored before the ticket releases them
+            counter = Sem + b * tl.num_programs(1) + kvh
+            if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
+                _merge_group(MidO, MidLse, Out, b, kvh, num_splits, stride_mt, stride_mh, stride_ms, stride_lt,
+                             stride_lh, stride_ot, stride_oh, GROUP, HEAD_DIM, BLOCK_S, BLOCK_D)
+                tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
 
 
 def decode_attention(
@@ -120,12 +156,15 @@ def decode_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
+    sem: torch.Tensor | None = None,
 ) -> None:
     """One query row per request: ``q``/``out`` [B, H, D]; keys ``[0, seq_lens[b])`` from the pool.
 
     ``mid_o`` [B, H, num_splits, D] and ``mid_lse`` [B, H, num_splits] (fp32) are scratch for the
     split partials (unused when ``num_splits == 1``). ``num_splits`` and ``cfg`` are host scalars:
-    under a CUDA graph they are the values seen at capture.
+    under a CUDA graph they are the values seen at capture. ``sem``: int32 [B * num_kv_heads]
+    counters at 0: the last split program of each (request, KV head) merges the partials in the
+    same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
     """
     bsz, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -145,6 +184,7 @@ def decode_attention(
         out,
         mid_o,
         mid_lse,
+        sem if sem is not None else seq_lens,
         req_to_token,
         req_pool_indices,
         seq_lens,
@@ -173,8 +213,10 @@ def decode_attention(
         DIRECT=direct,
         DOT_F32=dot_f32,
         DOT_PREC=dot_precision(q.dtype, dot_f32),
+        MERGE=sem is not None and not direct,
+        BLOCK_S=next_pow2(num_splits),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
-    if not direct:
+    if not direct and sem is None:
         merge_splits(mid_o, mid_lse, out)

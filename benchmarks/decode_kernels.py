@@ -1,0 +1,276 @@
+"""Issue 14 on the GPU: small-M fused kernels vs cuBLAS, and the decode step fused vs unfused.
+
+    python benchmarks/decode_kernels.py --out benchmarks/results/DATE-h100-decode-kernels [--tune]
+
+1. GEMMs (SmolLM2-135M and Llama-3.1-8B shapes: qkv, o, gate_up, down, lm_head at M = 1, 2, 6,
+   8, 16; bf16): the fused kernel (with its prologue and epilogue: norm + residual for qkv /
+   gate_up / lm_head, RoPE + KV store for qkv, SiLU-mul for gate_up, argmax for lm_head) against
+   the cuBLAS GEMM alone, each timed inside a CUDA graph of back-to-back launches that rotate over
+   weight copies larger than L2; achieved weight bandwidth against --peak-bw (3.01 TB/s).
+   ``--tune`` first sweeps the launch configs per (shape, M bucket) and writes
+   ``$UPDRAFT_CACHE/gemv_configs.json`` (~1 s per candidate compile; a few minutes once).
+2. Whole steps in CUDA graphs (random weights, --context tokens of KV, bs 1): DECODE and a
+   6-token TARGET_VERIFY of both models, and a draft-step-shaped model (one decoder layer + a
+   draft-vocabulary LM head); variants: ``before`` (unfused layers, split-KV merge kernel),
+   ``unfused`` (unfused layers, in-launch merge) and ``fused``: time per replay, kernels per
+   step and GPU-busy time (torch profiler), the weight+KV floor and its share.
+
+Prints a short table per part; writes ``decode_kernels.json`` under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updraft import ops
+from updraft.batch import ForwardMode
+from updraft.memory.pools import PagedAllocator, ReqToTokenPool
+from updraft.models.config import ModelConfig, RopeScaling
+from updraft.models.llama import LlamaForCausalLM
+from updraft.ops import gemv, gemv_config
+from updraft.ops.gemv import Prologue
+from updraft.runtime.model_runner import ModelRunner
+
+SMOLLM2 = ModelConfig(family="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536, num_layers=30,
+                      num_heads=9, num_kv_heads=3, head_dim=64, rms_norm_eps=1e-5, rope_theta=100000.0,
+                      max_position_embeddings=8192, tie_word_embeddings=True)
+LLAMA8B = ModelConfig(family="llama", vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_layers=32,
+                      num_heads=32, num_kv_heads=8, head_dim=128, rms_norm_eps=1e-5, rope_theta=500000.0,
+                      rope_scaling=RopeScaling("llama3", 8.0, 1.0, 4.0, 8192), max_position_embeddings=8192)
+DRAFTS = {"smollm2": replace(SMOLLM2, num_layers=1, vocab_size=8192, tie_word_embeddings=False),
+          "llama8b": replace(LLAMA8B, num_layers=1, vocab_size=32000)}
+MODELS = {"smollm2": SMOLLM2, "llama8b": LLAMA8B}
+M_VALUES = (1, 2, 6, 8, 16)
+L2_BYTES = 50 * 2**20
+DT = torch.bfloat16
+
+
+def graph_time(fns: list[Callable[[], object]], replays: int = 20) -> float:
+    """Seconds per call of ``fns`` (called round-robin, 3 rounds) captured in one CUDA graph."""
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    calls = 3 * len(fns)
+    with torch.cuda.graph(graph):
+        for i in range(calls):
+            fns[i % len(fns)]()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000 / replays / calls
+
+
+# ---- part 1: GEMMs -------------------------------------------------------------------------
+def gemm_cases(cfg: ModelConfig) -> list[tuple[str, str, int, int]]:
+    """(name, kind, N, K): N in the kind's units (gate_up: intermediate size)."""
+    h, q, kv, i = cfg.hidden_size, cfg.q_size, cfg.kv_size, cfg.intermediate_size
+    return [("qkv", "qkv", q + 2 * kv, h), ("o", "linear", h, q), ("gate_up", "gate_up", i, h),
+            ("down", "linear", h, i), ("lm_head", "linear", cfg.vocab_size, h)]
+
+
+class GemmBench:
+    """Inputs and weight copies of one GEMM, and closures launching it fused or on cuBLAS."""
+
+    def __init__(self, cfg: ModelConfig, name: str, kind: str, n: int, k: int, m: int) -> None:
+        self.cfg, self.name, self.kind, self.n, self.k, self.m = cfg, name, kind, n, k, m
+        rows = 2 * n if kind == "gate_up" else n
+        self.bytes = rows * k * 2
+        copies = max(1, min(8, math.ceil(2 * L2_BYTES / self.bytes)))
+        self.w = [torch.randn(rows, k, device="cuda", dtype=DT) * 0.02 for _ in range(copies)]
+        self.x = torch.randn(m, k, device="cuda", dtype=DT)
+        self.res = torch.randn(m, k, device="cuda", dtype=DT)
+        self.nw = torch.ones(k, device="cuda", dtype=DT)
+        d = cfg.head_dim
+        self.pools = (torch.zeros(4096, cfg.num_kv_heads, d, device="cuda", dtype=DT),
+                      torch.zeros(4096, cfg.num_kv_heads, d, device="cuda", dtype=DT))
+        self.loc = torch.arange(m, device="cuda") + 7
+        self.pos = torch.arange(m, device="cuda") + 100
+        self.cos_sin = torch.randn(8192, d, device="cuda", dtype=DT)
+
+    def fused(self, w: torch.Tensor, cfg: gemv_config.GemvConfig | None = None) -> Callable[[], object]:
+        pro = Prologue(self.nw, 1e-5, self.res, write_residual=True)
+        c = self.cfg
+        if self.kind == "qkv":
+            return lambda: gemv.qkv_rope_store(self.x, w, None, pro, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads,
+                                               head_dim=c.head_dim, k_pool=self.pools[0], v_pool=self.pools[1],
+                                               loc=self.loc, positions=self.pos, cos_sin=self.cos_sin, config=cfg)
+        if self.kind == "gate_up":
+            return lambda: gemv.gate_up_silu(self.x, w, pro, config=cfg)
+        if self.name == "lm_head":
+            return lambda: gemv.linear(self.x, w, None, Prologue(self.nw, 1e-5, self.res), out_dtype=torch.float32,
+                                       argmax=True, config=cfg)
+        return lambda: gemv.linear(self.x, w, config=cfg)
+
+    def cublas(self, w: torch.Tensor) -> Callable[[], object]:
+        return lambda: torch.nn.functional.linear(self.x, w)
+
+    def tune(self) -> tuple[gemv_config.GemvConfig, float]:
+        kind = self.kind
+        n = self.n
+        if self.name == "lm_head":  # the argmax epilogue is timed with it (cached under "linear")
+            kind = "linear"
+
+        def run(c: gemv_config.GemvConfig) -> Callable[[], object]:
+            fns = [self.fused(w, c) for w in self.w]
+            state = {"i": 0}
+
+            def call() -> None:
+                fns[state["i"] % len(fns)]()
+                state["i"] += 1
+            return call
+        return gemv_config.tune(kind, n, self.k, gemv_config.m_bucket(self.m), DT, torch.device("cuda"), run,
+                                self.cfg.head_dim if kind == "qkv" else 0)
+
+
+def bench_gemms(peak: float, tune: bool) -> list[dict[str, Any]]:
+    rows = []
+    for model, cfg in MODELS.items():
+        for name, kind, n, k in gemm_cases(cfg):
+            for m in M_VALUES:
+                b = GemmBench(cfg, name, kind, n, k, m)
+                tuned = b.tune() if tune else None
+                t_f = graph_time([b.fused(w) for w in b.w])
+                t_c = graph_time([b.cublas(w) for w in b.w])
+                used = gemv_config.lookup(kind, n, k, m, DT, torch.device("cuda"), cfg.head_dim if kind == "qkv" else 0)
+                rows.append(dict(model=model, gemm=name, m=m, n=n, k=k, weight_mb=b.bytes / 2**20, fused_us=t_f * 1e6,
+                                 cublas_us=t_c * 1e6, fused_bw=b.bytes / t_f / peak, cublas_bw=b.bytes / t_c / peak,
+                                 config=str(used), tuned=tuned is not None))
+                del b
+            torch.cuda.empty_cache()
+    return rows
+
+
+# ---- part 2: whole steps -------------------------------------------------------------------
+def random_model(cfg: ModelConfig) -> LlamaForCausalLM:
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    model = model.to(dtype=DT).to_empty(device="cuda")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.02) if p.dim() > 1 else p.fill_(1.0)
+    model.post_load(cfg.max_position_embeddings)
+    return model.eval()
+
+
+def replay_time(graph: torch.cuda.CUDAGraph, replays: int = 30) -> float:
+    """Seconds per replay, back to back (the host enqueues faster than a step runs)."""
+    graph.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(replays):
+        graph.replay()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000 / replays
+
+
+def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float]:
+    """(kernels, GPU-busy microseconds) of one replay, from the torch profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
+    busy = sum(float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0)) for e in kernels)
+    return len(kernels), busy
+
+
+def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str) -> dict[str, Any]:
+    cfg = model.config
+    pool = ReqToTokenPool(2, context + 64, "cuda")
+    pages = context + 64
+    alloc = PagedAllocator(pool, pages, 1)
+    runner = ModelRunner(model, pool, pages, 1, "triton")
+    runner.backend.merge_in_kernel = variant != "before"
+    row = pool.alloc()
+    assert row is not None and alloc.ensure(row, context + 8)
+    width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
+    batch = runner.make_batch(mode, [1] * width, [row], [context + width], [width], stride=width,
+                              logits="all" if width > 1 else "last")
+    batch.attn_backend = runner.backend
+    runner.backend.init_forward_metadata(batch)  # buffers allocated here, outside the capture
+    with ops.use_fused_layers(variant == "fused"):
+        for _ in range(2):
+            model(batch)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(batch)
+    t = replay_time(graph)
+    kernels, busy = profile_replay(graph)
+    # tied embeddings are one parameter, read once (by the LM head); gathered rows are negligible
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    kv = cfg.kv_bytes_per_token(DT) * (context + width)
+    floor = (weights + kv) / PEAK
+    del graph, runner
+    return dict(mode=mode.name, variant=variant, ms=t * 1e3, kernels=kernels, busy_ms=busy / 1e3,
+                floor_ms=floor * 1e3, of_floor=floor / t)
+
+
+PEAK = 3.01e12
+
+
+def bench_steps(context: int) -> list[dict[str, Any]]:
+    rows = []
+    for name, cfg in [*MODELS.items(), *((f"{k}-draft", v) for k, v in DRAFTS.items())]:
+        model = random_model(cfg)
+        modes = [ForwardMode.DECODE] if name.endswith("draft") else [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY]
+        for mode in modes:
+            for variant in ("before", "unfused", "fused"):
+                rows.append(dict(model=name, context=context, **step_variant(model, mode, context, variant)))
+        del model
+        torch.cuda.empty_cache()
+    return rows
+
+
+def show(title: str, rows: list[dict[str, Any]], cols: list[str]) -> None:
+    print(f"\n{title}")
+    print("  ".join(f"{c:>12}" for c in cols))
+    for r in rows:
+        print("  ".join(f"{r[c]:>12.3f}" if isinstance(r[c], float) else f"{str(r[c]):>12}" for c in cols))
+
+
+def main() -> None:
+    global PEAK
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tune", action="store_true", help="sweep launch configs first and write the cache file")
+    p.add_argument("--context", type=int, default=1024)
+    p.add_argument("--peak-bw", type=float, default=3.01e12, help="bytes/s the floor is computed against")
+    p.add_argument("--skip-gemms", action="store_true")
+    p.add_argument("--skip-steps", action="store_true")
+    args = p.parse_args()
+    PEAK = args.peak_bw
+    torch.manual_seed(0)
+    result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,
+                                  cache=str(gemv_config.cache_path()))
+    if not args.skip_gemms:
+        result["gemms"] = bench_gemms(PEAK, args.tune)
+        show("GEMMs (bf16, CUDA graphs; bw = share of peak)", result["gemms"],
+             ["model", "gemm", "m", "fused_us", "cublas_us", "fused_bw", "cublas_bw"])
+    if not args.skip_steps:
+        result["steps"] = bench_steps(args.context)
+        show(f"steps at {args.context} tokens of context, bs 1 (CUDA graphs)", result["steps"],
+             ["model", "mode", "variant", "ms", "kernels", "busy_ms", "floor_ms", "of_floor"])
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "decode_kernels.json").write_text(json.dumps(result, indent=1))
+    print(f"\nwrote {args.out / 'decode_kernels.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The triton backend's pieces for the small-M fused layer, under the interpreter: the decode
+kernel merging its KV splits in the same launch (the last split of each request and KV head to
+finish merges; counters back at 0 afterwards), against the float64 reference and the two-launch
+merge; and ``forward_stored`` (K/V already in the pool) equal to ``forward`` with its own store.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
+pytest.importorskip("triton")
+
+from updraft.attention.base import Rope  # noqa: E402
+from updraft.attention.triton_backend import TritonBackend  # noqa: E402
+from updraft.attention.triton_kernels import decode as decode_kernels  # noqa: E402
+from updraft.batch import ForwardMode  # noqa: E402
+from updraft.kit import harness  # noqa: E402
+from updraft.kit.cases import AttnCase  # noqa: E402
+
+
+def backend_for(setup: harness.CaseSetup, case: AttnCase, splits: int, merge_in_kernel: bool) -> TritonBackend:
+    be = TritonBackend(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
+    be.kv_splits_override = splits
+    be.merge_in_kernel = merge_in_kernel
+    return be
+
+
+@pytest.mark.parametrize("dtype,heads", [("float32", (8, 2)), ("bfloat16", (6, 1))])
+def test_decode_merges_splits_in_one_launch(monkeypatch: pytest.MonkeyPatch, dtype: str, heads: tuple[int, int]) -> None:
+    merges = []
+    monkeypatch.setattr(decode_kernels, "merge_splits", lambda *a: merges.append(a))
+    # long next to empty-ish prefixes: several live splits, trailing splits empty
+    case = AttnCase(ForwardMode.DECODE, heads[0], heads[1], 32, 16, (77, 3, 40), (1, 1, 1), dtype, "shuffled")
+    outs = []
+    for splits in (3, 7):
+        setup = harness.build_case(case)
+        be = backend_for(setup, case, splits, merge_in_kernel=True)
+        batch = harness.make_batch(setup)
+        batch.attn_backend = be
+        be.init_forward_metadata(batch)
+        md = batch.attn_metadata
+        assert md.plan.num_kv_splits == splits and md.sem is not None
+        out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+        result = harness.check_output(setup, batch, out, be.scale)
+        assert result.ok, result.describe()
+        assert not md.sem.any(), "every ticket counter must be back at 0"
+        out2 = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)  # a second layer reuses them
+        assert torch.equal(out, out2)
+        outs.append(out)
+    assert not merges, "the merge kernel must not run when the decode kernel merges"
+
+
+def test_in_kernel_merge_equals_merge_kernel() -> None:
+    case = AttnCase(ForwardMode.DECODE, 8, 2, 32, 16, (90, 33), (1, 1), "float32", "shuffled")
+    got = []
+    for in_kernel in (True, False):
+        setup = harness.build_case(case)
+        be = backend_for(setup, case, 5, merge_in_kernel=in_kernel)
+        batch = harness.make_batch(setup)
+        batch.attn_backend = be
+        be.init_forward_metadata(batch)
+        assert (batch.attn_metadata.sem is not None) == in_kernel
+        got.append(be.forward(setup.q, setup.k_new, setup.v_new, 0, batch))
+    assert (got[0] - got[1]).abs().max().item() <= 1e-6
+
+
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, (1, 1)), (ForwardMode.TARGET_VERIFY, (4, 4)),
+                                      (ForwardMode.EXTEND, (5, 3))])
+def test_forward_stored_equals_forward_with_store(mode: ForwardMode, ext: tuple[int, int]) -> None:
+    """The fused QKV kernel rotates k and stores k, v itself; attention over that pool must be
+    what ``forward(..., rope=...)`` computes after its own rotary + store."""
+    case = AttnCase(mode, 4, 2, 32, 16, (20, 9), ext, "float32", "shuffled")
+    setup = harness.build_case(case)
+    be = backend_for(setup, case, 3, merge_in_kernel=True)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    table = torch.randn(64, 32, generator=torch.Generator().manual_seed(3))
+    rope = Rope(batch.positions, table)
+    q, k, v = setup.q.clone(), setup.k_new.clone(), setup.v_new.clone()
+    pool_k, pool_v = be.kv_pool.k_buffer[0].clone(), be.kv_pool.v_buffer[0].clone()
+    want = be.forward(q, k, v, 0, batch, rope=rope)  # rotates q, k in place and stores
+    stored_k, stored_v = be.kv_pool.k_buffer[0].clone(), be.kv_pool.v_buffer[0].clone()
+    be.kv_pool.k_buffer[0].copy_(pool_k)
+    be.kv_pool.v_buffer[0].copy_(pool_v)
+    be.kv_pool.store(0, batch.out_cache_loc, k, v)  # what the fused kernel writes: rotated k, v
+    assert torch.equal(be.kv_pool.k_buffer[0], stored_k) and torch.equal(be.kv_pool.v_buffer[0], stored_v)
+    got = be.forward_stored(q, k, v, 0, batch)
+    assert torch.allclose(got, want, atol=1e-6, rtol=0)

@@ -1,0 +1,257 @@
+"""The small-M GEMM kernels (``updraft.ops.gemv``) under the interpreter, against float64
+computations written here from scratch: fp32 inputs within 1e-5 of float64, bf16 within 1e-2
+(relative to the output's scale); bitwise where no sum is involved (the new residual stream, the
+argmax of the logits the kernel wrote). FMA and tensor-core (dot) tiles, odd N and K (not
+multiples of any tile), M = 1..16, with/without residual, norm, bias, embedding gather; the QKV
+kernel's pool writes for page sizes 1 and 4 (other slots untouched).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
+pytest.importorskip("triton")
+
+from updraft.ops import gemv  # noqa: E402
+from updraft.ops.gemv import Prologue  # noqa: E402
+from updraft.ops.gemv_config import GemvConfig, allowed, candidates, heuristic, m_bucket  # noqa: E402
+
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
+DTYPES = [torch.float32, torch.bfloat16]
+FMA, DOT = "fma", "dot"
+
+
+def cfg_of(kind: str, block: int, bk: int = 32) -> GemvConfig:
+    return GemvConfig(block, bk, kind == DOT, num_warps=4, num_stages=2)
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    ref = ref.double()
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp(min=1e-30)).item()
+
+
+def randn(*shape: int, dtype: torch.dtype, seed: int, scale: float = 1.0) -> torch.Tensor:
+    return (torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale).to(dtype)
+
+
+def prologue64(x: torch.Tensor, pro: Prologue) -> torch.Tensor:
+    """The GEMM input rows in float64: gather, add, RMSNorm (no intermediate rounding)."""
+    rows = x.double() if pro.ids is None else x.double()[pro.ids]
+    if pro.residual is not None:
+        rows = rows + (pro.residual.double() if pro.ids is None else pro.residual.double()[pro.ids])
+    if pro.norm_weight is not None:
+        rows = rows / torch.sqrt(rows.pow(2).mean(-1, keepdim=True) + pro.eps) * pro.norm_weight.double()
+    return rows
+
+
+def make_prologue(kind: str, m: int, k: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, Prologue]:
+    """x and a prologue: "none", "norm", "add_norm" (residual add + norm, residual written),
+    "embed" (rows gathered from a table, normed, the gathered rows written as the residual)."""
+    nw = (1 + randn(k, dtype=torch.float32, seed=seed + 1, scale=0.2)).to(dtype)
+    if kind == "embed":
+        table = randn(50, k, dtype=dtype, seed=seed)
+        ids = torch.randint(0, 50, (m,), generator=torch.Generator().manual_seed(seed + 2))
+        return table, Prologue(norm_weight=nw, eps=1e-5, ids=ids, write_residual=True)
+    x = randn(m, k, dtype=dtype, seed=seed)
+    if kind == "none":
+        return x, Prologue()
+    if kind == "norm":
+        return x, Prologue(norm_weight=nw, eps=1e-5)
+    res = randn(m, k, dtype=dtype, seed=seed + 3, scale=3.0)
+    return x, Prologue(norm_weight=nw, eps=1e-5, residual=res, write_residual=True)
+
+
+def check_residual(x: torch.Tensor, pro: Prologue, new_res: torch.Tensor | None) -> None:
+    if not pro.write_residual:
+        assert new_res is None
+        return
+    assert new_res is not None
+    rows = x if pro.ids is None else x[pro.ids]
+    want = rows + pro.residual if pro.residual is not None else rows
+    assert torch.equal(new_res, want), "the new residual must round exactly as x + residual"
+
+
+# ---- linear ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 8), (DOT, 16)], ids=lambda t: f"{t[0]}{t[1]}")
+@pytest.mark.parametrize("m,prologue,bias", [(1, "none", True), (3, "norm", False), (5, "add_norm", True),
+                                             (16, "add_norm", False), (7, "embed", False)])
+def test_linear(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str, bias: bool) -> None:
+    n, k = 45, 70  # neither a multiple of any tile
+    x, pro = make_prologue(prologue, m, k, dtype, seed=m)
+    w = randn(n, k, dtype=dtype, seed=20, scale=0.3)
+    b = randn(n, dtype=dtype, seed=21) if bias else None
+    out, new_res, am = gemv.linear(x, w, b, pro, config=cfg_of(*tile))
+    ref = prologue64(x, pro) @ w.double().T + (b.double() if b is not None else 0)
+    assert out.shape == (m, n) and out.dtype == dtype and am is None
+    assert rel_err(out, ref) <= TOL[dtype], rel_err(out, ref)
+    check_residual(x, pro, new_res)
+
+
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 16)], ids=lambda t: t[0])
+def test_linear_every_m(tile: tuple[str, int]) -> None:
+    """M = 1..16: each M bucket's masking (rows past M read nothing and store nothing)."""
+    k, n = 24, 19
+    w = randn(n, k, dtype=torch.float32, seed=30)
+    for m in range(1, 17):
+        x = randn(m, k, dtype=torch.float32, seed=31 + m)
+        cfg = cfg_of(*tile, bk=16)
+        got, _, _ = gemv.linear(x, w, config=cfg)
+        assert rel_err(got, x.double() @ w.double().T) <= 1e-5, m
+        assert m_bucket(m) >= m and cfg.block_m(m_bucket(m)) >= m
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 8), (DOT, 16)], ids=lambda t: t[0])
+def test_lm_head_norm_and_argmax(dtype: torch.dtype, tile: tuple[str, int]) -> None:
+    """Final norm (residual add, gathered rows) + LM head: fp32 logits rounded to the dtype first
+    (``linear(...).float()``), and the argmax of exactly those logits, ties to the first index."""
+    m_all, k, vocab = 9, 40, 301
+    h = randn(m_all, k, dtype=dtype, seed=40)
+    res = randn(m_all, k, dtype=dtype, seed=41)
+    nw = (1 + randn(k, dtype=torch.float32, seed=42, scale=0.2)).to(dtype)
+    w = randn(vocab, k, dtype=dtype, seed=43)
+    w[200] = w[17]  # a tie across programs: the first column must win
+    w[18] = w[17]  # a tie inside a program
+    rows = torch.tensor([8, 0, 3])
+    pro = Prologue(norm_weight=nw, eps=1e-6, residual=res, ids=rows)
+    logits, new_res, am = gemv.linear(h, w, None, pro, out_dtype=torch.float32, argmax=True, config=cfg_of(*tile))
+    assert new_res is None and logits.dtype == torch.float32 and am is not None
+    assert torch.equal(logits, logits.to(dtype).float()), "logits are dtype values widened to fp32"
+    ref = prologue64(h, pro) @ w.double().T
+    assert rel_err(logits, ref) <= TOL[dtype]
+    assert torch.equal(am, logits.argmax(-1))
+    # force the tie to be the maximum: a row equal to w[17]'s direction
+    w2 = torch.zeros(vocab, k, dtype=dtype)
+    w2[[17, 18, 200]] = 1.0
+    _, _, am2 = gemv.linear(h, w2, None, Prologue(ids=rows), argmax=True, config=cfg_of(*tile))
+    pos = h[rows].double().sum(-1) > 0
+    assert torch.equal(am2[pos], torch.full((int(pos.sum()),), 17))
+    # a second launch reuses the ticket counter (reset by the last program)
+    _, _, am3 = gemv.linear(h, w, None, pro, argmax=True, config=cfg_of(*tile))
+    assert torch.equal(am3, am)
+    assert int(gemv.semaphore(h.device).item()) == 0
+
+
+def test_argmax_nan_row_picks_the_nan() -> None:
+    x = torch.ones(1, 16)
+    w = torch.ones(33, 16)
+    w[5, 0] = float("nan")
+    out, _, am = gemv.linear(x, w, argmax=True, config=cfg_of(FMA, 8, 16))
+    assert torch.isnan(out[0, 5]) and int(am[0]) == int(out.argmax(-1)[0]) == 5
+
+
+# ---- QKV + RoPE + KV store --------------------------------------------------------------------
+def rope_table(max_pos: int, dim: int, dtype: torch.dtype) -> torch.Tensor:
+    inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    f = torch.arange(max_pos, dtype=torch.float32)[:, None] * inv[None, :]
+    return torch.cat([f.cos(), f.sin()], dim=-1).to(dtype)
+
+
+def rotary64(x: torch.Tensor, pos: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    row = table.double()[pos][:, None, :]
+    cos, sin = row[..., :half], row[..., half:]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def slots_for(m: int, page: int, seed: int) -> torch.Tensor:
+    """Distinct pool slots as a paged allocator hands them out: whole pages in shuffled order."""
+    pages = torch.randperm(40 // page, generator=torch.Generator().manual_seed(seed))[: -(-m // page) + 1]
+    slots = (pages[:, None] * page + torch.arange(page)[None, :]).flatten()
+    return slots[page // 2 : page // 2 + m] if page > 1 else slots[:m]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8), (DOT, 16)], ids=lambda t: f"{t[0]}{t[1]}")
+@pytest.mark.parametrize("m,heads,prologue,bias,page", [
+    (1, (4, 2, 32), "add_norm", False, 1),
+    (6, (3, 1, 32), "embed", True, 4),
+    (16, (2, 2, 64), "norm", True, 1),
+])
+def test_qkv_rope_store(dtype: torch.dtype, tile: tuple[str, int], m: int, heads: tuple[int, int, int],
+                        prologue: str, bias: bool, page: int) -> None:
+    hq, hkv, d = heads
+    k = 52
+    n = (hq + 2 * hkv) * d
+    x, pro = make_prologue(prologue, m, k, dtype, seed=50 + m)
+    w = randn(n, k, dtype=dtype, seed=51, scale=0.3)
+    b = randn(n, dtype=dtype, seed=52) if bias else None
+    table = rope_table(64, d, dtype)
+    pos = torch.randint(0, 64, (m,), generator=torch.Generator().manual_seed(53))
+    loc = slots_for(m, page, seed=54)
+    k_pool, v_pool = torch.zeros(40, hkv, d, dtype=dtype), torch.zeros(40, hkv, d, dtype=dtype)
+    qkv, new_res = gemv.qkv_rope_store(x, w, b, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=k_pool,
+                                       v_pool=v_pool, loc=loc, positions=pos, cos_sin=table, config=cfg_of(*tile))
+    y = prologue64(x, pro) @ w.double().T + (b.double() if b is not None else 0)
+    q64 = rotary64(y[:, : hq * d].reshape(m, hq, d), pos, table)
+    k64 = rotary64(y[:, hq * d : (hq + hkv) * d].reshape(m, hkv, d), pos, table)
+    v64 = y[:, (hq + hkv) * d :].reshape(m, hkv, d)
+    q, kk, v = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
+    for got, want in ((q, q64), (kk, k64), (v, v64), (k_pool[loc], k64), (v_pool[loc], v64)):
+        assert rel_err(got.reshape(want.shape), want) <= TOL[dtype], rel_err(got.reshape(want.shape), want)
+    assert torch.equal(k_pool[loc], kk.reshape(m, hkv, d)) and torch.equal(v_pool[loc], v.reshape(m, hkv, d))
+    untouched = torch.ones(40, dtype=torch.bool)
+    untouched[loc] = False
+    assert not k_pool[untouched].any() and not v_pool[untouched].any()
+    check_residual(x, pro, new_res)
+
+
+def test_qkv_rope_matches_the_unfused_roundings() -> None:
+    """bf16: given the same projection output, the epilogue rounds as ``ops.rotary_`` does (the
+    projection is computed exactly here: integer-valued inputs, so no summation-order effect)."""
+    from updraft.ops import reference
+
+    m, hq, hkv, d, k = 3, 2, 1, 32, 16
+    gen = torch.Generator().manual_seed(60)
+    x = torch.randint(-3, 4, (m, k), generator=gen).to(torch.bfloat16)
+    w = torch.randint(-3, 4, ((hq + 2 * hkv) * d, k), generator=gen).to(torch.bfloat16)
+    table = rope_table(32, d, torch.bfloat16)
+    pos = torch.tensor([5, 0, 31])
+    kp, vp = torch.zeros(8, hkv, d, dtype=torch.bfloat16), torch.zeros(8, hkv, d, dtype=torch.bfloat16)
+    qkv, _ = gemv.qkv_rope_store(x, w, None, Prologue(), num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=kp,
+                                 v_pool=vp, loc=torch.tensor([1, 2, 3]), positions=pos, cos_sin=table,
+                                 config=cfg_of(DOT, 8))
+    y = torch.nn.functional.linear(x, w)
+    q, kk, _ = y.split([hq * d, hkv * d, hkv * d], dim=-1)
+    q, kk = q.reshape(m, hq, d).clone(), kk.reshape(m, hkv, d).clone()
+    reference.rotary_(q, kk, pos, table)
+    assert torch.equal(qkv[:, : hq * d], q.reshape(m, -1)) and torch.equal(qkv[:, hq * d : (hq + hkv) * d], kk.reshape(m, -1))
+
+
+# ---- gate/up + SiLU ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8)], ids=lambda t: t[0])
+@pytest.mark.parametrize("m,prologue", [(1, "add_norm"), (9, "norm"), (16, "none")])
+def test_gate_up_silu(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str) -> None:
+    inter, k = 37, 44
+    x, pro = make_prologue(prologue, m, k, dtype, seed=70 + m)
+    w = randn(2 * inter, k, dtype=dtype, seed=71, scale=0.3)
+    act, new_res = gemv.gate_up_silu(x, w, pro, config=cfg_of(*tile))
+    y = prologue64(x, pro) @ w.double().T
+    g, u = y[:, :inter], y[:, inter:]
+    assert act.shape == (m, inter)
+    assert rel_err(act, g / (1 + torch.exp(-g)) * u) <= TOL[dtype] * 2
+    check_residual(x, pro, new_res)
+
+
+# ---- configurations ---------------------------------------------------------------------------
+def test_configs_are_legal_and_cover_shapes() -> None:
+    """Heuristic and sweep configs are legal for their kind (dot tiles >= 16 weight rows, qkv
+    pairs dividing D/2), and the heuristic fills >= 2 programs per SM where the shape allows."""
+    shapes = [("qkv", 960, 576, 64), ("linear", 576, 576, 0), ("gate_up", 1536, 576, 0), ("linear", 576, 1536, 0),
+              ("qkv", 6144, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 14336, 4096, 0),
+              ("linear", 4096, 14336, 0), ("linear", 128256, 4096, 0), ("qkv", 320, 64, 32)]
+    for kind, n, k, d in shapes:
+        for bucket in (1, 2, 4, 8, 16):
+            cfg = heuristic(kind, n, k, bucket, 132, d)
+            assert allowed(kind, cfg, d) and cfg.dot == (bucket > 4), (kind, n, k, bucket, cfg)
+            assert cfg.num_warps in (1, 2, 4, 8) and cfg.block_k & (cfg.block_k - 1) == 0
+            assert all(allowed(kind, c, d) for c in candidates(kind, n, k, bucket, d))
+    assert -(-4096 // heuristic("linear", 4096, 4096, 1, 132).block_n) >= 264

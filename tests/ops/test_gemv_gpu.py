@@ -1,0 +1,187 @@
+"""The small-M fused path on CUDA: compiled kernels at the real shapes (SmolLM2-135M and
+Llama-3.1-8B projections, M = 1, 6, 16) against float64; the whole fused layer captured in a
+CUDA graph and replayed over new inputs; the decode kernel's in-launch split merge over many
+replays (a race would show as a wrong row or a counter left non-zero); tiny models end to end:
+fp32 greedy tokens equal with the fused path on and off, bf16 logits within tolerance.
+
+    pytest -m gpu tests/ops/test_gemv_gpu.py -s
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from updraft import ops
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+DEV = "cuda"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_kernels() -> None:
+    pytest.importorskip("triton")
+    if ops.interpreting():
+        pytest.skip("TRITON_INTERPRET is set: these tests need compiled kernels")
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    ref = ref.double()
+    return ((out.double() - ref).abs().max() / ref.abs().max().clamp(min=1e-30)).item()
+
+
+def randn(*shape: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0, scale: float = 1.0) -> torch.Tensor:
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    return (torch.randn(*shape, generator=gen, device=DEV) * scale).to(dtype)
+
+
+def norm64(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    x = x.double()
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+SHAPES = [(576, 9, 3, 64, 1536), (4096, 32, 8, 128, 14336)]  # hidden, Hq, Hkv, D, intermediate
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["smollm2", "llama8b"])
+@pytest.mark.parametrize("m", [1, 6, 16])
+def test_layer_kernels_at_real_shapes(shape: tuple[int, int, int, int, int], m: int) -> None:
+    from updraft.ops import gemv
+    from updraft.ops.gemv import Prologue
+
+    hidden, hq, hkv, d, inter = shape
+    x, res = randn(m, hidden, seed=1), randn(m, hidden, seed=2, scale=4.0)
+    nw = (1 + randn(hidden, seed=3, scale=0.1)).to(torch.bfloat16)
+    pro = Prologue(norm_weight=nw, eps=1e-5, residual=res, write_residual=True)
+    a64 = norm64(x.double() + res.double(), nw, 1e-5)
+    # qkv + rope + store
+    wqkv = randn((hq + 2 * hkv) * d, hidden, seed=4, scale=0.02)
+    table = torch.cat([torch.ones(64, d // 2), torch.zeros(64, d // 2)], -1).to(DEV, torch.bfloat16)  # rope at angle 0
+    kp = torch.zeros(64, hkv, d, dtype=torch.bfloat16, device=DEV)
+    vp = torch.zeros_like(kp)
+    loc = torch.arange(m, device=DEV) * 3
+    qkv, new_res = gemv.qkv_rope_store(x, wqkv, None, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=kp,
+                                       v_pool=vp, loc=loc, positions=torch.zeros(m, dtype=torch.long, device=DEV),
+                                       cos_sin=table)
+    ref = a64 @ wqkv.double().T
+    assert rel_err(qkv, ref) <= 1e-2 and torch.equal(new_res, x + res)
+    assert torch.equal(kp[loc].reshape(m, -1), qkv[:, hq * d : (hq + hkv) * d])
+    # gate_up + silu
+    wgu = randn(2 * inter, hidden, seed=5, scale=0.02)
+    act, _ = gemv.gate_up_silu(x, wgu, pro)
+    g, u = (a64 @ wgu.double().T).chunk(2, -1)
+    assert rel_err(act, g / (1 + torch.exp(-g)) * u) <= 2e-2
+    # o_proj / down
+    wd = randn(hidden, inter, seed=6, scale=0.02)
+    y, _, _ = gemv.linear(act, wd)
+    assert rel_err(y, act.double() @ wd.double().T) <= 1e-2
+    # LM head + argmax over a vocabulary-sized weight
+    wl = randn(49152, hidden, seed=7, scale=0.02)
+    logits, _, best = gemv.linear(x, wl, None, Prologue(norm_weight=nw, eps=1e-5, residual=res), out_dtype=torch.float32,
+                                  argmax=True)
+    assert rel_err(logits, a64 @ wl.double().T) <= 1e-2 and torch.equal(best, logits.argmax(-1))
+
+
+def test_fused_layer_graph_replay() -> None:
+    """Capture qkv -> o_proj -> gate_up -> down (with a ticketed LM head) once, replay it over
+    new inputs: equal to eager runs over the same inputs, counters back at 0."""
+    from updraft.ops import gemv
+    from updraft.ops.gemv import Prologue
+
+    hidden, hq, hkv, d, inter, m = 576, 9, 3, 64, 1536, 6
+    w = {k: randn(*s, seed=i, scale=0.02) for i, (k, s) in enumerate(
+        [("qkv", ((hq + 2 * hkv) * d, hidden)), ("o", (hidden, hq * d)), ("gu", (2 * inter, hidden)),
+         ("down", (hidden, inter)), ("lm", (4096, hidden))])}
+    nw = torch.ones(hidden, dtype=torch.bfloat16, device=DEV)
+    table = randn(128, d, seed=9)
+    kp = torch.zeros(64, hkv, d, dtype=torch.bfloat16, device=DEV)
+    vp = torch.zeros_like(kp)
+    x, res = randn(m, hidden, seed=10), randn(m, hidden, seed=11)
+    pos = torch.arange(m, device=DEV)
+    loc = torch.arange(m, device=DEV) + 1
+
+    def body() -> tuple[torch.Tensor, ...]:
+        qkv, r = gemv.qkv_rope_store(x, w["qkv"], None, Prologue(nw, 1e-5, res, write_residual=True), num_heads=hq,
+                                     num_kv_heads=hkv, head_dim=d, k_pool=kp, v_pool=vp, loc=loc, positions=pos,
+                                     cos_sin=table)
+        o, _, _ = gemv.linear(qkv[:, : hq * d].contiguous(), w["o"])
+        act, r2 = gemv.gate_up_silu(o, w["gu"], Prologue(nw, 1e-5, r, write_residual=True))
+        y, _, _ = gemv.linear(act, w["down"])
+        logits, _, best = gemv.linear(y, w["lm"], None, Prologue(nw, 1e-5, r2), out_dtype=torch.float32, argmax=True)
+        return qkv, y, r2, logits, best
+
+    body()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = body()
+    for seed in range(20, 25):
+        x.copy_(randn(m, hidden, seed=seed))
+        pos.copy_(torch.randint(0, 128, (m,), device=DEV))
+        graph.replay()
+        want = body()
+        for a, b in zip(out, want):
+            assert torch.equal(a, b)
+    assert int(gemv.semaphore(x.device).item()) == 0
+
+
+def test_decode_in_kernel_merge_many_replays() -> None:
+    """Long contexts with many splits, replayed: the in-launch merge equals the merge kernel."""
+    from updraft.attention.triton_backend import TritonBackend
+    from updraft.batch import ForwardMode
+    from updraft.kit import harness
+    from updraft.kit.cases import AttnCase
+
+    case = AttnCase(ForwardMode.DECODE, 32, 8, 128, 16, (3000, 17, 900, 1), (1, 1, 1, 1), "bfloat16", "shuffled")
+    outs = []
+    for in_kernel in (True, False):
+        setup = harness.build_case(case, device=DEV)
+        be = TritonBackend(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
+        be.merge_in_kernel = in_kernel
+        batch = harness.make_batch(setup)
+        batch.attn_backend = be
+        be.init_forward_metadata(batch)
+        assert batch.attn_metadata.plan.num_kv_splits > 1
+        first = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+        for _ in range(50):
+            again = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+            assert torch.equal(again, first)
+        if in_kernel:
+            assert not batch.attn_metadata.sem.any()
+            assert harness.check_output(setup, batch, first, be.scale).ok
+        outs.append(first)
+    assert rel_err(outs[0], outs[1]) <= 1e-3
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+def test_model_fused_on_and_off(tiny_checkpoint, arch: str) -> None:
+    from updraft.batch import ForwardMode
+    from updraft.memory.pools import PagedAllocator, ReqToTokenPool
+    from updraft.models.loader import load_checkpoint
+    from updraft.runtime.model_runner import ModelRunner
+
+    def run(dtype: torch.dtype) -> tuple[list[int], list[torch.Tensor]]:
+        model = load_checkpoint(tiny_checkpoint(arch), dtype=dtype, device=DEV, progress=False).model
+        pool = ReqToTokenPool(2, 64, DEV)
+        alloc = PagedAllocator(pool, 64, 1)
+        runner = ModelRunner(model, pool, 64, 1, "triton")
+        row = pool.alloc()
+        assert row is not None and alloc.ensure(row, 40)
+        prompt = [5, 77, 13, 200, 9, 41]
+        out = runner.forward(runner.make_batch(ForwardMode.EXTEND, prompt, [row], [6], [6]))
+        toks, logits = [int(out.logits[-1].argmax())], [out.logits]
+        for n in range(7, 15):
+            out = runner.forward(runner.make_batch(ForwardMode.DECODE, [toks[-1]], [row], [n], [1], stride=1))
+            toks.append(int(out.logits[-1].argmax()))
+            logits.append(out.logits)
+        return toks, logits
+
+    for dtype in (torch.float32, torch.bfloat16):
+        with ops.use_backend("triton"):  # "auto" leaves fp32 on cuBLAS; forced, fp32 takes the kernels too
+            fused = run(dtype)
+        with ops.use_fused_layers(False):
+            unfused = run(dtype)
+        if dtype == torch.float32:
+            assert fused[0] == unfused[0]
+        for a, b in zip(fused[1], unfused[1]):
+            assert rel_err(a, b) <= (1e-4 if dtype == torch.float32 else 3e-2)

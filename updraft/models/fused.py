@@ -1,0 +1,140 @@
+"""The Llama decoder layer on the small-M kernels (``updraft.ops.gemv``): five launches per layer.
+
+At M <= 16 token rows (decode, verify, draft steps; ``ops.small_m`` decides from shapes, dtypes
+and devices only, so a CUDA graph captures the same path it would run eagerly) a layer is
+
+1. [residual add +] RMSNorm + QKV projection (+ bias) + RoPE of q and k + k, v into the KV pool
+   (``gemv.qkv_rope_store``; layer 0 of a target gathers its embedding rows in the same kernel);
+2. attention over the pool (``AttentionBackend.forward_stored``: the backend's decode or extend
+   kernel, nothing stored again);
+3. o_proj;
+4. [residual add +] RMSNorm + gate/up projection + SiLU-mul (``gemv.gate_up_silu``);
+5. down_proj;
+
+and the final norm runs inside the LM head, which also yields the greedy argmax
+(``norm_lm_head``). The residual stream keeps the model's convention: a layer returns
+``(mlp_out, residual)`` and the next prologue adds them.
+
+Fallbacks (the unfused code for the part a kernel does not cover, the rest still fused):
+Qwen3's per-head q/k norm and backends or pools the fused KV store does not serve (``stored_kv``
+False, V narrower than K or shared with it, a pool dtype other than the activations') keep the
+norm-prologue QKV GEMM, then ``LlamaAttention.attend`` (q/k norm, the backend's rotary + store);
+EAGLE-3's mid layer normalises and concatenates its two inputs itself, then uses the fused
+attention and MLP without prologues.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from updraft.batch import ForwardBatch
+
+if TYPE_CHECKING:
+    from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+    from updraft.models.llama import LlamaAttention, LlamaDecoderLayer
+    from updraft.ops.gemv import Prologue
+
+
+def _gemv():  # noqa: ANN202 - the kernel module, imported only where the fused path runs
+    from updraft.ops import gemv
+
+    return gemv
+
+
+def no_prologue() -> Prologue:
+    return _gemv().NO_PROLOGUE
+
+
+def input_prologue(norm: RMSNorm | nn.Module, x: torch.Tensor, residual: torch.Tensor | None,
+                   ids: torch.Tensor | None = None) -> tuple[Prologue, torch.Tensor | None]:
+    """The prologue computing ``norm(x + residual)`` (or of rows ``ids`` of the table ``x``) and the
+    residual stream after it: returned at once when the kernel need not write it (it is ``x``),
+    else None (the kernel returns it)."""
+    gemv = _gemv()
+    weight = getattr(norm, "weight", None)
+    eps = float(getattr(norm, "eps", 1e-6))
+    if ids is not None:
+        return gemv.Prologue(norm_weight=weight, eps=eps, ids=ids, write_residual=True), None
+    if residual is None:
+        return gemv.Prologue(norm_weight=weight, eps=eps), x
+    return gemv.Prologue(norm_weight=weight, eps=eps, residual=residual, write_residual=True), None
+
+
+def _pools(attn: LlamaAttention, batch: ForwardBatch, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The layer's K and V pools when the fused QKV kernel may write them itself."""
+    backend = batch.attn_backend
+    if backend is None or not backend.stored_kv or attn.q_norm is not None:
+        return None
+    pool = backend.kv_pool
+    if pool.shared_kv or pool.v_head_dim != pool.head_dim or pool.dtype != dtype:
+        return None
+    return pool.k_buffer[attn.layer_id], pool.v_buffer[attn.layer_id]
+
+
+def attention(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
+              rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """o_proj(attention(qkv(prologue(x)))) -> (output [M, hidden], new residual or None)."""
+    gemv = _gemv()
+    t = gemv.num_rows(x, pro)
+    w, b = attn.qkv_proj.weight, attn.qkv_proj.bias
+    pools = _pools(attn, batch, x.dtype)
+    if pools is not None and gemv.qkv_supported(x, w, pro, attn.num_heads, attn.num_kv_heads, attn.head_dim,
+                                                pools[0], pools[1], rotary.cos_sin):
+        qkv, new_res = gemv.qkv_rope_store(
+            x, w, b, pro, num_heads=attn.num_heads, num_kv_heads=attn.num_kv_heads, head_dim=attn.head_dim,
+            k_pool=pools[0], v_pool=pools[1], loc=batch.out_cache_loc, positions=batch.positions,
+            cos_sin=rotary.cos_sin)
+        q, k, v = attn.split_heads(qkv)
+        assert batch.attn_backend is not None
+        o = batch.attn_backend.forward_stored(q, k, v, attn.layer_id, batch)
+    else:
+        qkv, new_res, _ = gemv.linear(x, w, b, pro)
+        o = attn.attend(qkv, batch, rotary)
+    out, _, _ = gemv.linear(o.reshape(t, attn.q_size), attn.o_proj.weight)
+    return out, new_res
+
+
+def mlp(mlp: GatedMLP, x: torch.Tensor, pro: Prologue) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """down(silu(gate) * up) of ``prologue(x)`` -> (output [M, hidden], new residual or None)."""
+    gemv = _gemv()
+    act, new_res = gemv.gate_up_silu(x, mlp.gate_up_proj.weight, pro)
+    out, _, _ = gemv.linear(act, mlp.down_proj.weight)
+    return out, new_res
+
+
+def decoder_layer(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None, batch: ForwardBatch,
+                  rotary: RotaryEmbedding, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``LlamaDecoderLayer.forward`` in five launches; ``ids``: ``x`` is the embedding table and
+    the layer's input is its rows ``ids`` (the first layer of a target)."""
+    gemv = _gemv()
+    pro, residual = input_prologue(layer.input_layernorm, x, residual, ids)
+    h, new_res = attention(layer.self_attn, x, pro, batch, rotary)
+    residual = new_res if new_res is not None else residual
+    assert residual is not None
+    post = layer.post_attention_layernorm
+    out, residual = mlp(layer.mlp, h, gemv.Prologue(norm_weight=post.weight, eps=post.eps, residual=residual,
+                                                    write_residual=True))
+    assert residual is not None
+    return out, residual
+
+
+def norm_lm_head(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, weight: torch.Tensor,
+                 rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits [R, V] float32 of ``norm(h + residual)[rows]`` (rounded to h's dtype, then widened,
+    as ``linear(...).float()``) and their argmax [R], in one launch."""
+    pro = _gemv().Prologue(norm_weight=norm.weight, eps=norm.eps, residual=residual, ids=rows)
+    logits, _, best = _gemv().linear(h, weight, None, pro, out_dtype=torch.float32, argmax=True)
+    assert best is not None
+    return logits, best
+
+
+def lm_head_ok(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, weight: torch.Tensor,
+               rows: torch.Tensor) -> bool:
+    """Whether ``norm_lm_head`` covers these inputs (small-M rows, one dtype throughout)."""
+    if rows.numel() == 0 or not (1 <= rows.numel() <= 16):
+        return False
+    gemv = _gemv()
+    return gemv.supported(h, weight, gemv.Prologue(norm_weight=norm.weight, residual=residual, ids=rows))

@@ -1,0 +1,428 @@
+"""Small-M weight-streaming GEMMs (M <= 16 token rows: decode, verify, draft steps) with the
+decoder layer's element-wise work fused in front of and behind them.
+
+``y[m, n] = sum_k a[m, k] * W[n, k]`` with ``W`` the ``[N, K]`` row-major weight of an
+``nn.Linear``. At M <= 16 a GEMM is a weight read: every program owns a tile of output columns
+(weight rows) for ALL M token rows, streams its weight rows once over K in ``BLOCK_K`` chunks and
+accumulates in float32. Small column tiles (8-64 rows) give hundreds of programs per GEMM, so the
+132 SMs of an H100 hold several programs each and enough loads in flight to reach copy bandwidth.
+No split-K: every fused epilogue below (bias, RoPE, KV store, SiLU-mul, argmax) needs the full
+sum of its columns, and a split-K reduction costs a launch or an atomic (nondeterministic) sum.
+
+Two inner products, picked per launch (``GemvConfig.dot``):
+
+* FMA: ``sum(W_tile[:, None, :] * a[None, :, :], axis=2)`` on the CUDA cores, ``BLOCK_M`` = the
+  M bucket (1, 2, 4, ...). Cheapest at M = 1-4, where tensor cores would idle.
+* dot: ``tl.dot(W_tile, a^T)`` on tensor cores with the token rows padded to 16 (``BLOCK_M`` =
+  16, the smallest dot tile; masked rows load nothing), the weight tile as the dot's M side
+  ("swap AB"), so M = 5..16 costs the same weight read as M = 1.
+
+Prologue (the GEMM's input rows, computed per program from the activations in L2): ``x``, or
+rows ``ids`` of ``x`` (the embedding gather of layer 0; the LM head's ``logits_indices``); plus
+``residual`` (the residual add); then RMSNorm (two passes over the row: the sum of squares, then
+the normalised chunk feeding the product). Program 0 writes the rounded sum (the new residual
+stream) once. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
+``_qkv_rope_kernel`` (bias, RoPE of q and k, k and v into the KV pool) and ``_gate_up_kernel``
+(SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
+gate column ``i`` with up column ``I + i``; a tile's weight rows interleave the two halves
+(row ``2p`` low, ``2p + 1`` high) so one product serves both, split apart afterwards.
+
+Numerics (the ``updraft.ops`` contract): every value is rounded to the activation dtype exactly
+where the unfused torch code rounds it: the residual sum; the normalised row before the weight
+multiply; the norm output; the GEMM output (bias added in float32 first, one rounding, as
+cuBLAS's bias epilogue); each rotary product and sum; silu and the product; logits are rounded to
+the dtype, then widened to float32 (``linear(...).float()``). What cannot be bitwise: the GEMM's
+summation order (float32 partial sums in another order than cuBLAS's or the CPU's), and the
+norm's sum of squares (chunked over K); tests therefore compare against float64 with
+tolerances, and bitwise only where no sum is involved.
+
+Hazards: the argmax epilogue and nothing else uses a ticket counter (``Sem``): the last program
+to finish reduces the per-program maxima and resets the counter to 0, so the counter must start
+at 0 (``semaphore`` hands out a zeroed one, allocated outside graph capture). KV slots, positions
+and ids are not bounds-checked (a check would need a host sync).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.ops import gemv_config, interpreting
+from updraft.ops import rotary as rotary_kernels
+from updraft.ops.activation import silu_mul
+from updraft.ops.gemv_config import GemvConfig
+from updraft.ops.triton_utils import emulate_rne, round_to
+
+
+@triton.jit
+def _rows(Ids, M, stride_x, stride_r, BLOCK_M: tl.constexpr, GATHER: tl.constexpr):
+    """Token rows ``m`` [BLOCK_M], their mask, and the offsets of their x and residual rows."""
+    m = tl.arange(0, BLOCK_M)
+    mmask = m < M
+    if GATHER:
+        src = tl.load(Ids + m, mask=mmask, other=0).to(tl.int64)
+    else:
+        src = m.to(tl.int64)
+    return m, mmask, src * stride_x, src * stride_r
+
+
+@triton.jit
+def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.constexpr):
+    """``[BLOCK_M, BLOCK_K]`` of x, or of ``round(x + residual)`` (the unfused ``x + residual``)."""
+    x = tl.load(X + xoff[:, None] + k[None, :], mask=msk, other=0.0)
+    if HAS_RES:
+        r = tl.load(Res + roff[:, None] + k[None, :], mask=msk, other=0.0)
+        x = round_to(x.to(tl.float32) + r.to(tl.float32), X.dtype.element_ty, RNE)
+    return x
+
+
+@triton.jit
+def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.constexpr,
+                    BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr,
+                    WRITE_RES: tl.constexpr, RNE: tl.constexpr):
+    """First pass over the input rows: ``rstd`` [BLOCK_M] for the norm (1 without one); the
+    rows (after the residual add) written to ``ResOut`` [M, K] by program 0."""
+    sumsq = tl.zeros([BLOCK_M], tl.float32)
+    if HAS_NORM or WRITE_RES:
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + tl.arange(0, BLOCK_K)
+            msk = mmask[:, None] & (k < K)[None, :]
+            x = _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES, RNE)
+            if WRITE_RES:
+                if tl.program_id(0) == 0:
+                    tl.store(ResOut + m[:, None].to(tl.int64) * K + k[None, :], x, mask=msk)
+            xf = x.to(tl.float32)
+            sumsq += tl.sum(xf * xf, axis=1)  # masked lanes loaded 0
+    if HAS_NORM:
+        return tl.rsqrt(sumsq / K + eps)
+    return tl.full([BLOCK_M], 1.0, tl.float32)
+
+
+@triton.jit
+def _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, wmask, stride_w, mmask, K,
+               BLOCK_R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr,
+               HAS_NORM: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr,
+               RNE: tl.constexpr):
+    """``acc[r, m] = sum_k W[wrow[r], k] * a[m, k]`` in float32, ``a`` the prologue's rows."""
+    acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
+    wbase = W + wrow[:, None] * stride_w
+    dt = X.dtype.element_ty
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        kmask = k < K
+        w = tl.load(wbase + k[None, :], mask=wmask[:, None] & kmask[None, :], other=0.0)
+        a = _input_chunk(X, xoff, Res, roff, k, mmask[:, None] & kmask[None, :], HAS_RES, RNE)
+        if HAS_NORM:  # as ops.rmsnorm: normalised row rounded, times the weight, rounded
+            h = round_to(a.to(tl.float32) * rstd[:, None], dt, RNE).to(tl.float32)
+            nw = tl.load(NW + k, mask=kmask, other=0.0).to(tl.float32)
+            a = round_to(h * nw[None, :], dt, RNE)
+        if DOT:
+            if DOT_F32:  # the interpreter's bf16 dot is wrong (see attention.triton_kernels)
+                acc = tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
+            else:
+                acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
+        else:
+            acc += tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
+    return acc
+
+
+@triton.jit
+def _halves(acc, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr):
+    """``[2P, M]`` with rows interleaved (2p low, 2p + 1 high) -> (low, high), ``[P, M]`` each."""
+    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_P, 2, BLOCK_M)), (0, 2, 1)))
+
+
+@triton.jit
+def _argmax_partial(y, n, nmask, m, mmask, PMax, PIdx, pid, nprog, N):
+    """This program's best column per token row (first index among ties; NaN counts as +inf,
+    so a NaN row still yields a NaN's index, as torch's argmax)."""
+    v = y.to(tl.float32)
+    v = tl.where(v != v, float("inf"), v)
+    v = tl.where(nmask[:, None], v, float("-inf"))
+    best = tl.max(v, axis=0)
+    idx = tl.min(tl.where(v == best[None, :], n[:, None], N), axis=0)
+    tl.store(PMax + m * nprog + pid, best, mask=mmask)
+    tl.store(PIdx + m * nprog + pid, idx, mask=mmask)
+
+
+@triton.jit
+def _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr):
+    """The last program: reduce every program's (max, index) per token row, in program order
+    (column order), so ties keep the first column."""
+    best = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    arg = tl.zeros([BLOCK_M], tl.int32)
+    for p0 in range(0, nprog, BLOCK_P):
+        p = p0 + tl.arange(0, BLOCK_P)
+        msk = mmask[:, None] & (p < nprog)[None, :]
+        off = m[:, None] * nprog + p[None, :]
+        # .cg: read from L2, where the other programs' stores landed (not a stale L1 line)
+        v = tl.load(PMax + off, mask=msk, other=float("-inf"), cache_modifier=".cg")
+        i = tl.load(PIdx + off, mask=msk, other=N, cache_modifier=".cg")
+        cb = tl.max(v, axis=1)
+        ci = tl.min(tl.where(v == cb[:, None], i, N), axis=1)
+        take = cb > best
+        arg = tl.where(take, ci, arg)
+        best = tl.maximum(best, cb)
+    tl.store(Argmax + m, arg.to(tl.int64), mask=mmask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Sem,
+                   M, N, K, stride_x, stride_r, stride_w, stride_o, eps,
+                   BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
+                   GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
+                   PREC: tl.constexpr, RNE: tl.constexpr):
+    pid = tl.program_id(0)
+    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                           HAS_NORM, WRITE_RES, RNE)
+    n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = n < N
+    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, n.to(tl.int64), nmask, stride_w, mmask, K, BLOCK_N, BLOCK_M,
+                     BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    if HAS_BIAS:
+        acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
+    y = round_to(acc, X.dtype.element_ty, RNE)
+    omask = nmask[:, None] & mmask[None, :]
+    tl.store(Out + m[None, :].to(tl.int64) * stride_o + n[:, None], y.to(Out.dtype.element_ty), mask=omask)
+    if ARGMAX:
+        nprog = tl.num_programs(0)
+        _argmax_partial(y, n, nmask, m, mmask, PMax, PIdx, pid, nprog, N)
+        tl.debug_barrier()  # every thread's partial stored before the ticket releases them
+        ticket = tl.atomic_add(Sem, 1, sem="acq_rel")
+        if ticket == nprog - 1:
+            _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M, BLOCK_P)
+            tl.atomic_xchg(Sem, 0)  # ready for the next launch (stream order publishes it)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin,
+                     M, K, stride_x, stride_r, stride_w, stride_o, stride_ks, stride_kh, stride_vs, stride_vh,
+                     stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
+                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
+                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr):
+    """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order)."""
+    HALF: tl.constexpr = HEAD_DIM // 2
+    PER_HEAD: tl.constexpr = HALF // BLOCK_P
+    pid = tl.program_id(0)
+    head = pid // PER_HEAD
+    p = (pid % PER_HEAD) * BLOCK_P + tl.arange(0, BLOCK_P)  # pair index inside the head
+    r = tl.arange(0, 2 * BLOCK_P)
+    wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
+    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                           HAS_NORM, WRITE_RES, RNE)
+    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, mmask, K, 2 * BLOCK_P,
+                     BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    if HAS_BIAS:
+        acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
+    lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
+    dt = X.dtype.element_ty
+    lo = round_to(lo, dt, RNE)  # the QKV projection's output, as stored by the unfused GEMM
+    hi = round_to(hi, dt, RNE)
+    omask = (p[:, None] < HALF) & mmask[None, :]
+    if head < HQ + HKV:  # q and k rotate; v does not
+        pos = tl.load(Pos + m, mask=mmask, other=0).to(tl.int64)
+        cs = CosSin + pos[None, :] * stride_cs + p[:, None]
+        cos = tl.load(cs, mask=omask, other=0.0).to(tl.float32)
+        sin = tl.load(cs + HALF, mask=omask, other=0.0).to(tl.float32)
+        lo, hi = rotary_kernels.rotate(lo, hi, cos, sin, dt, RNE)
+    out = Out + m[None, :].to(tl.int64) * stride_o + head * HEAD_DIM + p[:, None]
+    tl.store(out, lo, mask=omask)
+    tl.store(out + HALF, hi, mask=omask)
+    if head >= HQ:  # k (rotated) and v rows of this token into their pool slots
+        slot = tl.load(Loc + m, mask=mmask, other=0).to(tl.int64)
+        if head < HQ + HKV:
+            dst = KPool + slot[None, :] * stride_ks + (head - HQ) * stride_kh + p[:, None]
+        else:
+            dst = VPool + slot[None, :] * stride_vs + (head - HQ - HKV) * stride_vh + p[:, None]
+        tl.store(dst, lo, mask=omask)
+        tl.store(dst + HALF, hi, mask=omask)
+
+
+@triton.jit(do_not_specialize=["M"])
+def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o, eps,
+                    BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
+                    HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr,
+                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr):
+    """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
+    pid = tl.program_id(0)
+    r = tl.arange(0, 2 * BLOCK_P)
+    ri = pid * BLOCK_P + r // 2
+    wrow = (ri + (r % 2) * INTER).to(tl.int64)
+    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                           HAS_NORM, WRITE_RES, RNE)
+    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, ri < INTER, stride_w, mmask, K, 2 * BLOCK_P, BLOCK_M,
+                     BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    gate, up = _halves(acc, BLOCK_P, BLOCK_M)
+    dt = X.dtype.element_ty
+    y = silu_mul(round_to(gate, dt, RNE), round_to(up, dt, RNE), dt, RNE)
+    i = pid * BLOCK_P + tl.arange(0, BLOCK_P)
+    tl.store(Out + m[None, :].to(tl.int64) * stride_o + i[:, None], y, mask=(i[:, None] < INTER) & mmask[None, :])
+
+
+# ---- launchers -------------------------------------------------------------------------------
+MAX_M = 16
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@functools.cache
+def _semaphores(device: torch.device) -> torch.Tensor:
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("gemv: the argmax counter must be allocated before graph capture (run a warm-up forward)")
+    return torch.zeros(64, dtype=torch.int32, device=device)
+
+
+def semaphore(device: torch.device) -> torch.Tensor:
+    """The argmax epilogue's ticket counter on ``device`` (0 between launches; one stream)."""
+    return _semaphores(torch.device(device))[:1]
+
+
+@dataclass(frozen=True)
+class Prologue:
+    """The GEMM's input rows, built per program: rows ``ids`` of ``x`` (and of ``residual``) when
+    given, else ``x`` itself; plus ``residual`` (rounded sum); then RMSNorm with ``norm_weight``
+    and ``eps``. ``write_residual``: also return those rows after the add (the new residual
+    stream: the sum, or the gathered rows of an embedding), written by program 0."""
+
+    norm_weight: torch.Tensor | None = None
+    eps: float = 1e-6
+    residual: torch.Tensor | None = None
+    ids: torch.Tensor | None = None
+    write_residual: bool = False
+
+
+NO_PROLOGUE = Prologue()
+
+
+def num_rows(x: torch.Tensor, pro: Prologue) -> int:
+    return int(pro.ids.shape[0]) if pro.ids is not None else int(x.shape[0])
+
+
+def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE) -> bool:
+    """Whether the small-M kernels cover these inputs: 1..16 token rows, one dtype throughout,
+    rows with a contiguous last dim."""
+    m = num_rows(x, pro)
+    ok = (
+        x.dim() == 2 and weight.dim() == 2
+        and 1 <= m <= MAX_M
+        and x.dtype in DTYPES and weight.dtype == x.dtype
+        and x.shape[1] == weight.shape[1]
+        and x.stride(1) == 1 and weight.stride(1) == 1
+        and weight.device == x.device
+    )
+    if pro.norm_weight is not None:
+        ok = ok and pro.norm_weight.dtype == x.dtype and tuple(pro.norm_weight.shape) == (x.shape[1],)
+    if pro.residual is not None:
+        ok = ok and pro.residual.dtype == x.dtype and pro.residual.shape == x.shape and pro.residual.stride(1) == 1
+    if pro.ids is not None:
+        ok = ok and pro.ids.dim() == 1 and not pro.ids.is_floating_point()
+    return ok
+
+
+def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple[int, int], dict, torch.Tensor | None]:
+    """(pointer args X, Ids, Res, ResOut, NW; strides of x and residual; flags; new residual)."""
+    new_res = torch.empty(m, x.shape[1], dtype=x.dtype, device=x.device) if pro.write_residual else None
+    res = pro.residual if pro.residual is not None else x
+    ptrs = (x, pro.ids if pro.ids is not None else x, res, new_res if new_res is not None else x,
+            pro.norm_weight if pro.norm_weight is not None else x)
+    flags = dict(GATHER=pro.ids is not None, HAS_RES=pro.residual is not None, HAS_NORM=pro.norm_weight is not None,
+                 WRITE_RES=pro.write_residual)
+    return ptrs, (x.stride(0), res.stride(0)), flags, new_res
+
+
+def _launch_opts(cfg: GemvConfig, bucket: int, dtype: torch.dtype) -> dict:
+    dot_f32 = cfg.dot and interpreting() and dtype != torch.float32
+    return dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=dot_f32,
+                PREC="ieee" if dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
+                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,
+           out_dtype: torch.dtype | None = None, argmax: bool = False, config: GemvConfig | None = None,
+           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``prologue(x) @ weight.T + bias`` -> (out [M, N] in ``out_dtype`` (default x's; values
+    rounded to x's dtype either way), new residual or None, argmax [M] int64 or None)."""
+    assert supported(x, weight, pro), "gemv.linear: unsupported inputs"
+    m, (n, k) = num_rows(x, pro), weight.shape
+    cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
+    bucket = gemv_config.m_bucket(m)
+    ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
+    out = torch.empty(m, n, dtype=out_dtype or x.dtype, device=x.device)
+    nprog = triton.cdiv(n, cfg.block_n)
+    if argmax:
+        pmax = torch.empty(m, nprog, dtype=torch.float32, device=x.device)
+        pidx = torch.empty(m, nprog, dtype=torch.int32, device=x.device)
+        best = torch.empty(m, dtype=torch.int64, device=x.device)
+        sem = semaphore(x.device)
+    else:
+        pmax = pidx = best = sem = out
+    _linear_kernel[(nprog,)](
+        *ptrs, weight, bias if bias is not None else weight, out, pmax, pidx, best, sem, m, n, k, sx, sr,
+        weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n, BLOCK_P=min(1024, triton.next_power_of_2(nprog)),
+        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x.dtype),
+    )
+    return out, new_res, best if argmax else None
+
+
+def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pro: Prologue, *, num_heads: int,
+                   num_kv_heads: int, head_dim: int, k_pool: torch.Tensor, v_pool: torch.Tensor, loc: torch.Tensor,
+                   positions: torch.Tensor, cos_sin: torch.Tensor, config: GemvConfig | None = None,
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The QKV projection of ``prologue(x)`` with q and k rotated (neox) at ``positions`` and the
+    rotated k and v rows written to slots ``loc`` of ``k_pool`` / ``v_pool`` [slots, Hkv, D].
+    Returns (qkv [M, (Hq + 2 Hkv) D]: rotated q | rotated k | v, new residual or None)."""
+    assert qkv_supported(x, weight, pro, num_heads, num_kv_heads, head_dim, k_pool, v_pool, cos_sin)
+    m, (n, k) = num_rows(x, pro), weight.shape
+    cfg = config or gemv_config.lookup("qkv", n, k, m, x.dtype, x.device, head_dim)
+    assert gemv_config.allowed("qkv", cfg, head_dim), f"qkv tile {cfg} does not divide head_dim {head_dim}"
+    ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    grid = (num_heads + 2 * num_kv_heads) * (head_dim // 2 // cfg.block_n)
+    _qkv_rope_kernel[(grid,)](
+        *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, m, k, sx, sr,
+        weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
+        cos_sin.stride(0), float(pro.eps), HQ=num_heads, HKV=num_kv_heads, HEAD_DIM=head_dim, BLOCK_P=cfg.block_n,
+        HAS_BIAS=bias is not None, **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype),
+    )
+    return out, new_res
+
+
+def qkv_supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue, num_heads: int, num_kv_heads: int,
+                  head_dim: int, k_pool: torch.Tensor, v_pool: torch.Tensor, cos_sin: torch.Tensor) -> bool:
+    """``supported`` plus: the QKV row layout, an even head dim, pools ``[slots, Hkv, D]`` of the
+    activation dtype with contiguous rows, a ``[max_pos, D]`` cos/sin table of that dtype."""
+    shape = (num_kv_heads, head_dim)
+    return (
+        supported(x, weight, pro)
+        and weight.shape[0] == (num_heads + 2 * num_kv_heads) * head_dim
+        and head_dim % 2 == 0 and head_dim // 2 >= 4
+        and k_pool.dim() == v_pool.dim() == 3
+        and tuple(k_pool.shape[1:]) == tuple(v_pool.shape[1:]) == shape
+        and k_pool.dtype == v_pool.dtype == x.dtype
+        and k_pool.stride(2) == 1 and v_pool.stride(2) == 1
+        and cos_sin.dim() == 2 and cos_sin.shape[1] == head_dim and cos_sin.dtype == x.dtype and cos_sin.stride(1) == 1
+    )
+
+
+def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE, *,
+                 config: GemvConfig | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``silu(gate) * up`` of the gate/up projection ``[2I, K]`` of ``prologue(x)`` -> (act [M, I],
+    new residual or None)."""
+    assert supported(x, weight, pro) and weight.shape[0] % 2 == 0, "gemv.gate_up_silu: unsupported inputs"
+    m, k, inter = num_rows(x, pro), weight.shape[1], weight.shape[0] // 2
+    cfg = config or gemv_config.lookup("gate_up", inter, k, m, x.dtype, x.device)
+    ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
+    out = torch.empty(m, inter, dtype=x.dtype, device=x.device)
+    _gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
+        *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_P=cfg.block_n,
+        **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype),
+    )
+    return out, new_res

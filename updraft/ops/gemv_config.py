@@ -1,0 +1,202 @@
+"""Launch configurations of the small-M GEMMs (``updraft.ops.gemv``): a heuristic, a sweep, a cache.
+
+A configuration is chosen per (kernel kind, N, K, head dim, M bucket, dtype, GPU) and is a set of
+host scalars (tile sizes, warps, stages): it never depends on data, so a CUDA graph captures the
+same launch it would run eagerly. Where it comes from, in order:
+
+1. ``$UPDRAFT_CACHE/gemv_configs.json`` (default ``~/.cache/updraft``), written by ``tune``
+   (``benchmarks/decode_kernels.py --tune`` runs the sweep once per shape and M bucket on the
+   GPU) and read once per process;
+2. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
+   SM streams weight rows from several programs at once), FMA products for M <= 4 and tensor-core
+   dots (token rows padded to 16) above.
+
+``tune`` refuses to run while a CUDA graph is being captured (it launches and times kernels):
+configurations are looked up, never measured, inside a capture.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+KINDS = ("linear", "qkv", "gate_up")
+M_BUCKETS = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """``block_n``: output columns per program (for the paired kinds ``qkv`` / ``gate_up``: pairs,
+    so ``2 * block_n`` weight rows). ``dot``: tensor-core product (token rows padded to 16) instead
+    of FMA (token rows padded to the M bucket)."""
+
+    block_n: int
+    block_k: int
+    dot: bool
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def rows(self, kind: str) -> int:
+        """Weight rows one program streams."""
+        return self.block_n * (1 if kind == "linear" else 2)
+
+    def block_m(self, bucket: int) -> int:
+        return 16 if self.dot else bucket
+
+
+def m_bucket(m: int) -> int:
+    """The M bucket of ``m`` token rows (1 <= m <= 16): the next power of two."""
+    if not 1 <= m <= M_BUCKETS[-1]:
+        raise ValueError(f"small-M GEMM: {m} token rows, expected 1..{M_BUCKETS[-1]}")
+    return 1 << (m - 1).bit_length()
+
+
+def units(kind: str, n: int, head_dim: int) -> int:
+    """What ``block_n`` tiles: columns (linear), rope pairs (qkv: n / 2), intermediate columns
+    (gate_up: n is the intermediate size)."""
+    return n // 2 if kind == "qkv" else n
+
+
+def allowed(kind: str, cfg: GemvConfig, head_dim: int) -> bool:
+    """Whether ``cfg`` is legal for ``kind``: a dot needs >= 16 weight rows; a qkv tile must not
+    straddle heads (its pairs divide D/2)."""
+    if cfg.dot and cfg.rows(kind) < 16:
+        return False
+    return not (kind == "qkv" and (head_dim // 2) % cfg.block_n)
+
+
+def _block_k(rows: int, bm: int, k: int, dot: bool) -> int:
+    """K chunk: FMA keeps the ``rows x M x BLOCK_K`` product near 8K values (64 registers a thread
+    at 4 warps); a dot tile is ``rows x BLOCK_K`` bf16."""
+    want = 256 if dot else max(32, min(512, 8192 // (rows * bm)))
+    return max(16, min(want, triton_next_pow2(k)))
+
+
+def triton_next_pow2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: int = 0) -> GemvConfig:
+    dot = bucket > 4
+    u = units(kind, n, head_dim)
+    legal = [b for b in (64, 32, 16, 8, 4) if allowed(kind, GemvConfig(b, 16, dot), head_dim)]
+    if not legal:
+        raise ValueError(f"no {kind} tile fits head_dim={head_dim}")
+    block = next((b for b in legal if -(-u // b) >= 2 * num_sms), legal[-1])
+    rows = block * (1 if kind == "linear" else 2)
+    bm = 16 if dot else bucket
+    return GemvConfig(block, _block_k(rows, bm, k, dot), dot, num_warps=4, num_stages=3)
+
+
+def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> list[GemvConfig]:
+    """The sweep: tile widths x K chunks x FMA/dot x warps, legal ones only (a few dozen: each
+    distinct one is a compile, ~1 s)."""
+    out = []
+    for dot in ((False, True) if bucket <= 4 else (True,)):
+        for block in (4, 8, 16, 32):
+            for bk in (128, 256, 512):
+                for warps, stages in ((4, 3), (8, 3)):
+                    cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages)
+                    rows = cfg.rows(kind)
+                    if not allowed(kind, cfg, head_dim) or (not dot and rows * bucket * cfg.block_k > 16384):
+                        continue
+                    if -(-units(kind, n, head_dim) // block) < 16:  # too few programs to stream
+                        continue
+                    out.append(cfg)
+    return sorted(set(out), key=lambda c: (c.dot, c.block_n, c.block_k, c.num_warps, c.num_stages))
+
+
+# ---- the cache file ------------------------------------------------------------------------
+def cache_path() -> Path:
+    return Path(os.environ.get("UPDRAFT_CACHE") or Path.home() / ".cache" / "updraft") / "gemv_configs.json"
+
+
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
+def key(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> str:
+    return f"{_device_name(device)}|{kind}|n={n}|k={k}|d={head_dim}|m={bucket}|{str(dtype).removeprefix('torch.')}"
+
+
+@functools.cache
+def _table() -> dict[str, GemvConfig]:
+    path = cache_path()
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: GemvConfig(**v) for k, v in raw.items() if isinstance(v, dict)}
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    # Under the interpreter every program is a Python loop: few wide programs are fastest.
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 1
+
+
+def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> GemvConfig:
+    """The configuration for this launch (cache, else heuristic). Pure host work, graph-safe."""
+    bucket = m_bucket(m)
+    hit = _table().get(key(kind, n, k, bucket, dtype, device, head_dim))
+    if hit is not None and allowed(kind, hit, head_dim):
+        return hit
+    return heuristic(kind, n, k, bucket, _num_sms(device), head_dim)
+
+
+def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
+         run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 50) -> tuple[GemvConfig, float]:
+    """Time every candidate (``run(cfg)`` returns a closure launching one GEMM with it), store the
+    fastest in the cache file, return it and its time in seconds. CUDA only, never in a capture."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("gemv tune: needs a CUDA device and no graph capture in progress")
+    best: tuple[float, GemvConfig] | None = None
+    for cfg in candidates(kind, n, k, bucket, head_dim):
+        try:
+            fn = run(cfg)
+            fn()  # compile + warm
+            t = _time(fn, reps)
+        except Exception:  # a config the compiler rejects (shared memory, registers) just loses
+            continue
+        if best is None or t < best[0]:
+            best = (t, cfg)
+    if best is None:
+        raise RuntimeError(f"gemv tune: no candidate ran for {kind} n={n} k={k} m={bucket}")
+    store(key(kind, n, k, bucket, dtype, device, head_dim), best[1])
+    return best[1], best[0]
+
+
+def _time(fn: Callable[[], object], reps: int) -> float:
+    """Median seconds of ``fn`` over ``reps`` launches, each timed by CUDA events. L2 (50 MB on an
+    H100) holds a small model's layer: ``run``'s closures rotate over weight copies larger than
+    it, so a launch reads its weights from memory as it would in a decode step."""
+    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(start, end):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(start, end))
+    return times[len(times) // 2] / 1000.0
+
+
+def store(k: str, cfg: GemvConfig) -> None:
+    """Add one entry to the cache file (read-modify-write; the in-process table is refreshed)."""
+    path = cache_path()
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raw = {}
+    raw[k] = asdict(cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(raw, indent=1, sort_keys=True))
+    tmp.replace(path)
+    _table.cache_clear()
