@@ -157,6 +157,7 @@ def test_prefill_budgets() -> None:
     budget = PhaseSpec(ForwardMode.EXTEND, 512, "last", tokens=512)
     assert prefill_sizes(budget, [64, 48, 32, 24, 16, 12, 8, 4, 2, 1]) == [64, 32, 16, 8, 4, 2, 1]
     assert prefill_sizes(PhaseSpec(ForwardMode.EXTEND, 64, "last"), [64, 8, 4, 2, 1]) == [4, 2, 1]
+    assert prefill_sizes(PhaseSpec(ForwardMode.EXTEND, 12, "last", tokens=12), [64, 24, 12, 8, 1]) == [12, 8, 1]
     assert budget.capacity(64) == 512 and budget.capacity(1) == 512 and budget.pad_tokens == 1
     narrow = PhaseSpec(ForwardMode.EXTEND, 64, "last")
     assert narrow.capacity(4) == 256 and narrow.pad_tokens == 64

@@ -85,8 +85,10 @@ def prefill_sizes(phase: PhaseSpec, sizes: list[int]) -> list[int]:
     fewer graphs, and a padded request costs one token row)."""
     if not phase.tokens:
         return [b for b in sizes if b <= PREFILL_MAX_BS]
-    top = max(sizes)
-    return sorted({b for b in sizes if b & (b - 1) == 0} | {top}, reverse=True)
+    fit = [b for b in sizes if b <= phase.tokens]  # every captured request holds a token row
+    if not fit:
+        return []
+    return sorted({b for b in fit if b & (b - 1) == 0} | {max(fit)}, reverse=True)
 
 
 def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
@@ -150,14 +152,17 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
     try:
         for runner, phase in jobs:
             name = phase.mode.name
+            prefill = phase.mode == ForwardMode.EXTEND
+            what = f"{phase.tokens} tokens" if phase.tokens else f"width {phase.width}"
             if PHASE_FLAGS[phase.mode] in disabled:
                 lines.append(f"graphs: {name} disabled by --disable-graph-phase")
+            elif prefill and not prefill_sizes(phase, sizes):
+                lines.append(f"graphs: {name} {what}: no batch size to capture (at most {PREFILL_MAX_BS} requests, "
+                             "or no more than its token rows)")
             elif phase.mode not in runner.backend.graph_modes:
                 lines.append(f"graphs: {name} eager (backend {runner.backend_name} cannot capture it)")
             else:
-                prefill = phase.mode == ForwardMode.EXTEND
                 stats = runner.capture(phase, prefill_sizes(phase, sizes) if prefill else sizes, emulate=emulate)
-                what = f"{phase.tokens} tokens" if phase.tokens else f"width {phase.width}"
                 lines.append(
                     f"graphs: {'emulated ' if emulate else ''}{name} {what} captured for bs "
                     f"{stats.sizes[-1]}..{stats.sizes[0]} ({len(stats.sizes)} sizes) in {stats.seconds:.2f}s, "
