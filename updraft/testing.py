@@ -1,6 +1,6 @@
 """Small random checkpoints for tests, benchmarks and the kit: a byte-level tokenizer, tiny
-Hugging Face models written by transformers (the real layout), and EAGLE / EAGLE-3 heads in the
-published key layout; an op counter for device work (``count_ops``). transformers and triton are
+Hugging Face models written by transformers (the real layout), EAGLE / EAGLE-3 heads in the
+published key layout and MTP heads in DeepSeek-V3's; an op counter for device work (``count_ops``). transformers and triton are
 imported lazily (only tests need them)."""
 
 from __future__ import annotations
@@ -149,6 +149,35 @@ def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg
     t2d = torch.zeros(VOCAB, dtype=torch.bool)
     t2d[keep] = True
     t["t2d"] = t2d
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def mtp_module_tensors(prefix: str, gen: torch.Generator, own_head: bool = False) -> dict[str, torch.Tensor]:
+    """One random MTP module (DeepSeek-V3's names) under ``prefix`` (``model.layers.{L + m}``)."""
+    t = {
+        f"{prefix}.enorm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+        f"{prefix}.hnorm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+        f"{prefix}.eh_proj.weight": torch.randn(HIDDEN, 2 * HIDDEN, generator=gen) * 0.08,
+        f"{prefix}.shared_head.norm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+    }
+    t.update(_layer(prefix, HIDDEN, gen, input_norm=True))
+    if own_head:
+        t[f"{prefix}.shared_head.head.weight"] = torch.randn(VOCAB, HIDDEN, generator=gen) * 0.08
+    return t
+
+
+def write_mtp_head(folder: Path, num_modules: int = 2, seed: int = 0, target_layers: int = 2, own_head: bool = False,
+                   **cfg_extra: object) -> Path:
+    """An MTP head for the tiny targets in our layout (docs/draft-heads.md): a Llama config with
+    ``num_nextn_predict_layers`` modules stored as ``model.layers.{target_layers + m}.*``."""
+    gen = torch.Generator().manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = head_config("LlamaForCausalLM", num_hidden_layers=target_layers, num_nextn_predict_layers=num_modules, **cfg_extra)
+    t: dict[str, torch.Tensor] = {}
+    for m in range(num_modules):
+        t.update(mtp_module_tensors(f"model.layers.{target_layers + m}", gen, own_head))
     save_file(t, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(cfg))
     return folder

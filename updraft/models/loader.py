@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig, UnsupportedArchitectureError
 from updraft.models.gguf import GGUFCheckpoint, brief
 from updraft.models.llama import LlamaForCausalLM
+from updraft.models.mtp_formats import mtp_param_name, num_mtp_modules
 from updraft.tokenizer import Tokenizer
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -82,7 +83,11 @@ def _load_hf_folder(
     tokenizer.add_eos_token_ids(cfg.eos_token_ids)
     model = _empty_model(cfg, dtype, device)
     cursor = _Cursor(folder)
-    weights = _safetensors_tensors(files, dtype, device, cursor)
+    # The checkpoint's own MTP modules (model.layers.{L..L+K-1}) are a draft's, not the target's:
+    # never read here (updraft.models.mtp_formats reads them).
+    mtp = num_mtp_modules(hf_config)
+    weights = _safetensors_tensors(files, dtype, device, cursor,
+                                   skip=(lambda n: mtp_param_name(n, cfg.num_layers, mtp) is not None) if mtp else None)
     _fill(model, weights, _count_safetensors(files), cursor, progress)
     model.post_load(max_positions)
     model.eval()
@@ -136,12 +141,15 @@ def _count_safetensors(files: list[Path]) -> int:
 
 
 def _safetensors_tensors(
-    files: list[Path], dtype: torch.dtype, device: torch.device | str, cursor: _Cursor
+    files: list[Path], dtype: torch.dtype, device: torch.device | str, cursor: _Cursor,
+    skip: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     for file in files:
         cursor.file = file
         with _open_safetensors(file) as f:
             for name in f.keys():
+                if skip is not None and skip(name):
+                    continue
                 try:
                     t = f.get_tensor(name)
                 except Exception as e:
