@@ -11,8 +11,9 @@ Semantics (positions as EAGLE's: draft KV position ``p`` holds what was computed
 ``t[p+1]``; ``N`` is a request's committed length, its last token the bonus):
 
 * Every module reads, at draft position ``p``, the token ``t[p+1]``: one forward feeds the same
-  input ids to every module. Module 0 reads the target's feature ``f[p]``; module ``m >= 1``
-  reads module ``m-1``'s output at ``p-1``. Module ``m``'s state at ``p`` is therefore DeepSeek's
+  input ids to every module. Module 0 reads the target's feature ``f[p]``, its last layer's
+  output before the final norm (``updraft.spec.setup`` sets the target's ``aux_layers``);
+  module ``m >= 1`` reads module ``m-1``'s output at ``p-1`` (pre-norm too). Module ``m``'s state at ``p`` is therefore DeepSeek's
   module ``m+1`` at sequence position ``p-m`` (``h_i^k = M_k(h_i^{k-1}, emb(t[i+k]))``), inputs
   alike; its rotary position is ``p`` instead of ``p-m``, an offset every entry of module ``m``
   shares, which relative attention cannot see.
@@ -114,7 +115,7 @@ class MtpModule(nn.Module):
         return finish_residual(x, residual)
 
 
-def _default_rotary(cfg: ModelConfig) -> nn.Module:
+def default_rotary(cfg: ModelConfig) -> nn.Module:
     return RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
 
 
@@ -122,7 +123,7 @@ class MtpHead(nn.Module):
     """K MTP modules as one draft model (see the module docstring for the semantics)."""
 
     def __init__(self, hc: MtpHeadConfig, layer_factory: LayerFactory,
-                 rotary_factory: Callable[[ModelConfig], nn.Module] = _default_rotary) -> None:
+                 rotary_factory: Callable[[ModelConfig], nn.Module] = default_rotary) -> None:
         super().__init__()
         cfg = hc.model
         self.head_config = hc

@@ -99,6 +99,10 @@ def _load_mtp(cfg: SpeculativeConfig, target: LlamaForCausalLM, dtype: torch.dty
             f"target {target_source} is no Hugging Face folder: give an MTP head (draft_model / --speculative-draft-model-path)"
         )
     head = load_mtp_head(path, target, dtype, device, cfg.num_steps)
+    # Module 0 reads the target's last hidden state BEFORE its final norm (what DeepSeek's modules
+    # were trained on; SGLang feeds them so): the output of the target's last layer, captured as
+    # EAGLE-3's aux layers are (the target's feature is then its aux_hidden).
+    target.aux_layers = (target.config.num_layers - 1,)
     hc = head.head_config
     if cfg.num_steps > hc.num_modules and not hc.cycle:
         raise ConfigError(
