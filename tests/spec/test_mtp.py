@@ -1,13 +1,14 @@
 """Multi-layer (MTP) drafts: lossless greedy with random K-module heads (v1 / v2, batch 1 and 8,
-graphs on and off); a target whose next token is a function of the current one with modules
-built to predict it (or to miss it by a known offset), so the per-position acceptance and the
-drafts themselves show which module ran at each step; the modules' states come from the path
-that ran (failure class 2); a target checkpoint's own modules; config errors."""
+eager / the per-phase graphs / the fused iteration, under the CPU graph emulator); extends of
+any shape leave the draft where a fresh prefill does; a target whose next token is a function of
+the current one with modules built to predict it (or to miss it by a known offset), so the
+per-position acceptance and the drafts themselves show which module ran at each step; the
+modules' states come from the path that ran (failure class 2); a target checkpoint's own
+modules; config errors. GPU twin: test_mtp_gpu.py."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,10 @@ from updraft.models.mtp import MtpHead
 from updraft.sampling_params import SamplingParams
 from updraft.testing import (
     TINY_VOCAB,
+    FunctionTarget,
     repeating_prompts,
-    tiny_hf_model,
+    write_function_target,
     write_mtp_head,
-    write_tiny_tokenizer,
 )
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
@@ -78,70 +79,56 @@ def test_mtp_lossless_greedy(target, reference, mtp_heads, k: int, version: str,
             assert eng.spec.proposer.runner.path_counts["DRAFT_EXTEND_V2 graph"] > 0  # type: ignore[union-attr]
 
 
+def _draft_state(llm: LLM, row: int, n: int) -> tuple[int, list[torch.Tensor]]:
+    """The first draft of request-pool row ``row`` (committed length ``n``), its feature, the
+    modules' kept states and every module's K and V at positions 0..n-2."""
+    prop = llm.engine.spec.proposer  # type: ignore[union-attr]
+    head, pool = prop.runner.model, prop.runner.kv_pool
+    assert isinstance(head, MtpHead) and head.layer_states is not None and prop.next_hidden is not None
+    slots = llm.engine.req_pool.req_to_token[row, : n - 1].long()
+    kv = [buf[m][slots].clone() for m in range(head.num_layers) for buf in (pool.k_buffer, pool.v_buffer)]
+    return int(prop.next_token[row]), [prop.next_hidden[row].clone(), head.layer_states[row].clone(), *kv]
+
+
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_extends_equal_a_fresh_prefill(target, reference, mtp_heads, version: str) -> None:  # noqa: ANN001
+    """Whatever extends brought the draft to committed length N (prefill, v1 / v2 draft extends
+    over accepted and rejected rows, a catch-up after S = 0 steps), its first draft, feature,
+    module states and every module's KV at positions <= N - 2 equal those of a prefill of the
+    same N - 1 tokens: every extend computes the same states for the same positions."""
+    from updraft.testing import scripted_steps
+
+    llm = mtp_llm(target, mtp_heads[2], version=version)
+    fresh = mtp_llm(target, mtp_heads[2], version=version)
+    eng = llm.engine
+    eng.spec.adaptive = scripted_steps([0, 0, 3, 1, 0, 3, 2, 3])  # type: ignore[union-attr]
+    p = repeating_prompts(1, seed=12)[0]
+    req = eng.add_request(p, SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True))  # = reference's
+    checked = 0
+    while eng.has_unfinished():
+        before = eng.spec.adaptive.chosen[0]  # type: ignore[union-attr]
+        eng.step()
+        if req.finished or req.in_prefill or eng.spec.adaptive.chosen[0] > before:  # type: ignore[union-attr]
+            continue
+        ref = fresh.engine.add_request(req.all_ids[: req.seq_len - 1], SamplingParams(temperature=0.0, max_tokens=2))
+        fresh.engine.step()
+        got, want = _draft_state(llm, req.row, req.seq_len), _draft_state(fresh, ref.row, req.seq_len)  # type: ignore[arg-type]
+        fresh.engine.abort(ref.request_id)
+        assert got[0] == want[0], f"after {req.seq_len} tokens"
+        for i, (a, b) in enumerate(zip(got[1], want[1])):
+            torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=lambda m, i=i: f"state {i} after {req.seq_len} tokens: {m}")
+        checked += 1
+    assert checked >= 3 and eng.spec.adaptive.chosen[0] > 0  # type: ignore[union-attr]
+    assert req.output_ids == reference([p])[0]
+
+
 # ---- a target whose next token is a function of the current one ---------------------------------
-@dataclass
-class FnTarget:
-    folder: Path
-    next_of: list[int]  # the target's greedy next token after each token
-    layer: dict[str, torch.Tensor]  # its one decoder layer, final norm and LM head (HF names)
-
-    def continuation(self, prompt: list[int], n: int) -> list[int]:
-        out = [self.next_of[prompt[-1]]]
-        while len(out) < n:
-            out.append(self.next_of[out[-1]])
-        return out
-
-    def module_tensors(self, prefix: str, roll: int) -> dict[str, torch.Tensor]:
-        """A module that predicts ``next_of[token] + roll`` (mod vocabulary) from its input token
-        alone: eh_proj passes the normalised embedding through and drops the hidden, the block
-        is the target's layer (its attention output is zero), the head the target's LM head
-        (rolled: a module wrong by a known offset; roll 0 leaves the head out, so the target's
-        is used)."""
-        h = self.layer["model.norm.weight"].shape[0]
-        t = {f"{prefix}.{k.removeprefix('model.layers.0.')}": v.clone() for k, v in self.layer.items() if k.startswith("model.layers.0.")}
-        t[f"{prefix}.enorm.weight"] = torch.ones(h)
-        t[f"{prefix}.hnorm.weight"] = torch.ones(h)
-        t[f"{prefix}.eh_proj.weight"] = torch.cat([torch.eye(h), torch.zeros(h, h)], dim=1)
-        t[f"{prefix}.shared_head.norm.weight"] = self.layer["model.norm.weight"].clone()
-        if roll:
-            t[f"{prefix}.shared_head.head.weight"] = torch.roll(self.layer["lm_head.weight"], roll, dims=0)
-        return t
-
-    def write_head(self, folder: Path, rolls: tuple[int, ...], **cfg_extra: object) -> Path:
-        """MTP modules with the given rolls, in our layout (module m = model.layers.{1 + m})."""
-        folder.mkdir(parents=True, exist_ok=True)
-        cfg = json.loads((self.folder / "config.json").read_text())
-        cfg.update(num_nextn_predict_layers=len(rolls), **cfg_extra)
-        t: dict[str, torch.Tensor] = {}
-        for m, r in enumerate(rolls):
-            t.update(self.module_tensors(f"model.layers.{1 + m}", r))
-        save_file(t, str(folder / "model.safetensors"))
-        (folder / "config.json").write_text(json.dumps(cfg))
-        return folder
-
-
-def _function_target(folder: Path, seed: int) -> FnTarget:
-    """One layer whose attention output is zero and unit-RMS embeddings (so a module's enorm
-    gives the embedding back): the next token depends on the current one only."""
-    model = tiny_hf_model("llama", seed=seed, num_hidden_layers=1)
-    with torch.no_grad():
-        model.model.layers[0].self_attn.o_proj.weight.zero_()
-        emb = model.model.embed_tokens.weight
-        emb /= emb.pow(2).mean(-1, keepdim=True).sqrt()
-        logits = model(input_ids=torch.arange(TINY_VOCAB)[:, None]).logits[:, 0]
-    top = logits.topk(2, dim=-1).values
-    assert float((top[:, 0] - top[:, 1]).min()) > 2e-5, "near-tied logits (rounding could flip them): pick another seed"
-    model.save_pretrained(folder)
-    write_tiny_tokenizer(folder)
-    return FnTarget(folder, logits.argmax(-1).tolist(), {k: v.detach().clone() for k, v in model.state_dict().items()})
-
-
 @pytest.fixture(scope="module")
-def fn_target(tmp_path_factory: pytest.TempPathFactory) -> FnTarget:
-    return _function_target(tmp_path_factory.mktemp("fn-target"), seed=3)
+def fn_target(tmp_path_factory: pytest.TempPathFactory) -> FunctionTarget:
+    return write_function_target(tmp_path_factory.mktemp("fn-target"), seed=3)
 
 
-def _check_outputs(fn: FnTarget, llm: LLM, ps: list[list[int]]) -> list[dict]:
+def _check_outputs(fn: FunctionTarget, llm: LLM, ps: list[list[int]]) -> list[dict]:
     outs = llm.generate(ps, GREEDY)
     assert [o.outputs[0].token_ids for o in outs] == [fn.continuation(p, GREEDY.max_tokens) for p in ps]
     return [o.metrics["spec"] for o in outs]
