@@ -79,6 +79,25 @@ def test_mtp_lossless_greedy(target, reference, mtp_heads, k: int, version: str,
             assert eng.spec.proposer.runner.path_counts["DRAFT_EXTEND_V2 graph"] > 0  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("graphs", ["off", "phase", pytest.param("fused", marks=pytest.mark.slow)])
+def test_mtp_seeded_sampling_repeats(target, mtp_heads, graphs: str) -> None:  # noqa: ANN001
+    """Sampled drafts (each step's distribution from its own module; per-step DRAFT_DECODE
+    graphs, one per module step, on the per-phase path) under rejection sampling: a seeded
+    request repeats token for token."""
+    p = SamplingParams(temperature=0.8, top_p=0.9, seed=3, max_tokens=12, ignore_eos=True)
+    llm = mtp_llm(target, mtp_heads[2], graphs=graphs)
+    ps = repeating_prompts(2, seed=6)
+    a = [o.outputs[0].token_ids for o in llm.generate(ps, p)]
+    b = [o.outputs[0].token_ids for o in llm.generate(ps, p)]
+    assert a == b and all(len(t) == 12 for t in a)
+    eng = llm.engine
+    if graphs == "phase":
+        counts = eng.spec.proposer.runner.path_counts  # type: ignore[union-attr]
+        assert counts["DRAFT_DECODE graph"] > 0, counts
+    if graphs == "fused":
+        assert eng.driver is not None and eng.driver.launches > 0
+
+
 def _draft_state(llm: LLM, row: int, n: int) -> tuple[int, list[torch.Tensor]]:
     """The first draft of request-pool row ``row`` (committed length ``n``), its feature, the
     modules' kept states and every module's K and V at positions 0..n-2."""
