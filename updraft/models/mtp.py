@@ -55,7 +55,9 @@ from updraft.models.eagle import _SharedWeights
 from updraft.models.layers import RMSNorm, RotaryEmbedding
 from updraft.models.llama import ModelOutput, finish_residual
 
-#: ``layer_factory(cfg, layer_id)``: the decoder layer a module wraps; ``layer_id`` is its KV layer.
+#: ``layer_factory(cfg, layer_id)``: the decoder layer a module wraps. ``layer_id`` is the module's
+#: KV layer in the draft's own pool (0..K-1), not its checkpoint index (``start_layer + m``): a
+#: family whose layer kind depends on the index (DeepSeek's MoE layers) decides it itself.
 LayerFactory = Callable[[ModelConfig, int], nn.Module]
 
 

@@ -40,7 +40,7 @@ from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import SUPPORTED_ARCHITECTURES, ModelConfig, UnsupportedArchitectureError
 from updraft.models.eagle import _fuse_into
 from updraft.models.llama import LlamaDecoderLayer, LlamaForCausalLM
-from updraft.models.mtp import LayerFactory, MtpHead, MtpHeadConfig, _default_rotary
+from updraft.models.mtp import LayerFactory, MtpHead, MtpHeadConfig, default_rotary
 
 #: Tensors of a module that belong to the MTP wrapper, not to its decoder layer.
 _MODULE_OWN = ("enorm.", "hnorm.", "eh_proj.", "shared_head.")
@@ -59,7 +59,7 @@ class MtpFamily:
 
     parse: Callable[[dict[str, Any]], ModelConfig]  # the checkpoint's config.json -> layer shape
     layer: LayerFactory  # layer_factory(cfg, layer_id) -> decoder layer
-    rotary: Callable[[ModelConfig], nn.Module] = _default_rotary
+    rotary: Callable[[ModelConfig], nn.Module] = default_rotary
     load: Callable[[nn.Module, dict[str, torch.Tensor], Path], None] = _fused_loader
 
 
