@@ -78,7 +78,7 @@ MUTATIONS: tuple[Mutation, ...] = (
        PROP, "            self._keep_states(rows, out)\n",
        "            g = self.runner.graph(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
        "            self._keep_states(rows, replace(out, aux_hidden=g.graphs[g.sizes[0]].output.aux_hidden[:bsz]) if g is not None else out)\n",
-       f"{MTP}::test_module_states_come_from_the_path_that_ran"),
+       "tests/kit/test_runner_harness.py::test_mtp_columns_pass", f"{MTP}::test_module_states_come_from_the_path_that_ran"),
     _m("c3-v2-as-packed-metadata", "3", "torch_native's metadata builder treats DRAFT_EXTEND_V2 as the packed v1 extend (include_v2=True)",
        TN, "    if batch.mode.is_extend_like(include_v2=False):\n",
        "    if batch.mode.is_extend_like(include_v2=True):  # MUTATION\n",
