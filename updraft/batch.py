@@ -167,6 +167,10 @@ class ForwardBatch:
     # The extra per-token input of a draft model ([T, dim] rows, see FeatureKind).
     feature: torch.Tensor | None = None
     feature_kind: FeatureKind = FeatureKind.NONE
+    # DRAFT_DECODE of a multi-layer draft (MTP): which chain step this forward is, so the model
+    # runs that step's layer (``updraft.models.mtp``). 0 for every other forward and for drafts
+    # whose steps are all alike. A graph bakes it in: part of PhaseSpec / BatchShape.
+    draft_step: int = 0
 
     def set_feature(self, kind: FeatureKind, rows: torch.Tensor) -> None:
         self.feature, self.feature_kind = rows, kind

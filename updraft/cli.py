@@ -138,8 +138,8 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         "--speculative-config",
         help='vLLM-style JSON, e.g. \'{"method": "eagle3", "model": "PATH", "num_speculative_tokens": 5}\'',
     )
-    spec.add_argument("--speculative-algorithm", help="SGLang-style: EAGLE, EAGLE3, STANDALONE or NGRAM")
-    spec.add_argument("--speculative-draft-model-path", help="draft checkpoint (EAGLE head folder or a model)")
+    spec.add_argument("--speculative-algorithm", help="SGLang-style: EAGLE, EAGLE3, MTP (alias NEXTN), STANDALONE or NGRAM")
+    spec.add_argument("--speculative-draft-model-path", help="draft checkpoint (EAGLE or MTP head folder, or a model; MTP defaults to the target's own modules)")
     spec.add_argument("--speculative-num-steps", type=int, help="draft steps per iteration (S)")
     spec.add_argument("--speculative-eagle-topk", type=int, help="draft branching (1 = chain)")
     spec.add_argument("--speculative-num-draft-tokens", type=int, help="tokens verified per request (S + 1)")
@@ -185,7 +185,7 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
     if not given:
         return None
     if "method" not in given:
-        raise ConfigError("--speculative-* flags need --speculative-algorithm (EAGLE, EAGLE3, STANDALONE or NGRAM)")
+        raise ConfigError("--speculative-* flags need --speculative-algorithm (EAGLE, EAGLE3, MTP, STANDALONE or NGRAM)")
     given["method"] = normalize_method(given["method"])
     return SpeculativeConfig(**given).validate()
 

@@ -126,12 +126,15 @@ class EngineConfig:
         return cls(**kwargs).validate()
 
 
-SPEC_METHODS = ("eagle", "eagle3", "standalone", "ngram")
+SPEC_METHODS = ("eagle", "eagle3", "mtp", "standalone", "ngram")
 # vLLM `method` names and SGLang `--speculative-algorithm` names -> ours.
 _METHOD_ALIASES = {
     "eagle": "eagle",
     "eagle1": "eagle",
     "eagle3": "eagle3",
+    "mtp": "mtp",  # vLLM's method name for a checkpoint's own MTP modules
+    "nextn": "mtp",  # SGLang's --speculative-algorithm NEXTN
+    "deepseek_mtp": "mtp",  # vLLM's older name
     "standalone": "standalone",
     "draft_model": "standalone",
     "ngram": "ngram",
@@ -144,8 +147,11 @@ class SpeculativeConfig:
     """Speculative decoding. ``num_steps`` (S) drafts per iteration; a chain verifies
     ``num_draft_tokens = S + 1`` tokens (the bonus token + S drafts)."""
 
-    method: str = _opt("eagle, eagle3, standalone or ngram", default="ngram")
-    draft_model: str | None = _opt("draft checkpoint: EAGLE head folder, builtin:NAME (a shipped head, e.g. builtin:smollm2) or a standalone model", default=None)
+    method: str = _opt("eagle, eagle3, mtp (alias nextn), standalone or ngram", default="ngram")
+    draft_model: str | None = _opt(
+        "draft checkpoint: EAGLE head folder, builtin:NAME (a shipped head, e.g. builtin:smollm2), an MTP head folder "
+        "(method mtp; default: the target checkpoint's own MTP modules) or a standalone model", default=None,
+    )
     num_steps: int = _opt("draft tokens proposed per iteration (S)", default=5)
     topk: int = _opt("draft branching; 1 = chain (trees come later)", default=1)
     num_draft_tokens: int | None = _opt("tokens verified per request (S + 1 for a chain)", default=None)
@@ -174,7 +180,13 @@ class SpeculativeConfig:
 
     @property
     def needs_draft_model(self) -> bool:
+        """Whether ``draft_model`` must be given (MTP defaults to the target's own modules)."""
         return self.method in ("eagle", "eagle3", "standalone")
+
+    @property
+    def uses_draft_model(self) -> bool:
+        """Whether a draft model runs (its own KV pool, draft phases)."""
+        return self.needs_draft_model or self.method == "mtp"
 
     def validate(self) -> SpeculativeConfig:
         if self.method not in SPEC_METHODS:

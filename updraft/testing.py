@@ -1,6 +1,6 @@
 """Small random checkpoints for tests, benchmarks and the kit: a byte-level tokenizer, tiny
-Hugging Face models written by transformers (the real layout), and EAGLE / EAGLE-3 heads in the
-published key layout; an op counter for device work (``count_ops``). transformers and triton are
+Hugging Face models written by transformers (the real layout), EAGLE / EAGLE-3 heads in the
+published key layout and MTP heads in DeepSeek-V3's; an op counter for device work (``count_ops``). transformers and triton are
 imported lazily (only tests need them)."""
 
 from __future__ import annotations
@@ -28,6 +28,23 @@ def repeating_prompts(n: int, seed: int) -> list[list[int]]:
         base = [rng.randrange(0, 256) for _ in range(rng.randrange(4, 30))]
         out.append(base + base[: rng.randrange(0, len(base))])
     return out
+
+
+def scripted_steps(script: list[int]) -> Any:
+    """An ``AdaptiveSteps`` whose S comes from ``script`` (cycled) instead of measured costs."""
+    from updraft.spec.adaptive import AdaptiveSteps
+
+    @dataclass
+    class Scripted(AdaptiveSteps):
+        steps: list[int] = field(default_factory=list)
+
+        def choose(self, bs: int, sampled: bool = False) -> int:
+            s = self.steps[self._iters % len(self.steps)]
+            self._iters += 1
+            self.chosen[s] += 1
+            return s
+
+    return Scripted(sorted(set(script)), steps=list(script))
 
 
 def write_tiny_tokenizer(folder: Path) -> None:
@@ -169,6 +186,97 @@ def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg
     save_file(t, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(cfg))
     return folder
+
+
+def mtp_module_tensors(prefix: str, gen: torch.Generator, own_head: bool = False) -> dict[str, torch.Tensor]:
+    """One random MTP module (DeepSeek-V3's names) under ``prefix`` (``model.layers.{L + m}``)."""
+    t = {
+        f"{prefix}.enorm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+        f"{prefix}.hnorm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+        f"{prefix}.eh_proj.weight": torch.randn(HIDDEN, 2 * HIDDEN, generator=gen) * 0.08,
+        f"{prefix}.shared_head.norm.weight": 1 + 0.1 * torch.randn(HIDDEN, generator=gen),
+    }
+    t.update(_layer(prefix, HIDDEN, gen, input_norm=True))
+    if own_head:
+        t[f"{prefix}.shared_head.head.weight"] = torch.randn(VOCAB, HIDDEN, generator=gen) * 0.08
+    return t
+
+
+def write_mtp_head(folder: Path, num_modules: int = 2, seed: int = 0, target_layers: int = 2, own_head: bool = False,
+                   **cfg_extra: object) -> Path:
+    """An MTP head for the tiny targets in our layout (docs/draft-heads.md): a Llama config with
+    ``num_nextn_predict_layers`` modules stored as ``model.layers.{target_layers + m}.*``."""
+    gen = torch.Generator().manual_seed(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = head_config("LlamaForCausalLM", num_hidden_layers=target_layers, num_nextn_predict_layers=num_modules, **cfg_extra)
+    t: dict[str, torch.Tensor] = {}
+    for m in range(num_modules):
+        t.update(mtp_module_tensors(f"model.layers.{target_layers + m}", gen, own_head))
+    save_file(t, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+@dataclass
+class FunctionTarget:
+    """A tiny target whose greedy next token is a function of the current token alone (one
+    layer whose attention output is zero), and MTP modules built to predict it, or to miss it by
+    a known offset: the accepted drafts per position are known exactly."""
+
+    folder: Path
+    next_of: list[int]  # the target's greedy next token after each token
+    weights: dict[str, torch.Tensor]  # its HF state dict
+
+    def continuation(self, prompt: list[int], n: int) -> list[int]:
+        out = [self.next_of[prompt[-1]]]
+        while len(out) < n:
+            out.append(self.next_of[out[-1]])
+        return out
+
+    def module_tensors(self, prefix: str, roll: int) -> dict[str, torch.Tensor]:
+        """A module predicting ``next_of[token] + roll`` (mod vocabulary) from its input token
+        alone: eh_proj passes the normalised embedding through (the embeddings have unit RMS, so
+        that is the embedding) and drops the hidden, the block is the target's layer, the head
+        the target's LM head, rolled by ``roll`` rows (roll 0 leaves it out: the target's)."""
+        w = self.weights
+        h = w["model.norm.weight"].shape[0]
+        t = {f"{prefix}.{k.removeprefix('model.layers.0.')}": v.clone() for k, v in w.items() if k.startswith("model.layers.0.")}
+        t[f"{prefix}.enorm.weight"] = torch.ones(h)
+        t[f"{prefix}.hnorm.weight"] = torch.ones(h)
+        t[f"{prefix}.eh_proj.weight"] = torch.cat([torch.eye(h), torch.zeros(h, h)], dim=1)
+        t[f"{prefix}.shared_head.norm.weight"] = w["model.norm.weight"].clone()
+        if roll:
+            t[f"{prefix}.shared_head.head.weight"] = torch.roll(w["lm_head.weight"], roll, dims=0)
+        return t
+
+    def write_head(self, folder: Path, rolls: tuple[int, ...], **cfg_extra: object) -> Path:
+        """An MTP head with one module per roll, in our layout (module m = model.layers.{1 + m})."""
+        folder.mkdir(parents=True, exist_ok=True)
+        cfg = json.loads((self.folder / "config.json").read_text())
+        cfg.update(num_nextn_predict_layers=len(rolls), **cfg_extra)
+        t: dict[str, torch.Tensor] = {}
+        for m, r in enumerate(rolls):
+            t.update(self.module_tensors(f"model.layers.{1 + m}", r))
+        save_file(t, str(folder / "model.safetensors"))
+        (folder / "config.json").write_text(json.dumps(cfg))
+        return folder
+
+
+def write_function_target(folder: Path, seed: int = 3) -> FunctionTarget:
+    """See ``FunctionTarget``: a one-layer tiny Llama with its attention output projection zeroed
+    and unit-RMS embeddings, checked for near-tied logits (rounding must not flip an argmax)."""
+    model = tiny_hf_model("llama", seed=seed, num_hidden_layers=1)
+    with torch.no_grad():
+        model.model.layers[0].self_attn.o_proj.weight.zero_()
+        emb = model.model.embed_tokens.weight
+        emb /= emb.pow(2).mean(-1, keepdim=True).sqrt()
+        logits = model(input_ids=torch.arange(TINY_VOCAB)[:, None]).logits[:, 0]
+    top = logits.topk(2, dim=-1).values
+    if float((top[:, 0] - top[:, 1]).min()) <= 2e-5:
+        raise ValueError(f"seed={seed} gives near-tied logits (rounding could flip them): choose another seed")
+    model.save_pretrained(folder)
+    write_tiny_tokenizer(folder)
+    return FunctionTarget(folder, logits.argmax(-1).tolist(), {k: v.detach().clone() for k, v in model.state_dict().items()})
 
 
 @dataclass

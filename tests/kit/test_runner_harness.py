@@ -32,6 +32,17 @@ def test_every_column_passes_and_cross_replay_runs(rig: RunnerRig) -> None:
         assert rig.cross_replay(col, 4, "t").ok
 
 
+def test_mtp_columns_pass(tmp_path: Path) -> None:
+    """An MTP head (two modules, cycled at S = 3): one DRAFT_DECODE graph per step, the chain,
+    the v2 extend with the modules' states as its aux rows, the states left behind."""
+    mtp = RunnerRig("torch_native", "v2", torch.device("cpu"), "float32", tmp_path / "h",
+                    ["draft decode", "draft chain", "draft extend v2"], "mtp")
+    for col in ("draft decode", "draft chain", "draft extend v2"):
+        for reqs in subsets(mtp.reqs, col, "quick"):
+            chk = mtp.check(col, reqs, "t", seed=1)
+            assert chk.ok, chk.describe()
+
+
 def test_a_graph_that_never_runs_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(PhaseGraphRunner, "can_run", lambda self, batch: (False, "refused by the test"))
     res = run_runner_checks("torch_native", "cpu", ["verify", "draft extend v2"], tier="quick")
@@ -57,7 +68,7 @@ def test_stale_graph_rows_are_caught(rig: RunnerRig, monkeypatch: pytest.MonkeyP
     assert not chk.ok and "hidden" in chk.detail
 
 
-@pytest.fixture(scope="module", params=["eagle", "eagle3"])
+@pytest.fixture(scope="module", params=["eagle", "eagle3", "mtp"])
 def fused_rig(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FusedRig:
     return FusedRig("torch_native", torch.device("cpu"), "float32", tmp_path_factory.mktemp("fused") / "h", request.param)
 

@@ -4,32 +4,17 @@ extend. Lossless whatever S runs, and the caught-up draft is the draft a fresh p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 import torch
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
-from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import DraftModelProposer
 from updraft.testing import repeating_prompts as prompts
+from updraft.testing import scripted_steps
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = conftest.SPEC_GREEDY
 SCRIPT = [0, 0, 0, 2, 0, 1, 3, 0, 0, 0, 0, 0, 3, 1, 1, 0, 2]
-
-
-@dataclass
-class Scripted(AdaptiveSteps):
-    """S from a fixed script instead of measured costs."""
-
-    script: list[int] = field(default_factory=list)
-
-    def choose(self, bs: int, sampled: bool = False) -> int:
-        s = self.script[self._iters % len(self.script)]
-        self._iters += 1
-        self.chosen[s] += 1
-        return s
 
 
 def make(target, kind: str, paths: dict, **extra) -> LLM:  # noqa: ANN001
@@ -62,7 +47,7 @@ def test_draft_caught_up_after_plain_steps_equals_a_fresh_prefill(target, refere
     llm = make(target, kind, paths)
     fresh = make(target, kind, paths, adaptive=False)
     eng = llm.engine
-    eng.spec.adaptive = Scripted([0], script=SCRIPT)  # type: ignore[union-attr]
+    eng.spec.adaptive = scripted_steps(SCRIPT)  # type: ignore[union-attr]
     p = prompts(1, seed=3)[0]
     req = eng.add_request(p, GREEDY)
     checked = 0
@@ -92,7 +77,7 @@ def test_lossless_whatever_s_runs(target, reference, paths, kind: str) -> None: 
     """A mixed batch through a script of S values (0 included), requests joining mid-stream."""
     llm = make(target, kind, paths)
     eng = llm.engine
-    eng.spec.adaptive = Scripted([0], script=SCRIPT)  # type: ignore[union-attr]
+    eng.spec.adaptive = scripted_steps(SCRIPT)  # type: ignore[union-attr]
     ps = prompts(4, seed=21)
     reqs = [eng.add_request(ps[0], GREEDY)]
     steps = 0

@@ -52,6 +52,9 @@ class EngineStats:
     generated_tokens: int = 0
     preemptions: int = 0
     failed_requests: int = 0
+    #: batch steps that raised and were re-run request by request (each request that fails
+    #: alone is a failed request; a bug that breaks only batched steps shows here, not there)
+    batch_failures: int = 0
 
 
 class Engine:
@@ -74,7 +77,8 @@ class Engine:
         self.draft: DraftSetup | None = None
         if config.speculative is not None:
             self.draft = load_draft(
-                config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress
+                config.speculative, self.model, self.model_config.vocab_size, self.dtype, self.device, config.progress,
+                target_source=loaded.source,
             )
         self.lookahead = self.draft.lookahead if self.draft is not None else 0
         if fused_planned(config, self.device) and not config.disable_overlap:
@@ -124,7 +128,7 @@ class Engine:
         spec = self.config.speculative
         if spec is not None:
             target_modes.add(ForwardMode.TARGET_VERIFY)
-            if spec.needs_draft_model:
+            if spec.uses_draft_model:
                 draft_modes = {ForwardMode.EXTEND, ForwardMode.DRAFT_DECODE}
                 draft_modes.add(ForwardMode.DRAFT_EXTEND_V2 if spec.draft_extend == "v2" else ForwardMode.DRAFT_EXTEND)
         checks = [(self.backend_name, target_modes, "attention backend")]
@@ -299,6 +303,7 @@ class Engine:
             if len(sched.reqs) == 1:
                 self._fail(sched.reqs[0], exc)
                 return
+            self.stats.batch_failures += 1
         for i, req in enumerate(sched.reqs):
             single = ScheduledBatch(sched.mode, [req], [sched.extend_lens[i]], [sched.samples[i]])
             try:

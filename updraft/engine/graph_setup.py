@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.engine.spec_driver import fused_planned
+from updraft.models.mtp import chain_step
 from updraft.runtime.graphs.phase_graph import PhaseSpec, capture_sizes
 from updraft.runtime.model_runner import ModelRunner
 from updraft.spec.proposers import DraftModelProposer
@@ -113,10 +114,12 @@ def plan_phases(engine: Engine) -> list[tuple[ModelRunner, PhaseSpec]]:
     if isinstance(proposer, DraftModelProposer):
         draft = proposer.runner
         own = FeatureKind.DRAFT if proposer.shift else FeatureKind.NONE
-        if spec.num_steps > 1:
-            jobs.append(
-                (draft, PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, own, draft.config.hidden_size if own else 0))
-            )
+        # one DRAFT_DECODE graph serves every chain step, except a multi-layer draft's: one per step
+        # (its layer and rotary offset are baked in), for the per-step path (sampled drafts, an S
+        # the chain graph was not captured for)
+        keys = sorted({chain_step(draft.model, j).key for j in range(1, spec.num_steps)})
+        jobs += [(draft, PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, own,
+                                   draft.config.hidden_size if own else 0, draft_step=k)) for k in keys]
         feat = FeatureKind.TARGET if proposer.shift else FeatureKind.NONE
         feat_dim = 0
         if feat:
@@ -163,8 +166,9 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
                 lines.append(f"graphs: {name} eager (backend {runner.backend_name} cannot capture it)")
             else:
                 stats = runner.capture(phase, prefill_sizes(phase, sizes) if prefill else sizes, emulate=emulate)
+                step = f" step {phase.draft_step}" if phase.draft_step else ""
                 lines.append(
-                    f"graphs: {'emulated ' if emulate else ''}{name} {what} captured for bs "
+                    f"graphs: {'emulated ' if emulate else ''}{name}{step} {what} captured for bs "
                     f"{stats.sizes[-1]}..{stats.sizes[0]} ({len(stats.sizes)} sizes) in {stats.seconds:.2f}s, "
                     f"{stats.memory_bytes / 2**20:.0f} MiB"
                 )

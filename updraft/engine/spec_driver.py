@@ -150,7 +150,7 @@ _FUSED_PHASES = ("target_verify", "draft_decode", "draft_extend")
 
 
 def fused_planned(config: EngineConfig, device: torch.device) -> bool:
-    """Whether this configuration runs the fused iteration: EAGLE heads with draft extend v2,
+    """Whether this configuration runs the fused iteration: EAGLE / MTP heads with draft extend v2,
     n-gram drafts, or plain decoding with overlap; graphs on."""
     if config.disable_fused_iteration or config.disable_cuda_graph or (device.type != "cuda" and not config.graph_emulate):
         return False
@@ -160,7 +160,7 @@ def fused_planned(config: EngineConfig, device: torch.device) -> bool:
         return not config.disable_overlap and "decode" not in disabled
     if spec.method == "ngram":  # no draft model: the target's verify (and decode, S = 0) only
         return not disabled & {"target_verify", "decode"}
-    if spec.method not in ("eagle", "eagle3") or spec.draft_extend != "v2":
+    if spec.method not in ("eagle", "eagle3", "mtp") or spec.draft_extend != "v2":
         return False
     return not disabled & set(_FUSED_PHASES)
 

@@ -21,10 +21,12 @@ state:
 
 Graph against eager: accepted lengths and tokens (exactly); ``RowState`` on every row (exactly;
 row 0, the padding row, must hold its padding values again: ``RowState.reset_padding``); the
-draft features (``next_hidden``); both KV pools on every slot but the scratch slot 0. Eager
+draft features (``next_hidden``) and an MTP head's per-row module states; both KV pools on every
+slot but the scratch slot 0. Eager
 against the host and the per-phase path: each row's state is what the host will take from the
 results (N + accept, the last token, the RNG offset one further); greedy rows accept the same
-tokens, leave the same draft feature and the same KV on their committed positions. ``can_run``
+tokens, leave the same draft feature (and MTP module states) and the same KV on their
+committed positions. ``can_run``
 must accept a batch iff it fits the largest captured size; above it the graph does not run.
 
 Batches are those of the other production columns (4, 3, 5, 2, 1 against graphs of bs 4, 2, 1:
@@ -63,6 +65,7 @@ from updraft.kit.runner_harness import (
     RunnerCheck,
     graphs_of,
     kv_problems,
+    layer_states,
     mismatch,
     prefill_requests,
     rotated_batches,
@@ -106,6 +109,7 @@ class FusedState:
     next_hidden: torch.Tensor
     next_q: torch.Tensor | None
     gens: list[torch.Tensor | None]
+    layer_states: torch.Tensor | None = None  # an MTP head's per-row module states
 
     def row(self, name: str) -> torch.Tensor:
         return self.rows[ROW_FIELDS.index(name)]
@@ -148,6 +152,7 @@ class FusedRig:
             p.next_hidden.clone(),
             None if p.next_q is None else p.next_q.clone(),
             [None if r.generator is None else r.generator.get_state() for r in self.reqs],
+            None if (ls := layer_states(p)) is None else ls.clone(),
         )
 
     def restore(self, s: FusedState) -> None:
@@ -160,6 +165,8 @@ class FusedRig:
         p.next_token.copy_(s.next_token)
         p.next_hidden.copy_(s.next_hidden)
         p.next_q = None if s.next_q is None else s.next_q.clone()
+        if s.layer_states is not None:
+            layer_states(p).copy_(s.layer_states)  # type: ignore[union-attr]
         for r, g in zip(self.reqs, s.gens):
             if g is not None:
                 r.generator.set_state(g)  # type: ignore[union-attr]
@@ -264,6 +271,10 @@ class FusedRig:
             err = mismatch(est.next_hidden[r.row], pst.next_hidden[r.row], tol)
             if err:
                 return [f"greedy request {i}: next_hidden != per-phase path's: {err}"]
+            if est.layer_states is not None and pst.layer_states is not None:
+                err = mismatch(est.layer_states[r.row], pst.layer_states[r.row], tol)
+                if err:
+                    return [f"greedy request {i}: MTP module states != per-phase path's: {err}"]
             slots = table[r.row, : r.seq_len + acc - 1].long()  # past them: rejected rows (junk)
             for who, ka, kb in zip(("target", "draft"), est.kv, pst.kv):
                 bad = next((e for a, b in zip(ka, kb) if (e := mismatch(a[slots], b[slots], tol))), "")
@@ -286,6 +297,10 @@ class FusedRig:
         err = mismatch(gst.next_hidden, est.next_hidden, tol)
         if err:
             problems.append(f"next_hidden {err}")
+        if gst.layer_states is not None and est.layer_states is not None:
+            err = mismatch(gst.layer_states, est.layer_states, tol)
+            if err:
+                problems.append(f"MTP module states {err}")
         problems.extend(kv_problems(gst.kv, est.kv, tol))
         return problems
 

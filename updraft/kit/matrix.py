@@ -53,10 +53,10 @@ BACKENDS = ("torch_native", "triton", "flex")
 #: Production-runner checks per tier: batch sizes in order (graphs of bs 4, 2, 1 are captured),
 #: rounds (one eager speculative iteration apart: lengths change), draft heads (EAGLE-1: the
 #: target's last hidden state; EAGLE-3: three target layers, its own vocabulary mapped to target
-#: ids inside the chain).
+#: ids inside the chain; MTP: two modules, each with its own KV layer and per-row state, cycled).
 SUBSET_SIZES = {"full": (4, 3, 5, 2, 1), "quick": (4, 3, 5)}
 ROUNDS = {"full": 2, "quick": 1}
-HEADS = {"full": ("eagle", "eagle3"), "quick": ("eagle",)}
+HEADS = {"full": ("eagle", "eagle3", "mtp"), "quick": ("eagle",)}
 #: The fused iteration's batches come from two pools: greedy requests only (the greedy graphs,
 #: captured at start) and all requests (with sampling ones: the sampled graphs, captured on first
 #: use).

@@ -55,6 +55,7 @@ FUSED = "updraft/spec/fused.py"
 FP = "tests/spec/test_fused_plain.py"
 FS = "tests/spec/test_fused.py"
 FN = "tests/spec/test_fused_ngram.py"
+MTP = "tests/spec/test_mtp.py"
 FUSED_COLUMN = "fused iteration"  # the kit's production-runner column of FusedIteration
 NGD = "updraft/spec/ngram_device.py"
 
@@ -66,13 +67,18 @@ MUTATIONS: tuple[Mutation, ...] = (
        "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
        f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
     _m("c2-v2-hidden-from-graph-buffer", "2", "v2 draft extend reads the next feature from the largest graph's output buffer, even after an eager fallback",
-       PROP, "            out = self.runner.forward(batch)\n            self._store_next(reqs, rows, out.logits, out.hidden)\n            return\n",
-       "            out = self.runner.forward(batch)\n"
+       PROP, "            self._keep_states(rows, out)\n            self._store_next(reqs, rows, out.logits, out.hidden)\n            return\n",
+       "            self._keep_states(rows, out)\n"
        "            g = self.runner.graph(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
        "            hidden = g.graphs[g.sizes[0]].output.hidden[:bsz] if g is not None else out.hidden\n"
        "            self._store_next(reqs, rows, out.logits, hidden)\n            return\n",
        "kit --backend torch_native --mode 'draft extend v2'",
        f"{GC}::test_class2_batches_above_the_largest_graph_fall_back"),
+    _m("c2-mtp-states-from-graph-buffer", "2", "a multi-layer (MTP) v2 draft extend keeps its modules' states from the largest graph's output buffer, even after an eager fallback",
+       PROP, "            self._keep_states(rows, out)\n",
+       "            g = self.runner.graph(ForwardMode.DRAFT_EXTEND_V2)  # MUTATION\n"
+       "            self._keep_states(rows, replace(out, aux_hidden=g.graphs[g.sizes[0]].output.aux_hidden[:bsz]) if g is not None else out)\n",
+       "tests/kit/test_runner_harness.py::test_mtp_columns_pass", f"{MTP}::test_module_states_come_from_the_path_that_ran"),
     _m("c3-v2-as-packed-metadata", "3", "torch_native's metadata builder treats DRAFT_EXTEND_V2 as the packed v1 extend (include_v2=True)",
        TN, "    if batch.mode.is_extend_like(include_v2=False):\n",
        "    if batch.mode.is_extend_like(include_v2=True):  # MUTATION\n",

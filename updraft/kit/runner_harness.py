@@ -8,7 +8,7 @@ and compares:
 * every model forward of the two runs, row by row (logits, hidden, aux hidden), in order;
 * the phase's result (drafts and their distributions, accepted tokens, the next draft token
   and feature) and the state left behind (both KV pools on every slot but the scratch slot 0,
-  the proposer's per-row buffers);
+  the proposer's per-row buffers, an MTP head's per-row module states);
 * which path ran: the graph for batch sizes up to the largest captured one, an eager fallback
   above it (failure class 2: a consumer must take tensors from the path that ran);
 * on real CUDA graphs, that a graph's outputs survive the replays of every other graph, as
@@ -31,7 +31,9 @@ padded replay right after a fuller one on the same graph (stale columns, class 1
 and the smaller graphs; and every graph's static inputs are poisoned before its replay. A third
 of the requests sample (seeded generators, restored between the runs; they also ask for
 logprobs, read after the draft extend ran), the rest are greedy; one request sits at the end of
-its table row (class 11). The full tier runs an EAGLE-1 and an EAGLE-3 head, two rounds.
+its table row (class 11). The full tier runs an EAGLE-1, an EAGLE-3 and an MTP head (two
+modules, cycled at S = 3; one DRAFT_DECODE graph per step: the ``draft decode`` column attaches
+them all and poisons the last), two rounds.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from updraft.engine.request import Request
 from updraft.kit.graph_harness import PER_REPLAY_FIELDS, check_invariants, poison_static_inputs
 from updraft.kit.matrix import FUSED_ITERATION, HEADS, PRODUCTION_COLUMNS, ROUNDS, SUBSET_SIZES
 from updraft.kit.tiny import tiny_engine
+from updraft.models.mtp import MtpHead
 from updraft.runtime.model_runner import ModelRunner
 from updraft.sampling_params import SamplingParams
 
@@ -135,6 +138,12 @@ def kv_problems(kv_a: Any, kv_b: Any, tol: float) -> list[str]:
     return problems
 
 
+def layer_states(proposer: Any) -> torch.Tensor | None:
+    """An MTP head's per-row module states (what its next extend reads), else None."""
+    head = proposer.runner.model
+    return head.layer_states if isinstance(head, MtpHead) else None
+
+
 def graphs_of(runner: ModelRunner) -> dict[ForwardMode, Any]:
     """The fixed-width phase graphs ``runner`` captured, by mode."""
     return {m: g for m in ForwardMode if (g := runner.graph(m)) is not None}
@@ -200,6 +209,7 @@ class RunnerRig:
             "next_token": p.next_token.clone(),
             "next_hidden": None if p.next_hidden is None else p.next_hidden.clone(),
             "next_q": None if p.next_q is None else p.next_q.clone(),
+            "layer_states": None if (ls := layer_states(p)) is None else ls.clone(),
             "gens": [None if r.generator is None else r.generator.get_state() for r in self.reqs],
         }
 
@@ -212,6 +222,8 @@ class RunnerRig:
         if s["next_hidden"] is not None:
             p.next_hidden.copy_(s["next_hidden"])
         p.next_q = None if s["next_q"] is None else s["next_q"].clone()
+        if s["layer_states"] is not None:
+            layer_states(p).copy_(s["layer_states"])  # type: ignore[union-attr]
         for r, g in zip(self.reqs, s["gens"]):
             if g is not None:
                 r.generator.set_state(g)  # type: ignore[union-attr]
@@ -364,7 +376,7 @@ class RunnerRig:
                         if err:
                             problems.append(f"forward {i} {a.mode.name} {key} {err}")
         problems += self._compare_results(eres, gres, tol)
-        for name in ("next_token", "next_hidden", "next_q"):
+        for name in ("next_token", "next_hidden", "next_q", "layer_states"):
             a, b = gst[name], est[name]
             if (a is None) != (b is None):
                 problems.append(f"{name}: set on one path only")

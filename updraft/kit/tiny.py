@@ -1,6 +1,6 @@
 """A tiny random engine for the kit's production-runner checks: a Llama target built in-process
 (no checkpoint, no tokenizer) and an EAGLE / EAGLE-3 head written to a folder in the published
-key layout, served by the real ``Engine`` (memory, runners, speculative worker, graph capture).
+key layout (or an MTP head in DeepSeek-V3's), served by the real ``Engine`` (memory, runners, speculative worker, graph capture).
 
 Nothing here is numerically meaningful; the weights only need to be random enough that rows and
 requests differ (N(0, 0.08) matrices, norms near 1, as the unit tests' tiny checkpoints).
@@ -119,10 +119,26 @@ def _layer(prefix: str, shape: TinyShape, in_dim: int, gen: torch.Generator, inp
     return t
 
 
+#: MTP modules of the kit's MTP head: with the default S = 3, step 2 cycles back to module 0.
+MTP_MODULES = 2
+
+
+def _mtp_tensors(shape: TinyShape, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """``MTP_MODULES`` random modules in DeepSeek-V3's key layout (``updraft.models.mtp_formats``)."""
+    h, t = shape.hidden, {}
+    for m in range(MTP_MODULES):
+        p = f"model.layers.{shape.layers + m}"
+        for norm in ("enorm", "hnorm", "shared_head.norm"):
+            t[f"{p}.{norm}.weight"] = 1 + 0.1 * torch.randn(h, generator=gen)
+        t[f"{p}.eh_proj.weight"] = torch.randn(h, 2 * h, generator=gen) * 0.08
+        t.update(_layer(p, shape, h, gen, input_norm=True))
+    return t
+
+
 def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 1, agreeing: float | None = None) -> Path:
-    """An EAGLE-1 (``kind="eagle"``) or EAGLE-3 (``"eagle3"``, draft vocabulary of 3/4 of the
-    target's) head folder: ``config.json`` + ``model.safetensors`` (``pytorch_model.bin``
-    without safetensors).
+    """An EAGLE-1 (``kind="eagle"``), EAGLE-3 (``"eagle3"``, draft vocabulary of 3/4 of the
+    target's) or MTP (``"mtp"``, ``MTP_MODULES`` modules) head folder: ``config.json`` +
+    ``model.safetensors`` (``pytorch_model.bin`` without safetensors; not for MTP).
 
     ``agreeing`` (EAGLE-1 only): a head whose drafts the target often accepts, so that accepted
     lengths vary (a random head's greedy drafts almost never match). Its ``fc`` passes the token
@@ -155,8 +171,11 @@ def write_head(folder: Path, shape: TinyShape, kind: str = "eagle", seed: int = 
         t2d = torch.zeros(shape.vocab, dtype=torch.bool)
         t2d[keep] = True
         t["t2d"] = t2d
+    elif kind == "mtp" and agreeing is None:
+        cfg = _head_config(shape, "LlamaForCausalLM", num_hidden_layers=shape.layers, num_nextn_predict_layers=MTP_MODULES)
+        t = _mtp_tensors(shape, gen)
     else:
-        raise ValueError(f"head kind {kind!r} is not 'eagle' or 'eagle3' (agreeing: EAGLE-1 only)")
+        raise ValueError(f"head kind {kind!r} is not 'eagle', 'eagle3' or 'mtp' (agreeing: EAGLE-1 only)")
     try:
         from safetensors.torch import save_file
 

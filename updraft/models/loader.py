@@ -23,6 +23,7 @@ from updraft.models.config import ModelConfig, UnsupportedArchitectureError
 from updraft.models.deepseek import DeepseekV2ForCausalLM, DeepseekV3ForCausalLM
 from updraft.models.gguf import GGUFCheckpoint, brief
 from updraft.models.llama import DecoderLM, LlamaForCausalLM
+from updraft.models.mtp_formats import mtp_param_name, num_mtp_modules
 from updraft.tokenizer import Tokenizer
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -85,7 +86,11 @@ def _load_hf_folder(
     model = _empty_model(cfg, dtype, device)
     cursor = _Cursor(folder)
     keep = getattr(model, "keeps_float32", None)
-    weights = _safetensors_tensors(files, dtype, device, cursor, keep)
+    # The checkpoint's own MTP modules (model.layers.{L..L+K-1}) are a draft's, not the target's:
+    # never read here (updraft.models.mtp_formats reads them).
+    mtp = num_mtp_modules(hf_config)
+    weights = _safetensors_tensors(files, dtype, device, cursor, keep,
+                                   skip=(lambda n: mtp_param_name(n, cfg.num_layers, mtp) is not None) if mtp else None)
     _fill(model, weights, _count_safetensors(files), cursor, progress)
     model.post_load(max_positions)
     model.eval()
@@ -141,6 +146,7 @@ def _count_safetensors(files: list[Path]) -> int:
 def _safetensors_tensors(
     files: list[Path], dtype: torch.dtype, device: torch.device | str, cursor: _Cursor,
     keeps_float32: Callable[[str], bool] | None = None,
+    skip: Callable[[str], bool] | None = None,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """Every tensor of ``files``, floating ones cast to ``dtype`` (float32 where the model's
     ``keeps_float32(name)`` says so) on ``device``."""
@@ -148,6 +154,8 @@ def _safetensors_tensors(
         cursor.file = file
         with open_safetensors(file) as f:
             for name in f.keys():
+                if skip is not None and skip(name):
+                    continue
                 try:
                     t = f.get_tensor(name)
                 except Exception as e:

@@ -76,20 +76,23 @@ class ModelRunner:
         capture_hidden: CaptureHidden = CaptureHidden.NONE,
         feature: torch.Tensor | None = None,
         feature_kind: FeatureKind = FeatureKind.NONE,
+        draft_step: int = 0,
     ) -> ForwardBatch:
         """Stage one forward of ``len(rows)`` requests (request ``i``: ``extend_lens[i]`` new
         tokens, KV length ``seq_lens[i]`` once written) into this runner's inputs of ``mode``:
         the captured graph's when one can replay it (padded to its batch size), else the eager
         ones. ``logits``: which rows get logits, or a device tensor of one chosen row per
         request. ``feature``: the draft's per-token input rows (device; ``feature_kind`` says
-        which; ignored without rows). The batch is valid until the next ``make_batch`` of the
+        which; ignored without rows). ``draft_step``: a multi-layer draft's chain step (selects the
+        captured graph of that step). The batch is valid until the next ``make_batch`` of the
         same mode (``forward`` checks)."""
         if feature is None:
             feature_kind = FeatureKind.NONE
         n = len(rows)
         ext_max = max(extend_lens) if n else 0
         kind: LogitRows = "select" if isinstance(logits, torch.Tensor) else logits
-        shape = BatchShape(mode, n, ext_max, stride, capture_hidden, feature_kind, kind, tokens=sum(extend_lens))
+        shape = BatchShape(mode, n, ext_max, stride, capture_hidden, feature_kind, kind, tokens=sum(extend_lens),
+                           draft_step=draft_step)
         graph = self._pick_graph(shape)
         if graph is not None:
             batch = graph.stage(token_ids if isinstance(token_ids, torch.Tensor) else list(token_ids), list(rows), list(seq_lens),
@@ -98,6 +101,7 @@ class ModelRunner:
         else:
             batch = self._stage_eager(mode, token_ids, list(rows), list(seq_lens), list(extend_lens), logits, stride,
                                       capture_hidden, feature, feature_kind)
+            batch.draft_step = draft_step
         self._serial += 1
         batch.stage_serial = self._serial
         self._staged[mode] = (self._serial, graph)
@@ -184,8 +188,9 @@ class ModelRunner:
         if phase.mode == ForwardMode.EXTEND:
             self._prefill_graphs = sorted([*self._prefill_graphs, g], key=lambda r: (r.phase.tokens, r.phase.width))
         else:
-            others = [o for o in self._graphs.get(phase.mode, []) if o.phase.width != phase.width]
-            self._graphs[phase.mode] = sorted([*others, g], key=lambda r: r.phase.width)
+            key = (phase.width, phase.draft_step)  # a multi-layer draft has one DRAFT_DECODE graph per step
+            others = [o for o in self._graphs.get(phase.mode, []) if (o.phase.width, o.phase.draft_step) != key]
+            self._graphs[phase.mode] = sorted([*others, g], key=lambda r: (r.phase.width, r.phase.draft_step))
         return stats
 
     def graph(self, mode: ForwardMode) -> PhaseGraphRunner | None:
@@ -196,7 +201,7 @@ class ModelRunner:
 
     def graph_widths(self, mode: ForwardMode) -> list[int]:
         """The widths a fixed-width phase was captured at, narrowest first."""
-        return [g.phase.width for g in self._graphs.get(mode, [])]
+        return sorted({g.phase.width for g in self._graphs.get(mode, [])})
 
     @property
     def prefill_graphs(self) -> list[PhaseGraphRunner]:

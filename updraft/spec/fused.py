@@ -12,14 +12,16 @@ plain target step that keeps the draft's KV and feature current), the captured b
 1. read each row's committed length ``N``, bonus token and draft feature from ``RowState`` and
    the proposer's ``next_hidden``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
-   DRAFT_DECODE forwards, each step's token and feature fed straight into the next;
+   DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
+   head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job);
 4. accept: greedy matching, or lossless rejection sampling with counter-based uniforms, one
    draw of ``2 S + 2`` per row per iteration (``updraft.spec.sampling_kernels``; the row's
    offset advances in the graph);
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows; its output feature at row ``accept_len - 1`` becomes
-   the row's next draft feature (no LM head here: step 2 of the next iteration applies it);
+   the row's next draft feature (no LM head here: step 2 of the next iteration applies it); an
+   MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``);
 6. the row's ``N``, bonus token and offset are updated in place; ``out`` holds
    ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a sync.
 
@@ -35,6 +37,7 @@ scheduler's lookahead covers an iteration in flight as well, see ``Engine``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ import torch
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
 from updraft.models.llama import ModelOutput
+from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
@@ -117,15 +121,15 @@ class _Drafter:
     draft feature."""
 
     runner: ModelRunner
-    head: EagleHead | Eagle3Head
+    head: EagleHead | Eagle3Head | MtpHead
     next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
     to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
 
     @classmethod
     def of(cls, proposer: DraftModelProposer) -> _Drafter:
         head = proposer.runner.model
-        if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head):
-            raise ValueError("the fused iteration needs an EAGLE head with a stored draft feature")
+        if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head | MtpHead):
+            raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
         return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head))
 
 
@@ -250,7 +254,8 @@ class FusedIteration:
             extend = None
         else:
             chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, FeatureKind.DRAFT, d.runner.config.hidden_size)
-            chain = [_static_batch(chain_phase, bs, d.runner.backend, dev, d.runner.dtype) for _ in range(max(0, s - 1))]
+            chain = [_static_batch(dataclasses.replace(chain_phase, draft_step=chain_step(d.head, k).key), bs, d.runner.backend,
+                                   dev, d.runner.dtype) for k in range(1, s)]
             # S = 0 scores one token: the decode kernel (split KV), not the extend kernel that a
             # multi-token verify needs (the latter is far slower for one token at large batch).
             mode = ForwardMode.TARGET_VERIFY if s else ForwardMode.DECODE
@@ -392,8 +397,8 @@ class FusedIteration:
 
         if s >= 1:
             choose(d.head.logits_from_feature(feat), 0)
-        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at position N - 2 + k
-            _write_rows(b, rows, n - 2 + k, toks[-1], table)
+        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
+            _write_rows(b, rows, n - 2 + chain_step(d.head, k).offset, toks[-1], table)
             b.feature.copy_(feat)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(b)
@@ -418,6 +423,9 @@ class FusedIteration:
         ar = torch.arange(bs, device=rows.device)
         d.next_hidden[rows] = dout.hidden.view(bs, ndt, -1)[ar, accept - 1].to(d.next_hidden.dtype)
         d.next_hidden[:1].zero_()  # the padding row
+        if isinstance(d.head, MtpHead) and dout.aux_hidden is not None:
+            d.head.keep_layer_states(rows, dout.aux_hidden.view(bs, ndt, -1)[ar, accept - 1])
+            d.head.clear_padding_row()
         return accept, emitted
 
     def _verify_lookup(self, g: _IterGraph, n: torch.Tensor, bonus: torch.Tensor, drafts: torch.Tensor,

@@ -5,7 +5,10 @@ conventions (see also ``updraft.spec.worker``): a committed sequence has ``N`` t
 one (the bonus) not yet in the target's KV.
 
 * EAGLE reads (token ``j+1``, feature of position ``j``) at draft position ``j`` (``shift = 1``):
-  its KV is valid for positions ``<= N-2`` and its row ``N-2`` yields the first draft.
+  its KV is valid for positions ``<= N-2`` and its row ``N-2`` yields the first draft. An MTP
+  head's K modules do too, each with its own KV layer (``updraft.models.mtp``: what module ``m``
+  reads at each position, where chain step ``j`` runs); every extend returns the modules' states
+  at its last row, kept in the head (``keep_layer_states``) from the output of the path that ran.
 * A standalone LM reads token ``j`` at position ``j`` (``shift = 0``): KV valid ``<= N-1``.
 
 ``next_token`` / ``next_hidden`` / ``next_q`` hold, per request-pool row, the first draft of the
@@ -22,6 +25,8 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
+from updraft.models.llama import ModelOutput
+from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime.graphs.draft_chain import DraftChainGraph
 from updraft.runtime.graphs.phase_graph import CaptureStats
 from updraft.runtime.model_runner import ModelRunner
@@ -128,11 +133,11 @@ class NgramProposer(Proposer):
 
 
 class DraftModelProposer(Proposer):
-    """EAGLE / EAGLE-3 heads and standalone draft LMs, run by their own ModelRunner."""
+    """EAGLE / EAGLE-3 / MTP heads and standalone draft LMs, run by their own ModelRunner."""
 
     def __init__(self, runner: ModelRunner, kind: str, draft_extend: str, sampler: Sampler) -> None:
         self.runner = runner
-        self.kind = kind  # "eagle", "eagle3" or "standalone"
+        self.kind = kind  # "eagle", "eagle3", "mtp" or "standalone"
         self.shift = 0 if kind == "standalone" else 1
         self.draft_extend = draft_extend
         self.needs_target_hidden = kind != "standalone"
@@ -145,6 +150,8 @@ class DraftModelProposer(Proposer):
         hidden = model.config.hidden_size
         self.next_hidden = torch.zeros(rows, hidden, dtype=runner.dtype, device=dev) if self.shift else None
         self.next_q: torch.Tensor | None = None  # [rows, V] allocated when a sampling request shows up
+        if isinstance(model, MtpHead):
+            model.alloc_layer_states(rows)  # before any capture: the extend graphs read them
         self.vocab = self._target_vocab()
         #: Draft logit index -> target id (EAGLE-3's draft vocabulary, an EAGLE-1 token map).
         self.to_target = draft_to_target(model)
@@ -181,7 +188,7 @@ class DraftModelProposer(Proposer):
 
     def _target_vocab(self) -> int:
         model = self.runner.model
-        if isinstance(model, (EagleHead, Eagle3Head)):
+        if isinstance(model, (EagleHead, Eagle3Head, MtpHead)):
             return model.shared._target[0].config.vocab_size
         return model.config.vocab_size
 
@@ -206,6 +213,13 @@ class DraftModelProposer(Proposer):
             q.scatter_(1, to_target(torch.arange(q_draft.shape[1], device=q.device)).expand_as(q_draft), q_draft)
             return to_target(ids), q
         return ids, q_draft
+
+    def _keep_states(self, rows: torch.Tensor, out: ModelOutput) -> None:
+        """After an extend of ``rows``: an MTP head keeps its modules' states at the last row,
+        from ``out``, the output of the path that ran (a graph's buffers only if it replayed)."""
+        model = self.runner.model
+        if isinstance(model, MtpHead):
+            model.keep_layer_states(rows, out.aux_hidden)
 
     def _store_next(self, reqs: list[SpecRequestView], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
         tok, q = self._choose(reqs, logits)
@@ -262,6 +276,7 @@ class DraftModelProposer(Proposer):
         )
         out = self.runner.forward(batch)
         rows = torch.tensor([r.row for r in reqs_b], dtype=torch.long, device=self.runner.device)
+        self._keep_states(rows, out)
         self._store_next(reqs_b, rows, out.logits, out.hidden)
 
     def release(self, req: SpecRequestView) -> None:
@@ -306,6 +321,7 @@ class DraftModelProposer(Proposer):
             feature=feat, feature_kind=FeatureKind.TARGET,
         )
         out = self.runner.forward(batch)
+        self._keep_states(torch.tensor([r.row for r in kept], dtype=torch.long, device=self.runner.device), out)
         done = [j for j, i in enumerate(keep) if finished_prefill[i]]
         if done:
             rows = torch.tensor([kept[j].row for j in done], device=self.runner.device)
@@ -329,17 +345,19 @@ class DraftModelProposer(Proposer):
                 rest = self.chain.replay(toks[0], hidden, [r.row for r in reqs], base)
                 return Drafts(torch.cat([toks[0][:, None], rest], dim=1), None)
         for k in range(1, num_steps):
+            step = chain_step(self.runner.model, k)
             batch = self.runner.make_batch(
                 ForwardMode.DRAFT_DECODE,
                 toks[-1],
                 [r.row for r in reqs],
-                [b + k for b in base],
+                [b + step.offset for b in base],
                 [1] * len(reqs),
                 logits="last",
                 stride=1,
                 capture_hidden=CaptureHidden.LAST,
                 feature=hidden,
                 feature_kind=FeatureKind.DRAFT,
+                draft_step=step.key,
             )
             out = self.runner.forward(batch)
             tok, q = self._choose(reqs, out.logits)
@@ -375,6 +393,7 @@ class DraftModelProposer(Proposer):
                 feature=target_hidden if self.shift else None, feature_kind=FeatureKind.TARGET,
             )
             out = self.runner.forward(batch)
+            self._keep_states(rows, out)
             self._store_next(reqs, rows, out.logits, out.hidden)
             return
         # v1: only the accepted rows, packed (needs the accept lengths on the host).
@@ -391,4 +410,5 @@ class DraftModelProposer(Proposer):
             feature=target_hidden[sel] if target_hidden is not None and self.shift else None, feature_kind=FeatureKind.TARGET,
         )
         out = self.runner.forward(batch)
+        self._keep_states(rows, out)
         self._store_next(reqs, rows, out.logits, out.hidden)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -12,6 +14,8 @@ from updraft.memory.pools import ReqToTokenPool
 from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load_draft_head
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
+from updraft.models.mtp import MtpHead
+from updraft.models.mtp_formats import load_mtp_head
 from updraft.models.resolve import resolve_model
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler
@@ -20,6 +24,8 @@ from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
 from updraft.spec.token_map import load_token_map
 from updraft.spec.worker import SpecWorker
+
+logger = logging.getLogger("updraft")
 
 #: Share of the per-phase iteration's time that exploring S values other than the best may cost.
 EXPLORE_BUDGET = 0.02
@@ -44,9 +50,14 @@ class DraftSetup:
         return self.cfg.num_steps + (1 if self.cfg.method == "standalone" else 0)
 
 
-def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab: int, dtype: torch.dtype, device: torch.device, progress: bool) -> DraftSetup:
+def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab: int, dtype: torch.dtype, device: torch.device,
+               progress: bool, target_source: Path | None = None) -> DraftSetup:
+    """The draft of ``cfg``; ``target_source`` is the target's checkpoint (MTP's default: its own
+    modules)."""
     if cfg.method == "ngram":
         return DraftSetup(cfg, None)
+    if cfg.method == "mtp":
+        return DraftSetup(cfg, _load_mtp(cfg, target, dtype, device, target_source))
     assert cfg.draft_model is not None
     if cfg.method in ("eagle", "eagle3"):
         from updraft.heads import resolve_draft_path
@@ -71,6 +82,37 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
             f"{target.config.vocab_size}: the draft must share the target's tokenizer"
         )
     return DraftSetup(cfg, loaded.model)
+
+
+def _load_mtp(cfg: SpeculativeConfig, target: LlamaForCausalLM, dtype: torch.dtype, device: torch.device,
+              target_source: Path | None) -> MtpHead:
+    """An MTP head: the draft folder's modules, else the target checkpoint's own."""
+    if cfg.draft_model is not None:
+        from updraft.heads import resolve_draft_path
+
+        path: str | Path = resolve_draft_path(cfg.draft_model)
+    elif target_source is not None and target_source.is_dir():
+        path = target_source
+    else:
+        raise ConfigError(
+            f"speculative method 'mtp' without a draft model reads the target checkpoint's own MTP modules, but the "
+            f"target {target_source} is no Hugging Face folder: give an MTP head (draft_model / --speculative-draft-model-path)"
+        )
+    head = load_mtp_head(path, target, dtype, device, cfg.num_steps)
+    # Module 0 reads the target's last hidden state BEFORE its final norm (what DeepSeek's modules
+    # were trained on; SGLang feeds them so): the output of the target's last layer, captured as
+    # EAGLE-3's aux layers are (the target's feature is then its aux_hidden).
+    target.aux_layers = (target.config.num_layers - 1,)
+    hc = head.head_config
+    if cfg.num_steps > hc.num_modules and not hc.cycle:
+        raise ConfigError(
+            f"speculative num_steps={cfg.num_steps} is invalid for {path}: it has {hc.num_modules} MTP modules and "
+            "its config refuses reusing them (mtp_cycle: false); use num_steps <= "
+            f"{hc.num_modules}"
+        )
+    cycled = f", cycled for S = {cfg.num_steps} (step j runs module j mod {hc.num_modules})" if cfg.num_steps > hc.num_modules else ""
+    logger.info(f"draft: MTP modules 0..{head.num_layers - 1} of {hc.num_modules} from {path}{cycled}")
+    return head
 
 
 def make_worker(

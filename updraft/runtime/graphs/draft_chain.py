@@ -1,7 +1,9 @@
 """The S-1 draft forwards of one speculative iteration in ONE graph (greedy drafts).
 
 Step k (k = 1..S-1) of request i reads draft ``d_k`` at KV length ``base_i + k`` (EAGLE also reads
-the previous step's feature) and its argmax becomes ``d_{k+1}``. Inside the graph the argmax,
+the previous step's feature) and its argmax becomes ``d_{k+1}``. A multi-layer (MTP) draft says
+where each step runs (``updraft.models.mtp.chain_step``: KV length ``base_i + offset``, and the
+step's ``draft_step``, which picks its layer and is baked into the captured step). Inside the graph the argmax,
 the draft->target id map (EAGLE-3, an EAGLE-1 token map) and the feature are written straight into the next step's
 static inputs, so one replay runs the whole chain without host round trips. Before replay the
 runner fills every step's inputs that depend on the batch (positions, KV slots, lengths) and
@@ -21,6 +23,7 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import draft_to_target
+from updraft.models.mtp import chain_step
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, phase_inputs, static_batch
 
@@ -44,13 +47,16 @@ class DraftChainGraph:
         self.phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, feature, hidden_dim)
         self.inputs = [phase_inputs(self.phase, self.sizes[0], self.device, self.dtype) for _ in range(steps)]
         self.tokens = torch.zeros(self.sizes[0], steps, dtype=torch.long, device=self.device)  # d_2..d_{S}
+        #: chain step k + 1 of the draft (KV offset, draft_step) for each captured step k
+        self.plan = [chain_step(model, k + 1) for k in range(steps)]
         self.batches: dict[int, list[ForwardBatch]] = {}
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
         self.stats: CaptureStats | None = None
         self.to_target = draft_to_target(model)
 
     def _step_batch(self, k: int, bs: int) -> ForwardBatch:
-        return static_batch(self.phase, self.inputs[k], bs, self.backend, self.device)
+        phase = dataclasses.replace(self.phase, draft_step=self.plan[k].key)
+        return static_batch(phase, self.inputs[k], bs, self.backend, self.device)
 
     def _body(self, bs: int) -> torch.Tensor:
         batches = self.batches[bs]
@@ -106,7 +112,7 @@ class DraftChainGraph:
         bs = min(s for s in self.sizes if s >= n)
         for k, captured in enumerate(self.batches[bs]):
             st = self.inputs[k]
-            staged = st.write(None, rows, [b + k + 1 for b in base], [1] * n, "last", pad_to=bs, width=1,
+            staged = st.write(None, rows, [b + self.plan[k].offset for b in base], [1] * n, "last", pad_to=bs, width=1,
                               fill=self.backend.fill_seq_len)
             st.gather_slots(self.req_to_token, bs)
             if k == 0:

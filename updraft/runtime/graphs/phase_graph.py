@@ -72,6 +72,7 @@ class PhaseSpec:
     #: (each at most ``width``), padded requests taking one row each: a many-request prefill
     #: graph. 0: ``width`` rows per request, padded requests taking ``width`` each.
     tokens: int = 0
+    draft_step: int = 0  # a multi-layer draft's chain step (``ForwardBatch.draft_step``), baked in
 
     @property
     def rows_per_request(self) -> int:
@@ -106,6 +107,7 @@ class BatchShape:
     logits: LogitRows
     tree_mask: bool = False
     tokens: int = 0  # token rows in all (the sum of the requests' extend lengths)
+    draft_step: int = 0
 
     @classmethod
     def of(cls, batch: ForwardBatch) -> BatchShape:
@@ -113,7 +115,7 @@ class BatchShape:
         logits: LogitRows = "all" if rows == batch.num_tokens else ("none" if rows == 0 else "last")
         ext = int(batch.extend_seq_lens_cpu.max()) if batch.batch_size else 0
         return cls(batch.mode, batch.batch_size, ext, batch.stride, batch.capture_hidden, batch.feature_kind, logits,
-                   batch.custom_mask is not None, int(batch.extend_seq_lens_cpu.sum()))
+                   batch.custom_mask is not None, int(batch.extend_seq_lens_cpu.sum()), batch.draft_step)
 
 
 def phase_inputs(phase: PhaseSpec, max_bs: int, device: torch.device, dtype: torch.dtype) -> PhaseInputs:
@@ -160,6 +162,7 @@ def static_batch(phase: PhaseSpec, st: PhaseInputs, bs: int, backend: Any, devic
         max_extend_len=w,
         capture_hidden=phase.capture_hidden,
         attn_backend=backend,
+        draft_step=phase.draft_step,
     )
     if phase.feature and st.feature is not None:
         batch.set_feature(phase.feature, st.feature[:t])
@@ -263,6 +266,8 @@ class PhaseGraphRunner:
             return False, f"capture_hidden {shape.capture_hidden.name} != captured {p.capture_hidden.name}"
         if p.feature != shape.feature:
             return False, f"feature {shape.feature.name} != captured {p.feature.name}"
+        if p.draft_step != shape.draft_step:
+            return False, f"draft step {shape.draft_step} != captured {p.draft_step}"
         one_row = p.width == 1  # one token per request: "all" rows are the "last" rows
         if ((p.logits == "all") != (shape.logits == "all") and not one_row) or (p.logits == "none") != (shape.logits == "none"):
             return False, f"logits rows {shape.logits!r} != captured {p.logits!r}"
