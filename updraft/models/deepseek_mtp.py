@@ -26,12 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
+from updraft.errors import CheckpointError
 from updraft.models.config import ModelConfig
-from updraft.models.deepseek import DeepseekDecoderLayer
+from updraft.models.deepseek import DeepseekDecoderLayer, load_layer_weights
 from updraft.models.deepseek_config import mtp_model_config
+from updraft.models.layers import RotaryEmbedding
 from updraft.models.loader import open_safetensors, safetensors_files
 
 #: The MTP layer's own tensors (everything else under its prefix is a decoder layer's).
@@ -114,3 +118,46 @@ def random_mtp_state(
             state[name] = t.normal_(0, std, generator=gen) if len(shape) > 1 else t.fill_(1.0)
         out[i] = state
     return out
+
+
+# ---- the MTP drafter's family (``updraft.models.mtp_formats.MTP_FAMILIES``) -----------------
+def deepseek_mtp_config(raw: dict[str, Any]) -> ModelConfig:
+    """A DeepSeek ``config.json`` -> the shape of its MTP modules (``mtp_model_config``)."""
+    return mtp_model_config(ModelConfig.from_hf(raw))
+
+
+def deepseek_mtp_rotary(cfg: ModelConfig) -> RotaryEmbedding:
+    """The modules' rotary: DeepSeek rotates only the shared rope part of q and k."""
+    assert cfg.deepseek is not None
+    return RotaryEmbedding(cfg.deepseek.mla.qk_rope_head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+
+
+def load_deepseek_mtp(head: nn.Module, sd: dict[str, torch.Tensor], folder: Path) -> None:
+    """Fill an ``MtpHead`` of DeepSeek modules from ``mtp_formats``' names: each module's decoder
+    layer (``layers.{m}.block.*``) through ``load_layer_weights`` (rope rows permuted, absorbed
+    weights built, every slot once), everything else by name with its shape checked."""
+    blocks: dict[int, list[tuple[str, torch.Tensor]]] = {}
+    own: dict[str, torch.Tensor] = {}
+    for name, tensor in sd.items():
+        parts = name.split(".", 3)
+        if len(parts) == 4 and parts[0] == "layers" and parts[2] == "block" and parts[1].isdigit():
+            blocks.setdefault(int(parts[1]), []).append((parts[3], tensor))
+        else:
+            own[name] = tensor
+    expected = {n: p for n, p in head.named_parameters() if ".block." not in n}
+    unexpected = sorted(set(own) - set(expected))
+    missing = sorted(set(expected) - set(own))
+    if unexpected or missing:
+        what = f"unexpected tensor {unexpected[0]!r}" if unexpected else f"missing tensor {missing[0]!r}"
+        raise CheckpointError(f"{folder}: DeepSeek MTP modules: {what}")
+    with torch.no_grad():
+        for name, tensor in own.items():
+            dst = expected[name]
+            if tuple(dst.shape) != tuple(tensor.shape):
+                raise CheckpointError(f"{folder}: {name} has shape {tuple(tensor.shape)}, expected {tuple(dst.shape)}")
+            dst.copy_(tensor)
+    for m, module in enumerate(head.layers):  # type: ignore[arg-type]
+        try:
+            load_layer_weights(module.block, blocks.get(m, []))
+        except ValueError as exc:
+            raise CheckpointError(f"{folder}: MTP module {m}: {exc}") from None

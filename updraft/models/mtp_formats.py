@@ -69,8 +69,23 @@ def _llama_config(cfg: dict[str, Any]) -> ModelConfig:
 
 _LLAMA = MtpFamily(_llama_config, LlamaDecoderLayer)
 #: config.json's model_type (or the family of its Llama-family architecture) -> MtpFamily
-#: (DeepSeek: "deepseek_v3" -> its config parser, DeepseekDecoderLayer, its rotary and loader).
+#: (DeepSeek's "deepseek_v2" / "deepseek_v3" join on first use: ``mtp_family``).
 MTP_FAMILIES: dict[str, MtpFamily] = {"llama": _LLAMA, "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA}
+
+
+def mtp_family(key: str) -> MtpFamily | None:
+    """The family of a config's ``model_type`` (DeepSeek's is imported on first use: its model
+    code imports the checkpoint loader, which imports this module)."""
+    if key in ("deepseek_v2", "deepseek_v3") and key not in MTP_FAMILIES:
+        from updraft.models.deepseek import DeepseekDecoderLayer
+        from updraft.models.deepseek_mtp import (
+            deepseek_mtp_config,
+            deepseek_mtp_rotary,
+            load_deepseek_mtp,
+        )
+
+        MTP_FAMILIES[key] = MtpFamily(deepseek_mtp_config, DeepseekDecoderLayer, deepseek_mtp_rotary, load_deepseek_mtp)
+    return MTP_FAMILIES.get(key)
 
 
 def num_mtp_modules(cfg: dict[str, Any]) -> int:
@@ -161,7 +176,7 @@ def mtp_head_config(raw: dict[str, Any], folder: Path, max_steps: int) -> tuple[
         )
     key = raw.get("model_type") or next((SUPPORTED_ARCHITECTURES[a] for a in raw.get("architectures") or []
                                          if a in SUPPORTED_ARCHITECTURES), None)
-    family = MTP_FAMILIES.get(str(key))
+    family = mtp_family(str(key))
     if family is None:
         raise CheckpointError(f"{folder}: MTP modules of model_type {key!r} are not supported; supported: {', '.join(MTP_FAMILIES)}")
     try:
