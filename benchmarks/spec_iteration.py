@@ -320,7 +320,8 @@ def arrival_cost(eng: Engine, prompt: list[int], reps: int = 5) -> dict[str, flo
     return out
 
 
-def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, out_len: int) -> dict[str, Any]:
+def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, out_len: int,
+          only: set[str] | None = None) -> dict[str, Any]:
     res: dict[str, Any] = {}
     greedy = SamplingParams(temperature=0, max_tokens=out_len, ignore_eos=True)
     sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
@@ -335,6 +336,8 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
     ]
     prompts_cache: dict[str, list[list[int]]] = {}
     for name, cfg in variants:
+        if only is not None and name not in only:
+            continue
         eng = Engine(cfg)
         if "mt" not in prompts_cache:
             prompts_cache["mt"] = make_prompts(eng, "mt_bench", max(n_prompts, max(sizes)), 0)
@@ -475,6 +478,7 @@ def main() -> None:
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
+    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5 (comma-separated)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -503,7 +507,8 @@ def main() -> None:
                                        real_text=not args.blank_context)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
-            results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len)
+            only = set(args.variants.split(",")) if args.variants else None
+            results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len, only)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "spec_iteration.json").write_text(json.dumps(results, indent=1, default=str))
 
