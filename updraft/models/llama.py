@@ -164,7 +164,7 @@ class DecoderLM(nn.Module):
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         table = self.model.embed_tokens.weight
         # Small-M: layer 0's QKV kernel gathers the embedding rows itself (no separate lookup).
-        small = (ops.small_m_rows(batch.num_tokens, table.dtype, table.device) and len(self.model.layers) > 0
+        small = (ops.small_m_rows(batch.num_tokens, table.dtype, table.device, table.shape[1]) and len(self.model.layers) > 0
                  and isinstance(self.model.layers[0], LlamaDecoderLayer))  # the fused layer is Llama's
         h = table if small else self.embed(batch.input_ids)
         residual: torch.Tensor | None = None

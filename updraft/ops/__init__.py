@@ -72,6 +72,13 @@ _fused_layers = os.environ.get("UPDRAFT_FUSED_LAYERS", "1") not in ("", "0")
 #: Most token rows the small-M kernels take (``gemv.MAX_M``, repeated so that deciding imports no triton).
 SMALL_M = 16
 _SMALL_M_DTYPES = (torch.bfloat16, torch.float16)
+#: Where "auto" takes the fused layers, from the first H100 run (benchmarks/results/
+#: 2026-11-25-h100-decode-kernels): at most 4 token rows (the FMA products; the tensor-core path
+#: above gave bf16 logits 0.6 off the unfused ones in tests/ops/test_gemv_gpu.py, not yet
+#: understood) over activations at most 2048 wide (at hidden 4096 the untuned GEMVs ran 1.7x
+#: slower than cuBLAS). The "triton" override (tests) keeps the whole range.
+AUTO_MAX_ROWS = 4
+AUTO_MAX_WIDTH = 2048
 
 
 def fused_layers() -> bool:
@@ -92,16 +99,17 @@ def use_fused_layers(on: bool) -> Iterator[None]:
 
 def small_m(x: torch.Tensor) -> bool:
     """Whether rows ``x`` [M, K] take the small-M kernels (see the module docstring)."""
-    return x.dim() == 2 and small_m_rows(x.shape[0], x.dtype, x.device)
+    return x.dim() == 2 and small_m_rows(x.shape[0], x.dtype, x.device, x.shape[1])
 
 
-def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device) -> bool:
-    """``small_m`` for ``rows`` token rows of ``dtype`` on ``device``."""
+def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device, width: int = 0) -> bool:
+    """``small_m`` for ``rows`` token rows ``width`` wide of ``dtype`` on ``device``."""
     if not _fused_layers or _backend == "torch" or not 1 <= rows <= SMALL_M:
         return False
     cuda = device.type == "cuda"
     if _backend == "auto":
-        return cuda and dtype in _SMALL_M_DTYPES and triton_available()
+        return (cuda and rows <= AUTO_MAX_ROWS and width <= AUTO_MAX_WIDTH and dtype in _SMALL_M_DTYPES
+                and triton_available())
     return triton_available() and (cuda or interpreting()) and dtype in (torch.float32, *_SMALL_M_DTYPES)
 
 
