@@ -7,11 +7,11 @@ import torch
 from updraft.attention.base import AttentionBackend, UnsupportedModeError
 from updraft.memory.pools import KVPool
 
-BACKEND_NAMES = ("torch_native", "triton", "flex")
+BACKEND_NAMES = ("torch_native", "triton", "flex", "mla")
 
 
 def backend_class(name: str) -> type[AttentionBackend]:
-    """Import and return a backend class by name (lazily: triton/flex need GPU-only packages)."""
+    """Import and return a backend class by name (lazily: triton/flex/mla need GPU-only packages)."""
     if name == "torch_native":
         from updraft.attention.torch_native import TorchNativeBackend
 
@@ -24,6 +24,10 @@ def backend_class(name: str) -> type[AttentionBackend]:
         from updraft.attention.flex_backend import FlexBackend
 
         return FlexBackend
+    if name == "mla":
+        from updraft.attention.mla_backend import MLABackend
+
+        return MLABackend
     raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
 
 
