@@ -59,18 +59,37 @@ CAPTURE_MULTS = (1, 2, 4)
 
 
 class AttentionProbe(nn.Module):
-    """A "model" that is one attention call over q|k|v packed in ``batch.feature`` (FeatureKind.PROBE)."""
+    """A "model" that is one attention call over q|k|v packed in ``batch.feature`` (FeatureKind.PROBE).
+    With a shared latent cache (MLA) the rows are q|k only and v is k's first ``dv`` columns."""
 
-    def __init__(self, hq: int, hkv: int, d: int, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, hq: int, hkv: int, d: int, dtype: torch.dtype, device: torch.device | str, *,
+                 dv: int | None = None, shared_kv: bool = False) -> None:
         super().__init__()
         self.hq, self.hkv, self.d = hq, hkv, d
+        self.dv, self.shared_kv = dv or d, shared_kv
         self.anchor = nn.Parameter(torch.zeros(1, dtype=dtype, device=device), requires_grad=False)
 
+    @property
+    def width(self) -> int:
+        """Feature columns per token row."""
+        return (self.hq + self.hkv) * self.d + (0 if self.shared_kv else self.hkv * self.dv)
+
     def split(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """[T, (hq + 2 hkv) d] -> q [T, hq, d], k and v [T, hkv, d] (strided views, like a model's)."""
+        """[T, width] -> q [T, hq, d], k [T, hkv, d], v [T, hkv, dv] (strided views, like a model's)."""
         t = qkv.shape[0]
-        q, k, v = qkv.split([self.hq * self.d, self.hkv * self.d, self.hkv * self.d], dim=-1)
-        return q.reshape(t, self.hq, self.d), k.reshape(t, self.hkv, self.d), v.reshape(t, self.hkv, self.d)
+        if self.shared_kv:
+            q, k = qkv.split([self.hq * self.d, self.hkv * self.d], dim=-1)
+            k = k.reshape(t, self.hkv, self.d)
+            return q.reshape(t, self.hq, self.d), k, k[..., : self.dv]
+        q, k, v = qkv.split([self.hq * self.d, self.hkv * self.d, self.hkv * self.dv], dim=-1)
+        return q.reshape(t, self.hq, self.d), k.reshape(t, self.hkv, self.d), v.reshape(t, self.hkv, self.dv)
+
+    @staticmethod
+    def pack(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shared_kv: bool) -> torch.Tensor:
+        """``split``'s inverse."""
+        t = q.shape[0]
+        parts = [q.reshape(t, -1), k.reshape(t, -1)] + ([] if shared_kv else [v.reshape(t, -1)])
+        return torch.cat(parts, dim=-1)
 
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         q, k, v = self.split(batch.feature)
@@ -207,19 +226,19 @@ def _rig(backend_name: str, case: AttnCase, mult: int, pad: str, device: str, em
     big = case if pad == "fill" else _padding_case(case, (mult - 1) * n)
     setup = build_case(big, device)
     backend = backend_class(backend_name)(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
-    probe = AttentionProbe(case.num_heads, case.num_kv_heads, case.head_dim, DTYPE[case.dtype], device)
+    probe = AttentionProbe(case.num_heads, case.num_kv_heads, case.head_dim, DTYPE[case.dtype], device, dv=case.dv,
+                           shared_kv=case.shared_kv)
     fixed = case.mode.is_fixed_stride(include_v2=True)
     # Packed modes are captured one row wider than the case needs, as production captures the
     # v1 extend at ndt and replays accept lengths <= ndt: a replay must not need the host
     # maximum of its own lengths (failure class 6).
     width = case.extend_lens[0] if fixed else max(big.extend_lens) + 1
-    qkv_dim = (case.num_heads + 2 * case.num_kv_heads) * case.head_dim
-    phase = PhaseSpec(case.mode, width, "all", feature=FeatureKind.PROBE, feature_dim=qkv_dim)
+    phase = PhaseSpec(case.mode, width, "all", feature=FeatureKind.PROBE, feature_dim=probe.width)
     bs = mult * n
     runner = PhaseGraphRunner(probe, backend, phase, [bs], emulate=emulate, pool=new_pool(emulate))
     batch = make_batch(setup)
     t = batch.num_tokens
-    batch.set_feature(FeatureKind.PROBE, torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], dim=-1))
+    batch.set_feature(FeatureKind.PROBE, AttentionProbe.pack(setup.q, setup.k_new, setup.v_new, case.shared_kv))
     batch.logits_indices = torch.arange(t, device=batch.device)
     if not fixed:
         batch.max_extend_len = width
@@ -312,7 +331,7 @@ def run_graph(backend_name: str, case: AttnCase, mult: int, pad: str, device: st
     cap = capture_errors(rig)
     _poison(rig)
     t = rig.batch.num_tokens
-    out = rig.runner.replay(_stage(rig)).logits.reshape(t, case.num_heads, case.head_dim).clone()
+    out = rig.runner.replay(_stage(rig)).logits.reshape(t, case.num_heads, case.dv).clone()
     captured = rig.runner.batches[rig.bs]
     table_rows = int(rig.setup.req_to_token.shape[0])
     inv = cap or check_invariants(captured.attn_metadata, rig.setup.kv_pool.num_slots, table_rows, captured.num_tokens)

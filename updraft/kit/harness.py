@@ -154,6 +154,45 @@ def make_batch(setup: CaseSetup) -> ForwardBatch:
     )
 
 
+def pad_like_graph(
+    batch: ForwardBatch, pad: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[ForwardBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``batch`` (a fixed-stride mode) plus ``pad`` padded graph rows the way the graph runner
+    writes them: seq_lens = 1 (the fill value), req_pool_indices = 0, extend = stride,
+    out_cache_loc = 0 (the scratch slot); q/k/v get random rows for them. For backend tests
+    that pad by hand (``ForwardBatch.check_conventions`` refuses such rows: bypass it)."""
+    s = batch.stride
+    gen = torch.Generator().manual_seed(5)
+
+    def cat(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, fill.to(x.dtype)])
+
+    n = pad * s
+    start = batch.extend_start_loc
+    new_start = torch.arange(pad, dtype=start.dtype) * s + batch.num_tokens
+    padded = ForwardBatch(
+        mode=batch.mode,
+        batch_size=batch.batch_size + pad,
+        input_ids=cat(batch.input_ids, torch.zeros(n)),
+        positions=cat(batch.positions, torch.zeros(n)),
+        req_pool_indices=cat(batch.req_pool_indices, torch.zeros(pad)),
+        seq_lens=cat(batch.seq_lens, torch.ones(pad)),
+        extend_seq_lens=cat(batch.extend_seq_lens, torch.full((pad,), s)),
+        extend_start_loc=cat(start, new_start),
+        out_cache_loc=cat(batch.out_cache_loc, torch.zeros(n)),
+        seq_lens_cpu=cat(batch.seq_lens_cpu, torch.ones(pad)),
+        extend_seq_lens_cpu=cat(batch.extend_seq_lens_cpu, torch.full((pad,), s)),
+        logits_indices=batch.logits_indices,
+        stride=s,
+        custom_mask=None
+        if batch.custom_mask is None
+        else cat(batch.custom_mask, torch.zeros(pad, s, s, dtype=torch.bool)),
+    )
+    extra = [torch.randn((n, *x.shape[1:]), generator=gen).to(x.dtype) for x in (q, k, v)]
+    q2, k2, v2 = (torch.cat([x, e]) for x, e in zip((q, k, v), extra, strict=True))
+    return padded, q2, k2, v2
+
+
 def reference_output(setup: CaseSetup, scale: float) -> torch.Tensor:
     case = setup.case
     outs = []
