@@ -11,7 +11,11 @@ latent cache against DeepSeek's unabsorbed multi-head form (the interface the mo
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
+import sys
+from pathlib import Path
 
 import torch  # does not import triton
 
@@ -318,3 +322,21 @@ def test_absorbed_latent_attention_equals_deepseek_multi_head_form() -> None:
     q_latent = torch.cat([torch.einsum("nhd,hdr->nhr", q_nope, w_uk), q_rope], dim=-1)
     out_latent = reference_mla_attention(q_latent, torch.cat([c, k_rope], dim=-1), rank, scale)
     assert torch.allclose(torch.einsum("nhr,hvr->nhv", out_latent, w_uv), mha, atol=1e-10)
+
+
+def test_bench_script_smoke(tmp_path: Path) -> None:
+    """benchmarks/mla_bench.py parses its arguments and runs end to end on tiny shapes
+    (interpreter: plumbing and correctness only; its timings mean nothing here)."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "mla_bench.py"
+    spec = importlib.util.spec_from_file_location("mla_bench", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["mla_bench"] = bench  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    assert bench.parse_args(["--sweep", "--repeats", "5"]).sweep
+    assert {v.label for v in bench.sweep_variants(16, 1)} >= {"rows=16,keys=64", "rows=16,keys=32,splits=4"}
+    out = tmp_path / "mla.json"
+    assert bench.main(["--smoke", "--warmup", "0", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert len(data["decode"]) == 2 and len(data["verify"]) == 1
+    assert all(r["rel_err_req0"] < 2e-2 and r["cache_gb"] > 0 for r in data["decode"] + data["verify"])

@@ -165,7 +165,7 @@ def pad_like_graph(
     gen = torch.Generator().manual_seed(5)
 
     def cat(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, fill.to(x.dtype)])
+        return torch.cat([x, fill.to(device=x.device, dtype=x.dtype)])
 
     n = pad * s
     start = batch.extend_start_loc
@@ -188,8 +188,8 @@ def pad_like_graph(
         if batch.custom_mask is None
         else cat(batch.custom_mask, torch.zeros(pad, s, s, dtype=torch.bool)),
     )
-    extra = [torch.randn((n, *x.shape[1:]), generator=gen).to(x.dtype) for x in (q, k, v)]
-    q2, k2, v2 = (torch.cat([x, e]) for x, e in zip((q, k, v), extra, strict=True))
+    extra = [torch.randn((n, *x.shape[1:]), generator=gen) for x in (q, k, v)]
+    q2, k2, v2 = (cat(x, e) for x, e in zip((q, k, v), extra, strict=True))
     return padded, q2, k2, v2
 
 
