@@ -267,6 +267,27 @@ def test_forward_does_not_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     assert harness.check_output(setup, batch, out, backend.scale).ok
 
 
+@pytest.mark.parametrize("heads,bs,stride,rows,splits", [(16, 8, 1, 16, 16), (16, 64, 1, 16, 5), (128, 8, 1, 32, 9),
+                                                       (128, 64, 1, 32, 2), (16, 8, 4, 32, 16)])
+def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: int) -> None:
+    """The plan an H100 (132 SMs) gets at 512 + 64, computed on the host: head blocks of 16 or
+    32 rows (verify: 4 tokens x 16 heads in two), ~2 programs per SM through KV splits, at most
+    16 (the merge's register tile), and a split never shorter than 16 keys per row of the tile."""
+    from updraft.batch import make_forward_batch
+
+    pool = KVPool(1, 4, 16, 1, 576, torch.bfloat16, "cpu", v_head_dim=512, shared_kv=True)
+    table = torch.zeros(bs + 1, 32768 + 8, dtype=torch.int32)
+    backend = MLABackend(pool, table, heads, 1, 576)
+    backend.interpret, backend.num_sms = False, 132
+    mode = M.DECODE if stride == 1 else M.TARGET_VERIFY
+    batch = make_forward_batch(mode, torch.zeros(bs * stride, dtype=torch.long), torch.arange(1, bs + 1),
+                               torch.full((bs,), 32768, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
+                               table, logits="none", stride=stride)
+    plan = backend._plan(batch)
+    assert plan.use_decode_kernel and plan.tile.block_rows == rows and plan.num_kv_splits == splits
+    assert plan.tile.min_split >= 16 * rows and plan.tile.num_warps == (4 if rows == 16 else 8)
+
+
 # ---- input checks -----------------------------------------------------------------------------
 def test_bad_layouts_and_inputs_are_refused() -> None:
     table = torch.zeros(3, 16, dtype=torch.int32)

@@ -58,6 +58,9 @@ class MLABackend(TritonBackend):
     #: KV splits aim at this many programs per SM (fewer than triton's 4: an MLA split's partial
     #: output is H x kv_lora_rank fp32, as large as hundreds of the latent rows it summarises).
     split_waves: ClassVar[int] = 2
+    #: The merge loads every split of a row at once: 16 x 512 fp32 columns per head stay in
+    #: registers, 64 would spill (and 16 splits of an 8k context are 512 keys each, plenty).
+    max_kv_splits: ClassVar[int] = 16
 
     def __init__(
         self,

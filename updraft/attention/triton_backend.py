@@ -94,8 +94,9 @@ class TritonBackend(AttentionBackend):
         }
     )
     devices = frozenset({"cpu", "cuda"})
-    #: KV splits aim at this many programs per SM (``_num_kv_splits``).
+    #: KV splits aim at this many programs per SM (``_num_kv_splits``), at most ``max_kv_splits``.
     split_waves: ClassVar[int] = 4
+    max_kv_splits: ClassVar[int] = MAX_KV_SPLITS
 
     def __init__(
         self,
@@ -148,7 +149,7 @@ class TritonBackend(AttentionBackend):
             return max(1, int(self.kv_splits_override))
         want = -(-self.split_waves * self.num_sms // max(base_programs, 1))
         width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
-        return max(1, min(want, MAX_KV_SPLITS, width_cap))
+        return max(1, min(want, self.max_kv_splits, width_cap))
 
     def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int) -> bool:
         """Whether ``mode`` (with a tree mask over ``tree_stride`` tokens, 0: none) takes the decode
