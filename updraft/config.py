@@ -43,7 +43,7 @@ class EngineConfig:
         "fewer when fewer wait): each start is a prefill step that pauses every decoding request; 1 = start each "
         "as soon as a slot frees", default=4
     )
-    attention_backend: str = _opt("auto (triton on CUDA, torch_native on CPU), torch_native, triton, flex", default="auto")
+    attention_backend: str = _opt("auto (triton on CUDA, torch_native on CPU), torch_native, triton, flex, mla (MLA models: the latent cache)", default="auto")
     disable_cuda_graph: bool = _opt("run every step eagerly", default=False)
     cuda_graph_max_bs: int = _opt("largest batch size captured in a CUDA graph", default=64)
     cuda_graph_bs: list[int] | None = _opt("batch sizes to capture (default: 1 2 4 8 12 16 24 32 48 64 ...)", default=None)

@@ -225,43 +225,6 @@ def test_noncontiguous_qkv_views() -> None:
 
 
 # ---- graph-style padded rows and frozen host scalars ----------------------------------------
-def _pad_batch(
-    batch: ForwardBatch, pad: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
-) -> tuple[ForwardBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Append ``pad`` padded graph rows the way the graph runner does: seq_lens = 1 (fill value),
-    req_pool_indices = 0, extend = stride, out_cache_loc = 0 (scratch slot)."""
-    s = batch.stride
-    gen = torch.Generator().manual_seed(5)
-
-    def cat(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
-        return torch.cat([x, fill.to(x.dtype)])
-
-    n = pad * s
-    start = batch.extend_start_loc
-    new_start = torch.arange(pad, dtype=start.dtype) * s + batch.num_tokens
-    padded = ForwardBatch(
-        mode=batch.mode,
-        batch_size=batch.batch_size + pad,
-        input_ids=cat(batch.input_ids, torch.zeros(n)),
-        positions=cat(batch.positions, torch.zeros(n)),
-        req_pool_indices=cat(batch.req_pool_indices, torch.zeros(pad)),
-        seq_lens=cat(batch.seq_lens, torch.ones(pad)),
-        extend_seq_lens=cat(batch.extend_seq_lens, torch.full((pad,), s)),
-        extend_start_loc=cat(start, new_start),
-        out_cache_loc=cat(batch.out_cache_loc, torch.zeros(n)),
-        seq_lens_cpu=cat(batch.seq_lens_cpu, torch.ones(pad)),
-        extend_seq_lens_cpu=cat(batch.extend_seq_lens_cpu, torch.full((pad,), s)),
-        logits_indices=batch.logits_indices,
-        stride=s,
-        custom_mask=None
-        if batch.custom_mask is None
-        else cat(batch.custom_mask, torch.zeros(pad, s, s, dtype=torch.bool)),
-    )
-    extra = [torch.randn((n, *x.shape[1:]), generator=gen).to(x.dtype) for x in (q, k, v)]
-    q2, k2, v2 = (torch.cat([x, e]) for x, e in zip((q, k, v), extra, strict=True))
-    return padded, q2, k2, v2
-
-
 @pytest.mark.parametrize(
     "mode,ext,tree",
     [
@@ -282,7 +245,7 @@ def test_padded_graph_rows(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, e
     case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled", tree=tree)
     setup = harness.build_case(case)
     batch = harness.make_batch(setup)
-    batch, q, k, v = _pad_batch(batch, 3, setup.q, setup.k_new, setup.v_new)
+    batch, q, k, v = harness.pad_like_graph(batch, 3, setup.q, setup.k_new, setup.v_new)
     backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
     k_before = setup.kv_pool.k_buffer[0].clone()
     batch.attn_backend = backend

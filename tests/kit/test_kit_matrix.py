@@ -23,6 +23,7 @@ from updraft.kit.matrix import (
     Column,
     MatrixResult,
     apply_known,
+    case_families,
     cell_applicability,
     hardware_skip,
     plan_units,
@@ -42,7 +43,7 @@ def test_quick_cpu_matrix_has_no_unlisted_failure(tmp_path: Path) -> None:
     text = out.read_text()
     assert rc == 0, text[text.find("## Failures") :][:2000]
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ") and "✓" in line}
-    assert set(rows) == {"torch_native", "triton", "flex"}
+    assert set(rows) == {"torch_native", "triton", "flex", "mla"}
     # 18 attention columns + 5 production columns, and every cell has a verdict.
     header = next(line for line in text.splitlines() if line.startswith("| backend |"))
     assert header.count("|") == 1 + 1 + len(ATTN_MODES) * 3 + len(PRODUCTION)
@@ -50,6 +51,9 @@ def test_quick_cpu_matrix_has_no_unlisted_failure(tmp_path: Path) -> None:
         cells = [c.strip() for c in line.strip().strip("|").split("|")[1:]]
         assert all(re.match(r"^(✓ \(\d+\)|— \[\d+\]|skip: hardware \[\d+\])$", c) for c in cells), cells
     assert "✓" in rows["triton"].split("|")[-2]  # the triton verify runner ran (interpreter)
+    mla = [c.strip() for c in rows["mla"].strip().strip("|").split("|")[1:]]
+    assert all(c.startswith("✓") for c in mla[: len(ATTN_MODES) * 3])  # every mode x runner ran
+    assert all(c.startswith("—") for c in mla[len(ATTN_MODES) * 3 :])  # no MLA engine for the runners
     for key in ("device", "torch", "triton", "commit", "date", "command"):
         assert f"| {key} |" in text
 
@@ -153,6 +157,27 @@ def test_case_tiers_cover_the_sweep_dimensions() -> None:
             assert {(c.num_heads, c.num_kv_heads) for c in eager} == {(8, 2), (4, 1), (4, 4)}
             assert any(c.batch_size >= 3 for c in eager) and any(c.prefix_lens == (0,) for c in eager)
         assert any(c.tree for c in eager_cases(M.TARGET_VERIFY, tier))
+
+
+def test_mla_family_cases_and_cells() -> None:
+    """Backends run the head families they serve; MLA cases are shared latent caches at both
+    dtypes and page sizes, the full tier adds the real 512 + 64 widths; the production runners
+    (a Llama engine) have no mla cells."""
+    assert case_families("mla") == ("mla",) and case_families("torch_native") == ("standard", "mla")
+    assert case_families("triton") == ("standard",)
+    for tier in TIERS:
+        for mode in ATTN_MODES:
+            cases = eager_cases(mode, tier, "mla") + graph_cases(mode, tier, "mla")
+            assert all(c.shared_kv and c.num_kv_heads == 1 and c.dv < c.head_dim for c in cases)
+            assert {c.dtype for c in cases} == {"float32", "bfloat16"} and {c.page_size for c in cases} == {1, 16}
+            assert any(c.table_slack == 0 for c in cases)
+            real = [c for c in cases if (c.head_dim, c.dv, c.num_heads) == (576, 512, 16)]
+            assert bool(real) == (tier == "full"), (tier, mode)
+    assert any(c.tree for c in eager_cases(M.TARGET_VERIFY, "quick", "mla"))
+    status, reason = cell_applicability("mla", Column("verify", "production"), "cpu")
+    assert status == "none" and "latent" in reason
+    with pytest.raises(ValueError, match="family"):
+        eager_cases(M.DECODE, "quick", "latent")
 
 
 def test_graph_metadata_cannot_see_a_rebound_buffer_but_graph_can(monkeypatch: pytest.MonkeyPatch) -> None:

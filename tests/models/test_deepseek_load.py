@@ -181,7 +181,7 @@ def test_benchmark_shapes() -> None:
 def test_auto_backend_for_latent_caches() -> None:
     cuda = torch.device("cuda")
     assert resolve_backend_name("auto", cuda) == "triton"
-    assert resolve_backend_name("auto", cuda, needs_v_layouts=True) == "torch_native"
+    assert resolve_backend_name("auto", cuda, needs_v_layouts=True) == "mla"
     assert resolve_backend_name("auto", torch.device("cpu"), needs_v_layouts=True) == "torch_native"
 
 

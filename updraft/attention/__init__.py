@@ -7,11 +7,11 @@ import torch
 from updraft.attention.base import AttentionBackend, UnsupportedModeError
 from updraft.memory.pools import KVPool
 
-BACKEND_NAMES = ("torch_native", "triton", "flex")
+BACKEND_NAMES = ("torch_native", "triton", "flex", "mla")
 
 
 def backend_class(name: str) -> type[AttentionBackend]:
-    """Import and return a backend class by name (lazily: triton/flex need GPU-only packages)."""
+    """Import and return a backend class by name (lazily: triton/flex/mla need GPU-only packages)."""
     if name == "torch_native":
         from updraft.attention.torch_native import TorchNativeBackend
 
@@ -24,16 +24,20 @@ def backend_class(name: str) -> type[AttentionBackend]:
         from updraft.attention.flex_backend import FlexBackend
 
         return FlexBackend
+    if name == "mla":
+        from updraft.attention.mla_backend import MLABackend
+
+        return MLABackend
     raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
 
 
 def resolve_backend_name(name: str, device: torch.device, needs_v_layouts: bool = False) -> str:
-    """``auto`` -> triton on CUDA, torch_native on CPU; torch_native wherever the model's cache
-    needs ``AttentionBackend.v_layouts`` (MLA's latent rows) and triton lacks them."""
+    """``auto`` -> triton on CUDA, torch_native on CPU; a model whose cache is MLA's latent rows
+    (``needs_v_layouts``) -> mla on CUDA (torch_native on CPU)."""
     if name == "auto":
-        if device.type == "cuda" and not (needs_v_layouts and not backend_class("triton").v_layouts):
-            return "triton"
-        return "torch_native"
+        if device.type != "cuda":
+            return "torch_native"
+        return "mla" if needs_v_layouts else "triton"
     if name not in BACKEND_NAMES:
         raise ValueError(f"unknown attention backend {name!r}; choose one of {', '.join(BACKEND_NAMES)} or auto")
     return name

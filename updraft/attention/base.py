@@ -59,6 +59,9 @@ class AttentionBackend(ABC):
     #: Whether a model may write a forward's K/V into the pool itself (fused with the QKV
     #: projection) and then call ``forward_stored`` at no extra cost.
     stored_kv: ClassVar[bool] = False
+    #: Whether the backend serves ordinary caches (K and V each in its own buffer, as wide as K).
+    #: False for a backend of the shared latent cache only (``mla``).
+    separate_kv: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -77,7 +80,7 @@ class AttentionBackend(ABC):
             raise ValueError(
                 f"attention backend {self.name!r} needs V as wide as K in its own buffer; this model's "
                 f"cache has v_head_dim={kv_pool.v_head_dim}, head_dim={kv_pool.head_dim}, "
-                f"shared_kv={kv_pool.shared_kv} (use torch_native)"
+                f"shared_kv={kv_pool.shared_kv} (use torch_native, or mla for MLA's shared latent cache)"
             )
         self.kv_pool = kv_pool
         self.req_to_token = req_to_token

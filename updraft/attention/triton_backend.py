@@ -29,6 +29,7 @@ that would need different host scalars is refused by ``_fill_metadata`` (failure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -96,6 +97,9 @@ class TritonBackend(AttentionBackend):
     )
     devices = frozenset({"cpu", "cuda"})
     stored_kv = True
+    #: KV splits aim at this many programs per SM (``_num_kv_splits``), at most ``max_kv_splits``.
+    split_waves: ClassVar[int] = 4
+    max_kv_splits: ClassVar[int] = MAX_KV_SPLITS
 
     def __init__(
         self,
@@ -146,13 +150,26 @@ class TritonBackend(AttentionBackend):
         return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
 
     def _num_kv_splits(self, base_programs: int, tile: TileConfig) -> int:
-        """Splits so that ``base_programs * splits`` covers ~4 waves of SMs, capped by what the
-        table width can use. Depends on no per-step length (graph-safe)."""
+        """Splits so that ``base_programs * splits`` covers ``split_waves`` waves of SMs, capped
+        by what the table width can use. Depends on no per-step length (graph-safe)."""
         if self.kv_splits_override is not None:
             return max(1, int(self.kv_splits_override))
-        want = -(-4 * self.num_sms // max(base_programs, 1))
+        want = -(-self.split_waves * self.num_sms // max(base_programs, 1))
         width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
-        return max(1, min(want, MAX_KV_SPLITS, width_cap))
+        return max(1, min(want, self.max_kv_splits, width_cap))
+
+    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int) -> bool:
+        """Whether ``mode`` (with a tree mask over ``tree_stride`` tokens, 0: none) takes the decode
+        kernel when its new K/V are stored first. Never for an extend mode (failure class 5)."""
+        return mode.is_decode() and tree_stride == 0
+
+    def _base_programs(self, use_decode: bool, bsz: int, max_ext: int, tile: TileConfig) -> int:
+        """Programs of one KV split (the split policy's input): one per request and KV head in
+        decode, one per query tile, request and KV head in extend."""
+        if use_decode:
+            return bsz * self.num_kv_heads
+        block_t = extend_kernels.tokens_per_tile(tile.block_rows, self.num_heads // self.num_kv_heads)
+        return -(-max_ext // block_t) * bsz * self.num_kv_heads
 
     def _plan(self, batch: ForwardBatch) -> LaunchPlan:
         mode = batch.mode
@@ -163,7 +180,7 @@ class TritonBackend(AttentionBackend):
             if not fixed:
                 raise ValueError(f"a tree mask needs a fixed-stride mode, got {mode.name}")
             tree_stride = batch.stride
-        use_decode = mode.is_decode() and tree_stride == 0
+        use_decode = self._uses_decode_kernel(mode, tree_stride)
         if fixed:
             max_ext = batch.stride  # frozen: never the per-step lengths
         elif batch.max_extend_len is not None:  # packed under a graph: the captured width
@@ -171,11 +188,7 @@ class TritonBackend(AttentionBackend):
         else:  # EXTEND, DRAFT_EXTEND v1 eager: the host copy sizes the grid
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
         tile = self._tile(use_decode, max_ext)
-        if use_decode:
-            base = bsz * self.num_kv_heads
-        else:
-            block_t = extend_kernels.tokens_per_tile(tile.block_rows, self.num_heads // self.num_kv_heads)
-            base = -(-max_ext // block_t) * bsz * self.num_kv_heads
+        base = self._base_programs(use_decode, bsz, max_ext, tile)
         return LaunchPlan(
             mode=mode,
             batch_size=bsz,
@@ -197,7 +210,8 @@ class TritonBackend(AttentionBackend):
             return torch.zeros(bsz, dtype=torch.int32, device=device)
 
         if splits > 1:
-            mid_o = torch.empty(tokens, self.num_heads, splits, self.head_dim, dtype=torch.float32, device=device)
+            dv = self.kv_pool.v_head_dim  # the output's width (head_dim here; the latent rank in mla)
+            mid_o = torch.empty(tokens, self.num_heads, splits, dv, dtype=torch.float32, device=device)
             # -inf = "no keys": rows no program reaches (unseeded capture metadata, failure class
             # 8) merge to 0 instead of reading garbage. Written rows are rewritten every layer.
             mid_lse = torch.full((tokens, self.num_heads, splits), float("-inf"), device=device)

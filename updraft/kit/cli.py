@@ -25,7 +25,7 @@ def add_kit_parser(sub: argparse._SubParsersAction) -> None:
     ksub = kit.add_subparsers(dest="kit_command", required=True)
 
     run = ksub.add_parser("run", help="run the attention matrix and write it as markdown")
-    run.add_argument("--backend", action="append", help="backend (repeatable; default: torch_native, triton, flex)")
+    run.add_argument("--backend", action="append", help="backend (repeatable; default: torch_native, triton, flex, mla)")
     run.add_argument("--mode", action="append",
                      help="forward mode (EXTEND, DECODE, ...) or production column ('draft decode', 'draft chain', "
                           "'draft extend v1', 'draft extend v2', 'verify', 'fused iteration'); repeatable; default: all")

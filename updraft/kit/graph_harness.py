@@ -11,6 +11,12 @@ Two runner modes share the set-up:
   static buffers (no graph). It separates metadata bugs from graph bugs (a frozen host scalar is
   invisible to it: see failure class 6 in ../shared/design/spec-decoding.md).
 
+DRAFT_EXTEND_V2 is captured as production captures it: logits at one selected row per request
+(``i * ndt + accept_i - 1``, accept lengths varying per request: the only place a V2 batch
+carries them) and every row's output as the captured hidden states, which are what is checked.
+A backend that lays the V2 rows out from those accept lengths at replay, while capture used the
+uniform stride, reads other requests' rows (failure class 1).
+
 Pad styles: ``fill`` pads the replay like production (seq_lens = fill value, row 0, scratch
 slot); ``real`` fills the captured batch with extra small real requests, whose rows are checked
 too. Capture batch sizes are ``mult`` times the case's batch.
@@ -39,7 +45,7 @@ from torch import nn
 
 from updraft.attention import backend_class
 from updraft.attention.base import AttentionBackend
-from updraft.batch import FeatureKind, ForwardBatch
+from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.kit.cases import TOLERANCE, AttnCase
 from updraft.kit.harness import (
     DTYPE,
@@ -59,24 +65,44 @@ CAPTURE_MULTS = (1, 2, 4)
 
 
 class AttentionProbe(nn.Module):
-    """A "model" that is one attention call over q|k|v packed in ``batch.feature`` (FeatureKind.PROBE)."""
+    """A "model" that is one attention call over q|k|v packed in ``batch.feature`` (FeatureKind.PROBE).
+    With a shared latent cache (MLA) the rows are q|k only and v is k's first ``dv`` columns."""
 
-    def __init__(self, hq: int, hkv: int, d: int, dtype: torch.dtype, device: torch.device | str) -> None:
+    def __init__(self, hq: int, hkv: int, d: int, dtype: torch.dtype, device: torch.device | str, *,
+                 dv: int | None = None, shared_kv: bool = False) -> None:
         super().__init__()
         self.hq, self.hkv, self.d = hq, hkv, d
+        self.dv, self.shared_kv = dv or d, shared_kv
         self.anchor = nn.Parameter(torch.zeros(1, dtype=dtype, device=device), requires_grad=False)
 
+    @property
+    def width(self) -> int:
+        """Feature columns per token row."""
+        return (self.hq + self.hkv) * self.d + (0 if self.shared_kv else self.hkv * self.dv)
+
     def split(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """[T, (hq + 2 hkv) d] -> q [T, hq, d], k and v [T, hkv, d] (strided views, like a model's)."""
+        """[T, width] -> q [T, hq, d], k [T, hkv, d], v [T, hkv, dv] (strided views, like a model's)."""
         t = qkv.shape[0]
-        q, k, v = qkv.split([self.hq * self.d, self.hkv * self.d, self.hkv * self.d], dim=-1)
-        return q.reshape(t, self.hq, self.d), k.reshape(t, self.hkv, self.d), v.reshape(t, self.hkv, self.d)
+        if self.shared_kv:
+            q, k = qkv.split([self.hq * self.d, self.hkv * self.d], dim=-1)
+            k = k.reshape(t, self.hkv, self.d)
+            return q.reshape(t, self.hq, self.d), k, k[..., : self.dv]
+        q, k, v = qkv.split([self.hq * self.d, self.hkv * self.d, self.hkv * self.dv], dim=-1)
+        return q.reshape(t, self.hq, self.d), k.reshape(t, self.hkv, self.d), v.reshape(t, self.hkv, self.dv)
+
+    @staticmethod
+    def pack(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, shared_kv: bool) -> torch.Tensor:
+        """``split``'s inverse."""
+        t = q.shape[0]
+        parts = [q.reshape(t, -1), k.reshape(t, -1)] + ([] if shared_kv else [v.reshape(t, -1)])
+        return torch.cat(parts, dim=-1)
 
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         q, k, v = self.split(batch.feature)
         assert batch.attn_backend is not None
-        out = batch.attn_backend.forward(q, k, v, 0, batch)
-        return ModelOutput(logits=out.reshape(q.shape[0], -1)[batch.logits_indices])
+        out = batch.attn_backend.forward(q, k, v, 0, batch).reshape(q.shape[0], -1)
+        hidden = out if batch.capture_hidden == CaptureHidden.FULL else None  # every row (V2: the checked output)
+        return ModelOutput(logits=out[batch.logits_indices], hidden=hidden)
 
 
 @dataclass
@@ -207,20 +233,25 @@ def _rig(backend_name: str, case: AttnCase, mult: int, pad: str, device: str, em
     big = case if pad == "fill" else _padding_case(case, (mult - 1) * n)
     setup = build_case(big, device)
     backend = backend_class(backend_name)(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
-    probe = AttentionProbe(case.num_heads, case.num_kv_heads, case.head_dim, DTYPE[case.dtype], device)
+    probe = AttentionProbe(case.num_heads, case.num_kv_heads, case.head_dim, DTYPE[case.dtype], device, dv=case.dv,
+                           shared_kv=case.shared_kv)
     fixed = case.mode.is_fixed_stride(include_v2=True)
     # Packed modes are captured one row wider than the case needs, as production captures the
     # v1 extend at ndt and replays accept lengths <= ndt: a replay must not need the host
     # maximum of its own lengths (failure class 6).
     width = case.extend_lens[0] if fixed else max(big.extend_lens) + 1
-    qkv_dim = (case.num_heads + 2 * case.num_kv_heads) * case.head_dim
-    phase = PhaseSpec(case.mode, width, "all", feature=FeatureKind.PROBE, feature_dim=qkv_dim)
+    v2 = case.mode == ForwardMode.DRAFT_EXTEND_V2
+    phase = PhaseSpec(case.mode, width, "select" if v2 else "all", CaptureHidden.FULL if v2 else CaptureHidden.NONE,
+                      feature=FeatureKind.PROBE, feature_dim=probe.width)
     bs = mult * n
     runner = PhaseGraphRunner(probe, backend, phase, [bs], emulate=emulate, pool=new_pool(emulate))
     batch = make_batch(setup)
     t = batch.num_tokens
-    batch.set_feature(FeatureKind.PROBE, torch.cat([setup.q.reshape(t, -1), setup.k_new.reshape(t, -1), setup.v_new.reshape(t, -1)], dim=-1))
+    batch.set_feature(FeatureKind.PROBE, AttentionProbe.pack(setup.q, setup.k_new, setup.v_new, case.shared_kv))
     batch.logits_indices = torch.arange(t, device=batch.device)
+    if v2:  # production's V2 replay: one selected row per request, at its accept length
+        batch.logits_indices = select_rows(big.batch_size, width, batch.device)
+        batch.capture_hidden = CaptureHidden.FULL
     if not fixed:
         batch.max_extend_len = width
     pool0 = (setup.kv_pool.k_buffer[0].clone(), setup.kv_pool.v_buffer[0].clone())
@@ -228,12 +259,20 @@ def _rig(backend_name: str, case: AttnCase, mult: int, pad: str, device: str, em
     return _Rig(case, setup, backend, probe, runner, bs, batch, pool0, real_rows)
 
 
+def select_rows(bs: int, ndt: int, device: torch.device | str) -> torch.Tensor:
+    """The V2 draft extend's selected rows ``i * ndt + accept_i - 1``, accept lengths cycling
+    through 1 .. ndt (so packing the rows by them differs from the stride from request 1 on)."""
+    accept = (torch.arange(bs) * 2 + 1) % ndt + 1
+    return (torch.arange(bs) * ndt + accept - 1).to(device)
+
+
 def _stage(rig: _Rig) -> ForwardBatch:
     """The case written into the static inputs by the production builder (``stage``), padded
     to the captured size; returns the replay view."""
     c = rig.setup.case
+    select = rig.batch.logits_indices if rig.runner.phase.logits == "select" else None
     return rig.runner.stage([0] * rig.batch.num_tokens, list(rig.setup.rows), list(c.seq_lens), list(c.extend_lens),
-                            rig.setup.req_to_token, feature=rig.batch.feature)
+                            rig.setup.req_to_token, select=select, feature=rig.batch.feature)
 
 
 def _poison(rig: _Rig) -> None:
@@ -312,7 +351,9 @@ def run_graph(backend_name: str, case: AttnCase, mult: int, pad: str, device: st
     cap = capture_errors(rig)
     _poison(rig)
     t = rig.batch.num_tokens
-    out = rig.runner.replay(_stage(rig)).logits.reshape(t, case.num_heads, case.head_dim).clone()
+    replayed = rig.runner.replay(_stage(rig))
+    rows = replayed.hidden if replayed.hidden is not None else replayed.logits  # V2: every row in hidden
+    out = rows.reshape(t, case.num_heads, case.dv).clone()
     captured = rig.runner.batches[rig.bs]
     table_rows = int(rig.setup.req_to_token.shape[0])
     inv = cap or check_invariants(captured.attn_metadata, rig.setup.kv_pool.num_slots, table_rows, captured.num_tokens)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from updraft.attention import backend_class
-from updraft.attention.reference import reference_attention
+from updraft.attention.reference import reference_attention, reference_mla_attention
 from updraft.batch import ForwardBatch, make_forward_batch
 from updraft.kit.cases import TOLERANCE, AttnCase
 from updraft.memory.pools import KVPool
@@ -28,9 +28,9 @@ class CaseSetup:
     req_to_token: torch.Tensor
     q: torch.Tensor  # [T, Hq, D]
     k_new: torch.Tensor  # [T, Hkv, D]
-    v_new: torch.Tensor
+    v_new: torch.Tensor  # [T, Hkv, Dv] (a view of k_new's first Dv columns with a shared latent cache)
     k_full: list[torch.Tensor]  # per request, logical positions [L, Hkv, D]
-    v_full: list[torch.Tensor]
+    v_full: list[torch.Tensor]  # [L, Hkv, Dv]
     tree_mask: torch.Tensor | None  # [B, s, s] bool
     rows: list[int]
 
@@ -94,35 +94,43 @@ def build_case(case: AttnCase, device: torch.device | str = "cpu") -> CaseSetup:
         pos = torch.arange(seq)
         slots = torch.tensor(pages[i], dtype=torch.long)[pos // p] * p + pos % p if seq else torch.zeros(0, dtype=torch.long)
         table[row, :seq] = slots.to(torch.int32)
-    pool = KVPool(1, num_pages, p, case.num_kv_heads, case.head_dim, dtype, device)
+    pool = KVPool(1, num_pages, p, case.num_kv_heads, case.head_dim, dtype, device, v_head_dim=case.dv,
+                  shared_kv=case.shared_kv)
     # Poison every slot: a kernel that reads a slot it should not see produces a large error.
+    # (A shared latent cache's V is K's leading columns: poisoned with K.)
     pool.k_buffer[0].fill_(7.0)
-    pool.v_buffer[0].fill_(-7.0)
+    if not case.shared_kv:
+        pool.v_buffer[0].fill_(-7.0)
     pool.k_buffer[0][0] = 0.0
     pool.v_buffer[0][0] = 0.0
-    k_full, v_full, q_rows, kn, vn = [], [], [], [], []
+    k_full, v_full, q_rows, kn = [], [], [], []
     for row, pre, ext in zip(rows, case.prefix_lens, case.extend_lens):
         seq = pre + ext
         k = torch.randn(seq, case.num_kv_heads, case.head_dim, generator=gen).to(dtype)
-        v = torch.randn(seq, case.num_kv_heads, case.head_dim, generator=gen).to(dtype)
+        if case.shared_kv:
+            v = k[..., : case.dv]
+        else:
+            v = torch.randn(seq, case.num_kv_heads, case.dv, generator=gen).to(dtype)
         k_full.append(k)
         v_full.append(v)
-        slots = table[row, :pre].long().to(device)
-        pool.k_buffer[0][slots] = k[:pre].to(device)
-        pool.v_buffer[0][slots] = v[:pre].to(device)
+        pool.store(0, table[row, :pre].long().to(device), k[:pre].to(device), v[:pre].to(device))
         kn.append(k[pre:])
-        vn.append(v[pre:])
         q_rows.append(torch.randn(ext, case.num_heads, case.head_dim, generator=gen).to(dtype))
     tree = None
     if case.tree:
         tree = torch.stack([random_tree_mask(case.extend_lens[0], gen) for _ in range(bsz)])
+    k_new = torch.cat(kn).to(device)
+    if case.shared_kv:
+        v_new = k_new[..., : case.dv]  # what an MLA model passes: V is K's latent part, not stored again
+    else:
+        v_new = torch.cat([v[pre:] for v, pre in zip(v_full, case.prefix_lens)]).to(device)
     return CaseSetup(
         case=case,
         kv_pool=pool,
         req_to_token=table.to(device),
         q=torch.cat(q_rows).to(device),
-        k_new=torch.cat(kn).to(device),
-        v_new=torch.cat(vn).to(device),
+        k_new=k_new,
+        v_new=v_new,
         k_full=k_full,
         v_full=v_full,
         tree_mask=tree.to(device) if tree is not None else None,
@@ -146,6 +154,45 @@ def make_batch(setup: CaseSetup) -> ForwardBatch:
     )
 
 
+def pad_like_graph(
+    batch: ForwardBatch, pad: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+) -> tuple[ForwardBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``batch`` (a fixed-stride mode) plus ``pad`` padded graph rows the way the graph runner
+    writes them: seq_lens = 1 (the fill value), req_pool_indices = 0, extend = stride,
+    out_cache_loc = 0 (the scratch slot); q/k/v get random rows for them. For backend tests
+    that pad by hand (``ForwardBatch.check_conventions`` refuses such rows: bypass it)."""
+    s = batch.stride
+    gen = torch.Generator().manual_seed(5)
+
+    def cat(x: torch.Tensor, fill: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, fill.to(device=x.device, dtype=x.dtype)])
+
+    n = pad * s
+    start = batch.extend_start_loc
+    new_start = torch.arange(pad, dtype=start.dtype) * s + batch.num_tokens
+    padded = ForwardBatch(
+        mode=batch.mode,
+        batch_size=batch.batch_size + pad,
+        input_ids=cat(batch.input_ids, torch.zeros(n)),
+        positions=cat(batch.positions, torch.zeros(n)),
+        req_pool_indices=cat(batch.req_pool_indices, torch.zeros(pad)),
+        seq_lens=cat(batch.seq_lens, torch.ones(pad)),
+        extend_seq_lens=cat(batch.extend_seq_lens, torch.full((pad,), s)),
+        extend_start_loc=cat(start, new_start),
+        out_cache_loc=cat(batch.out_cache_loc, torch.zeros(n)),
+        seq_lens_cpu=cat(batch.seq_lens_cpu, torch.ones(pad)),
+        extend_seq_lens_cpu=cat(batch.extend_seq_lens_cpu, torch.full((pad,), s)),
+        logits_indices=batch.logits_indices,
+        stride=s,
+        custom_mask=None
+        if batch.custom_mask is None
+        else cat(batch.custom_mask, torch.zeros(pad, s, s, dtype=torch.bool)),
+    )
+    extra = [torch.randn((n, *x.shape[1:]), generator=gen) for x in (q, k, v)]
+    q2, k2, v2 = (cat(x, e) for x, e in zip((q, k, v), extra, strict=True))
+    return padded, q2, k2, v2
+
+
 def reference_output(setup: CaseSetup, scale: float) -> torch.Tensor:
     case = setup.case
     outs = []
@@ -153,7 +200,10 @@ def reference_output(setup: CaseSetup, scale: float) -> torch.Tensor:
         start = sum(case.extend_lens[:i])
         q = setup.q[start : start + ext].cpu()
         mask = setup.tree_mask[i].cpu() if setup.tree_mask is not None else None
-        outs.append(reference_attention(q, setup.k_full[i], setup.v_full[i], scale, mask))
+        if case.shared_kv:  # the latent rows alone: the MLA reference reads V from them itself
+            outs.append(reference_mla_attention(q, setup.k_full[i][:, 0], case.dv, scale, mask))
+        else:
+            outs.append(reference_attention(q, setup.k_full[i], setup.v_full[i], scale, mask))
     return torch.cat(outs)
 
 

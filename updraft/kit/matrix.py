@@ -49,7 +49,7 @@ PRODUCTION = tuple(PRODUCTION_COLUMNS)
 #: graph needs every one of these modes captured by the backend.
 FUSED_ITERATION = "fused iteration"
 FUSED_MODES = (ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY, ForwardMode.DRAFT_EXTEND_V2)
-BACKENDS = ("torch_native", "triton", "flex")
+BACKENDS = ("torch_native", "triton", "flex", "mla")
 #: Production-runner checks per tier: batch sizes in order (graphs of bs 4, 2, 1 are captured),
 #: rounds (one eager speculative iteration apart: lengths change), draft heads (EAGLE-1: the
 #: target's last hidden state; EAGLE-3: three target layers, its own vocabulary mapped to target
@@ -165,6 +165,22 @@ NO_GRAPH_REASONS = {
 }
 
 
+#: Why a backend that serves no ordinary (separate K/V) cache has no production-runner cells.
+NO_PRODUCTION_REASON = (
+    "{backend} serves MLA's shared latent cache only; the production runners' tiny engine is a Llama (separate K "
+    "and V per head): its checks need an MLA target and draft"
+)
+
+
+def case_families(backend: str) -> tuple[str, ...]:
+    """The head families (``cases.FAMILIES``) whose cases ``backend`` runs: ``standard`` where
+    it serves separate K/V caches, ``mla`` where it serves the shared latent cache."""
+    from updraft.attention import backend_class
+
+    cls = backend_class(backend)
+    return tuple(f for f, serves in (("standard", cls.separate_kv), ("mla", cls.v_layouts)) if serves)
+
+
 def no_graph_reason(backend: str, mode: ForwardMode) -> str:
     for key in ((backend, mode), ("*", mode), (backend, None)):
         if key in NO_GRAPH_REASONS:
@@ -182,7 +198,10 @@ def hardware_skip(backend: str, device: str) -> str:
         return f"{backend} cannot be imported here ({exc})"
     if device not in cls.devices:
         return f"{backend} does not run on {device}"
-    if backend == "triton" and device == "cpu":
+    # The triton backend and the ones built on it (mla) run on a CPU only interpreted. (Checked
+    # through the class hierarchy's names: importing triton_backend here would need triton.)
+    on_triton = any(base.__dict__.get("name") == "triton" for base in cls.__mro__)
+    if on_triton and device == "cpu":
         from updraft.attention.triton_kernels import decode, interpreting
 
         if not interpreting() or type(decode._decode_kernel).__name__ != "InterpretedFunction":
@@ -199,7 +218,10 @@ def cell_applicability(backend: str, col: Column, device: str) -> tuple[str, str
         return "", ""
     from updraft.attention import backend_class
 
-    graph_modes = backend_class(backend).graph_modes
+    cls = backend_class(backend)
+    graph_modes = cls.graph_modes
+    if col.production and not cls.separate_kv:
+        return "none", NO_PRODUCTION_REASON.format(backend=backend)
     if col.production:
         modes = FUSED_MODES if col.key == FUSED_ITERATION else (PRODUCTION_COLUMNS[col.key][1],)
         missing = [m for m in modes if m not in graph_modes]
@@ -241,10 +263,12 @@ def plan_units(backends: list[str], columns: list[Column], device: str, tier: st
             if col.production or cell_applicability(backend, col, device)[0]:
                 continue
             assert col.mode is not None
+            fams = case_families(backend)
             if col.runner == "eager":
-                items = [(c, 1, "") for c in eager_cases(col.mode, tier)]
+                items = [(c, 1, "") for f in fams for c in eager_cases(col.mode, tier, f)]
             else:
-                items = [(c, m, p) for c in graph_cases(col.mode, tier) for p, m in GRAPH_COMBOS[(tier, col.runner)]]
+                items = [(c, m, p) for f in fams for c in graph_cases(col.mode, tier, f)
+                         for p, m in GRAPH_COMBOS[(tier, col.runner)]]
             n = CHUNK[col.runner]
             for i in range(0, len(items), n):
                 chunk = tuple(items[i : i + n])

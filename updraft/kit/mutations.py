@@ -66,6 +66,13 @@ MUTATIONS: tuple[Mutation, ...] = (
        "        a32[2 * b_max : 2 * b_max + n] = np.arange(n) * width  # MUTATION\n",
        "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
        f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
+    _m("c1-mla-v2-starts-from-accept-lengths", "1", "the mla backend's V2 draft-extend replay-init packs the query starts (cu_seqlens_q) from the accept lengths (the selected rows) while capture used the uniform stride",
+       TB, "        md.ext_start.copy_(batch.extend_start_loc)\n",
+       "        md.ext_start.copy_(batch.extend_start_loc)\n"
+       "        if self.name == \"mla\" and batch.mode == ForwardMode.DRAFT_EXTEND_V2 and batch.replay_bs is not None:  # MUTATION\n"
+       "            accept = batch.logits_indices[: plan.batch_size] - batch.extend_start_loc + 1  # select rows -> accept lengths\n"
+       "            md.ext_start[1:].copy_(torch.cumsum(accept, 0)[:-1])\n",
+       "kit --backend mla --mode DRAFT_EXTEND_V2 --runner graph-metadata"),
     _m("c2-v2-hidden-from-graph-buffer", "2", "v2 draft extend reads the next feature from the largest graph's output buffer, even after an eager fallback",
        PROP, "            self._keep_states(rows, out)\n            self._store_next(reqs, rows, out.logits, out.hidden)\n            return\n",
        "            self._keep_states(rows, out)\n"

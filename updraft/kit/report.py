@@ -189,6 +189,9 @@ def scope_lines(tier: str) -> list[str]:
     graph = ("every length set with two layout / page / heads / dtype combinations, plus an exact-width case"
              if tier == "full" else "one mixed batch around a page boundary and an exact-width case")
     return [
+        "- Head families: each backend runs the layouts it serves: `standard` (MHA 4/4, GQA 8/2, MQA 4/1 heads, "
+        "head_dim 32) and `mla` (one shared latent KV head: 8 query heads over 32 + 16 columns"
+        f"{'; plus 16 heads over the real 512 + 64' if tier == 'full' else ''}); torch_native runs both, mla only `mla`.",
         f"- `eager` runs {eager}.",
         f"- `graph-metadata` and `graph` run {graph}; pad style x capture multiple: graph-metadata {combos('graph-metadata')}; "
         f"graph {combos('graph')}. Tree masks run in the eager column only: graph replay refuses custom masks "

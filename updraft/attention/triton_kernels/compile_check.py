@@ -25,6 +25,8 @@ from updraft.attention.triton_kernels import (
     interpreting,
     kv_store,
     merge,
+    mla_decode,
+    mla_extend,
     next_pow2,
     rope_store,
 )
@@ -91,11 +93,50 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
             ))
         out.append((f"merge -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
                     dict(HEAD_DIM=128, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=128), 4))
-        out.append((f"kv_store {dt}", kv_store._kv_store_kernel, dict(K=d, V=d, KPool=d, VPool=d, Loc="i64"),
-                    dict(NUM_KV_HEADS=8, HEAD_DIM=128, BLOCK_H=8, BLOCK_D=128), 4))
+        for has_v, (hkv, hd) in ((True, (8, 128)), (False, (1, 576))):  # K and V; MLA's latent rows (K only)
+            out.append((f"kv_store {dt} has_v={has_v}", kv_store._kv_store_kernel, dict(K=d, V=d, KPool=d, VPool=d, Loc="i64"),
+                        dict(NUM_KV_HEADS=hkv, HEAD_DIM=hd, BLOCK_H=hkv, BLOCK_D=next_pow2(hd), HAS_V=has_v), 4))
+        out += _mla_specs(dt, full)
         out.append((f"rope_store {dt}", rope_store._rope_store_kernel,
                     dict(Q=d, K=d, V=d, KPool=d, VPool=d, Loc="i64", Pos="i64", CosSin=d),
                     dict(HQ=32, HK=8, HALF=64, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, RNE=False), 8))
+    return out
+
+
+def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
+    """The MLA kernels at DeepSeek's widths (512 + 64) with the backend's GPU tiles: decode of 16
+    heads (V2-Lite) and of 128 (V3, 32-row head blocks), a verify block of 4 x 16 rows under a
+    tree mask, prefill and a V2 draft extend (64-row tiles); fp32 at its 16 x 16 tiles."""
+    d, fp32 = _SHORT[dt], dt == "float32"
+    prec = "ieee" if fp32 else "tf32"
+    lat = dict(DV=512, DR=64, BLOCK_DV=512, BLOCK_DR=64, DOT_F32=False, DOT_PREC=prec)
+    decode_ptrs = dict(Q=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64", SeqLens="i32",
+                       KvLens="i32")
+    extend_ptrs = dict(Q=d, KNew=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64",
+                       KvLens="i32", ExtLens="i32", ExtStart="i32")
+    # (heads, stride, rows, keys, tree, direct, warps) decode; (heads, rows, keys, tree, direct, warps) extend
+    dec = [(16, 1, 16, 64, False, False, 4), (128, 1, 32, 32, False, False, 8), (16, 4, 32, 32, True, False, 8)]
+    ext = [(16, 64, 32, False, True, 8)]
+    if fp32:
+        dec = [(16, 4, 16, 16, True, False, 4)]
+        ext = []
+    if full:
+        dec += [(16, 1, 16, 16, False, True, 4)] if fp32 else [(16, 1, 16, 64, False, True, 4)]
+        ext += [(16, 16, 16, True, False, 4)] if fp32 else [(128, 64, 32, False, False, 8), (16, 64, 32, True, False, 8)]
+    out = []
+    for heads, stride, rows, bn, tree, direct, warps in dec:
+        out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
+                    mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
+                    dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
+                         TREE=tree, DIRECT=direct, **lat), warps))
+    for heads, rows, bn, tree, direct, warps in ext:
+        out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
+                    extend_ptrs | dict(TreeMask="u8" if tree else "i32"),
+                    dict(NUM_HEADS=heads, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=2 * bn, TREE=tree, DIRECT=direct, **lat),
+                    warps))
+    if full:
+        out.append((f"merge mla -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
+                    dict(HEAD_DIM=512, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=512), 4))
     return out
 
 

@@ -1,0 +1,205 @@
+"""MLA decode attention of the ``mla`` backend (run it on the GPU machine).
+
+* decode: one query per request over a paged latent cache (DeepSeek: kv_lora_rank 512 + rope 64,
+  one latent row of 1152 bytes per token in bf16), bs in {8, 64} x context in {8k, 32k} x heads
+  in {16 (V2-Lite), 128 (V3)}. Reported: achieved bandwidth = bytes of the latent cache read +
+  q + out / time, and its share of the device copy bandwidth (3.01 TB/s on the H100); the goal is
+  >= 70% at bs 8 and 64. Also the achieved TFLOP/s: at 128 heads a latent row feeds
+  128 x (2 x 576 + 2 x 512) = 278k FLOPs, ~242 FLOP per byte, so 70% of the copy bandwidth there
+  needs ~510 dense bf16 TFLOP/s: that shape is bound by the tensor cores, not by memory.
+* verify (``--only verify`` or all): TARGET_VERIFY, 4 tokens per request over an 8k context (the
+  same decode kernel, 4 x heads rows per program), same metric.
+
+Timing: each measured call is one backend forward (K store + attention kernel + split merge),
+replayed from a CUDA graph of ``--inner`` forwards (CUDA events, median of ``--repeats``), as in
+``attention_bench.py``, whose timing and report helpers this script uses. ``--sweep`` also times
+other tiles and split counts per shape (a tuning run: the best of each shape is marked).
+``--smoke``: tiny shapes (on a CPU: the Triton interpreter), plumbing and correctness only.
+
+    python benchmarks/mla_bench.py --out results/mla_bench.json [--sweep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from attention_bench import markdown, meta, rel_err, time_call  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RANK, ROPE = 512, 64
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=None, help="write the results as JSON to this path")
+    p.add_argument("--only", choices=("all", "decode", "verify"), default="all")
+    p.add_argument("--repeats", type=int, default=20, help="timed graph replays (median reported)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed forwards before capture and replays")
+    p.add_argument("--inner", type=int, default=10, help="forwards per CUDA graph replay")
+    p.add_argument("--page-size", type=int, default=1, help="KV page size (pages shuffled over the pool)")
+    p.add_argument("--peak-tbps", type=float, default=3.01, help="reference bandwidth (device copy), TB/s")
+    p.add_argument("--sweep", action="store_true", help="also time other tiles / split counts per shape (tuning)")
+    p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
+    return p.parse_args(argv)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A tile / split override (None: the backend's policy)."""
+
+    block_rows: int | None = None
+    block_n: int | None = None
+    splits: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self == Variant():
+            return "policy"
+        parts = [f"{k}={v}" for k, v in (("rows", self.block_rows), ("keys", self.block_n), ("splits", self.splits)) if v]
+        return ",".join(parts)
+
+
+def sweep_variants(heads: int, stride: int) -> list[Variant]:
+    rows = [r for r in (16, 32, 64) if r <= max(16, heads * stride)]
+    return [Variant(r, n, s) for r in rows for n in (32, 64) for s in (None, 1, 4, 16)]
+
+
+class LatentSetup:
+    """``bs`` requests of ``ctx`` positions on shuffled pages of a latent pool (one layer),
+    random latent rows, and an ``mla`` backend over it."""
+
+    def __init__(self, bs: int, ctx: int, heads: int, rank: int, rope: int, page: int, device: torch.device,
+                 gen: torch.Generator) -> None:
+        from updraft.attention.mla_backend import MLABackend
+        from updraft.memory.pools import KVPool
+
+        pages_per_req = -(-ctx // page)
+        num_pages = bs * pages_per_req + 1  # + the scratch page 0
+        self.pool = KVPool(1, num_pages, page, 1, rank + rope, torch.bfloat16, device, v_head_dim=rank, shared_kv=True)
+        self.pool.k_buffer[0].normal_(generator=gen)
+        order = (torch.randperm(num_pages - 1, device=device, generator=gen) + 1).view(bs, pages_per_req)
+        pos = torch.arange(ctx, device=device)
+        self.table = torch.zeros(bs + 1, ctx + 8, dtype=torch.int32, device=device)
+        self.table[1:, :ctx] = (order[:, pos // page] * page + pos % page).to(torch.int32)
+        self.rows = torch.arange(1, bs + 1, device=device)
+        self.backend = MLABackend(self.pool, self.table, heads, 1, rank + rope, scale=(128 + rope) ** -0.5)
+
+    def latent(self, req: int, length: int) -> torch.Tensor:
+        return self.pool.k_buffer[0][self.table[req + 1, :length].long(), 0]
+
+
+def reference(q: torch.Tensor, latent: torch.Tensor, rank: int, scale: float, stride: int) -> torch.Tensor:
+    """fp32 attention of one request's ``stride`` queries (the last positions) over its latent rows."""
+    s = torch.einsum("nhd,ld->hnl", q.float(), latent.float()) * scale
+    qpos = torch.arange(stride, device=q.device)[:, None] + latent.shape[0] - stride
+    s = s.masked_fill(torch.arange(latent.shape[0], device=q.device)[None, :] > qpos, float("-inf"))
+    return torch.einsum("hnl,lc->nhc", s.softmax(-1), latent[:, :rank].float())
+
+
+def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch.device, dims: tuple[int, int],
+          stride: int = 1, variant: Variant = Variant()) -> dict[str, Any]:
+    """DECODE (``stride`` 1) or TARGET_VERIFY (``stride`` = ndt): ``bs`` requests whose cache holds
+    ``ctx`` positions after this step."""
+    from updraft.attention.triton_kernels import TileConfig
+    from updraft.batch import ForwardMode, make_forward_batch
+
+    rank, rope = dims
+    mode = ForwardMode.DECODE if stride == 1 else ForwardMode.TARGET_VERIFY
+    gen = torch.Generator(device=device).manual_seed(bs * 100003 + ctx + heads + stride)
+    st = LatentSetup(bs, ctx, heads, rank, rope, args.page_size, device, gen)
+    be = st.backend
+    if variant.block_rows or variant.block_n:
+        policy = be._tile
+
+        def tile(use_decode: bool, max_ext: int) -> TileConfig:
+            t = policy(use_decode, max_ext)
+            rows, keys = variant.block_rows or t.block_rows, variant.block_n or t.block_n
+            return TileConfig(rows, keys, max(t.min_split, 2 * keys), 4 if rows <= 16 else 8, t.num_stages)
+
+        be._tile = tile  # type: ignore[method-assign]
+    be.kv_splits_override = variant.splits
+    n = bs * stride
+    batch = make_forward_batch(mode, torch.zeros(n, dtype=torch.long, device=device), st.rows,
+                               torch.full((bs,), ctx, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
+                               st.table, logits="none", stride=stride)
+    q = torch.randn(n, heads, rank + rope, device=device, generator=gen).to(torch.bfloat16)
+    k = torch.randn(n, 1, rank + rope, device=device, generator=gen).to(torch.bfloat16)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    out = be.forward(q, k, k[..., :rank], 0, batch)
+    err = rel_err(out[:stride], reference(q[:stride], st.latent(0, ctx), rank, be.scale, stride))
+    t = time_call(lambda: be.forward(q, k, k[..., :rank], 0, batch), args, device)
+    cache = bs * ctx * (rank + rope) * 2
+    io = (q.numel() + out.numel()) * 2
+    sec = t["graph_s"]
+    plan = batch.attn_metadata.plan
+    return {
+        "mode": mode.name, "bs": bs, "context": ctx, "heads": heads, "tokens_per_req": stride, "variant": variant.label,
+        "block_rows": plan.tile.block_rows, "block_n": plan.tile.block_n, "kv_splits": plan.num_kv_splits,
+        "time_us": sec * 1e6, "eager_us": t["eager_s"] * 1e6, "graphed": bool(t["graphed"]),
+        "cache_gb": cache / 1e9, "table_gb": bs * ctx * 4 / 1e9,
+        "bandwidth_tbps": (cache + io) / sec / 1e12, "fraction_of_peak": (cache + io) / sec / (args.peak_tbps * 1e12),
+        "tflops": n * heads * ctx * 2 * (2 * rank + rope) / sec / 1e12, "rel_err_req0": err,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        if not args.smoke:
+            print("mla_bench: needs a CUDA GPU (use --smoke for a CPU interpreter dry run)", file=sys.stderr)
+            return 2
+        os.environ["TRITON_INTERPRET"] = "1"  # before updraft's triton kernels are defined
+    sys.path.insert(0, str(ROOT))
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if args.smoke:
+        dims, grid = (32, 16), [(2, 70, 4), (3, 40, 8)]
+    else:
+        dims, grid = (RANK, ROPE), [(bs, ctx, h) for h in (16, 128) for bs in (8, 64) for ctx in (8192, 32768)]
+    sections = [("decode", 1, grid), ("verify", 4, [(bs, min(ctx, 8192), h) for bs, ctx, h in grid if ctx == grid[0][1]])]
+    results: dict[str, Any] = {"meta": meta(device), "dims": list(dims), "page_size": args.page_size, "peak_tbps": args.peak_tbps}
+    cols = [
+        ("heads", "H", "d"), ("bs", "bs", "d"), ("context", "context", "d"), ("variant", "variant", "s"),
+        ("block_rows", "rows", "d"), ("block_n", "keys", "d"), ("kv_splits", "splits", "d"), ("time_us", "time (us)", ".1f"),
+        ("bandwidth_tbps", "TB/s", ".2f"), ("fraction_of_peak", f"of {args.peak_tbps} TB/s", ".0%"),
+        ("tflops", "TFLOP/s", ".0f"), ("rel_err_req0", "rel err", ".1e"),
+    ]
+    t0 = time.time()
+    for key, stride, shapes in sections:
+        if args.only not in ("all", key):
+            continue
+        rows: list[dict[str, Any]] = []
+        for bs, ctx, heads in shapes:
+            variants = [Variant()] + (sweep_variants(heads, stride) if args.sweep else [])
+            got = [bench(bs, ctx, heads, args, device, dims, stride, v) for v in variants]
+            best = min(got, key=lambda r: r["time_us"])
+            for r in got:
+                r["variant"] += " *" if r is best and len(got) > 1 else ""
+            rows += got
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        results[key] = rows
+        print(f"\n### {'Decode' if stride == 1 else f'TARGET_VERIFY, {stride} tokens/request'} (bf16, latent {dims[0]} + {dims[1]}, "
+              f"page {args.page_size}, shuffled pages; bytes = latent cache + q + out)\n")
+        print(markdown(rows, cols))
+    results["wall_s"] = time.time() - t0
+    print(f"\n{results['meta']['device']}, torch {results['meta']['torch']}, triton {results['meta']['triton']}, {results['wall_s']:.0f} s")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""``mla``: DeepSeek MLA attention over the paged latent cache, with Triton kernels (CUDA; CPU only
+under ``TRITON_INTERPRET=1``).
+
+Interface, per layer (the model absorbs W_UK into the query and applies W_UV to the output):
+
+* the pool is ``KVPool(..., kv_heads=1, head_dim=kv_lora_rank + rope_dim, v_head_dim=kv_lora_rank,
+  shared_kv=True)``: one latent row ``[c | k_rope]`` per token, V its first ``kv_lora_rank``
+  columns, stored once;
+* ``q`` [T, H, Dk]: ``q_nope . W_UK`` in the first ``Dv`` columns, the rotated ``q_rope`` after;
+* ``k`` [T, 1, Dk]: the new tokens' latent rows (rope part rotated), written to
+  ``out_cache_loc``; ``v`` (``k[..., :Dv]``) is ignored: only ``k`` is stored;
+* ``rope`` must be None: the model rotates the rope parts itself (the backend cannot tell them
+  apart from a Llama head);
+* returns [T, H, Dv] in ``q``'s dtype; ``scale`` is the model's (DeepSeek scales by the
+  unabsorbed query width, not by ``Dk``).
+
+Routing (failure classes 3 and 5):
+
+* DECODE, DRAFT_DECODE (one token, or topk under a tree mask) and TARGET_VERIFY (ndt tokens,
+  causal in the block, tree mask optional) -> ``mla_decode``: every key from the pool after the
+  store, the block's ndt x heads rows packed into the dot's M dimension, split-KV with a merge.
+* EXTEND, DRAFT_EXTEND (v1, packed) and DRAFT_EXTEND_V2 (fixed stride) -> ``mla_extend`` (prefix
+  from the pool, the new rows from ``k``), never the decode kernel. So does a decode mode with
+  ``save_kv=False`` (its new rows are not in the pool).
+
+Metadata, graphs and host scalars are the triton backend's (this class extends it): ONE builder
+(``_fill_metadata``) for eager, capture and replay; the launch plan of the fixed-stride modes
+depends on the mode, batch size, stride, tree-ness, dtype, head count, table width and SM count
+only, and a replay that would need other host scalars is refused (failure class 6);
+``kv_lens = clamp(seq_lens - extend_seq_lens, 0)`` (class 4); the fixed-stride modes' query
+starts are the uniform stride the builder writes at capture and replay alike (class 1; the
+decode kernel even takes them from the frozen stride, not from the metadata).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from updraft.attention.base import Rope
+from updraft.attention.triton_backend import TritonBackend, TritonMetadata
+from updraft.attention.triton_kernels import TileConfig, next_pow2
+from updraft.attention.triton_kernels.kv_store import store_kv
+from updraft.attention.triton_kernels.mla_common import grid_rows
+from updraft.attention.triton_kernels.mla_decode import mla_decode_attention
+from updraft.attention.triton_kernels.mla_extend import mla_extend_attention
+from updraft.batch import ForwardBatch, ForwardMode
+from updraft.memory.pools import KVPool
+
+
+class MLABackend(TritonBackend):
+    """Absorbed (latent) MLA attention; see the module docstring."""
+
+    name = "mla"
+    v_layouts = True
+    separate_kv = False
+    #: KV splits aim at this many programs per SM (fewer than triton's 4: an MLA split's partial
+    #: output is H x kv_lora_rank fp32, as large as hundreds of the latent rows it summarises).
+    split_waves: ClassVar[int] = 2
+    #: The merge loads every split of a row at once: 16 x 512 fp32 columns per head stay in
+    #: registers, 64 would spill (and 16 splits of an 8k context are 512 keys each, plenty).
+    max_kv_splits: ClassVar[int] = 16
+
+    def __init__(
+        self,
+        kv_pool: KVPool,
+        req_to_token: torch.Tensor,
+        num_heads: int,
+        num_kv_heads: int,
+        head_dim: int,
+        scale: float | None = None,
+    ) -> None:
+        if not kv_pool.shared_kv or kv_pool.kv_heads != 1 or num_kv_heads != 1:
+            raise ValueError(
+                "attention backend 'mla' serves a shared latent cache with one KV head (KVPool(shared_kv=True, "
+                f"kv_heads=1)); got shared_kv={kv_pool.shared_kv}, pool kv_heads={kv_pool.kv_heads}, "
+                f"num_kv_heads={num_kv_heads} (use triton or torch_native for other layouts)"
+            )
+        if head_dim != kv_pool.head_dim or kv_pool.v_head_dim >= head_dim:
+            raise ValueError(
+                f"attention backend 'mla' needs head_dim = kv_lora_rank + rope_dim with a rope part: head_dim={head_dim}, "
+                f"pool head_dim={kv_pool.head_dim}, v_head_dim (kv_lora_rank)={kv_pool.v_head_dim}"
+            )
+        super().__init__(kv_pool, req_to_token, num_heads, num_kv_heads, head_dim, scale)
+        self.v_head_dim = kv_pool.v_head_dim
+
+    # ---- launch plan (the triton backend's, with MLA's kernels and tiles) ----------------
+    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int) -> bool:
+        # The decode kernel reads the verify block (and a draft tree) from the pool, causal
+        # and masked in-kernel: the MLA verify is the bandwidth-bound decode, ndt rows wider.
+        return mode.is_decode() or mode.is_target_verify()
+
+    def _base_programs(self, use_decode: bool, bsz: int, max_ext: int, tile: TileConfig) -> int:
+        return grid_rows(max_ext, self.num_heads, tile.block_rows) * bsz
+
+    def _tile(self, use_decode: bool, max_ext: int) -> TileConfig:
+        """Tiles per path. ``block_rows``: (token, head) rows per program; ``min_split``: fewest
+        keys a split covers, large in decode, where a split's fp32 partial (rows x Dv x 4 bytes,
+        written and read again) must stay small next to the latent rows it reads (~16 rows x
+        1152 bytes per row of the tile)."""
+        rows = max(1, max_ext) * self.num_heads
+        if self.interpret:  # small blocks: short test sequences still cross block boundaries
+            return TileConfig(block_rows=min(max(16, next_pow2(rows)), 32), block_n=16, min_split=16, num_warps=1,
+                              num_stages=1)
+        if self.kv_pool.dtype == torch.float32:  # IEEE fp32 dots on FMA units: the correctness path
+            return TileConfig(block_rows=16, block_n=16, min_split=64, num_warps=4, num_stages=2)
+        block_m = min(max(16, next_pow2(rows)), 32 if use_decode else 64)
+        block_n = 64 if block_m <= 16 else 32
+        min_split = max(2 * block_n, 16 * block_m) if use_decode else 2 * block_n
+        return TileConfig(block_rows=block_m, block_n=block_n, min_split=min_split, num_warps=4 if block_m <= 16 else 8,
+                          num_stages=2)
+
+    # ---- compute -----------------------------------------------------------------------
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        layer_id: int,
+        batch: ForwardBatch,
+        *,
+        save_kv: bool = True,
+        rope: Rope | None = None,
+    ) -> torch.Tensor:
+        """See the module docstring: ``rope`` must be None, ``v`` is ignored."""
+        if rope is not None:
+            raise ValueError(
+                "attention backend 'mla' takes q and k with their rope parts already rotated (rope must be None): "
+                "only the last head_dim - kv_lora_rank columns rotate, which the model does itself"
+            )
+        dk = self.head_dim
+        if q.dim() != 3 or q.shape[1:] != (self.num_heads, dk) or k.dim() != 3 or k.shape[1:] != (1, dk):
+            raise ValueError(
+                f"attention backend 'mla' expects q [T, {self.num_heads}, {dk}] and k [T, 1, {dk}] (latent rows), "
+                f"got q {tuple(q.shape)}, k {tuple(k.shape)}"
+            )
+        return super().forward(q, k, v, layer_id, batch, save_kv=save_kv)
+
+    def _store(self, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch) -> None:
+        store_kv(k, None, self.kv_pool.k_buffer[layer_id], None, batch.out_cache_loc)  # V is K's leading columns
+
+    def _out(self, q: torch.Tensor, md: TritonMetadata) -> torch.Tensor:
+        # The extend kernel writes only the rows ext_start/ext_lens cover: none under unseeded
+        # capture metadata (failure class 8), and packed graph replays leave junk rows after the
+        # real tokens, so the speculative modes start from zeros; prefill keeps torch.empty.
+        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
+        return alloc((q.shape[0], self.num_heads, self.v_head_dim), dtype=q.dtype, device=q.device)
+
+    def _run_extend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
+    ) -> torch.Tensor:
+        out = self._out(q, md)
+        mla_extend_attention(
+            q, k, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.kv_lens,
+            md.ext_lens, md.ext_start, md.tree_mask, md.mid_o, md.mid_lse, md.plan.max_ext, md.plan.num_kv_splits,
+            self.scale, md.plan.tile, self._dot_f32(q),
+        )
+        return out
+
+    def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
+        # Every row is written (the grid covers B x stride rows at the frozen uniform stride).
+        out = torch.empty((q.shape[0], self.num_heads, self.v_head_dim), dtype=q.dtype, device=q.device)
+        mla_decode_attention(
+            q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens, md.kv_lens,
+            md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
+            self._dot_f32(q),
+        )
+        return out
