@@ -153,8 +153,15 @@ def test_decode_in_kernel_merge_many_replays() -> None:
     assert rel_err(outs[0], outs[1]) <= 1e-3
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
-def test_model_fused_on_and_off(tiny_checkpoint, arch: str) -> None:
+_DRIFT = pytest.mark.xfail(reason="H100, 2026-11-25: a bf16 Llama's fused decode steps drift from the unfused ones "
+                           "(logits 0.6 off; the prompt's tensor-core rows agree), not yet understood: the fused "
+                           "layers stay off under 'auto' (UPDRAFT_FUSED_LAYERS=1 turns them on)", strict=False)
+
+
+@pytest.mark.parametrize("arch,dtype", [("llama", torch.float32), pytest.param("llama", torch.bfloat16, marks=_DRIFT),
+                                        ("qwen2", torch.float32), ("qwen2", torch.bfloat16), ("qwen3", torch.float32),
+                                        ("qwen3", torch.bfloat16)])
+def test_model_fused_on_and_off(tiny_checkpoint, arch: str, dtype: torch.dtype) -> None:
     from updraft.batch import ForwardMode
     from updraft.memory.pools import PagedAllocator, ReqToTokenPool
     from updraft.models.loader import load_checkpoint
@@ -176,38 +183,11 @@ def test_model_fused_on_and_off(tiny_checkpoint, arch: str) -> None:
             logits.append(out.logits)
         return toks, logits
 
-    for dtype in (torch.float32, torch.bfloat16):
-        # "auto" leaves fp32 on cuBLAS (forced, fp32 takes the kernels too); bf16 runs the
-        # production policy (at most 4 rows: the prompt's 6 rows stay unfused, decode is fused)
-        with ops.use_backend("triton" if dtype == torch.float32 else "auto"):
-            fused = run(dtype)
-        with ops.use_fused_layers(False):
-            unfused = run(dtype)
-        if dtype == torch.float32:
-            assert fused[0] == unfused[0]
-        for a, b in zip(fused[1], unfused[1]):
-            assert rel_err(a, b) <= (1e-4 if dtype == torch.float32 else 3e-2)
-
-
-@pytest.mark.xfail(reason="the tensor-core path (M > 4) in bf16: logits 0.6 off the unfused ones on the H100 "
-                   "(2026-11-25), not yet understood; 'auto' keeps M <= 4", strict=False)
-def test_tensor_core_path_bf16_llama(tiny_checkpoint) -> None:
-    from updraft.batch import ForwardMode
-    from updraft.memory.pools import PagedAllocator, ReqToTokenPool
-    from updraft.models.loader import load_checkpoint
-    from updraft.runtime.model_runner import ModelRunner
-
-    def prompt_logits() -> torch.Tensor:
-        model = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device=DEV, progress=False).model
-        pool = ReqToTokenPool(2, 64, DEV)
-        alloc = PagedAllocator(pool, 64, 1)
-        runner = ModelRunner(model, pool, 64, 1, "triton")
-        row = pool.alloc()
-        assert row is not None and alloc.ensure(row, 40)
-        return runner.forward(runner.make_batch(ForwardMode.EXTEND, [5, 77, 13, 200, 9, 41], [row], [6], [6])).logits
-
-    with ops.use_backend("triton"):
-        fused = prompt_logits()
+    with ops.use_backend("triton"):  # forced: "auto" takes the fused layers only when asked for
+        fused = run(dtype)
     with ops.use_fused_layers(False):
-        unfused = prompt_logits()
-    assert rel_err(fused, unfused) <= 3e-2
+        unfused = run(dtype)
+    if dtype == torch.float32:
+        assert fused[0] == unfused[0]
+    for a, b in zip(fused[1], unfused[1]):
+        assert rel_err(a, b) <= (1e-4 if dtype == torch.float32 else 3e-2)

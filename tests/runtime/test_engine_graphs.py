@@ -132,16 +132,16 @@ def test_many_request_prefill_graphs_equal_eager(tiny_checkpoint, heads, monkeyp
     eager = LLM(str(target), **common)
     graphs = LLM(str(target), graph_emulate=True, cuda_graph_bs=[1, 2, 3], prefill_graph_tokens=[40], **common)
     runner = graphs.engine.runner
-    budgets = [(g.phase.tokens, g.sizes) for g in runner.prefill_graphs if g.phase.tokens]
-    assert budgets == [(40, [3, 2, 1])], budgets  # the powers of two and the largest size
+    budgets = [(g.phase.width, g.phase.tokens, g.sizes) for g in runner.prefill_graphs if g.phase.tokens]
+    assert budgets == [(40, 42, [3, 2, 1])], budgets  # 40 tokens + 2 padded rows; the powers of two and the largest
     ref = [o.outputs[0].token_ids for o in eager.generate(ps, params)]
     assert [o.outputs[0].token_ids for o in graphs.generate(ps, params)] == ref
     counts = runner.path_counts
     # the first wave (5 + 9 + 12 = 26 tokens of 3 requests) fits both the width-16 graph (48 rows
-    # at bs 3) and the 40-token budget, which has fewer rows and replays; the next wave (30 + 25 =
-    # 55 tokens, 30 > 16) fits no graph
+    # at bs 3) and the 40-token budget (42 rows), which has fewer rows and replays; the next wave
+    # (30 + 25 = 55 tokens, 30 > 16) fits no graph
     assert counts["EXTEND graph"] >= 1, counts
-    assert counts["EXTEND eager: 55 tokens of 2 requests > captured 40 at batch size 2"] == 1, counts
+    assert counts["EXTEND eager: 55 tokens of 2 requests > captured 42 at batch size 2"] == 1, counts
     assert graphs.engine.spec.proposer.runner.path_counts["EXTEND graph"] >= 1  # type: ignore[union-attr]
 
 

@@ -76,7 +76,10 @@ def _prefill_phases(engine: Engine, capture: CaptureHidden, feature: FeatureKind
     context = engine.model_config.context_len
     phases = [PhaseSpec(ForwardMode.EXTEND, w, "last", capture, feature, feature_dim) for w in PREFILL_WIDTHS]
     budgets = prefill_token_budgets(cfg.chunked_prefill_size, cfg.prefill_graph_tokens, context)
-    phases += [PhaseSpec(ForwardMode.EXTEND, t, "last", capture, feature, feature_dim, tokens=t) for t in budgets]
+    # a budget's rows: its tokens plus one per padded request (a full chunk of 3 requests still
+    # replays the graph of batch size 4)
+    pad = max(capture_sizes(cfg.cuda_graph_max_bs, cfg.max_running_requests, cfg.cuda_graph_bs)) - 1
+    phases += [PhaseSpec(ForwardMode.EXTEND, t, "last", capture, feature, feature_dim, tokens=t + pad) for t in budgets]
     return phases
 
 

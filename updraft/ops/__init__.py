@@ -68,7 +68,13 @@ if _backend not in BACKENDS:
     raise ValueError(f"UPDRAFT_OPS={_backend!r}: expected one of {', '.join(BACKENDS)}")
 
 
-_fused_layers = os.environ.get("UPDRAFT_FUSED_LAYERS", "1") not in ("", "0")
+_fused_env = os.environ.get("UPDRAFT_FUSED_LAYERS", "")
+_fused_layers = _fused_env != "0"
+#: The fused layers run under "auto" (production) only when asked for (``UPDRAFT_FUSED_LAYERS=1``):
+#: on the H100 (2026-11-25) a bf16 Llama's fused decode steps drifted from the unfused ones
+#: (tests/ops/test_gemv_gpu.py, xfail) and the shipped head's acceptance at S = 5 fell from 2.87
+#: to 2.52 with them; the "triton" override (tests, the interpreter) always takes them.
+_fused_auto = _fused_env not in ("", "0")
 #: Most token rows the small-M kernels take (``gemv.MAX_M``, repeated so that deciding imports no triton).
 SMALL_M = 16
 _SMALL_M_DTYPES = (torch.bfloat16, torch.float16)
@@ -108,7 +114,7 @@ def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device, width: int
         return False
     cuda = device.type == "cuda"
     if _backend == "auto":
-        return (cuda and rows <= AUTO_MAX_ROWS and width <= AUTO_MAX_WIDTH and dtype in _SMALL_M_DTYPES
+        return (_fused_auto and cuda and rows <= AUTO_MAX_ROWS and width <= AUTO_MAX_WIDTH and dtype in _SMALL_M_DTYPES
                 and triton_available())
     return triton_available() and (cuda or interpreting()) and dtype in (torch.float32, *_SMALL_M_DTYPES)
 
