@@ -97,7 +97,10 @@ def probe_grouped_mm(device: torch.device, dtype: torch.dtype) -> bool:
     ``DeepseekDecoderLayer.absorb`` does, after loading."""
     key = (device.type, dtype)
     if key not in _GROUPED_MM_OK:
-        ok = hasattr(torch, "_grouped_mm") and not (device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0))
+        # CUDA: bf16 on sm90+ only. In fp32 it runs eagerly but copies a host tensor inside a
+        # CUDA graph capture (H100, torch 2.11: tests/models/test_deepseek_gpu.py).
+        cuda_ok = device.type != "cuda" or (dtype == torch.bfloat16 and torch.cuda.get_device_capability(device) >= (9, 0))
+        ok = hasattr(torch, "_grouped_mm") and cuda_ok
         if ok:
             try:
                 gen = torch.Generator(device=device).manual_seed(0)
