@@ -145,6 +145,11 @@ class AttentionBackend(ABC):
         """
         if rope is not None:
             ops.rotary_(q, k, rope.positions, rope.cos_sin)
+        return self._route(q, k, v, layer_id, batch, save_kv)
+
+    def _route(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch,
+               save_kv: bool) -> torch.Tensor:
+        """The mode router (failure classes 3 and 5: DRAFT_EXTEND_V2 is extend-like, never decode)."""
         if batch.mode.is_decode() or batch.mode.is_target_verify():
             return self.forward_decode(q, k, v, layer_id, batch, save_kv=save_kv)
         if batch.mode.is_extend_like(include_v2=True):
@@ -159,11 +164,7 @@ class AttentionBackend(ABC):
         computes after its own rotary and store. ``k``/``v`` hold the same rows. This default reads
         the new rows from ``k``/``v`` (``save_kv=False``); backends that read them from the pool
         override it."""
-        if batch.mode.is_decode() or batch.mode.is_target_verify():
-            return self.forward_decode(q, k, v, layer_id, batch, save_kv=False)
-        if batch.mode.is_extend_like(include_v2=True):
-            return self.forward_extend(q, k, v, layer_id, batch, save_kv=False)
-        raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
+        return self._route(q, k, v, layer_id, batch, save_kv=False)
 
     @abstractmethod
     def forward_extend(

@@ -130,7 +130,7 @@ MUTATIONS: tuple[Mutation, ...] = (
                    "        tokens = torch.stack(toks[:1] + [self._choose(reqs, v)[0] for v in views], dim=1)\n")),
              ("kit --backend torch_native --mode 'draft decode'",)),
     _m("c8-capture-unseeded", "8", "graph capture seeds seq_lens with 0 instead of padding-row values",
-       RUNNER, "    st.seq_lens[:bs].fill_(fill)\n", "    st.seq_lens[:bs].fill_(0)  # MUTATION\n",
+       RUNNER, "    st.seq_lens[:bs].copy_(seq)\n", "    st.seq_lens[:bs].zero_()  # MUTATION\n",
        "kit --backend torch_native --mode TARGET_VERIFY --runner graph",
        f"{GC}::test_class8_capture_is_seeded_not_zero"),
     _m("c8-triton-unseeded-lse", "8", "triton's split LSE scratch starts uninitialised (rows no program reaches merge garbage)",
