@@ -55,12 +55,13 @@ class MLABackend(TritonBackend):
     name = "mla"
     v_layouts = True
     separate_kv = False
-    #: KV splits aim at this many programs per SM (fewer than triton's 4: an MLA split's partial
-    #: output is H x kv_lora_rank fp32, as large as hundreds of the latent rows it summarises).
-    split_waves: ClassVar[int] = 2
-    #: The merge loads every split of a row at once: 16 x 512 fp32 columns per head stay in
-    #: registers, 64 would spill (and 16 splits of an 8k context are 512 keys each, plenty).
-    max_kv_splits: ClassVar[int] = 16
+    #: KV splits aim at this many programs per SM, rounded down to a power of two and capped at
+    #: ``max_kv_splits`` (H100 sweep, 2026-11-26, 16 heads, 8k/32k context: bs 8 was fastest at 32
+    #: splits, bs 64 at 8; the earlier 2 waves, cap 16, left bs 8 at 53-69% of the copy bandwidth
+    #: and bs 64 at 71-74%). A split's partial output is H x kv_lora_rank fp32 (written, then read
+    #: by the merge), so more splits than this costs more than the programs it adds.
+    split_waves: ClassVar[int] = 4
+    max_kv_splits: ClassVar[int] = 32
 
     def __init__(
         self,
@@ -93,6 +94,12 @@ class MLABackend(TritonBackend):
 
     def _base_programs(self, use_decode: bool, bsz: int, max_ext: int, tile: TileConfig) -> int:
         return grid_rows(max_ext, self.num_heads, tile.block_rows) * bsz
+
+    def _num_kv_splits(self, base_programs: int, tile: TileConfig) -> int:
+        splits = super()._num_kv_splits(base_programs, tile)
+        if self.kv_splits_override is not None:
+            return splits
+        return 1 << (splits.bit_length() - 1)  # a power of two: 33 -> 32, 9 -> 8
 
     def _tile(self, use_decode: bool, max_ext: int) -> TileConfig:
         """Tiles per path. ``block_rows``: (token, head) rows per program; ``min_split``: fewest

@@ -5,9 +5,11 @@ own keys) and ``mid_lse[t, h, s]`` (log2 of its softmax denominator plus its run
 when the split saw no key). The merged output is ``sum_s w_s * mid_o_s / sum_s w_s`` with
 ``w_s = 2^(lse_s - max lse)``.
 
-Grid: ``(T, cdiv(num_heads, BLOCK_HM))``; each program loads all splits of ``BLOCK_HM`` heads of
-its row at once (``BLOCK_S = next_pow2(num_splits)``, a frozen host scalar; ``BLOCK_HM`` keeps the
-tile near 4K elements, and is all heads under the interpreter, where each op is expensive). Splits with ``lse = -inf`` are masked
+Grid: ``(T, cdiv(num_heads, BLOCK_HM), cdiv(HEAD_DIM, BLOCK_D))``; each program loads all splits
+of ``BLOCK_HM`` heads of its row at once, ``BLOCK_D`` columns of them (``BLOCK_S =
+next_pow2(num_splits)``, a frozen host scalar; ``BLOCK_D`` and ``BLOCK_HM`` keep the tile near 4K
+elements, so 32 splits of MLA's 512-wide latent output do not spill; under the interpreter,
+where each op is expensive, one program takes all heads and columns). Splits with ``lse = -inf`` are masked
 out of the load, so empty splits cost no bandwidth. A row whose every split is empty (only
 possible with unseeded, zero-length metadata: failure class 8) gets 0, not NaN.
 """
@@ -43,7 +45,7 @@ def _merge_kernel(
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1) * BLOCK_HM + tl.arange(0, BLOCK_HM)
     s = tl.arange(0, BLOCK_S)
-    d = tl.arange(0, BLOCK_D)
+    d = tl.program_id(2) * BLOCK_D + tl.arange(0, BLOCK_D)
     hs_mask = (h[:, None] < num_heads) & (s[None, :] < num_splits)
     lse = tl.load(
         MidLse + t * stride_lt + h[:, None] * stride_lh + s[None, :], mask=hs_mask, other=float("-inf")
@@ -71,8 +73,9 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor) 
     if interpreting():
         block_hm = next_pow2(num_heads)
     else:
+        block_d = min(block_d, max(32, 4096 // block_s))
         block_hm = max(1, min(next_pow2(num_heads), 4096 // (block_s * block_d)))
-    grid = (num_tokens, triton.cdiv(num_heads, block_hm))
+    grid = (num_tokens, triton.cdiv(num_heads, block_hm), triton.cdiv(dim, block_d))
     _merge_kernel[grid](
         mid_o,
         mid_lse,
