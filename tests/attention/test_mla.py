@@ -361,3 +361,16 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert len(data["decode"]) == 2 and len(data["verify"]) == 1
     assert all(r["rel_err_req0"] < 2e-2 and r["cache_gb"] > 0 for r in data["decode"] + data["verify"])
+
+
+def test_split_policy_follows_the_h100_sweep() -> None:
+    """4 waves of KV splits rounded down to a power of two, at most 32 (bs 8 of 16 heads: 32
+    splits; bs 64: 8), what the H100 sweep of 2026-11-26 found fastest; an override is kept as
+    given (the bench and the tests force odd counts)."""
+    pool = KVPool(1, 64, 1, 1, 576, torch.bfloat16, "cpu", v_head_dim=512, shared_kv=True)
+    be = MLABackend(pool, torch.zeros(9, 32768 + 8, dtype=torch.int32), 16, 1, 576)
+    be.num_sms = 132
+    tile = TileConfig(block_rows=16, block_n=64, min_split=256, num_warps=4, num_stages=2)
+    assert [be._num_kv_splits(b, tile) for b in (8, 16, 32, 64, 1024)] == [32, 32, 16, 8, 1]
+    be.kv_splits_override = 5
+    assert be._num_kv_splits(8, tile) == 5
