@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +34,7 @@ import torch
 from updraft import ops
 from updraft.batch import ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
+from updraft.models import fused as fused_mod
 from updraft.models.config import ModelConfig, RopeScaling
 from updraft.models.llama import LlamaForCausalLM
 from updraft.ops import gemv, gemv_config
@@ -135,11 +137,15 @@ class GemmBench:
                                 self.cfg.head_dim if kind == "qkv" else 0)
 
 
-def bench_gemms(peak: float, tune: bool) -> list[dict[str, Any]]:
+def bench_gemms(peak: float, tune: bool, models: list[str], gemms: list[str] | None,
+                m_values: tuple[int, ...]) -> list[dict[str, Any]]:
     rows = []
-    for model, cfg in MODELS.items():
+    for model in models:
+        cfg = MODELS[model]
         for name, kind, n, k in gemm_cases(cfg):
-            for m in M_VALUES:
+            if gemms is not None and name not in gemms:
+                continue
+            for m in m_values:
                 b = GemmBench(cfg, name, kind, n, k, m)
                 tuned = b.tune() if tune else None
                 t_f = graph_time([b.fused(w) for w in b.w])
@@ -178,8 +184,9 @@ def replay_time(graph: torch.cuda.CUDAGraph, replays: int = 30) -> float:
     return start.elapsed_time(end) / 1000 / replays
 
 
-def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float]:
-    """(kernels, GPU-busy microseconds) of one replay, from the torch profiler."""
+def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, int]]:
+    """(kernels, GPU-busy microseconds, launches per kernel name) of one replay, from the torch
+    profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -187,7 +194,8 @@ def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float]:
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
     busy = sum(float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0)) for e in kernels)
-    return len(kernels), busy
+    names = Counter(e.name[:60] for e in kernels)
+    return len(kernels), busy, dict(names.most_common())
 
 
 def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str) -> dict[str, Any]:
@@ -204,34 +212,39 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
                               logits="all" if width > 1 else "last")
     batch.attn_backend = runner.backend
     runner.backend.init_forward_metadata(batch)  # buffers allocated here, outside the capture
-    with ops.use_fused_layers(variant == "fused"):
-        for _ in range(2):
-            model(batch)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(batch)
+    head_flag = fused_mod.FUSED_LM_HEAD
+    fused_mod.FUSED_LM_HEAD = variant == "fused_head"  # the fused LM head (final norm + argmax)
+    try:
+        with ops.use_fused_layers(variant.startswith("fused")):
+            for _ in range(2):
+                model(batch)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                model(batch)
+    finally:
+        fused_mod.FUSED_LM_HEAD = head_flag
     t = replay_time(graph)
-    kernels, busy = profile_replay(graph)
+    kernels, busy, names = profile_replay(graph)
     # tied embeddings are one parameter, read once (by the LM head); gathered rows are negligible
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     kv = cfg.kv_bytes_per_token(DT) * (context + width)
     floor = (weights + kv) / PEAK
     del graph, runner
     return dict(mode=mode.name, variant=variant, ms=t * 1e3, kernels=kernels, busy_ms=busy / 1e3,
-                floor_ms=floor * 1e3, of_floor=floor / t)
+                floor_ms=floor * 1e3, of_floor=floor / t, kernel_names=names)
 
 
 PEAK = 3.01e12
 
 
-def bench_steps(context: int) -> list[dict[str, Any]]:
+def bench_steps(context: int, models: list[str]) -> list[dict[str, Any]]:
     rows = []
-    for name, cfg in [*MODELS.items(), *((f"{k}-draft", v) for k, v in DRAFTS.items())]:
+    for name, cfg in [*((k, MODELS[k]) for k in models), *((f"{k}-draft", DRAFTS[k]) for k in models)]:
         model = random_model(cfg)
         modes = [ForwardMode.DECODE] if name.endswith("draft") else [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY]
         for mode in modes:
-            for variant in ("before", "unfused", "fused"):
+            for variant in ("before", "unfused", "fused", "fused_head"):
                 rows.append(dict(model=name, context=context, **step_variant(model, mode, context, variant)))
         del model
         torch.cuda.empty_cache()
@@ -254,17 +267,22 @@ def main() -> None:
     p.add_argument("--peak-bw", type=float, default=3.01e12, help="bytes/s the floor is computed against")
     p.add_argument("--skip-gemms", action="store_true")
     p.add_argument("--skip-steps", action="store_true")
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--gemms", default=None, help="part 1: only these GEMMs (qkv, o, gate_up, down, lm_head)")
+    p.add_argument("--m-values", default=",".join(map(str, M_VALUES)), help="part 1: token rows")
     args = p.parse_args()
+    models = args.models.split(",")
     PEAK = args.peak_bw
     torch.manual_seed(0)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,
                                   cache=str(gemv_config.cache_path()))
     if not args.skip_gemms:
-        result["gemms"] = bench_gemms(PEAK, args.tune)
+        result["gemms"] = bench_gemms(PEAK, args.tune, models, args.gemms.split(",") if args.gemms else None,
+                                      tuple(int(v) for v in args.m_values.split(",")))
         show("GEMMs (bf16, CUDA graphs; bw = share of peak)", result["gemms"],
              ["model", "gemm", "m", "fused_us", "cublas_us", "fused_bw", "cublas_bw"])
     if not args.skip_steps:
-        result["steps"] = bench_steps(args.context)
+        result["steps"] = bench_steps(args.context, models)
         show(f"steps at {args.context} tokens of context, bs 1 (CUDA graphs)", result["steps"],
              ["model", "mode", "variant", "ms", "kernels", "busy_ms", "floor_ms", "of_floor"])
     args.out.mkdir(parents=True, exist_ok=True)

@@ -66,7 +66,9 @@ def _ngram_matches_greedy(llm: LLM, smollm2_gguf, n: int, max_tokens: int) -> fl
 
 
 def test_ngram_on_sum_equals_greedy(llm: LLM, smollm2_gguf) -> None:  # noqa: ANN001
-    assert _ngram_matches_greedy(llm, smollm2_gguf, n=20, max_tokens=48) > 1.0
+    # 6 prompts (articles of 400-1,400 tokens: prefill is most of the time on 2 CPU cores); the
+    # whole set is the slow test below
+    assert _ngram_matches_greedy(llm, smollm2_gguf, n=6, max_tokens=48) > 1.0
 
 
 @pytest.mark.slow

@@ -130,6 +130,23 @@ def test_switch_turns_the_fused_path_off(tiny_checkpoint, calls: Calls) -> None:
         assert not ops.small_m(x), "auto: CUDA only"
 
 
+def test_auto_policy_where_the_h100_measured_a_gain() -> None:
+    """Production ("auto"): bf16/fp16 CUDA rows, at most 8 of them (decode, a 6-token verify,
+    draft steps at bs 1), at most 2048 wide (the 8B shape's GEMVs lose to cuBLAS); on by default,
+    off with ``use_fused_layers(False)`` (``UPDRAFT_FUSED_LAYERS=0``). Deciding needs no GPU."""
+    cuda, bf16 = torch.device("cuda"), torch.bfloat16
+    with ops.use_backend("auto"):
+        assert ops.fused_layers()
+        if ops.triton_available():
+            assert ops.small_m_rows(1, bf16, cuda, 576) and ops.small_m_rows(8, torch.float16, cuda, 2048)
+        assert not ops.small_m_rows(9, bf16, cuda, 576)
+        assert not ops.small_m_rows(1, bf16, cuda, 4096)
+        assert not ops.small_m_rows(1, torch.float32, cuda, 576)
+        assert not ops.small_m_rows(1, bf16, torch.device("cpu"), 576)
+        with ops.use_fused_layers(False):
+            assert not ops.small_m_rows(1, bf16, cuda, 576)
+
+
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls, kind: str) -> None:
     """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (its own norms and concat, then the

@@ -153,21 +153,19 @@ def test_decode_in_kernel_merge_many_replays() -> None:
     assert rel_err(outs[0], outs[1]) <= 1e-3
 
 
-_DRIFT = pytest.mark.xfail(reason="H100, 2026-11-25: a bf16 Llama's fused decode steps drift from the unfused ones "
-                           "(logits 0.6 off; the prompt's tensor-core rows agree), not yet understood: the fused "
-                           "layers stay off under 'auto' (UPDRAFT_FUSED_LAYERS=1 turns them on)", strict=False)
-
-
-@pytest.mark.parametrize("arch,dtype", [("llama", torch.float32), pytest.param("llama", torch.bfloat16, marks=_DRIFT),
-                                        ("qwen2", torch.float32), ("qwen2", torch.bfloat16), ("qwen3", torch.float32),
-                                        ("qwen3", torch.bfloat16)])
+@pytest.mark.parametrize("arch,dtype", [("llama", torch.float32), ("llama", torch.bfloat16), ("qwen2", torch.float32),
+                                        ("qwen2", torch.bfloat16), ("qwen3", torch.float32), ("qwen3", torch.bfloat16)])
 def test_model_fused_on_and_off(tiny_checkpoint, arch: str, dtype: torch.dtype) -> None:
+    """Both runs decode the SAME tokens (the fused run's greedy picks): in bf16 a near-tie may
+    flip a pick, and comparing logits after different inputs measured the divergence of two
+    texts, not the kernels (the xfail of 2026-11-25: logits "0.6 off" were two sequences;
+    benchmarks/fused_drift.py then found every stage of the fused layer at rounding level)."""
     from updraft.batch import ForwardMode
     from updraft.memory.pools import PagedAllocator, ReqToTokenPool
     from updraft.models.loader import load_checkpoint
     from updraft.runtime.model_runner import ModelRunner
 
-    def run(dtype: torch.dtype) -> tuple[list[int], list[torch.Tensor]]:
+    def run(dtype: torch.dtype, forced: list[int] | None = None) -> tuple[list[int], list[torch.Tensor]]:
         model = load_checkpoint(tiny_checkpoint(arch), dtype=dtype, device=DEV, progress=False).model
         pool = ReqToTokenPool(2, 64, DEV)
         alloc = PagedAllocator(pool, 64, 1)
@@ -178,7 +176,8 @@ def test_model_fused_on_and_off(tiny_checkpoint, arch: str, dtype: torch.dtype) 
         out = runner.forward(runner.make_batch(ForwardMode.EXTEND, prompt, [row], [6], [6]))
         toks, logits = [int(out.logits[-1].argmax())], [out.logits]
         for n in range(7, 15):
-            out = runner.forward(runner.make_batch(ForwardMode.DECODE, [toks[-1]], [row], [n], [1], stride=1))
+            tok = toks[-1] if forced is None else forced[n - 7]
+            out = runner.forward(runner.make_batch(ForwardMode.DECODE, [tok], [row], [n], [1], stride=1))
             toks.append(int(out.logits[-1].argmax()))
             logits.append(out.logits)
         return toks, logits
@@ -186,8 +185,9 @@ def test_model_fused_on_and_off(tiny_checkpoint, arch: str, dtype: torch.dtype) 
     with ops.use_backend("triton"):  # forced: "auto" takes the fused layers only when asked for
         fused = run(dtype)
     with ops.use_fused_layers(False):
-        unfused = run(dtype)
-    if dtype == torch.float32:
-        assert fused[0] == unfused[0]
-    for a, b in zip(fused[1], unfused[1]):
-        assert rel_err(a, b) <= (1e-4 if dtype == torch.float32 else 3e-2)
+        unfused = run(dtype, forced=fused[0])
+    for n, (a, b) in enumerate(zip(fused[1], unfused[1])):
+        assert rel_err(a, b) <= (1e-4 if dtype == torch.float32 else 3e-2), f"step {n}"
+        top2 = b[-1].float().topk(2).values
+        if dtype == torch.float32 or float(top2[0] - top2[1]) > 0.1:  # a clear pick is the same pick
+            assert int(a[-1].argmax()) == int(b[-1].argmax()), f"step {n}"
