@@ -137,8 +137,8 @@ def test_odd_head_shapes() -> None:
 
 # ---- routing ------------------------------------------------------------------------------
 def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Failure class 5: DRAFT_EXTEND_V2 (and every extend mode, and TARGET_VERIFY) must use the
-    extend kernel. DECODE is the positive control."""
+    """Failure class 5: DRAFT_EXTEND_V2 (and every extend mode) must use the extend kernel, and so
+    must a verify block wider than ``max_decode_rows``. DECODE is the positive control."""
     calls: list[str] = []
 
     def forbidden(*args: object, **kwargs: object) -> None:
@@ -146,6 +146,7 @@ def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch)
         raise AssertionError("decode kernel launched")
 
     monkeypatch.setattr(decode_kernels, "decode_attention", forbidden)
+    monkeypatch.setattr(TritonBackend, "max_decode_rows", 15)  # 4 tokens x a group of 4 = 16 rows
     for mode, ext in (
         (ForwardMode.DRAFT_EXTEND_V2, (4, 4)),
         (ForwardMode.DRAFT_EXTEND, (3, 1)),
@@ -157,6 +158,26 @@ def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch)
     assert not calls
     with pytest.raises(AssertionError, match="decode kernel launched"):
         run_case(AttnCase(ForwardMode.DECODE, 8, 2, 32, 16, (20, 3), (1, 1)))
+
+
+def test_verify_takes_the_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chain's verify block (tokens x group <= max_decode_rows) runs the decode kernel, causal
+    in the block, with its splits merged in the same launch: no extend kernel, no merge launch;
+    results match the reference with one split and with several (empty ones included)."""
+    from updraft.attention.triton_kernels import extend as extend_kernels
+    from updraft.attention.triton_kernels import merge as merge_kernels
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("extend kernel or merge launch")
+
+    monkeypatch.setattr(extend_kernels, "extend_attention", forbidden)
+    monkeypatch.setattr(decode_kernels, "merge_splits", forbidden)
+    for heads, kv_heads, prefix, splits in ((8, 2, (20, 3, 0), 1), (6, 2, (77, 18, 5), 3), (4, 4, (40, 1, 9), 7)):
+        case = AttnCase(ForwardMode.TARGET_VERIFY, heads, kv_heads, 32, 16, prefix, (5,) * len(prefix), "float32",
+                        "shuffled")
+        result, _, batch, _ = run_case(case, splits=splits)
+        assert batch.attn_metadata.plan.use_decode_kernel and batch.attn_metadata.plan.num_kv_splits == splits
+        assert result.ok, result.describe()
 
 
 def test_draft_decode_with_tree_takes_verify_path(monkeypatch: pytest.MonkeyPatch) -> None:

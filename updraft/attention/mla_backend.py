@@ -87,7 +87,7 @@ class MLABackend(TritonBackend):
         self.v_head_dim = kv_pool.v_head_dim
 
     # ---- launch plan (the triton backend's, with MLA's kernels and tiles) ----------------
-    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int) -> bool:
+    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int, stride: int = 1) -> bool:
         # The decode kernel reads the verify block (and a draft tree) from the pool, causal
         # and masked in-kernel: the MLA verify is the bandwidth-bound decode, ndt rows wider.
         return mode.is_decode() or mode.is_target_verify()

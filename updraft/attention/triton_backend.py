@@ -2,13 +2,15 @@
 
 Routing (failure classes 3 and 5):
 
-* DECODE, DRAFT_DECODE (one token per request) -> the split-KV decode kernel.
-* TARGET_VERIFY, DRAFT_DECODE with a tree mask (topk > 1) -> the extend kernel with causal-in-block
-  masking, the optional tree mask, and KV splits. Why not a multi-query decode kernel: the extend
-  kernel already reads the prefix from the pool and the block's K/V from tensors, which is exactly
-  what a verify block needs; its GQA tiling packs ndt tokens x group heads into the dot's M
-  dimension (4 x 4 = 16 rows), and its prefix splits give the same occupancy at batch 1 as the
-  decode kernel. One kernel fewer keeps one metadata shape for every multi-token mode.
+* DECODE, DRAFT_DECODE (one token per request) and TARGET_VERIFY (a chain's block, causal in
+  the block, while its tokens x the query heads of a KV head fit ``MAX_DECODE_ROWS`` rows) -> the
+  split-KV decode kernel, which reads the block from the pool (stored first) and merges its
+  splits in the same launch. Verify used the extend kernel until 2026-11-26; on the H100 that
+  cost a zeroed output and a merge launch per layer (a SmolLM2 6-token verify step: 213 kernels,
+  1.02 ms, against 153 and 0.84 ms for a decode step).
+* DRAFT_DECODE with a tree mask (topk > 1), TARGET_VERIFY with a tree mask or wider than
+  ``MAX_DECODE_ROWS`` -> the extend kernel with causal-in-block masking, the optional tree mask,
+  and KV splits.
 * EXTEND, DRAFT_EXTEND (v1, packed) and DRAFT_EXTEND_V2 (fixed stride) -> the extend kernel,
   never the decode kernel.
 * ``save_kv=False`` in a decode mode also takes the extend kernel (the decode kernel reads the new
@@ -100,6 +102,9 @@ class TritonBackend(AttentionBackend):
     #: KV splits aim at this many programs per SM (``_num_kv_splits``), at most ``max_kv_splits``.
     split_waves: ClassVar[int] = 4
     max_kv_splits: ClassVar[int] = MAX_KV_SPLITS
+    #: The most query rows (verify tokens x query heads per KV head) a decode-kernel program holds
+    #: (its tile is that, padded to a power of two >= 16); a wider verify takes the extend kernel.
+    max_decode_rows: ClassVar[int] = 64
 
     def __init__(
         self,
@@ -158,10 +163,15 @@ class TritonBackend(AttentionBackend):
         width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
         return max(1, min(want, self.max_kv_splits, width_cap))
 
-    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int) -> bool:
-        """Whether ``mode`` (with a tree mask over ``tree_stride`` tokens, 0: none) takes the decode
-        kernel when its new K/V are stored first. Never for an extend mode (failure class 5)."""
-        return mode.is_decode() and tree_stride == 0
+    def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int, stride: int = 1) -> bool:
+        """Whether ``mode`` (``stride`` tokens per request, a tree mask over ``tree_stride``
+        tokens, 0: none) takes the decode kernel when its new K/V are stored first. Never for an
+        extend mode (failure class 5)."""
+        if tree_stride:
+            return False
+        if mode.is_decode():
+            return True
+        return mode.is_target_verify() and stride * (self.num_heads // self.num_kv_heads) <= self.max_decode_rows
 
     def _base_programs(self, use_decode: bool, bsz: int, max_ext: int, tile: TileConfig) -> int:
         """Programs of one KV split (the split policy's input): one per request and KV head in
@@ -180,7 +190,7 @@ class TritonBackend(AttentionBackend):
             if not fixed:
                 raise ValueError(f"a tree mask needs a fixed-stride mode, got {mode.name}")
             tree_stride = batch.stride
-        use_decode = self._uses_decode_kernel(mode, tree_stride)
+        use_decode = self._uses_decode_kernel(mode, tree_stride, batch.stride if fixed else 1)
         if fixed:
             max_ext = batch.stride  # frozen: never the per-step lengths
         elif batch.max_extend_len is not None:  # packed under a graph: the captured width
@@ -350,6 +360,7 @@ class TritonBackend(AttentionBackend):
             md.plan.tile,
             self._dot_f32(q),
             md.sem,
+            max(md.plan.stride, 1),
         )
         return out
 

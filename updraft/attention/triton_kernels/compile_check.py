@@ -62,15 +62,17 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
         prec = "ieee" if fp32 else "tf32"
         for direct, merge_in in ((True, False), (False, False), (False, True)) if full or not fp32 else ((False, True),):
             for group, hd in ((4, 128), (3, 64)) if merge_in else ((4, 128),):
-                out.append((
-                    f"decode {dt} direct={direct} merge_in_kernel={merge_in} group={group} hd={hd}",
-                    decode._decode_kernel,
-                    dict(Q=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", Sem="i32", ReqToToken="i32",
-                         ReqPoolIdx="i64", SeqLens="i32"),
-                    dict(GROUP=group, HEAD_DIM=hd, BLOCK_H=16, BLOCK_N=bn, BLOCK_D=hd, MIN_SPLIT=2 * bn, DIRECT=direct,
-                         DOT_F32=False, DOT_PREC=prec, MERGE=merge_in, BLOCK_S=64),
-                    4,
-                ))
+                for stride in (1, 6) if merge_in or full else (1,):  # decode; a 6-token verify block
+                    out.append((
+                        f"decode {dt} direct={direct} merge_in_kernel={merge_in} group={group} hd={hd} stride={stride}",
+                        decode._decode_kernel,
+                        dict(Q=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", Sem="i32", ReqToToken="i32",
+                             ReqPoolIdx="i64", SeqLens="i32"),
+                        dict(GROUP=group, STRIDE=stride, HEAD_DIM=hd, BLOCK_H=max(16, next_pow2(stride * group)),
+                             BLOCK_N=bn, BLOCK_D=hd, MIN_SPLIT=2 * bn, DIRECT=direct, DOT_F32=False, DOT_PREC=prec,
+                             MERGE=merge_in),
+                        4,
+                    ))
         shapes = [(128, 4, 16, True, False), (128, 4, 128, False, True)]  # verify block; prefill
         if full:
             shapes += [(256, 16, 64, False, True), (64, 1, 128, True, True), (40, 3, 32, False, False)]

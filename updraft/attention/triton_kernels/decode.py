@@ -1,9 +1,14 @@
-"""Split-KV flash-decoding: one query row per request over its whole cache (DECODE, DRAFT_DECODE).
+"""Split-KV flash-decoding: the query rows of each request over its whole cache (DECODE,
+DRAFT_DECODE: one row; TARGET_VERIFY: a chain's ``STRIDE`` rows, causal inside the block).
 
 Grid: ``(B, num_kv_heads, num_splits)``. A program serves request ``b``, KV head ``g`` and split
-``s``: its tile holds the ``GROUP = num_heads / num_kv_heads`` query heads that share KV head
-``g`` (padded to ``BLOCK_H >= 16`` rows, the smallest ``tl.dot`` tile), so every K/V row is loaded
-once per group, not once per query head.
+``s``: its tile holds the ``STRIDE x GROUP`` query rows (token ``i``, head ``g * GROUP + j``,
+``GROUP = num_heads / num_kv_heads``) that share KV head ``g`` (padded to ``BLOCK_H >= 16`` rows,
+the smallest ``tl.dot`` tile), so every K/V row is loaded once per group and verify block, not
+once per query head and token. Request ``b``'s tokens are rows ``b * STRIDE + i`` of ``q``, from
+the frozen stride (a constexpr, never a start offset: capture and replay cannot lay them out
+differently); token ``i`` sits at position ``kv + i`` with ``kv = max(seq_lens[b] - STRIDE, 0)``
+and sees positions ``<= kv + i``. A verify with a tree mask takes the extend kernel.
 
 Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
 device from ``seq_lens[b]``: ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``. So
@@ -31,22 +36,30 @@ from updraft.attention.triton_kernels.merge import merge_splits
 
 
 @triton.jit
-def _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, dmask, stride_ks, stride_kh,
+def _decode_block(q, m_i, l_i, acc, start, hi, last, table_row, KPool, VPool, kvh, d, dmask, stride_ks, stride_kh,
                   stride_vs, stride_vh, scale_log2, out_ty, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
-                  DOT_PREC: tl.constexpr):
+                  DOT_PREC: tl.constexpr, CAUSAL: tl.constexpr):
     """One block of BLOCK_N cached positions from ``start`` (``start < hi``): the online-softmax
-    update of (m, l, acc)."""
+    update of (m, l, acc). ``CAUSAL``: row r sees positions ``<= last[r]`` only (a row may then
+    see none of the block, nor any before it: its max stays -inf and adds nothing)."""
     pos = start + tl.arange(0, BLOCK_N)
     pmask = pos < hi
     slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
     k = tl.load(KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None], mask=dmask[:, None] & pmask[None, :],
                 other=0.0)
     qk = tl.dot(q, k.to(q.dtype), input_precision=DOT_PREC) * scale_log2
-    qk = tl.where(pmask[None, :], qk, float("-inf"))
-    # Position ``start`` is always valid here (start < hi), so m_new is finite.
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(qk - m_new[:, None])
+    if CAUSAL:
+        qk = tl.where(pmask[None, :] & (pos[None, :] <= last[:, None]), qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - 0) = 0, never NaN
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(qk - m_safe[:, None])
+    else:
+        qk = tl.where(pmask[None, :], qk, float("-inf"))
+        # Position ``start`` is always valid here (start < hi), so m_new is finite.
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(qk - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     v = tl.load(VPool + slot[:, None] * stride_vs + kvh * stride_vh + d[None, :], mask=pmask[:, None] & dmask[None, :],
                 other=0.0)
@@ -60,29 +73,35 @@ def _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, 
 
 
 @triton.jit
-def _merge_group(MidO, MidLse, Out, b, kvh, num_splits, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh,
-                 stride_ot, stride_oh, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
-                 BLOCK_D: tl.constexpr):
-    """The split merge of ``merge.py`` for the GROUP query heads of KV head ``kvh`` of request
-    ``b``, run by the last of their split programs: ``sum_s 2^(lse_s - max) o_s / sum_s 2^(lse_s -
-    max)``; empty splits (lse = -inf) load nothing; a row with no keys at all gets 0."""
-    s = tl.arange(0, BLOCK_S)
-    smask = s < num_splits
-    d = tl.arange(0, BLOCK_D)
-    dmask = d < HEAD_DIM
-    for g in tl.static_range(GROUP):
-        h = kvh * GROUP + g
+def _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, n_live, stride_mt, stride_mh, stride_ms, stride_lt,
+                stride_lh, stride_ot, stride_oh, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    """The split merge of ``merge.py`` for this program's rows (the STRIDE x GROUP query rows of a
+    request and KV head), run by the last of their split programs: ``sum_s 2^(lse_s - max) o_s /
+    sum_s 2^(lse_s - max)`` over the ``n_live`` splits that hold keys (every one was written by
+    this launch; a row's lse is -inf where the split held none of ITS keys: weight 0), all rows at
+    once, one split per step (the loads do not depend on each other, so they pipeline); a row with
+    no keys at all gets 0. Looping over rows instead (one [splits, D] tile each) cost ~15 us per
+    layer for a 6-token verify block on the H100."""
+    m = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    den = tl.zeros([BLOCK_H], tl.float32)
+    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+    omask = hmask[:, None] & dmask[None, :]
+    for sp in range(0, n_live):
         # .cg: the other programs' partials are in L2; never serve them from a stale L1 line
-        lse = tl.load(MidLse + b * stride_lt + h * stride_lh + s, mask=smask, other=float("-inf"), cache_modifier=".cg")
-        live = lse > float("-inf")
-        mx = tl.max(lse, 0)
-        mx = tl.where(mx == float("-inf"), 0.0, mx)
-        w = tl.where(live, tl.exp2(lse - mx), 0.0)
-        o = tl.load(MidO + b * stride_mt + h * stride_mh + s[:, None] * stride_ms + d[None, :],
-                    mask=live[:, None] & dmask[None, :], other=0.0, cache_modifier=".cg")
-        den = tl.sum(w, 0)
-        out = tl.sum(w[:, None] * o, 0) / tl.where(den == 0.0, 1.0, den)
-        tl.store(Out + b * stride_ot + h * stride_oh + d, out.to(Out.dtype.element_ty), mask=dmask)
+        lse = tl.load(MidLse + qrow * stride_lt + heads * stride_lh + sp, mask=hmask, other=float("-inf"),
+                      cache_modifier=".cg")
+        o = tl.load(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + sp * stride_ms + d[None, :],
+                    mask=omask, other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_safe)
+        w = tl.exp2(lse - m_safe)
+        acc = acc * alpha[:, None] + w[:, None] * o
+        den = den * alpha + w
+        m = m_new
+    out = acc / tl.where(den == 0.0, 1.0, den)[:, None]
+    tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
+             mask=omask)
 
 
 @triton.jit
@@ -90,9 +109,9 @@ def _decode_kernel(
     Q, KPool, VPool, Out, MidO, MidLse, Sem, ReqToToken, ReqPoolIdx, SeqLens,
     stride_qt, stride_qh, stride_ks, stride_kh, stride_vs, stride_vh, stride_rt, stride_ot, stride_oh,
     stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
+    GROUP: tl.constexpr, STRIDE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, BLOCK_S: tl.constexpr,
+    DOT_PREC: tl.constexpr, MERGE: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
@@ -105,13 +124,16 @@ def _decode_kernel(
     lo = split * split_len
     hi = tl.minimum(lo + split_len, seq)
 
-    hh = tl.arange(0, BLOCK_H)
-    hmask = hh < GROUP
-    heads = kvh * GROUP + hh
+    rr = tl.arange(0, BLOCK_H)
+    ti = rr // GROUP  # the row's token in the verify block (0 in decode)
+    hmask = ti < STRIDE
+    heads = kvh * GROUP + rr % GROUP
+    qrow = b * STRIDE + ti
+    last = tl.maximum(seq - STRIDE, 0) + ti  # the last position row rr may see
     d = tl.arange(0, BLOCK_D)
     dmask = d < HEAD_DIM
-    q = tl.load(Q + b * stride_qt + heads[:, None] * stride_qh + d[None, :], mask=hmask[:, None] & dmask[None, :],
-                other=0.0)
+    q = tl.load(Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
+                mask=hmask[:, None] & dmask[None, :], other=0.0)
     if DOT_F32:
         q = q.to(tl.float32)
 
@@ -120,25 +142,27 @@ def _decode_kernel(
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
     table_row = ReqToToken + rpi * stride_rt
     for start in range(lo, hi, BLOCK_N):
-        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, start, hi, table_row, KPool, VPool, kvh, d, dmask, stride_ks,
-                                      stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty, BLOCK_N,
-                                      DOT_F32, DOT_PREC)
+        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, start, hi, last, table_row, KPool, VPool, kvh, d, dmask,
+                                      stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
+                                      BLOCK_N, DOT_F32, DOT_PREC, STRIDE > 1)
 
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
     omask = hmask[:, None] & dmask[None, :]
     if DIRECT:
-        tl.store(Out + b * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=omask)
+        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
+                 mask=omask)
     else:
-        tl.store(MidO + b * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out, mask=omask)
+        tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
+                 mask=omask)
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
-        tl.store(MidLse + b * stride_lt + heads * stride_lh + split, lse, mask=hmask)
+        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=hmask)
         if MERGE:  # the last split of (b, kvh) to finish merges them all: no second launch
             tl.debug_barrier()  # every thread's partial stored before the ticket releases them
             counter = Sem + b * tl.num_programs(1) + kvh
             if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
-                _merge_group(MidO, MidLse, Out, b, kvh, num_splits, stride_mt, stride_mh, stride_ms, stride_lt,
-                             stride_lh, stride_ot, stride_oh, GROUP, HEAD_DIM, BLOCK_S, BLOCK_D)
+                _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, split_len), stride_mt,
+                            stride_mh, stride_ms, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_H, BLOCK_D)
                 tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
 
 
@@ -157,25 +181,28 @@ def decode_attention(
     cfg: TileConfig,
     dot_f32: bool,
     sem: torch.Tensor | None = None,
+    stride: int = 1,
 ) -> None:
-    """One query row per request: ``q``/``out`` [B, H, D]; keys ``[0, seq_lens[b])`` from the pool.
+    """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
+    ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
 
-    ``mid_o`` [B, H, num_splits, D] and ``mid_lse`` [B, H, num_splits] (fp32) are scratch for the
+    ``mid_o`` [T, H, num_splits, D] and ``mid_lse`` [T, H, num_splits] (fp32) are scratch for the
     split partials (unused when ``num_splits == 1``). ``num_splits`` and ``cfg`` are host scalars:
     under a CUDA graph they are the values seen at capture. ``sem``: int32 [B * num_kv_heads]
     counters at 0: the last split program of each (request, KV head) merges the partials in the
     same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
     """
-    bsz, num_heads, dim = q.shape
+    num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
-    if bsz == 0:
+    bsz = seq_lens.shape[0]
+    if num_tokens == 0 or bsz == 0:
         return
-    assert req_pool_indices.shape[0] == bsz and seq_lens.shape[0] == bsz, "decode has one row per request"
+    assert req_pool_indices.shape[0] == bsz and num_tokens == bsz * stride, "decode: stride rows per request"
     assert q.stride(-1) == 1 and k_pool.stride(-1) == 1 and v_pool.stride(-1) == 1
     group = num_heads // hkv
     direct = num_splits == 1
     if not direct:
-        assert mid_o.shape == (bsz, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
+        assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
     log2e = 1.4426950408889634
     _decode_kernel[(bsz, hkv, num_splits)](
         q,
@@ -205,8 +232,9 @@ def decode_attention(
         scale * log2e,
         num_splits,
         GROUP=group,
+        STRIDE=stride,
         HEAD_DIM=dim,
-        BLOCK_H=max(16, next_pow2(group)),
+        BLOCK_H=max(16, next_pow2(stride * group)),
         BLOCK_N=cfg.block_n,
         BLOCK_D=max(16, next_pow2(dim)),
         MIN_SPLIT=cfg.min_split,
@@ -214,7 +242,6 @@ def decode_attention(
         DOT_F32=dot_f32,
         DOT_PREC=dot_precision(q.dtype, dot_f32),
         MERGE=sem is not None and not direct,
-        BLOCK_S=next_pow2(num_splits),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
