@@ -82,15 +82,17 @@ def test_grouped_mm_bf16_matches_loop_and_replays_in_a_graph() -> None:
         assert torch.equal(static_out, experts(x, ids, w))
 
 
+@pytest.mark.parametrize("backend", ["auto", "torch_native"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_engine_real_graphs(tiny_checkpoint, dtype: str) -> None:  # noqa: ANN001
+def test_engine_real_graphs(tiny_checkpoint, dtype: str, backend: str) -> None:  # noqa: ANN001
+    """"auto" serves a latent cache with ``mla`` on CUDA; torch_native is the other backend that can."""
     target = str(tiny_checkpoint("deepseek_v3", **V3))
     rng = random.Random(4)
     ps = [[rng.randrange(256) for _ in range(rng.randrange(4, 40))] for _ in range(6)]
     greedy = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
-    common = dict(device="cuda", dtype=dtype, progress=False, max_total_tokens=8192)
+    common = dict(device="cuda", dtype=dtype, progress=False, max_total_tokens=8192, attention_backend=backend)
     graphs = LLM(target, cuda_graph_max_bs=8, **common)
-    assert graphs.engine.backend_name == "torch_native"
+    assert graphs.engine.backend_name == ("mla" if backend == "auto" else backend)
     out = [o.outputs[0].token_ids for o in graphs.generate(ps, greedy)]
     eng = graphs.engine
     assert eng.driver is not None and eng.driver.launches > 0
