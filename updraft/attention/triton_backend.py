@@ -3,13 +3,13 @@
 Routing (failure classes 3 and 5):
 
 * DECODE, DRAFT_DECODE (one token per request) and TARGET_VERIFY (a chain's block, causal in
-  the block, while its tokens x the query heads of a KV head fit ``MAX_DECODE_ROWS`` rows) -> the
+  the block, while its tokens x the query heads of a KV head fit ``max_decode_rows`` rows) -> the
   split-KV decode kernel, which reads the block from the pool (stored first) and merges its
   splits in the same launch. Verify used the extend kernel until 2026-11-26; on the H100 that
   cost a zeroed output and a merge launch per layer (a SmolLM2 6-token verify step: 213 kernels,
   1.02 ms, against 153 and 0.84 ms for a decode step).
 * DRAFT_DECODE with a tree mask (topk > 1), TARGET_VERIFY with a tree mask or wider than
-  ``MAX_DECODE_ROWS`` -> the extend kernel with causal-in-block masking, the optional tree mask,
+  ``max_decode_rows`` -> the extend kernel with causal-in-block masking, the optional tree mask,
   and KV splits.
 * EXTEND, DRAFT_EXTEND (v1, packed) and DRAFT_EXTEND_V2 (fixed stride) -> the extend kernel,
   never the decode kernel.
