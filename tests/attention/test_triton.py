@@ -165,7 +165,6 @@ def test_verify_takes_the_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     in the block, with its splits merged in the same launch: no extend kernel, no merge launch;
     results match the reference with one split and with several (empty ones included)."""
     from updraft.attention.triton_kernels import extend as extend_kernels
-    from updraft.attention.triton_kernels import merge as merge_kernels
 
     def forbidden(*args: object, **kwargs: object) -> None:
         raise AssertionError("extend kernel or merge launch")
