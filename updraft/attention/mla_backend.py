@@ -147,17 +147,10 @@ class MLABackend(TritonBackend):
     def _store(self, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch) -> None:
         store_kv(k, None, self.kv_pool.k_buffer[layer_id], None, batch.out_cache_loc)  # V is K's leading columns
 
-    def _out(self, q: torch.Tensor, md: TritonMetadata) -> torch.Tensor:
-        # The extend kernel writes only the rows ext_start/ext_lens cover: none under unseeded
-        # capture metadata (failure class 8), and packed graph replays leave junk rows after the
-        # real tokens, so the speculative modes start from zeros; prefill keeps torch.empty.
-        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
-        return alloc((q.shape[0], self.num_heads, self.v_head_dim), dtype=q.dtype, device=q.device)
-
     def _run_extend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
     ) -> torch.Tensor:
-        out = self._out(q, md)
+        out = self._extend_out(q, md)
         mla_extend_attention(
             q, k, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.kv_lens,
             md.ext_lens, md.ext_start, md.tree_mask, md.mid_o, md.mid_lse, md.plan.max_ext, md.plan.num_kv_splits,

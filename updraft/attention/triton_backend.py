@@ -314,12 +314,7 @@ class TritonBackend(AttentionBackend):
     def _run_extend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
     ) -> torch.Tensor:
-        # The extend kernel writes only rows covered by ext_start/ext_lens. With unseeded
-        # (all-zero) metadata at graph capture (failure class 8) that is none, and packed graph
-        # replays leave junk rows after the real tokens, so every speculative mode starts from
-        # zeros (a small memset); prefill (EXTEND) keeps torch.empty.
-        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
-        out = alloc(q.shape, dtype=q.dtype, device=q.device)
+        out = self._extend_out(q, md)
         extend_kernels.extend_attention(
             q,
             k,
@@ -342,6 +337,15 @@ class TritonBackend(AttentionBackend):
             self._dot_f32(q),
         )
         return out
+
+    def _extend_out(self, q: torch.Tensor, md: TritonMetadata) -> torch.Tensor:
+        """The extend kernel's output [T, num_heads, v_head_dim]. The kernel writes only rows
+        covered by ext_start/ext_lens. With unseeded (all-zero) metadata at graph capture
+        (failure class 8) that is none, and packed graph replays leave junk rows after the real
+        tokens, so every speculative mode starts from zeros (a small memset); prefill (EXTEND)
+        keeps torch.empty."""
+        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
+        return alloc((q.shape[0], self.num_heads, self.kv_pool.v_head_dim), dtype=q.dtype, device=q.device)
 
     def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
