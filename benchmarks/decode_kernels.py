@@ -184,18 +184,25 @@ def replay_time(graph: torch.cuda.CUDAGraph, replays: int = 30) -> float:
     return start.elapsed_time(end) / 1000 / replays
 
 
-def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, int]]:
-    """(kernels, GPU-busy microseconds, launches per kernel name) of one replay, from the torch
-    profiler."""
+def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, int], dict[str, float]]:
+    """(kernels, GPU-busy microseconds, launches per kernel name, microseconds per kernel name) of
+    one replay, from the torch profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         graph.replay()
         torch.cuda.synchronize()
     kernels = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
-    busy = sum(float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0)) for e in kernels)
+
+    def dur(e: Any) -> float:
+        return float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0))
+
     names = Counter(e.name[:60] for e in kernels)
-    return len(kernels), busy, dict(names.most_common())
+    times: Counter[str] = Counter()
+    for e in kernels:
+        times[e.name[:60]] += dur(e)
+    return len(kernels), sum(dur(e) for e in kernels), dict(names.most_common()), {
+        k: round(v, 1) for k, v in times.most_common()}
 
 
 def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str) -> dict[str, Any]:
@@ -225,14 +232,15 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
     finally:
         fused_mod.FUSED_LM_HEAD = head_flag
     t = replay_time(graph)
-    kernels, busy, names = profile_replay(graph)
+    kernels, busy, names, times = profile_replay(graph)
     # tied embeddings are one parameter, read once (by the LM head); gathered rows are negligible
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     kv = cfg.kv_bytes_per_token(DT) * (context + width)
     floor = (weights + kv) / PEAK
     del graph, runner
     return dict(mode=mode.name, variant=variant, ms=t * 1e3, kernels=kernels, busy_ms=busy / 1e3,
-                floor_ms=floor * 1e3, of_floor=floor / t, kernel_names=names)
+                floor_ms=floor * 1e3, of_floor=floor / t, kernel_names=names,
+                kernel_us=times)
 
 
 PEAK = 3.01e12
@@ -285,6 +293,10 @@ def main() -> None:
         result["steps"] = bench_steps(args.context, models)
         show(f"steps at {args.context} tokens of context, bs 1 (CUDA graphs)", result["steps"],
              ["model", "mode", "variant", "ms", "kernels", "busy_ms", "floor_ms", "of_floor"])
+        print("\nmicroseconds per kernel name (the 6 largest) per step")
+        for r in result["steps"]:
+            top = ", ".join(f"{name[:34]} {us:.0f} x{r['kernel_names'][name]}" for name, us in list(r["kernel_us"].items())[:6])
+            print(f"  {r['model']} {r['mode']} {r['variant']}: {top}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decode_kernels.json").write_text(json.dumps(result, indent=1))
     print(f"\nwrote {args.out / 'decode_kernels.json'}")

@@ -321,7 +321,7 @@ def arrival_cost(eng: Engine, prompt: list[int], reps: int = 5) -> dict[str, flo
 
 
 def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, out_len: int,
-          only: set[str] | None = None) -> dict[str, Any]:
+          only: set[str] | None = None, bs1_prompts: int = 0) -> dict[str, Any]:
     res: dict[str, Any] = {}
     greedy = SamplingParams(temperature=0, max_tokens=out_len, ignore_eos=True)
     sampled = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=out_len, ignore_eos=True)
@@ -347,7 +347,7 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
             run_one(eng, ps[:bs], dataclasses.replace(greedy, max_tokens=24), bs)
         run_one(eng, ps[:1], dataclasses.replace(sampled, max_tokens=24), 1)
         for bs in sizes:
-            n = max(bs, n_prompts) if bs > 1 else max(4, n_prompts // 4)
+            n = max(bs, n_prompts) if bs > 1 else bs1_prompts or max(4, n_prompts // 4)
             r = run_one(eng, ps[:n], greedy, bs)
             r.pop("outputs", None)
             res[f"{name}_greedy_bs{bs}"] = r
@@ -471,6 +471,9 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--sizes", default="1,8,32,64")
     ap.add_argument("--num-prompts", type=int, default=32)
+    ap.add_argument("--bs1-prompts", type=int, default=0,
+                    help="greedy bs-1 prompts (default num-prompts / 4): their bf16 texts vary from run to run, "
+                         "so bs-1 ratios over 16 prompts move by several percent")
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
     ap.add_argument("--skip-speed", action="store_true")
@@ -508,7 +511,8 @@ def main() -> None:
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             only = set(args.variants.split(",")) if args.variants else None
-            results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len, only)
+            results["speed_smollm2"] = speed(args.smollm, args.head, method, sizes, args.num_prompts, args.output_len, only,
+                                             args.bs1_prompts)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "spec_iteration.json").write_text(json.dumps(results, indent=1, default=str))
 

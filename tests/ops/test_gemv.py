@@ -251,7 +251,7 @@ def test_configs_are_legal_and_cover_shapes() -> None:
     for kind, n, k, d in shapes:
         for bucket in (1, 2, 4, 8, 16):
             cfg = heuristic(kind, n, k, bucket, 132, d)
-            assert allowed(kind, cfg, d) and cfg.dot == (bucket > 4), (kind, n, k, bucket, cfg)
+            assert allowed(kind, cfg, d) and cfg.dot == (bucket >= 4), (kind, n, k, bucket, cfg)
             assert cfg.num_warps in (1, 2, 4, 8) and cfg.block_k & (cfg.block_k - 1) == 0
             assert all(allowed(kind, c, d) for c in candidates(kind, n, k, bucket, d))
     assert -(-4096 // heuristic("linear", 4096, 4096, 1, 132).block_n) >= 264

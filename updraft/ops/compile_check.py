@@ -87,9 +87,9 @@ GEMV_SHAPES = [
 
 
 def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
-    """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA) and 16 (dot) in bf16, with
-    the prologues and epilogues the decoder layer uses (the LM head with its argmax); a few fp16
-    and fp32 ones."""
+    """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA, one-pass norm) and 16 (dot:
+    two-pass norm at SmolLM2's K, one-pass at 4096) in bf16, with the prologues and epilogues the
+    decoder layer uses (the LM head with its argmax); a few fp16 and fp32 ones."""
     out: list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]] = []
     for dt, kind, n, k, d, hq, hkv, bucket in [
         ("bf16", *shape, bucket) for shape in GEMV_SHAPES for bucket in (1, 16)
@@ -99,7 +99,8 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
         pro = dict(GATHER=kind == "qkv" and bucket == 1, HAS_RES=kind != "linear", HAS_NORM=kind != "linear",
                    WRITE_RES=kind != "linear")
         common = dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False,
-                      PREC="ieee" if dt == "fp32" else "tf32", RNE=False, **pro)
+                      PREC="ieee" if dt == "fp32" else "tf32", RNE=False, TWO_PASS=cfg.dot and k < gemv.TWO_PASS_MAX_K,
+                      **pro)
         ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, W=dt)
         label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
         if kind == "qkv":

@@ -12,29 +12,38 @@ sum of its columns, and a split-K reduction costs a launch or an atomic (nondete
 Two inner products, picked per launch (``GemvConfig.dot``):
 
 * FMA: ``sum(W_tile[:, None, :] * a[None, :, :], axis=2)`` on the CUDA cores, ``BLOCK_M`` = the
-  M bucket (1, 2, 4, ...). Cheapest at M = 1-4, where tensor cores would idle.
+  M bucket (1, 2, 4, ...). Cheapest at M = 1-2, where tensor cores would idle.
 * dot: ``tl.dot(W_tile, a^T)`` on tensor cores with the token rows padded to 16 (``BLOCK_M`` =
   16, the smallest dot tile; masked rows load nothing), the weight tile as the dot's M side
-  ("swap AB"), so M = 5..16 costs the same weight read as M = 1.
+  ("swap AB"), so M = 3..16 costs the same weight read as M = 1.
 
 Prologue (the GEMM's input rows, computed per program from the activations in L2): ``x``, or
 rows ``ids`` of ``x`` (the embedding gather of layer 0; the LM head's ``logits_indices``); plus
-``residual`` (the residual add); then RMSNorm (two passes over the row: the sum of squares, then
-the normalised chunk feeding the product). Program 0 writes the rounded sum (the new residual
-stream) once. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
+``residual`` (the residual add); then RMSNorm, in one of two ways. One pass (FMA tiles, and dot
+tiles over rows >= ``TWO_PASS_MAX_K``): each K chunk adds to the row's sum of squares and feeds
+``x * norm_weight`` to the product, and the float32 sums are scaled by ``rstd`` after the loop.
+Two passes (dot tiles over shorter rows): the sum of squares first, then the normalised chunk
+feeding the product. On the H100 (2026-11-26) one pass took SmolLM2's one-row QKV from 4.3 to
+3.6 us and the 8B shape's 6-row QKV and gate/up from 28 / 109 to 21 / 88 us (a first pass must
+end before the weight stream starts), but SmolLM2's 6-row QKV and gate/up from 5.4 / 5.3 to
+7.7 / 7.8 us (the row reduction inside a short tensor-core loop). Program 0 writes the rounded
+sum (the new residual stream) once. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
 ``_qkv_rope_kernel`` (bias, RoPE of q and k, k and v into the KV pool) and ``_gate_up_kernel``
 (SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
 gate column ``i`` with up column ``I + i``; a tile's weight rows interleave the two halves
 (row ``2p`` low, ``2p + 1`` high) so one product serves both, split apart afterwards.
 
-Numerics (the ``updraft.ops`` contract): every value is rounded to the activation dtype exactly
-where the unfused torch code rounds it: the residual sum; the normalised row before the weight
-multiply; the norm output; the GEMM output (bias added in float32 first, one rounding, as
-cuBLAS's bias epilogue); each rotary product and sum; silu and the product; logits are rounded to
-the dtype, then widened to float32 (``linear(...).float()``). What cannot be bitwise: the GEMM's
-summation order (float32 partial sums in another order than cuBLAS's or the CPU's), and the
-norm's sum of squares (chunked over K); tests therefore compare against float64 with
-tolerances, and bitwise only where no sum is involved.
+Numerics (the ``updraft.ops`` contract): values are rounded to the activation dtype where the
+unfused torch code rounds them: the residual sum; the GEMM output (bias added in float32 first,
+one rounding, as cuBLAS's bias epilogue); each rotary product and sum; silu and the product;
+logits are rounded to the dtype, then widened to float32 (``linear(...).float()``); the
+two-pass norm rounds ``x * rstd``, then its product with the norm weight, as the unfused code.
+The one-pass norm cannot: it rounds ``x * norm_weight`` (the GEMM's input must be in the dtype
+for the tensor-core path) and ``rstd`` scales the float32 sum, a different rounding of the same
+values, within an ulp of the dtype per element. What cannot be bitwise: that, the
+GEMM's summation order (float32 partial sums in another order than cuBLAS's or the CPU's), and
+the norm's sum of squares (chunked over K); tests therefore compare against float64 with
+tolerances, and bitwise only where no sum or norm is involved.
 
 Hazards: the argmax epilogue and nothing else uses a ticket counter (``Sem``): the last program
 to finish reduces the per-program maxima and resets the counter to 0, so the counter must start
@@ -84,8 +93,8 @@ def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.cons
 def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.constexpr,
                     BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr,
                     WRITE_RES: tl.constexpr, RNE: tl.constexpr):
-    """First pass over the input rows: ``rstd`` [BLOCK_M] for the norm (1 without one); the
-    rows (after the residual add) written to ``ResOut`` [M, K] by program 0."""
+    """The two-pass prologue's first pass over the input rows: ``rstd`` [BLOCK_M] for the norm (1
+    without one); the rows (after the residual add) written to ``ResOut`` [M, K] by program 0."""
     sumsq = tl.zeros([BLOCK_M], tl.float32)
     if HAS_NORM or WRITE_RES:
         for k0 in range(0, K, BLOCK_K):
@@ -103,23 +112,36 @@ def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.co
 
 
 @triton.jit
-def _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, wmask, stride_w, mmask, K,
+def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m, mmask, K, eps,
                BLOCK_R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr,
-               HAS_NORM: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr,
-               RNE: tl.constexpr):
-    """``acc[r, m] = sum_k W[wrow[r], k] * a[m, k]`` in float32, ``a`` the prologue's rows."""
+               HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
+               PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
+    """``acc[r, m] = sum_k W[wrow[r], k] * a[m, k]`` in float32, ``a`` the prologue's rows. One
+    pass: with a norm the sums are of ``x * norm_weight``, scaled by ``rstd`` at the end, and
+    program 0 writes the rows after the residual add to ``ResOut`` [M, K] on the way. TWO_PASS:
+    ``rstd`` (and ``ResOut``) came from ``_prologue_stats``; the normalised row is rounded, then
+    its product with the norm weight, as ``ops.rmsnorm``."""
     acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
+    sumsq = tl.zeros([BLOCK_M], tl.float32)
     wbase = W + wrow[:, None] * stride_w
     dt = X.dtype.element_ty
     for k0 in range(0, K, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K
         w = tl.load(wbase + k[None, :], mask=wmask[:, None] & kmask[None, :], other=0.0)
-        a = _input_chunk(X, xoff, Res, roff, k, mmask[:, None] & kmask[None, :], HAS_RES, RNE)
-        if HAS_NORM:  # as ops.rmsnorm: normalised row rounded, times the weight, rounded
-            h = round_to(a.to(tl.float32) * rstd[:, None], dt, RNE).to(tl.float32)
+        msk = mmask[:, None] & kmask[None, :]
+        a = _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES, RNE)
+        if WRITE_RES and not TWO_PASS:
+            if tl.program_id(0) == 0:
+                tl.store(ResOut + m[:, None].to(tl.int64) * K + k[None, :], a, mask=msk)
+        if HAS_NORM:
+            af = a.to(tl.float32)
             nw = tl.load(NW + k, mask=kmask, other=0.0).to(tl.float32)
-            a = round_to(h * nw[None, :], dt, RNE)
+            if TWO_PASS:
+                a = round_to(round_to(af * rstd[:, None], dt, RNE).to(tl.float32) * nw[None, :], dt, RNE)
+            else:
+                sumsq += tl.sum(af * af, axis=1)  # masked lanes loaded 0
+                a = round_to(af * nw[None, :], dt, RNE)
         if DOT:
             if DOT_F32:  # the interpreter's bf16 dot is wrong (see attention.triton_kernels)
                 acc = tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
@@ -127,6 +149,8 @@ def _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, wmask, stride_w, mmask, K,
                 acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
         else:
             acc += tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
+    if HAS_NORM and not TWO_PASS:
+        acc = acc * tl.rsqrt(sumsq / K + eps)[None, :]
     return acc
 
 
@@ -176,15 +200,18 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
                    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
                    GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
                    HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
-                   PREC: tl.constexpr, RNE: tl.constexpr):
+                   PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
     pid = tl.program_id(0)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                           HAS_NORM, WRITE_RES, RNE)
+    if TWO_PASS:
+        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                               HAS_NORM, WRITE_RES, RNE)
+    else:
+        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
     n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
-    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, n.to(tl.int64), nmask, stride_w, mmask, K, BLOCK_N, BLOCK_M,
-                     BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
+                     BLOCK_N, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     if HAS_BIAS:
         acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
     y = round_to(acc, X.dtype.element_ty, RNE)
@@ -206,7 +233,8 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
                      stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
                      BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                      HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr):
+                     DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr,
+                     TWO_PASS: tl.constexpr):
     """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order)."""
     HALF: tl.constexpr = HEAD_DIM // 2
     PER_HEAD: tl.constexpr = HALF // BLOCK_P
@@ -216,10 +244,13 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
     r = tl.arange(0, 2 * BLOCK_P)
     wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                           HAS_NORM, WRITE_RES, RNE)
-    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, mmask, K, 2 * BLOCK_P,
-                     BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    if TWO_PASS:
+        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                               HAS_NORM, WRITE_RES, RNE)
+    else:
+        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K, eps,
+                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     if HAS_BIAS:
         acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
     lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
@@ -250,17 +281,20 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
 def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o, eps,
                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr,
-                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr):
+                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
     """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
     pid = tl.program_id(0)
     r = tl.arange(0, 2 * BLOCK_P)
     ri = pid * BLOCK_P + r // 2
     wrow = (ri + (r % 2) * INTER).to(tl.int64)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                           HAS_NORM, WRITE_RES, RNE)
-    acc = _gemv_tile(X, xoff, Res, roff, NW, rstd, W, wrow, ri < INTER, stride_w, mmask, K, 2 * BLOCK_P, BLOCK_M,
-                     BLOCK_K, HAS_RES, HAS_NORM, DOT, DOT_F32, PREC, RNE)
+    if TWO_PASS:
+        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
+                               HAS_NORM, WRITE_RES, RNE)
+    else:
+        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, ri < INTER, stride_w, m, mmask, K, eps,
+                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     gate, up = _halves(acc, BLOCK_P, BLOCK_M)
     dt = X.dtype.element_ty
     y = silu_mul(round_to(gate, dt, RNE), round_to(up, dt, RNE), dt, RNE)
@@ -338,11 +372,16 @@ def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple
     return ptrs, (x.stride(0), res.stride(0)), flags, new_res
 
 
-def _launch_opts(cfg: GemvConfig, bucket: int, dtype: torch.dtype) -> dict:
+#: The tensor-core path over rows shorter than this takes the two-pass norm prologue (see the
+#: module docstring).
+TWO_PASS_MAX_K = 2048
+
+
+def _launch_opts(cfg: GemvConfig, bucket: int, dtype: torch.dtype, k: int) -> dict:
     dot_f32 = cfg.dot and interpreting() and dtype != torch.float32
     return dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=dot_f32,
                 PREC="ieee" if dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
-                num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                TWO_PASS=cfg.dot and k < TWO_PASS_MAX_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,
@@ -367,7 +406,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     _linear_kernel[(nprog,)](
         *ptrs, weight, bias if bias is not None else weight, out, pmax, pidx, best, sem, m, n, k, sx, sr,
         weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n, BLOCK_P=min(1024, triton.next_power_of_2(nprog)),
-        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x.dtype),
+        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x.dtype, k),
     )
     return out, new_res, best if argmax else None
 
@@ -390,7 +429,7 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
         *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, m, k, sx, sr,
         weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
         cos_sin.stride(0), float(pro.eps), HQ=num_heads, HKV=num_kv_heads, HEAD_DIM=head_dim, BLOCK_P=cfg.block_n,
-        HAS_BIAS=bias is not None, **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype),
+        HAS_BIAS=bias is not None, **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k),
     )
     return out, new_res
 
@@ -423,6 +462,6 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLO
     out = torch.empty(m, inter, dtype=x.dtype, device=x.device)
     _gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
         *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_P=cfg.block_n,
-        **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype),
+        **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k),
     )
     return out, new_res

@@ -7,9 +7,17 @@ same launch it would run eagerly. Where it comes from, in order:
 1. ``$UPDRAFT_CACHE/gemv_configs.json`` (default ``~/.cache/updraft``), written by ``tune``
    (``benchmarks/decode_kernels.py --tune`` runs the sweep once per shape and M bucket on the
    GPU) and read once per process;
-2. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
-   SM streams weight rows from several programs at once), FMA products for M <= 4 and tensor-core
-   dots (token rows padded to 16) above.
+2. ``gemv_tuned.json`` beside this file: the sweeps updraft ships, keyed like the cache (GPU name
+   included), so a known GPU and shape needs no sweep (the H100 runs of
+   ``benchmarks/results/2026-11-26-h100-gemv-tuning/``);
+3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
+   SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
+   tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked
+   the dot for every GEMM at 3-4 rows).
+
+The sweep times each candidate in a CUDA graph of back-to-back launches, as a decode step runs
+them. Timing each launch with its own events (the first tuner) added launch gaps of a few us and
+picked configs up to 1.6x slower than the heuristic (the 8B shape's QKV: 38 against 23 us).
 
 ``tune`` refuses to run while a CUDA graph is being captured (it launches and times kernels):
 configurations are looked up, never measured, inside a capture.
@@ -83,7 +91,7 @@ def triton_next_pow2(n: int) -> int:
 
 
 def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: int = 0) -> GemvConfig:
-    dot = bucket > 4
+    dot = bucket >= 4
     u = units(kind, n, head_dim)
     legal = [b for b in (64, 32, 16, 8, 4) if allowed(kind, GemvConfig(b, 16, dot), head_dim)]
     if not legal:
@@ -95,13 +103,16 @@ def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: in
 
 
 def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> list[GemvConfig]:
-    """The sweep: tile widths x K chunks x FMA/dot x warps, legal ones only (a few dozen: each
-    distinct one is a compile, ~1 s)."""
+    """The sweep: tile widths x K chunks x warps x pipeline stages, FMA or dot (no dot at one
+    token row: it would pad 1 row to 16), legal ones only. Long rows (K >= 2048: the 8B shape's
+    4096 and 14336) try longer chunks and deeper pipelines, where more weight bytes must be in
+    flight per program. A few dozen per shape: each distinct one is a compile, ~1 s."""
     out = []
-    for dot in ((False, True) if bucket <= 4 else (True,)):
+    chunks = (128, 256, 512) if k < 2048 else (256, 512, 1024)
+    for dot in ((False,) if bucket == 1 else (False, True) if bucket <= 4 else (True,)):
         for block in (4, 8, 16, 32):
-            for bk in (128, 256, 512):
-                for warps, stages in ((4, 3), (8, 3)):
+            for bk in chunks:
+                for warps, stages in ((4, 3), (4, 4), (8, 3), (8, 4)):
                     cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages)
                     rows = cfg.rows(kind)
                     if not allowed(kind, cfg, head_dim) or (not dot and rows * bucket * cfg.block_k > 16384):
@@ -125,14 +136,25 @@ def key(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torc
     return f"{_device_name(device)}|{kind}|n={n}|k={k}|d={head_dim}|m={bucket}|{str(dtype).removeprefix('torch.')}"
 
 
-@functools.cache
-def _table() -> dict[str, GemvConfig]:
-    path = cache_path()
+SHIPPED = Path(__file__).with_name("gemv_tuned.json")
+
+
+def _read(path: Path) -> dict[str, GemvConfig]:
     try:
         raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return {k: GemvConfig(**v) for k, v in raw.items() if isinstance(v, dict)}
+
+
+@functools.cache
+def _table() -> dict[str, GemvConfig]:
+    return _read(cache_path())
+
+
+@functools.cache
+def _shipped() -> dict[str, GemvConfig]:
+    return _read(SHIPPED)
 
 
 @functools.cache
@@ -144,47 +166,56 @@ def _num_sms(device: torch.device) -> int:
 def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> GemvConfig:
     """The configuration for this launch (cache, else heuristic). Pure host work, graph-safe."""
     bucket = m_bucket(m)
-    hit = _table().get(key(kind, n, k, bucket, dtype, device, head_dim))
-    if hit is not None and allowed(kind, hit, head_dim):
-        return hit
+    name = key(kind, n, k, bucket, dtype, device, head_dim)
+    for table in (_table(), _shipped()):
+        hit = table.get(name)
+        if hit is not None and allowed(kind, hit, head_dim):
+            return hit
     return heuristic(kind, n, k, bucket, _num_sms(device), head_dim)
 
 
 def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
-         run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 50) -> tuple[GemvConfig, float]:
+         run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 24) -> tuple[GemvConfig, float]:
     """Time every candidate (``run(cfg)`` returns a closure launching one GEMM with it), store the
     fastest in the cache file, return it and its time in seconds. CUDA only, never in a capture."""
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         raise RuntimeError("gemv tune: needs a CUDA device and no graph capture in progress")
-    best: tuple[float, GemvConfig] | None = None
-    for cfg in candidates(kind, n, k, bucket, head_dim):
-        try:
-            fn = run(cfg)
-            fn()  # compile + warm
-            t = _time(fn, reps)
-        except Exception:  # a config the compiler rejects (shared memory, registers) just loses
-            continue
-        if best is None or t < best[0]:
-            best = (t, cfg)
-    if best is None:
+    timed: list[tuple[float, GemvConfig]] = []
+
+    def measure(cfgs: list[GemvConfig]) -> None:
+        for cfg in cfgs:
+            try:
+                fn = run(cfg)
+                fn()  # compile + warm (and the ticket counters allocated outside the capture)
+                timed.append((_time(fn, reps), cfg))
+            except Exception:  # a config the compiler rejects (shared memory, registers) just loses
+                continue
+
+    measure(candidates(kind, n, k, bucket, head_dim))
+    if not timed:
         raise RuntimeError(f"gemv tune: no candidate ran for {kind} n={n} k={k} m={bucket}")
-    store(key(kind, n, k, bucket, dtype, device, head_dim), best[1])
-    return best[1], best[0]
+    t, best = min(timed, key=lambda tc: tc[0])
+    store(key(kind, n, k, bucket, dtype, device, head_dim), best)
+    return best, t
 
 
 def _time(fn: Callable[[], object], reps: int) -> float:
-    """Median seconds of ``fn`` over ``reps`` launches, each timed by CUDA events. L2 (50 MB on an
-    H100) holds a small model's layer: ``run``'s closures rotate over weight copies larger than
-    it, so a launch reads its weights from memory as it would in a decode step."""
-    start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(start, end):
-        s.record()
-        fn()
-        e.record()
+    """Seconds per launch of ``fn``, ``reps`` back-to-back launches captured in one CUDA graph and
+    replayed (as a decode step runs them: no launch gaps, a per-launch event would time those).
+    L2 (50 MB on an H100) holds a small model's layer: ``run``'s closures rotate over weight
+    copies larger than it, so a launch reads its weights from memory as in a decode step."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    graph.replay()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        graph.replay()
+    end.record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(start, end))
-    return times[len(times) // 2] / 1000.0
+    return start.elapsed_time(end) / 1000.0 / (5 * reps)
 
 
 def store(k: str, cfg: GemvConfig) -> None:
