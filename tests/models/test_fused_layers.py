@@ -151,8 +151,9 @@ def test_auto_policy_where_the_h100_measured_a_gain() -> None:
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls, kind: str) -> None:
-    """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (its own norms and concat, then the
-    fused attention and MLP without prologues) over a 3-token draft extend with target features."""
+    """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (``fused.eagle3_midlayer``: the QKV
+    prologue gathers the embedding rows and normalises both inputs, the MLP's adds the feature)
+    over a 3-token draft extend with target features."""
     from updraft.batch import CaptureHidden, FeatureKind
     from updraft.models.eagle import load_draft_head
     from updraft.testing import write_eagle3_head, write_eagle_head
@@ -174,10 +175,21 @@ def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls
         out = runner.forward(batch)
         return [out.logits, out.hidden]
 
+    from updraft.models import fused
+
+    mid = []
+    real_mid = fused.eagle3_midlayer
+
+    def counted_mid(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        mid.append(1)
+        return real_mid(*a, **kw)
+
     with ops.use_backend("torch"):
         ref = run()
-    with ops.use_backend("triton"):
+    with ops.use_backend("triton"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fused, "eagle3_midlayer", counted_mid)
         got = run()
     assert calls.counts.get("qkv_rope_store") == 1 and calls.counts.get("gate_up_silu") == 1
+    assert len(mid) == (kind == "eagle3")
     for a, b in zip(got, ref):
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5

@@ -203,6 +203,37 @@ def test_qkv_rope_store(dtype: torch.dtype, tile: tuple[str, int], m: int, heads
     check_residual(x, pro, new_res)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8)], ids=lambda t: f"{t[0]}{t[1]}")
+@pytest.mark.parametrize("m", [1, 5])
+def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[str, int], m: int) -> None:
+    """EAGLE-3's mid layer: the QKV input is ``concat(norm(embedding[ids]), norm2(feature))``,
+    each half with its own sum of squares and weight (K1 = 40, K2 = 36: unequal, not tile
+    multiples)."""
+    hq, hkv, d, k1, k2 = 2, 1, 32, 40, 36
+    table, pro1 = make_prologue("embed", m, k1, dtype, seed=90 + m)
+    feat = randn(m, k2, dtype=dtype, seed=91, scale=2.0)
+    nw2 = (1 + randn(k2, dtype=torch.float32, seed=92, scale=0.2)).to(dtype)
+    pro = Prologue(norm_weight=pro1.norm_weight, eps=1e-5, ids=pro1.ids, x2=feat, norm_weight2=nw2)
+    w = randn((hq + 2 * hkv) * d, k1 + k2, dtype=dtype, seed=93, scale=0.3)
+    tab = rope_table(64, d, dtype)
+    pos = torch.randint(0, 64, (m,), generator=torch.Generator().manual_seed(94))
+    loc = slots_for(m, 1, seed=95)
+    k_pool, v_pool = torch.zeros(40, hkv, d, dtype=dtype), torch.zeros(40, hkv, d, dtype=dtype)
+    qkv, new_res = gemv.qkv_rope_store(table, w, None, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=k_pool,
+                                       v_pool=v_pool, loc=loc, positions=pos, cos_sin=tab, config=cfg_of(*tile))
+    half2 = prologue64(feat, Prologue(norm_weight=nw2, eps=1e-5))
+    y = torch.cat([prologue64(table, Prologue(norm_weight=pro.norm_weight, eps=1e-5, ids=pro.ids)), half2], -1) @ w.double().T
+    q64 = rotary64(y[:, : hq * d].reshape(m, hq, d), pos, tab)
+    k64 = rotary64(y[:, hq * d : (hq + hkv) * d].reshape(m, hkv, d), pos, tab)
+    v64 = y[:, (hq + hkv) * d :].reshape(m, hkv, d)
+    q, kk, v = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
+    for got, want in ((q, q64), (kk, k64), (v, v64), (k_pool[loc], k64), (v_pool[loc], v64)):
+        assert rel_err(got.reshape(want.shape), want) <= TOL[dtype], rel_err(got.reshape(want.shape), want)
+    assert new_res is None
+    assert not gemv.supported(table, w, Prologue(norm_weight=pro.norm_weight, x2=feat, norm_weight2=nw2, residual=table))
+
+
 def test_qkv_rope_matches_the_unfused_roundings() -> None:
     """bf16: given the same projection output, the epilogue rounds as ``ops.rotary_`` does (the
     projection is computed exactly here: integer-valued inputs, so no summation-order effect)."""

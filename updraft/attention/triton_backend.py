@@ -41,6 +41,7 @@ from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
 from updraft.attention.triton_kernels.kv_store import store_kv
+from updraft.attention.triton_kernels.metadata import fill as fill_metadata
 from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
 
@@ -257,13 +258,9 @@ class TritonBackend(AttentionBackend):
                 "triton metadata: this batch needs different host scalars than the buffers were "
                 f"built with (frozen at capture under graphs): {plan} != {md.plan}"
             )
-        md.seq_lens.copy_(batch.seq_lens)
-        md.ext_lens.copy_(batch.extend_seq_lens)
-        md.ext_start.copy_(batch.extend_start_loc)
-        md.req_pool_indices.copy_(batch.req_pool_indices)
         # kv_lens = clamp(seq_lens - ext, 0): padded graph rows have seq_lens = 1 < ext = stride.
-        torch.sub(md.seq_lens, md.ext_lens, out=md.kv_lens)
-        md.kv_lens.clamp_(min=0)
+        fill_metadata(batch.seq_lens, batch.extend_seq_lens, batch.extend_start_loc, batch.req_pool_indices,
+                      md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices, md.kv_lens)
         if md.tree_mask is not None:
             assert batch.custom_mask is not None
             s = plan.tree_stride

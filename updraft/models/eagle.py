@@ -33,6 +33,7 @@ from torch import nn
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch
 from updraft.errors import CheckpointError, ModelNotFoundError
+from updraft.models import fused
 from updraft.models.config import ModelConfig
 from updraft.models.eagle_formats import (
     config_kind,
@@ -109,6 +110,12 @@ class _SharedWeights(nn.Module):
         if self.own_embed is not None:
             return self.own_embed(ids)
         return self._target[0].embed(ids)
+
+    def embed_table(self) -> torch.Tensor:
+        """The embedding weight ``embed`` gathers rows of."""
+        if self.own_embed is not None:
+            return self.own_embed.weight
+        return self._target[0].model.embed_tokens.weight
 
     def lm_head_weight(self) -> torch.Tensor:
         if self.own_lm_head is not None:
@@ -220,7 +227,11 @@ class Eagle3Head(nn.Module):
         feat = _feature(batch)
         if batch.feature_kind == FeatureKind.TARGET:
             feat = self.fc(feat.to(self.fc.weight.dtype))
-        x, residual = self.midlayer(self.shared.embed(batch.input_ids), feat, batch, self.rotary)
+        table, ids = self.shared.embed_table(), batch.input_ids
+        if fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary):
+            x, residual = fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary)
+        else:
+            x, residual = self.midlayer(self.shared.embed(ids), feat, batch, self.rotary)
         # One pass gives the pre-norm output feature (next step's input) and its norm (the
         # logits' input); normalising every row and then selecting equals selecting first.
         normed, out = self.norm.forward_add(x, residual)

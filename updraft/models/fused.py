@@ -18,9 +18,12 @@ and the final norm runs inside the LM head, which also yields the greedy argmax
 Fallbacks (the unfused code for the part a kernel does not cover, the rest still fused):
 Qwen3's per-head q/k norm and backends or pools the fused KV store does not serve (``stored_kv``
 False, V narrower than K or shared with it, a pool dtype other than the activations') keep the
-norm-prologue QKV GEMM, then ``LlamaAttention.attend`` (q/k norm, the backend's rotary + store);
-EAGLE-3's mid layer normalises and concatenates its two inputs itself, then uses the fused
-attention and MLP without prologues.
+norm-prologue QKV GEMM, then ``LlamaAttention.attend`` (q/k norm, the backend's rotary + store).
+EAGLE-3's mid layer (``eagle3_midlayer``) is five launches too: its QKV prologue gathers the
+embedding rows and normalises them and the feature each with its own norm (``Prologue.x2``), and
+the MLP's prologue adds the feature (the residual) and normalises; where the fused KV store does
+not serve, the layer normalises and concatenates its inputs itself and takes the fused attention
+and MLP without prologues.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from updraft.batch import ForwardBatch
 FUSED_LM_HEAD = os.environ.get("UPDRAFT_FUSED_LM_HEAD", "0") not in ("", "0")
 
 if TYPE_CHECKING:
+    from updraft.models.eagle import Eagle3Layer
     from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
     from updraft.models.llama import LlamaAttention, LlamaDecoderLayer
     from updraft.ops.gemv import Prologue
@@ -121,6 +125,37 @@ def decoder_layer(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Ten
     post = layer.post_attention_layernorm
     out, residual = mlp(layer.mlp, h, gemv.Prologue(norm_weight=post.weight, eps=post.eps, residual=residual,
                                                     write_residual=True))
+    assert residual is not None
+    return out, residual
+
+
+def _eagle3_qkv_prologue(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor) -> Prologue:
+    n1, n2 = layer.input_layernorm, layer.hidden_norm
+    return _gemv().Prologue(norm_weight=n1.weight, eps=n1.eps, ids=ids, x2=feat, norm_weight2=n2.weight)
+
+
+def eagle3_ok(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor, batch: ForwardBatch,
+              rotary: RotaryEmbedding) -> bool:
+    """Whether ``eagle3_midlayer`` covers these inputs: small-M rows, the fused KV store, both
+    norms with one eps, one dtype throughout."""
+    attn = layer.self_attn
+    if not ops.small_m(feat) or ids.shape[0] != feat.shape[0] or layer.input_layernorm.eps != layer.hidden_norm.eps:
+        return False
+    pools = _pools(attn, batch, feat.dtype)
+    gemv = _gemv()
+    return pools is not None and gemv.qkv_supported(
+        table, attn.qkv_proj.weight, _eagle3_qkv_prologue(layer, table, ids, feat), attn.num_heads, attn.num_kv_heads,
+        attn.head_dim, pools[0], pools[1], rotary.cos_sin)
+
+
+def eagle3_midlayer(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
+                    batch: ForwardBatch, rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Eagle3Layer.forward`` on rows ``ids`` of the embedding ``table`` in five launches:
+    ``(mlp_out, residual)``, the residual ``attn_out + feat`` (``feat`` is not modified)."""
+    h, _ = attention(layer.self_attn, table, _eagle3_qkv_prologue(layer, table, ids, feat), batch, rotary)
+    post = layer.post_attention_layernorm
+    out, residual = mlp(layer.mlp, h, _gemv().Prologue(norm_weight=post.weight, eps=post.eps, residual=feat,
+                                                       write_residual=True))
     assert residual is not None
     return out, residual
 

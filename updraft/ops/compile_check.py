@@ -104,10 +104,15 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
         ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, W=dt)
         label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
         if kind == "qkv":
-            out.append((label, gemv._qkv_rope_kernel,
-                        dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt),
-                        dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=True, **common),
+            qkv_ptrs = dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt, X2=dt, NW2=dt)
+            out.append((label, gemv._qkv_rope_kernel, qkv_ptrs,
+                        dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=True, DUAL=False, **common),
                         cfg.num_warps, cfg.num_stages))
+            if dt == "bf16":  # EAGLE-3's mid layer: gathered embedding rows and the feature, two norms
+                dual = dict(common, GATHER=True, HAS_RES=False, WRITE_RES=False, TWO_PASS=False)
+                out.append((label + " eagle3", gemv._qkv_rope_kernel, qkv_ptrs,
+                            dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=False, DUAL=True, **dual),
+                            cfg.num_warps, cfg.num_stages))
         elif kind == "gate_up":
             out.append((label, gemv._gate_up_kernel, dict(ptrs, Out=dt), dict(BLOCK_P=cfg.block_n, **common),
                         cfg.num_warps, cfg.num_stages))

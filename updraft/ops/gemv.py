@@ -27,7 +27,10 @@ feeding the product. On the H100 (2026-11-26) one pass took SmolLM2's one-row QK
 3.6 us and the 8B shape's 6-row QKV and gate/up from 28 / 109 to 21 / 88 us (a first pass must
 end before the weight stream starts), but SmolLM2's 6-row QKV and gate/up from 5.4 / 5.3 to
 7.7 / 7.8 us (the row reduction inside a short tensor-core loop). Program 0 writes the rounded
-sum (the new residual stream) once. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
+sum (the new residual stream) once. EAGLE-3's mid layer takes two normalised inputs side by side,
+``concat(norm(embedding rows), norm2(feature))``: its QKV prologue (``Prologue.x2``) streams the
+first K1 weight columns against the gathered embedding rows and the rest against the feature,
+one pass each with its own sum of squares and norm weight, and adds the two scaled sums. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
 ``_qkv_rope_kernel`` (bias, RoPE of q and k, k and v into the KV pool) and ``_gate_up_kernel``
 (SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
 gate column ``i`` with up column ``I + i``; a tile's weight rows interleave the two halves
@@ -228,14 +231,15 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
 
 
 @triton.jit(do_not_specialize=["M"])
-def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin,
-                     M, K, stride_x, stride_r, stride_w, stride_o, stride_ks, stride_kh, stride_vs, stride_vh,
-                     stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
+def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
+                     M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
+                     stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
                      BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                      HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, HAS_BIAS: tl.constexpr,
                      DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr,
-                     TWO_PASS: tl.constexpr):
-    """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order)."""
+                     TWO_PASS: tl.constexpr, DUAL: tl.constexpr):
+    """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
+    DUAL: the input row is ``concat(prologue(x)[:K], norm2(x2)[:K2])`` (one pass each)."""
     HALF: tl.constexpr = HEAD_DIM // 2
     PER_HEAD: tl.constexpr = HALF // BLOCK_P
     pid = tl.program_id(0)
@@ -251,6 +255,10 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
         rstd = tl.full([BLOCK_M], 1.0, tl.float32)
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K, eps,
                      2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
+        x2off = m.to(tl.int64) * stride_x2
+        acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, rstd, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
+                          eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE, False)
     if HAS_BIAS:
         acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
     lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
@@ -324,13 +332,18 @@ class Prologue:
     """The GEMM's input rows, built per program: rows ``ids`` of ``x`` (and of ``residual``) when
     given, else ``x`` itself; plus ``residual`` (rounded sum); then RMSNorm with ``norm_weight``
     and ``eps``. ``write_residual``: also return those rows after the add (the new residual
-    stream: the sum, or the gathered rows of an embedding), written by program 0."""
+    stream: the sum, or the gathered rows of an embedding), written by program 0. ``x2`` (the
+    QKV kernel only, with both norms and no residual): a second input ``[M, K2]`` normalised
+    with ``norm_weight2`` (the same eps) and placed after the first."""
 
     norm_weight: torch.Tensor | None = None
     eps: float = 1e-6
     residual: torch.Tensor | None = None
     ids: torch.Tensor | None = None
     write_residual: bool = False
+    #: EAGLE-3's second input (QKV only): the row is ``concat(the above, norm(x2) * norm_weight2)``
+    x2: torch.Tensor | None = None
+    norm_weight2: torch.Tensor | None = None
 
 
 NO_PROLOGUE = Prologue()
@@ -344,14 +357,20 @@ def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE
     """Whether the small-M kernels cover these inputs: 1..16 token rows, one dtype throughout,
     rows with a contiguous last dim."""
     m = num_rows(x, pro)
+    k2 = 0 if pro.x2 is None else int(pro.x2.shape[-1])
     ok = (
         x.dim() == 2 and weight.dim() == 2
         and 1 <= m <= MAX_M
         and x.dtype in DTYPES and weight.dtype == x.dtype
-        and x.shape[1] == weight.shape[1]
+        and x.shape[1] + k2 == weight.shape[1]
         and x.stride(1) == 1 and weight.stride(1) == 1
         and weight.device == x.device
     )
+    if pro.x2 is not None:
+        w2 = pro.norm_weight2
+        ok = (ok and pro.x2.dim() == 2 and tuple(pro.x2.shape) == (m, k2) and pro.x2.dtype == x.dtype
+              and pro.x2.stride(1) == 1 and pro.norm_weight is not None and pro.residual is None
+              and not pro.write_residual and w2 is not None and w2.dtype == x.dtype and tuple(w2.shape) == (k2,))
     if pro.norm_weight is not None:
         ok = ok and pro.norm_weight.dtype == x.dtype and tuple(pro.norm_weight.shape) == (x.shape[1],)
     if pro.residual is not None:
@@ -389,7 +408,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``prologue(x) @ weight.T + bias`` -> (out [M, N] in ``out_dtype`` (default x's; values
     rounded to x's dtype either way), new residual or None, argmax [M] int64 or None)."""
-    assert supported(x, weight, pro), "gemv.linear: unsupported inputs"
+    assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear: unsupported inputs"
     m, (n, k) = num_rows(x, pro), weight.shape
     cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
     bucket = gemv_config.m_bucket(m)
@@ -425,11 +444,17 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     grid = (num_heads + 2 * num_kv_heads) * (head_dim // 2 // cfg.block_n)
+    x2 = pro.x2 if pro.x2 is not None else x
+    nw2 = pro.norm_weight2 if pro.norm_weight2 is not None else x
+    k1, k2 = x.shape[1], k - x.shape[1]
+    opts = _launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k)
+    if pro.x2 is not None:
+        opts["TWO_PASS"] = False  # each half keeps its own sum of squares: one pass each
     _qkv_rope_kernel[(grid,)](
-        *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, m, k, sx, sr,
-        weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0), v_pool.stride(1),
-        cos_sin.stride(0), float(pro.eps), HQ=num_heads, HKV=num_kv_heads, HEAD_DIM=head_dim, BLOCK_P=cfg.block_n,
-        HAS_BIAS=bias is not None, **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k),
+        *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, x2, nw2, m,
+        k1, k2, sx, sr, x2.stride(0), weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1),
+        v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), float(pro.eps), HQ=num_heads, HKV=num_kv_heads,
+        HEAD_DIM=head_dim, BLOCK_P=cfg.block_n, HAS_BIAS=bias is not None, DUAL=pro.x2 is not None, **flags, **opts,
     )
     return out, new_res
 
@@ -455,7 +480,7 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLO
                  config: GemvConfig | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``silu(gate) * up`` of the gate/up projection ``[2I, K]`` of ``prologue(x)`` -> (act [M, I],
     new residual or None)."""
-    assert supported(x, weight, pro) and weight.shape[0] % 2 == 0, "gemv.gate_up_silu: unsupported inputs"
+    assert supported(x, weight, pro) and pro.x2 is None and weight.shape[0] % 2 == 0, "gemv.gate_up_silu: unsupported inputs"
     m, k, inter = num_rows(x, pro), weight.shape[1], weight.shape[0] // 2
     cfg = config or gemv_config.lookup("gate_up", inter, k, m, x.dtype, x.device)
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)

@@ -104,12 +104,13 @@ def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: in
 
 def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> list[GemvConfig]:
     """The sweep: tile widths x K chunks x warps x pipeline stages, FMA or dot (no dot at one
-    token row: it would pad 1 row to 16), legal ones only. Long rows (K >= 2048: the 8B shape's
+    token row: it would pad 1 row to 16; FMA at any bucket whose product tile stays in
+    registers), legal ones only. Long rows (K >= 2048: the 8B shape's
     4096 and 14336) try longer chunks and deeper pipelines, where more weight bytes must be in
     flight per program. A few dozen per shape: each distinct one is a compile, ~1 s."""
     out = []
     chunks = (128, 256, 512) if k < 2048 else (256, 512, 1024)
-    for dot in ((False,) if bucket == 1 else (False, True) if bucket <= 4 else (True,)):
+    for dot in ((False,) if bucket == 1 else (False, True)):
         for block in (4, 8, 16, 32):
             for bk in chunks:
                 for warps, stages in ((4, 3), (4, 4), (8, 3), (8, 4)):

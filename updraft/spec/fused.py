@@ -61,6 +61,7 @@ from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.verify import greedy_accept
+from updraft.spec.write_rows import write_rows
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -79,18 +80,6 @@ def _argmax(out: ModelOutput, logits: torch.Tensor) -> torch.Tensor:
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
     """A captured batch over static inputs of its own (each (S, sampled, bs) graph has its own)."""
     return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
-
-
-def _write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor, req_to_token: torch.Tensor) -> None:
-    """Fill a fixed-stride batch: request b has ``stride`` tokens ``ids[b]`` at positions
-    ``first_pos[b] ..``; KV slots come from the table (allocated by the host beforehand)."""
-    w = batch.stride
-    pos = first_pos[:, None] + torch.arange(w, device=rows.device)  # [bs, w]
-    batch.input_ids.copy_(ids.reshape(-1))
-    batch.positions.copy_(pos.reshape(-1))
-    batch.out_cache_loc.copy_(req_to_token[rows[:, None], pos].reshape(-1))
-    batch.req_pool_indices.copy_(rows)
-    batch.seq_lens.copy_(first_pos + w)
 
 
 @dataclass
@@ -398,14 +387,14 @@ class FusedIteration:
         if s >= 1:
             choose(d.head.logits_from_feature(feat), 0)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
-            _write_rows(b, rows, n - 2 + chain_step(d.head, k).offset, toks[-1], table)
+            write_rows(b, rows, n, toks[-1], table, offset=chain_step(d.head, k).offset - 2)
             b.feature.copy_(feat)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(b)
             feat = out.hidden
             choose(out.logits, k)
         v = g.verify
-        _write_rows(v, rows, n - 1, torch.stack([bonus] + toks, dim=1), table)
+        write_rows(v, rows, n, torch.stack([bonus] + toks, dim=1), table, offset=-1)
         self.target.backend.init_replay_metadata(v)
         tout = self.target.model(v)
         logits = tout.logits.view(bs, ndt, -1)
@@ -416,7 +405,7 @@ class FusedIteration:
             accept, emitted = self._sampled_accept(logits, drafts, dist, prm, u)
         e = g.extend
         assert e is not None
-        _write_rows(e, rows, n - 1, emitted, table)
+        write_rows(e, rows, n, emitted, table, offset=-1)
         e.feature.copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
         d.runner.backend.init_replay_metadata(e)
         dout = d.head(e)
@@ -434,7 +423,8 @@ class FusedIteration:
         drafts without a draft model (n-gram lookups, or none), so q is one-hot at each draft."""
         bs, ndt = g.bs, drafts.shape[1] + 1
         v = g.verify
-        _write_rows(v, g.rows, n - 1, torch.cat([bonus[:, None], drafts], dim=1), self.target.req_pool.req_to_token)
+        ids = torch.cat([bonus[:, None], drafts], dim=1) if drafts.shape[1] else bonus  # S = 0: no cat kernel
+        write_rows(v, g.rows, n, ids, self.target.req_pool.req_to_token, offset=-1)
         self.target.backend.init_replay_metadata(v)
         out = self.target.model(v)
         logits = out.logits.view(bs, ndt, -1)

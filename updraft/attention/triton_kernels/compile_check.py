@@ -25,6 +25,7 @@ from updraft.attention.triton_kernels import (
     interpreting,
     kv_store,
     merge,
+    metadata,
     mla_decode,
     mla_extend,
     next_pow2,
@@ -102,6 +103,9 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
         out.append((f"rope_store {dt}", rope_store._rope_store_kernel,
                     dict(Q=d, K=d, V=d, KPool=d, VPool=d, Loc="i64", Pos="i64", CosSin=d),
                     dict(HQ=32, HK=8, HALF=64, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, RNE=False), 8))
+    out.append(("metadata fill", metadata._fill_kernel,
+                dict(SeqIn="i32", ExtIn="i32", StartIn="i32", RowsIn="i64", Seq="i32", Ext="i32", Start="i32", Rows="i64",
+                     KvLens="i32"), dict(BLOCK=64), 1))
     return out
 
 

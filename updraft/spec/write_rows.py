@@ -1,0 +1,76 @@
+"""One launch for the inputs of a fixed-stride batch on the device (the fused iteration's draft
+steps, its verify block and its draft extend, and the plain decode step).
+
+Request ``b`` (table row ``rows[b]``) has ``W`` tokens ``ids[b]`` at positions ``p .. p + W - 1``,
+``p = first_pos[b] + offset`` (``offset`` a host int: the chain's position offsets cost no kernel
+of their own); their KV slots are read from ``req_to_token`` (allocated by the host
+beforehand). The batch's ``input_ids``, ``positions``, ``out_cache_loc``, ``req_pool_indices``
+and ``seq_lens`` (``p + W``) are written in place. Inside a CUDA graph every torch op is
+a kernel node: the torch version below is nine of them (an arange, an add, a gather, six copies),
+this kernel one, and a speculative iteration at S = 5 runs it six times.
+
+Hazards: positions and table rows are not bounds-checked (as the torch gather on CUDA, which
+fails asynchronously); ``ids`` must be ``[bs, W]`` or ``[bs]`` (``W`` = 1).
+
+Dispatch (as ``updraft.spec.sampling_kernels``): the kernel on CUDA tensors and, for tests, on
+CPU tensors under the Triton interpreter; otherwise the torch code.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.batch import ForwardBatch
+from updraft.spec.sampling_kernels import use_triton
+
+
+@triton.jit
+def _write_rows_kernel(Rows, FirstPos, Ids, Table, InputIds, Positions, OutLoc, ReqIdx, SeqLens,
+                       stride_ids, stride_table, offset, W: tl.constexpr, BLOCK_W: tl.constexpr):
+    b = tl.program_id(0)
+    j = tl.arange(0, BLOCK_W)
+    jm = j < W
+    row = tl.load(Rows + b).to(tl.int64)
+    p0 = tl.load(FirstPos + b).to(tl.int64) + offset
+    pos = p0 + j
+    out = b * W + j
+    ids = tl.load(Ids + b * stride_ids + j, mask=jm, other=0)
+    tl.store(InputIds + out, ids.to(InputIds.dtype.element_ty), mask=jm)
+    tl.store(Positions + out, pos.to(Positions.dtype.element_ty), mask=jm)
+    loc = tl.load(Table + row * stride_table + pos, mask=jm, other=0)
+    tl.store(OutLoc + out, loc.to(OutLoc.dtype.element_ty), mask=jm)
+    tl.store(ReqIdx + b, row.to(ReqIdx.dtype.element_ty))
+    tl.store(SeqLens + b, (p0 + W).to(SeqLens.dtype.element_ty))
+
+
+def write_rows_torch(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor,
+                     req_to_token: torch.Tensor, offset: int = 0) -> None:
+    """The reference (and the CPU path)."""
+    w = batch.stride
+    if offset:
+        first_pos = first_pos + offset
+    pos = first_pos[:, None] + torch.arange(w, device=rows.device)  # [bs, w]
+    batch.input_ids.copy_(ids.reshape(-1))
+    batch.positions.copy_(pos.reshape(-1))
+    batch.out_cache_loc.copy_(req_to_token[rows[:, None], pos].reshape(-1))
+    batch.req_pool_indices.copy_(rows)
+    batch.seq_lens.copy_(first_pos + w)
+
+
+def write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor, ids: torch.Tensor,
+               req_to_token: torch.Tensor, offset: int = 0) -> None:
+    """Fill ``batch`` (stride ``W``, ``len(rows)`` requests) in one launch where Triton runs."""
+    w, bs = batch.stride, rows.shape[0]
+    if not use_triton(rows):
+        write_rows_torch(batch, rows, first_pos, ids, req_to_token, offset)
+        return
+    ids2 = ids.reshape(bs, w)
+    if ids2.stride(1) != 1:
+        ids2 = ids2.contiguous()
+    _write_rows_kernel[(bs,)](
+        rows, first_pos, ids2, req_to_token, batch.input_ids, batch.positions, batch.out_cache_loc,
+        batch.req_pool_indices, batch.seq_lens, ids2.stride(0), req_to_token.stride(0), offset,
+        W=w, BLOCK_W=triton.next_power_of_2(w), num_warps=1,
+    )
