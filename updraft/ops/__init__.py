@@ -82,16 +82,14 @@ SMALL_M = 16
 _SMALL_M_DTYPES = (torch.bfloat16, torch.float16)
 #: Where "auto" takes the fused layers (H100 runs of benchmarks/decode_kernels.py, 2026-11-25 run 4
 #: and 2026-11-26): at most 8 token rows (decode, a 6-token verify, draft steps and extends at
-#: bs 1; the SmolLM2 verify step was 3% faster fused, 1.026 vs 1.062 ms, although its tensor-core
-#: GEMMs alone are slower than cuBLAS's) over activations at most 2048 wide. Wider (the 8B
-#: shape's 4096): one token row only. There the tuned one-row GEMVs (``ops/gemv_tuned.json``) are
-#: within 5% of cuBLAS (o and down faster) and the step saves ~200 small launches, but the 6-row
-#: tensor-core path is 1.3x slower than cuBLAS (gate/up 109 against 83 us; the verify step 7.36
-#: against 6.40 ms), so a verify block stays on cuBLAS. The "triton" override (tests) keeps the
+#: bs 1) over activations at most 4096 wide (SmolLM2's 576 and the 8B shape's 4096: the widths
+#: measured). At SmolLM2 the fused verify step was 0.94-1.00 ms against 1.03-1.07 unfused; at the
+#: 8B shape, with the tuned configs of ``ops/gemv_tuned.json`` and the one-pass norm prologue,
+#: decode 5.87 against 6.16-6.21 ms and verify 6.22 against 6.32-6.40 (its 6-row GEMVs are within
+#: 8% of cuBLAS; the launches they save pay for it). The "triton" override (tests) keeps the
 #: whole range.
 AUTO_MAX_ROWS = 8
-AUTO_MAX_WIDTH = 2048
-AUTO_WIDE_MAX_ROWS = 1
+AUTO_MAX_WIDTH = 4096
 
 
 def fused_layers() -> bool:
@@ -121,8 +119,8 @@ def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device, width: int
         return False
     cuda = device.type == "cuda"
     if _backend == "auto":
-        limit = AUTO_MAX_ROWS if width <= AUTO_MAX_WIDTH else AUTO_WIDE_MAX_ROWS
-        return cuda and rows <= limit and dtype in _SMALL_M_DTYPES and triton_available()
+        return (cuda and rows <= AUTO_MAX_ROWS and width <= AUTO_MAX_WIDTH and dtype in _SMALL_M_DTYPES
+                and triton_available())
     return triton_available() and (cuda or interpreting()) and dtype in (torch.float32, *_SMALL_M_DTYPES)
 
 
