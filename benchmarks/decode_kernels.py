@@ -21,6 +21,7 @@ Prints a short table per part; writes ``decode_kernels.json`` under --out.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 from collections import Counter
@@ -60,19 +61,8 @@ def graph_time(fns: list[Callable[[], object]], replays: int = 20) -> float:
     for fn in fns:
         fn()
     torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    calls = 3 * len(fns)
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            fns[i % len(fns)]()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1000 / replays / calls
+    turn = itertools.cycle(fns)
+    return gemv_config.graph_seconds(lambda: next(turn)(), 3 * len(fns), replays)
 
 
 # ---- part 1: GEMMs -------------------------------------------------------------------------

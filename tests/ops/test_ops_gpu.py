@@ -17,7 +17,7 @@ from updraft import ops
 from updraft.batch import CaptureHidden, ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.loader import load_checkpoint
-from updraft.ops import reference
+from updraft.ops import gemv_config, reference
 from updraft.runtime.model_runner import ModelRunner
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -203,18 +203,7 @@ def _graph_us(fn: Callable[[], object], reps: int = 20, replays: int = 30) -> fl
         for _ in range(3):
             fn()
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / (replays * reps)
+    return gemv_config.graph_seconds(fn, reps, replays) * 1e6
 
 
 def _eager_us(fn: Callable[[], object], iters: int = 200) -> float:

@@ -188,7 +188,7 @@ def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: tor
             try:
                 fn = run(cfg)
                 fn()  # compile + warm (and the ticket counters allocated outside the capture)
-                timed.append((_time(fn, reps), cfg))
+                timed.append((graph_seconds(fn, reps), cfg))
             except Exception:  # a config the compiler rejects (shared memory, registers) just loses
                 continue
 
@@ -200,11 +200,12 @@ def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: tor
     return best, t
 
 
-def _time(fn: Callable[[], object], reps: int) -> float:
-    """Seconds per launch of ``fn``, ``reps`` back-to-back launches captured in one CUDA graph and
-    replayed (as a decode step runs them: no launch gaps, a per-launch event would time those).
-    L2 (50 MB on an H100) holds a small model's layer: ``run``'s closures rotate over weight
-    copies larger than it, so a launch reads its weights from memory as in a decode step."""
+def graph_seconds(fn: Callable[[], object], reps: int, replays: int = 5) -> float:
+    """Seconds per call of ``fn`` (already warmed up), ``reps`` back-to-back calls captured in one
+    CUDA graph and replayed ``replays`` times (as a decode step runs them: no launch gaps; a
+    per-launch event would time those). For the sweep, L2 (50 MB on an H100) holds a small
+    model's layer: ``run``'s closures rotate over weight copies larger than it, so a launch reads
+    its weights from memory as in a decode step."""
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(reps):
@@ -212,11 +213,11 @@ def _time(fn: Callable[[], object], reps: int) -> float:
     graph.replay()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(5):
+    for _ in range(replays):
         graph.replay()
     end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1000.0 / (5 * reps)
+    return start.elapsed_time(end) / 1000.0 / (replays * reps)
 
 
 def store(k: str, cfg: GemvConfig) -> None:
