@@ -196,3 +196,24 @@ def test_choose_packed_params_ids_and_out(kernel: bool, monkeypatch: pytest.Monk
     # ids without out: only the pick changes
     q2, tok2 = sk.choose(vals, temp, top_k, top_p, min_p, u, ids=ids)
     assert torch.equal(q2, q) and torch.equal(tok2, tok)
+
+
+def test_argmax_rows_matches_torch_and_maps_ids() -> None:
+    """The greedy draft pick: first index among ties, NaN above numbers, an all -inf row at 0,
+    bf16 and float32 rows, then EAGLE-3's ``id + d2t[id]`` or a token map's ``hot_ids[id]``."""
+    from updraft.spec.sampling_kernels import argmax_rows
+
+    gen = torch.Generator().manual_seed(3)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(6, 300, generator=gen).to(dtype)
+        x[1, 7] = x[1, 200] = x[1].max() + 1  # a tie: the first wins
+        x[2, 50] = float("nan")
+        x[3] = float("-inf")
+        x[4, 299] = 100.0  # the last column (the tile's tail is masked)
+        assert torch.equal(argmax_rows(x), x.argmax(-1)), dtype
+    d2t = torch.randint(0, 1000, (300,), generator=gen)
+    hot = torch.randperm(5000, generator=gen)[:300]
+    ids = x.argmax(-1)
+    assert torch.equal(argmax_rows(x, d2t, True), ids + d2t[ids])
+    assert torch.equal(argmax_rows(x, hot, False), hot[ids])
+    assert argmax_rows(x[:0]).shape == (0,)

@@ -130,3 +130,17 @@ def test_strided_rows_and_out_buffers() -> None:
     rv, ri = sk.topk_rows_reference(x, 64)
     assert torch.equal(out_v[:, 2], rv) and torch.equal(out_i[:, 2], ri)
     assert bool((out_v[:, [0, 1, 3, 4]] == 9.0).all()) and bool((out_i[:, [0, 1, 3, 4]] == -1).all())
+
+
+def test_topk_rows_maps_indices_to_target_ids() -> None:
+    """The draft vocabulary's map applied in the same launch: ``idx + d2t[idx]`` (EAGLE-3) or
+    ``hot_ids[idx]`` (a token map), the values and their order unchanged."""
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(3, 500, generator=gen).to(torch.bfloat16)
+    d2t = torch.randint(0, 3000, (500,), generator=gen)
+    hot = torch.randperm(9000, generator=gen)[:500]
+    vals, idx = sk.topk_rows(x, 16)
+    v_add, i_add = sk.topk_rows(x, 16, table=d2t, add=True)
+    v_dir, i_dir = sk.topk_rows(x, 16, table=hot, add=False)
+    assert torch.equal(v_add, vals) and torch.equal(v_dir, vals)
+    assert torch.equal(i_add, idx + d2t[idx]) and torch.equal(i_dir, hot[idx])

@@ -113,13 +113,17 @@ class _Drafter:
     head: EagleHead | Eagle3Head | MtpHead
     next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
     to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
+    #: the same map as a table for ``sampling_kernels.argmax_rows``: (d2t, add) or (hot_ids, direct)
+    target_table: tuple[torch.Tensor, bool] | None = None
 
     @classmethod
     def of(cls, proposer: DraftModelProposer) -> _Drafter:
         head = proposer.runner.model
         if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head | MtpHead):
             raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
-        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head))
+        table = ((head.d2t, True) if isinstance(head, Eagle3Head)
+                 else (head.hot_ids, False) if isinstance(head, EagleHead) and head.hot_ids is not None else None)
+        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table)
 
 
 @dataclass
@@ -324,6 +328,9 @@ class FusedIteration:
         The candidates are mapped to target ids once; q, the draw and the picked id are one
         kernel (``sampling_kernels.choose``)."""
         if prm is None or u is None or out is None:
+            table = self.drafter.target_table if self.drafter is not None else None
+            if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and (table is not None or self.to_target is None):
+                return sampling_kernels.argmax_rows(logits, *table) if table else sampling_kernels.argmax_rows(logits)
             ids = logits.argmax(-1)
             return self.to_target(ids) if self.to_target else ids
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
@@ -331,12 +338,15 @@ class FusedIteration:
         # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.
         k = out[0].shape[1]
         use = rejection_kernels.use_kernels(logits) and (logits.device.type != "cuda" or sampling_kernels.TOPK_ON_CUDA)
-        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and use:
-            vals, cand = sampling_kernels.topk_rows(logits, k)  # one kernel where torch's topk runs two
+        table = self.drafter.target_table if self.drafter is not None else None
+        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and use and (table is not None or self.to_target is None):
+            # one kernel where torch's topk runs two, and the map to target ids in it
+            mapped = {"table": table[0], "add": table[1]} if table else {}
+            vals, cand = sampling_kernels.topk_rows(logits, k, **mapped)
         else:
             vals, cand = logits.topk(k, dim=-1)
-        if self.to_target:
-            cand = self.to_target(cand)
+            if self.to_target:
+                cand = self.to_target(cand)
         _, tok = sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
                                          prm.col(rs.MIN_P), u, ids=cand, out=out)
         return tok

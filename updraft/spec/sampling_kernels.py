@@ -22,6 +22,11 @@ within rounding of ``top_p`` (or whose ``p`` sits at ``min_p * p_0``) may keep a
 than the reference; both are valid distributions, and rejection sampling only needs the ``q``
 that was actually drawn from, which is the one returned.
 
+``argmax_rows``: the greedy draft pick of a row of at most ``MAX_TOPK_ROW`` logits (first index
+among equal maxima, NaN above every number, as ``torch.argmax``), mapped to a target id in the same
+launch (EAGLE-3's ``target = draft + d2t[draft]`` or a token map's ``hot_ids[draft]``): one
+kernel where torch runs an argmax reduction, a gather and an add per draft step.
+
 ``topk_rows``: the k best of a row of at most ``MAX_TOPK_ROW`` values, best first, where torch's
 topk runs a radix select and a sort of the k (two kernels, ~45 us at batch 1 on an H100 for 64 of
 8,192). Grid: one program per row; the row is one ``BLOCK = next_pow2(V)`` register tile, read
@@ -296,8 +301,8 @@ def _canonical_bits(x):
 
 
 @triton.jit
-def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, V, K: tl.constexpr, KP2: tl.constexpr,
-                      BLOCK: tl.constexpr, SHIFT: tl.constexpr):
+def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, Map, V, K: tl.constexpr, KP2: tl.constexpr,
+                      BLOCK: tl.constexpr, SHIFT: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * s_x
     j = tl.arange(0, BLOCK)
@@ -338,11 +343,15 @@ def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, V, K: tl.constexpr, KP2: t
     rank = tl.sum(before.to(tl.int32), axis=1)
     tl.debug_barrier()
     tl.store(ov + rank, bits.to(tl.float32, bitcast=True), mask=ks)
+    if MAP:  # to target ids (after the sort: it re-reads the logits at the draft indices)
+        m = tl.load(Map + i, mask=ks, other=0).to(tl.int64)
+        i = i + m if ADD else m
     tl.store(oi + rank, i, mask=ks)
 
 
 def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None,
-              out_idx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              out_idx: torch.Tensor | None = None, table: torch.Tensor | None = None,
+              add: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest values of each row of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``; any
     float dtype, rows may be strided) and their indices, best first, in ONE launch of one
     program per row; on inputs the kernels do not run on (``use_triton``), the torch reference.
@@ -353,11 +362,15 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
     k-th are kept follows the same rule (the smallest indices). NaN ranks above every number
     (all NaNs equal), -inf below every finite value, -0.0 equals +0.0 (returned as +0.0).
     float64 rows are ranked by their float32 rounding (the values returned are exactly the
-    float32 roundings of the true k largest; values that round alike are ties)."""
+    float32 roundings of the true k largest; values that round alike are ties). ``table``: the
+    indices returned are mapped to ``idx + table[idx]`` (``add``) or ``table[idx]`` in the same
+    launch (a draft vocabulary's target ids)."""
     b, v = logits.shape
     assert 0 < k <= v <= MAX_TOPK_ROW, f"topk_rows: k {k} of {v} (at most {MAX_TOPK_ROW} values a row)"
     if not use_triton(logits):
         vals, idx = topk_rows_reference(logits, k)
+        if table is not None:
+            idx = idx + table[idx] if add else table[idx]
         return (out_vals.copy_(vals) if out_vals is not None else vals,
                 out_idx.copy_(idx) if out_idx is not None else idx)
     dev = logits.device
@@ -371,7 +384,43 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
     shift = {torch.bfloat16: 16, torch.float16: 13}.get(logits.dtype, 0)
     block, kp2 = triton.next_power_of_2(v), triton.next_power_of_2(k)
     _topk_rows_kernel[(b,)](
-        logits, logits.stride(0), vals, vals.stride(0), idx, idx.stride(0), v, K=k, KP2=kp2,
-        BLOCK=block, SHIFT=shift, num_warps=num_warps(max(block, kp2 * kp2), per_thread=16),
+        logits, logits.stride(0), vals, vals.stride(0), idx, idx.stride(0), table if table is not None else idx, v,
+        K=k, KP2=kp2, BLOCK=block, SHIFT=shift, MAP=table is not None, ADD=add,
+        num_warps=num_warps(max(block, kp2 * kp2), per_thread=16),
     )
     return vals, idx
+
+
+# ---- argmax_rows -----------------------------------------------------------------------------
+@triton.jit
+def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    i = tl.arange(0, BLOCK)
+    x = tl.load(X + row * s_x + i, mask=i < V, other=float("-inf")).to(tl.float32)
+    x = tl.where(x != x, float("inf"), x)  # NaN ranks above every number (torch.argmax)
+    best = tl.max(x, axis=0)
+    idx = tl.min(tl.where(x == best, i, BLOCK), axis=0).to(tl.int64)
+    if MAP:
+        m = tl.load(Map + idx).to(tl.int64)
+        idx = idx + m if ADD else m
+    tl.store(Out + row, idx)
+
+
+def argmax_rows(logits: torch.Tensor, table: torch.Tensor | None = None, add: bool = True) -> torch.Tensor:
+    """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``, rows
+    contiguous along V), then ``ids + table[ids]`` (``add``) or ``table[ids]``; one launch where
+    Triton runs (``use_triton``), else torch. A row whose values are all -inf picks index 0, as
+    torch does."""
+    b, v = logits.shape
+    assert v <= MAX_TOPK_ROW, f"argmax_rows: {v} values a row (at most {MAX_TOPK_ROW})"
+    if not use_triton(logits) or logits.stride(1) != 1:
+        ids = logits.argmax(-1)
+        if table is None:
+            return ids
+        return ids + table[ids] if add else table[ids]
+    out = torch.empty(b, dtype=torch.int64, device=logits.device)
+    if b:
+        block = triton.next_power_of_2(v)
+        _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, v, BLOCK=block,
+                                  MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16))
+    return out
