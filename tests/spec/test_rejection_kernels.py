@@ -78,10 +78,21 @@ sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Ou
        "n": "i32"}
 triton.compile(ASTSource(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
-# topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary.
-sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "V": "i32"}
-cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16}
+# topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary,
+# the candidates mapped to target ids (d2t) in the same launch.
+sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "Map": "*i64",
+       "V": "i32"}
+cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
 triton.compile(ASTSource(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+# the greedy draft pick (argmax + d2t), and write_rows over a 6-token verify block
+sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "V": "i32"}
+cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
+triton.compile(ASTSource(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+from updraft.spec import write_rows as wr
+sig = {"Rows": "*i64", "FirstPos": "*i64", "Ids": "*i64", "Table": "*i32", "InputIds": "*i64", "Positions": "*i64",
+       "OutLoc": "*i64", "ReqIdx": "*i64", "SeqLens": "*i32", "stride_ids": "i64", "stride_table": "i64", "offset": "i32"}
+triton.compile(ASTSource(wr._write_rows_kernel, sig, {"W": 6, "BLOCK_W": 8}), target=GPUTarget("cuda", 90, 32),
+               options={"num_warps": 1})
 print("compiled")
 """
 
@@ -90,8 +101,8 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose``, ``uniform`` and ``topk_rows``) for sm_90, as the H100 will, with the ptxas
-    triton ships (no GPU needed)."""
+    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows`` and ``write_rows``) for sm_90,
+    as the H100 will, with the ptxas triton ships (no GPU needed)."""
     import os
     import subprocess
     import sys
