@@ -168,6 +168,22 @@ def slots_for(m: int, page: int, seed: int) -> torch.Tensor:
     return slots[page // 2 : page // 2 + m] if page > 1 else slots[:m]
 
 
+def check_qkv_rows(qkv: torch.Tensor, y: torch.Tensor, pos: torch.Tensor, table: torch.Tensor, k_pool: torch.Tensor,
+                   v_pool: torch.Tensor, loc: torch.Tensor, heads: tuple[int, int, int], dtype: torch.dtype,
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's q, k, v and pool rows against the float64 projection ``y`` rotated here;
+    returns its k and v rows."""
+    hq, hkv, d = heads
+    m = y.shape[0]
+    q64 = rotary64(y[:, : hq * d].reshape(m, hq, d), pos, table)
+    k64 = rotary64(y[:, hq * d : (hq + hkv) * d].reshape(m, hkv, d), pos, table)
+    v64 = y[:, (hq + hkv) * d :].reshape(m, hkv, d)
+    q, kk, v = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
+    for got, want in ((q, q64), (kk, k64), (v, v64), (k_pool[loc], k64), (v_pool[loc], v64)):
+        assert rel_err(got.reshape(want.shape), want) <= TOL[dtype], rel_err(got.reshape(want.shape), want)
+    return kk, v
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8), (DOT, 16)], ids=lambda t: f"{t[0]}{t[1]}")
 @pytest.mark.parametrize("m,heads,prologue,bias,page", [
@@ -190,12 +206,7 @@ def test_qkv_rope_store(dtype: torch.dtype, tile: tuple[str, int], m: int, heads
     qkv, new_res = gemv.qkv_rope_store(x, w, b, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=k_pool,
                                        v_pool=v_pool, loc=loc, positions=pos, cos_sin=table, config=cfg_of(*tile))
     y = prologue64(x, pro) @ w.double().T + (b.double() if b is not None else 0)
-    q64 = rotary64(y[:, : hq * d].reshape(m, hq, d), pos, table)
-    k64 = rotary64(y[:, hq * d : (hq + hkv) * d].reshape(m, hkv, d), pos, table)
-    v64 = y[:, (hq + hkv) * d :].reshape(m, hkv, d)
-    q, kk, v = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
-    for got, want in ((q, q64), (kk, k64), (v, v64), (k_pool[loc], k64), (v_pool[loc], v64)):
-        assert rel_err(got.reshape(want.shape), want) <= TOL[dtype], rel_err(got.reshape(want.shape), want)
+    kk, v = check_qkv_rows(qkv, y, pos, table, k_pool, v_pool, loc, heads, dtype)
     assert torch.equal(k_pool[loc], kk.reshape(m, hkv, d)) and torch.equal(v_pool[loc], v.reshape(m, hkv, d))
     untouched = torch.ones(40, dtype=torch.bool)
     untouched[loc] = False
@@ -224,12 +235,7 @@ def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[st
                                        v_pool=v_pool, loc=loc, positions=pos, cos_sin=tab, config=cfg_of(*tile))
     half2 = prologue64(feat, Prologue(norm_weight=nw2, eps=1e-5))
     y = torch.cat([prologue64(table, Prologue(norm_weight=pro.norm_weight, eps=1e-5, ids=pro.ids)), half2], -1) @ w.double().T
-    q64 = rotary64(y[:, : hq * d].reshape(m, hq, d), pos, tab)
-    k64 = rotary64(y[:, hq * d : (hq + hkv) * d].reshape(m, hkv, d), pos, tab)
-    v64 = y[:, (hq + hkv) * d :].reshape(m, hkv, d)
-    q, kk, v = qkv.split([hq * d, hkv * d, hkv * d], dim=-1)
-    for got, want in ((q, q64), (kk, k64), (v, v64), (k_pool[loc], k64), (v_pool[loc], v64)):
-        assert rel_err(got.reshape(want.shape), want) <= TOL[dtype], rel_err(got.reshape(want.shape), want)
+    check_qkv_rows(qkv, y, pos, tab, k_pool, v_pool, loc, (hq, hkv, d), dtype)
     assert new_res is None
     assert not gemv.supported(table, w, Prologue(norm_weight=pro.norm_weight, x2=feat, norm_weight2=nw2, residual=table))
 

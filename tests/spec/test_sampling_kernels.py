@@ -214,6 +214,6 @@ def test_argmax_rows_matches_torch_and_maps_ids() -> None:
     d2t = torch.randint(0, 1000, (300,), generator=gen)
     hot = torch.randperm(5000, generator=gen)[:300]
     ids = x.argmax(-1)
-    assert torch.equal(argmax_rows(x, d2t, True), ids + d2t[ids])
-    assert torch.equal(argmax_rows(x, hot, False), hot[ids])
+    assert torch.equal(argmax_rows(x, (d2t, True)), ids + d2t[ids])
+    assert torch.equal(argmax_rows(x, (hot, False)), hot[ids])
     assert argmax_rows(x[:0]).shape == (0,)

@@ -140,7 +140,7 @@ def test_topk_rows_maps_indices_to_target_ids() -> None:
     d2t = torch.randint(0, 3000, (500,), generator=gen)
     hot = torch.randperm(9000, generator=gen)[:500]
     vals, idx = sk.topk_rows(x, 16)
-    v_add, i_add = sk.topk_rows(x, 16, table=d2t, add=True)
-    v_dir, i_dir = sk.topk_rows(x, 16, table=hot, add=False)
+    v_add, i_add = sk.topk_rows(x, 16, target=(d2t, True))
+    v_dir, i_dir = sk.topk_rows(x, 16, target=(hot, False))
     assert torch.equal(v_add, vals) and torch.equal(v_dir, vals)
     assert torch.equal(i_add, idx + d2t[idx]) and torch.equal(i_dir, hot[idx])

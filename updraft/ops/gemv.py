@@ -30,7 +30,8 @@ end before the weight stream starts), but SmolLM2's 6-row QKV and gate/up from 5
 sum (the new residual stream) once. EAGLE-3's mid layer takes two normalised inputs side by side,
 ``concat(norm(embedding rows), norm2(feature))``: its QKV prologue (``Prologue.x2``) streams the
 first K1 weight columns against the gathered embedding rows and the rest against the feature,
-one pass each with its own sum of squares and norm weight, and adds the two scaled sums. Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
+one pass each with its own sum of squares and norm weight, and adds the two scaled sums.
+Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
 ``_qkv_rope_kernel`` (bias, RoPE of q and k, k and v into the KV pool) and ``_gate_up_kernel``
 (SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
 gate column ``i`` with up column ``I + i``; a tile's weight rows interleave the two halves
@@ -95,11 +96,12 @@ def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.cons
 @triton.jit
 def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.constexpr,
                     BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr,
-                    WRITE_RES: tl.constexpr, RNE: tl.constexpr):
+                    WRITE_RES: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
     """The two-pass prologue's first pass over the input rows: ``rstd`` [BLOCK_M] for the norm (1
-    without one); the rows (after the residual add) written to ``ResOut`` [M, K] by program 0."""
+    without one); the rows (after the residual add) written to ``ResOut`` [M, K] by program 0.
+    One pass (not TWO_PASS): nothing to do here, 1 (the tile loop does both)."""
     sumsq = tl.zeros([BLOCK_M], tl.float32)
-    if HAS_NORM or WRITE_RES:
+    if TWO_PASS and (HAS_NORM or WRITE_RES):
         for k0 in range(0, K, BLOCK_K):
             k = k0 + tl.arange(0, BLOCK_K)
             msk = mmask[:, None] & (k < K)[None, :]
@@ -109,7 +111,7 @@ def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.co
                     tl.store(ResOut + m[:, None].to(tl.int64) * K + k[None, :], x, mask=msk)
             xf = x.to(tl.float32)
             sumsq += tl.sum(xf * xf, axis=1)  # masked lanes loaded 0
-    if HAS_NORM:
+    if TWO_PASS and HAS_NORM:
         return tl.rsqrt(sumsq / K + eps)
     return tl.full([BLOCK_M], 1.0, tl.float32)
 
@@ -206,11 +208,8 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
                    PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
     pid = tl.program_id(0)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if TWO_PASS:
-        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                               HAS_NORM, WRITE_RES, RNE)
-    else:
-        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
+                           WRITE_RES, RNE, TWO_PASS)
     n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
@@ -248,11 +247,8 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
     r = tl.arange(0, 2 * BLOCK_P)
     wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if TWO_PASS:
-        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                               HAS_NORM, WRITE_RES, RNE)
-    else:
-        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
+                           WRITE_RES, RNE, TWO_PASS)
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K, eps,
                      2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
@@ -296,11 +292,8 @@ def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stri
     ri = pid * BLOCK_P + r // 2
     wrow = (ri + (r % 2) * INTER).to(tl.int64)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if TWO_PASS:
-        rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES,
-                               HAS_NORM, WRITE_RES, RNE)
-    else:
-        rstd = tl.full([BLOCK_M], 1.0, tl.float32)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
+                           WRITE_RES, RNE, TWO_PASS)
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, ri < INTER, stride_w, m, mmask, K, eps,
                      2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     gate, up = _halves(acc, BLOCK_P, BLOCK_M)

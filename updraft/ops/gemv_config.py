@@ -182,17 +182,13 @@ def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: tor
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         raise RuntimeError("gemv tune: needs a CUDA device and no graph capture in progress")
     timed: list[tuple[float, GemvConfig]] = []
-
-    def measure(cfgs: list[GemvConfig]) -> None:
-        for cfg in cfgs:
-            try:
-                fn = run(cfg)
-                fn()  # compile + warm (and the ticket counters allocated outside the capture)
-                timed.append((graph_seconds(fn, reps), cfg))
-            except Exception:  # a config the compiler rejects (shared memory, registers) just loses
-                continue
-
-    measure(candidates(kind, n, k, bucket, head_dim))
+    for cfg in candidates(kind, n, k, bucket, head_dim):
+        try:
+            fn = run(cfg)
+            fn()  # compile + warm (and the argmax counter allocated outside the capture)
+            timed.append((graph_seconds(fn, reps), cfg))
+        except Exception:  # a config the compiler rejects (shared memory, registers) just loses
+            continue
     if not timed:
         raise RuntimeError(f"gemv tune: no candidate ran for {kind} n={n} k={k} m={bucket}")
     t, best = min(timed, key=lambda tc: tc[0])

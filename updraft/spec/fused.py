@@ -327,10 +327,12 @@ class FusedIteration:
         vocabularies up to ``MAX_TOPK_ROW``). Greedy rows keep only the best candidate.
         The candidates are mapped to target ids once; q, the draw and the picked id are one
         kernel (``sampling_kernels.choose``)."""
+        table = self.drafter.target_table if self.drafter is not None else None
+        # one launch maps draft ids to target ids where the map is a table (or there is none)
+        in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and (table is not None or self.to_target is None)
         if prm is None or u is None or out is None:
-            table = self.drafter.target_table if self.drafter is not None else None
-            if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and (table is not None or self.to_target is None):
-                return sampling_kernels.argmax_rows(logits, *table) if table else sampling_kernels.argmax_rows(logits)
+            if in_kernel:
+                return sampling_kernels.argmax_rows(logits, table)
             ids = logits.argmax(-1)
             return self.to_target(ids) if self.to_target else ids
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
@@ -338,11 +340,8 @@ class FusedIteration:
         # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.
         k = out[0].shape[1]
         use = rejection_kernels.use_kernels(logits) and (logits.device.type != "cuda" or sampling_kernels.TOPK_ON_CUDA)
-        table = self.drafter.target_table if self.drafter is not None else None
-        if logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and use and (table is not None or self.to_target is None):
-            # one kernel where torch's topk runs two, and the map to target ids in it
-            mapped = {"table": table[0], "add": table[1]} if table else {}
-            vals, cand = sampling_kernels.topk_rows(logits, k, **mapped)
+        if in_kernel and use:  # one kernel where torch's topk runs two, and the map to target ids in it
+            vals, cand = sampling_kernels.topk_rows(logits, k, target=table)
         else:
             vals, cand = logits.topk(k, dim=-1)
             if self.to_target:

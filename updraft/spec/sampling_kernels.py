@@ -350,8 +350,8 @@ def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, Map, V, K: tl.constexpr, K
 
 
 def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None,
-              out_idx: torch.Tensor | None = None, table: torch.Tensor | None = None,
-              add: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+              out_idx: torch.Tensor | None = None,
+              target: tuple[torch.Tensor, bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` largest values of each row of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``; any
     float dtype, rows may be strided) and their indices, best first, in ONE launch of one
     program per row; on inputs the kernels do not run on (``use_triton``), the torch reference.
@@ -362,9 +362,10 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
     k-th are kept follows the same rule (the smallest indices). NaN ranks above every number
     (all NaNs equal), -inf below every finite value, -0.0 equals +0.0 (returned as +0.0).
     float64 rows are ranked by their float32 rounding (the values returned are exactly the
-    float32 roundings of the true k largest; values that round alike are ties). ``table``: the
-    indices returned are mapped to ``idx + table[idx]`` (``add``) or ``table[idx]`` in the same
-    launch (a draft vocabulary's target ids)."""
+    float32 roundings of the true k largest; values that round alike are ties). ``target``
+    ``(table, add)``: the indices returned are mapped to ``idx + table[idx]`` (``add``) or
+    ``table[idx]`` in the same launch (a draft vocabulary's target ids)."""
+    table, add = target if target is not None else (None, True)
     b, v = logits.shape
     assert 0 < k <= v <= MAX_TOPK_ROW, f"topk_rows: k {k} of {v} (at most {MAX_TOPK_ROW} values a row)"
     if not use_triton(logits):
@@ -406,11 +407,12 @@ def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.conste
     tl.store(Out + row, idx)
 
 
-def argmax_rows(logits: torch.Tensor, table: torch.Tensor | None = None, add: bool = True) -> torch.Tensor:
+def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None = None) -> torch.Tensor:
     """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``, rows
-    contiguous along V), then ``ids + table[ids]`` (``add``) or ``table[ids]``; one launch where
-    Triton runs (``use_triton``), else torch. A row whose values are all -inf picks index 0, as
-    torch does."""
+    contiguous along V), then, with ``target = (table, add)``, ``ids + table[ids]`` (``add``) or
+    ``table[ids]``; one launch where Triton runs (``use_triton``), else torch. A row whose values
+    are all -inf picks index 0, as torch does."""
+    table, add = target if target is not None else (None, True)
     b, v = logits.shape
     assert v <= MAX_TOPK_ROW, f"argmax_rows: {v} values a row (at most {MAX_TOPK_ROW})"
     if not use_triton(logits) or logits.stride(1) != 1:
