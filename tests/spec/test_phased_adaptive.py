@@ -143,3 +143,22 @@ def test_pinned_s_and_plain_only(target, reference, eagle_head) -> None:  # noqa
         assert set(llm.engine.spec.adaptive.chosen) == want  # type: ignore[union-attr]
         stats = llm.engine.spec_stats
         assert stats.num_draft_tokens == 3 * stats.num_drafts and (stats.num_drafts > 0) == (want == {3})
+
+
+@pytest.mark.parametrize("kind", ["ngram", "eagle3"])
+def test_unseeded_sampled_rows_through_every_s(target, reference, paths, kind: str) -> None:  # noqa: ANN001
+    """Sampled rows without a seed let adaptive S run S = 0 (seeded ones pin S): a plain step's
+    accept must sample the bonus from the target alone. A mixed batch through the script finishes
+    every request with all its tokens, and its greedy rows still equal plain greedy."""
+    llm = make(target, kind, paths)
+    eng = llm.engine
+    eng.spec.adaptive = scripted_steps(SCRIPT)  # type: ignore[union-attr]
+    ps = prompts(3, seed=30)
+    sampled = SamplingParams(temperature=0.8, top_p=0.9, max_tokens=20, ignore_eos=True)
+    reqs = [eng.add_request(ps[0], sampled), eng.add_request(ps[1], GREEDY), eng.add_request(ps[2], sampled)]
+    while eng.has_unfinished():
+        eng.step()
+    assert [r.error for r in reqs] == [None, None, None]
+    assert [len(r.output_ids) for r in reqs] == [20, 20, 20]
+    assert reqs[1].output_ids == reference([ps[1]])[0]
+    assert eng.spec.adaptive.chosen[0] > 0 and eng.spec_stats.num_drafts > 0  # type: ignore[union-attr]

@@ -96,6 +96,17 @@ def test_rejection_with_top_p_uses_the_samplers_distribution() -> None:
     assert chi_p(obs, p[0].numpy()[support]) > 1e-4
 
 
+def test_no_drafts_samples_the_target() -> None:
+    """S = 0 (a plain step on the per-phase path): one emitted token per row, drawn from p_0."""
+    gen = torch.Generator().manual_seed(11)
+    p = _probs(6, 1, gen)
+    n = 20000
+    acc, em = rejection_accept(torch.empty(n, 0, dtype=torch.long), None, p.expand(n, 1, 6).contiguous(), [gen] * n)
+    assert acc.tolist() == [1] * n and em.shape == (n, 1)
+    obs = np.bincount(em[:, 0].numpy(), minlength=6)
+    assert chi_p(obs, p[0].numpy()) > 1e-4
+
+
 def test_seeded_rows_are_reproducible() -> None:
     gen = torch.Generator().manual_seed(5)
     p = _probs(5, 3, gen).expand(4, 3, 5).contiguous()

@@ -85,6 +85,7 @@ def rejection_accept(
         extra = Sampler.sample_from_probs(residual, generators)
     else:
         extra = inverse_cdf(residual, residual_uniform)
-    emitted = torch.cat([drafts, drafts[:, :1]], dim=1).clone()
+    # [B, S+1]: the drafts, then the bonus column (S = 0, a plain step: only the bonus)
+    emitted = torch.cat([drafts, extra[:, None]], dim=1)
     emitted[rows, accepted] = extra
     return accepted + 1, emitted
