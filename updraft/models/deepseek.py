@@ -43,7 +43,7 @@ from updraft.batch import ForwardBatch
 from updraft.models.config import ModelConfig
 from updraft.models.deepseek_config import DeepseekShape
 from updraft.models.deepseek_moe import DeepseekMoE, StackedExperts
-from updraft.models.layers import GatedMLP, MergedLinear, RMSNorm, RotaryEmbedding
+from updraft.models.layers import GatedMLP, Linear, MergedLinear, RMSNorm, RotaryEmbedding
 from updraft.models.llama import DecoderLM
 
 # The reference implementations build q_a_layernorm / kv_a_layernorm with their default eps,
@@ -78,16 +78,16 @@ class MLAttention(nn.Module):
         self.num_heads = h = cfg.num_heads
         hidden, bias = cfg.hidden_size, mla.attention_bias
         if mla.q_lora_rank is None:
-            self.q_proj: nn.Linear | None = nn.Linear(hidden, h * mla.qk_head_dim, bias=False)
+            self.q_proj: nn.Linear | None = Linear(hidden, h * mla.qk_head_dim, bias=False)
         else:
             self.q_proj = None
-            self.q_a_proj = nn.Linear(hidden, mla.q_lora_rank, bias=bias)
+            self.q_a_proj = Linear(hidden, mla.q_lora_rank, bias=bias)
             self.q_a_layernorm = RMSNorm(mla.q_lora_rank, LATENT_NORM_EPS)
-            self.q_b_proj = nn.Linear(mla.q_lora_rank, h * mla.qk_head_dim, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(hidden, mla.cache_dim, bias=bias)
+            self.q_b_proj = Linear(mla.q_lora_rank, h * mla.qk_head_dim, bias=False)
+        self.kv_a_proj_with_mqa = Linear(hidden, mla.cache_dim, bias=bias)
         self.kv_a_layernorm = RMSNorm(mla.kv_lora_rank, LATENT_NORM_EPS)
-        self.kv_b_proj = nn.Linear(mla.kv_lora_rank, h * (mla.qk_nope_head_dim + mla.v_head_dim), bias=False)
-        self.o_proj = nn.Linear(h * mla.v_head_dim, hidden, bias=bias)
+        self.kv_b_proj = Linear(mla.kv_lora_rank, h * (mla.qk_nope_head_dim + mla.v_head_dim), bias=False)
+        self.o_proj = Linear(h * mla.v_head_dim, hidden, bias=bias)
         # Absorbed weights, kv_b_proj's per-head blocks copied into bmm layouts by ``absorb``
         # after loading (again if kv_b_proj is reloaded): w_kc [H, qk_nope, kv_lora] maps q_nope
         # into the latent space, w_vc [H, kv_lora, v_head] maps a latent output to the head's V.

@@ -27,7 +27,6 @@ theirs by that rounding; fp32 agrees to ~1e-6).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from updraft import ops
@@ -165,7 +164,7 @@ class StackedExperts(nn.Module):
         dense_w = torch.zeros(x.shape[0], self.num_experts, device=x.device).scatter_(1, ids, weights)
         out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
         for e in range(self.num_experts):
-            y = F.linear(ops.silu_and_mul(F.linear(x, self.w13[e])), self.w2[e])
+            y = ops.dense(ops.silu_and_mul(ops.dense(x, self.w13[e])), self.w2[e])
             out += y.float() * dense_w[:, e : e + 1]
         return out.to(x.dtype)
 
@@ -190,7 +189,7 @@ class StackedExperts(nn.Module):
             for e, n in enumerate(counts.tolist()):  # host sync: eager only
                 if n:
                     rows = slice(start, start + n)
-                    ys[rows] = F.linear(ops.silu_and_mul(F.linear(xs[rows], self.w13[e])), self.w2[e])
+                    ys[rows] = ops.dense(ops.silu_and_mul(ops.dense(xs[rows], self.w13[e])), self.w2[e])
                     start += n
         return torch.empty_like(ys).index_copy_(0, order, ys)
 
@@ -207,7 +206,7 @@ class DeepseekMoE(nn.Module):
         self.shared_experts = GatedMLP(hidden, shared) if shared else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(x.float(), self.gate.weight.float())
+        logits = ops.dense(x.float(), self.gate.weight.float())
         weights, ids = route(logits, self.moe, self.gate.e_score_correction_bias)
         out = self.experts(x, ids, weights)
         if self.shared_experts is not None:

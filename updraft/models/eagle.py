@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from updraft import ops
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models import fused
@@ -41,7 +42,7 @@ from updraft.models.eagle_formats import (
     normalize_config,
     normalize_state_dict,
 )
-from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
+from updraft.models.layers import GatedMLP, Linear, RMSNorm, RotaryEmbedding
 from updraft.models.llama import (
     LlamaAttention,
     LlamaDecoderLayer,
@@ -132,7 +133,7 @@ class EagleHead(nn.Module):
         self.head_config = hc
         self.config = cfg
         self.shared = _SharedWeights()
-        self.fc = nn.Linear(cfg.hidden_size + hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
+        self.fc = Linear(cfg.hidden_size + hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
         self.layers = nn.ModuleList(LlamaDecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.layers[0].input_layernorm = nn.Identity()  # type: ignore[assignment]
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
@@ -177,13 +178,13 @@ class EagleHead(nn.Module):
             h, residual = layer(h, residual, batch, self.rotary)
         h = finish_residual(h, residual)  # no final norm: the output feature is the residual stream
         rows = h[batch.logits_indices]
-        logits = torch.nn.functional.linear(rows, self._lm_weight()).float()
+        logits = ops.dense(rows, self._lm_weight()).float()
         return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
 
     def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
         """The logits ``forward`` computes for rows whose output feature is ``feat`` (over the
         token map when one is set)."""
-        return torch.nn.functional.linear(feat, self._lm_weight()).float()
+        return ops.dense(feat, self._lm_weight()).float()
 
 
 class Eagle3Layer(nn.Module):
@@ -215,10 +216,10 @@ class Eagle3Head(nn.Module):
         self.head_config = hc
         self.config = cfg
         self.shared = _SharedWeights()
-        self.fc = nn.Linear(3 * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
+        self.fc = Linear(3 * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
         self.midlayer = Eagle3Layer(cfg)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = nn.Linear(cfg.hidden_size, hc.draft_vocab_size, bias=False)
+        self.lm_head = Linear(cfg.hidden_size, hc.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(hc.draft_vocab_size, dtype=torch.long))
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
 
@@ -316,7 +317,7 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
         head.shared.own_embed = nn.Embedding(hc.model.vocab_size, hc.model.hidden_size)
         sd["shared.own_embed.weight"] = sd.pop("embed_tokens.weight")
     if hc.kind == "eagle" and "lm_head.weight" in sd:
-        head.shared.own_lm_head = nn.Linear(hc.model.hidden_size, hc.model.vocab_size, bias=False)
+        head.shared.own_lm_head = Linear(hc.model.hidden_size, hc.model.vocab_size, bias=False)
         sd["shared.own_lm_head.weight"] = sd.pop("lm_head.weight")
     if isinstance(head, Eagle3Head):
         _fill_full_vocab_eagle3(head, sd, target, folder)

@@ -113,7 +113,14 @@ class RotaryEmbedding(nn.Module):
         ops.rotary_(q, k, positions, self.cos_sin)
 
 
-class MergedLinear(nn.Linear):
+class Linear(nn.Linear):
+    """``nn.Linear`` whose product goes through ``ops.dense`` (see there: the CPU float32 path)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.dense(x, self.weight, self.bias)
+
+
+class MergedLinear(Linear):
     """A linear layer made of several checkpoint matrices stacked on the output dim (qkv,
     gate+up). ``shard_sizes`` gives each part's rows, in order."""
 
@@ -142,7 +149,7 @@ class GatedMLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int) -> None:
         super().__init__()
         self.gate_up_proj = MergedLinear(hidden, [intermediate, intermediate], bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.down_proj = Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if ops.small_m(x):

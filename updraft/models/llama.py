@@ -26,7 +26,7 @@ from updraft.attention.base import Rope
 from updraft.batch import CaptureHidden, ForwardBatch
 from updraft.models import fused
 from updraft.models.config import ModelConfig
-from updraft.models.layers import GatedMLP, MergedLinear, RMSNorm, RotaryEmbedding
+from updraft.models.layers import GatedMLP, Linear, MergedLinear, RMSNorm, RotaryEmbedding
 
 
 @dataclass
@@ -57,7 +57,7 @@ class LlamaAttention(nn.Module):
         self.qkv_proj = MergedLinear(
             in_features or cfg.hidden_size, [cfg.q_size, cfg.kv_size, cfg.kv_size], bias=cfg.qkv_bias
         )
-        self.o_proj = nn.Linear(cfg.q_size, cfg.hidden_size, bias=False)
+        self.o_proj = Linear(cfg.q_size, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
 
@@ -158,7 +158,7 @@ class DecoderLM(nn.Module):
         return self.model.embed_tokens(input_ids)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.linear(hidden, self.lm_head_weight).float()
+        return ops.dense(hidden, self.lm_head_weight).float()
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:

@@ -49,10 +49,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from updraft import ops
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch
 from updraft.models.config import ModelConfig
 from updraft.models.eagle import _SharedWeights
-from updraft.models.layers import RMSNorm, RotaryEmbedding
+from updraft.models.layers import Linear, RMSNorm, RotaryEmbedding
 from updraft.models.llama import ModelOutput, finish_residual
 
 #: ``layer_factory(cfg, layer_id)``: the decoder layer a module wraps. ``layer_id`` is the module's
@@ -105,7 +106,7 @@ class MtpModule(nn.Module):
         h = cfg.hidden_size
         self.enorm = RMSNorm(h, cfg.rms_norm_eps)
         self.hnorm = RMSNorm(h, cfg.rms_norm_eps)
-        self.eh_proj = nn.Linear(2 * h, h, bias=False)
+        self.eh_proj = Linear(2 * h, h, bias=False)
         self.block = layer_factory(cfg, layer_id)
         self.shared_head = SharedHead(cfg)
 
@@ -180,7 +181,7 @@ class MtpHead(nn.Module):
         mod = self.layers[m]
         head = mod.shared_head
         w = head.head.weight if head.head is not None else self.shared.lm_head_weight()
-        return torch.nn.functional.linear(head.norm(rows), w).float()
+        return ops.dense(head.norm(rows), w).float()
 
     def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
         """The first draft's logits from module 0's output rows ``feat``."""

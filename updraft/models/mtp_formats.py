@@ -39,6 +39,7 @@ from torch import nn
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import SUPPORTED_ARCHITECTURES, ModelConfig, UnsupportedArchitectureError
 from updraft.models.eagle import _fuse_into
+from updraft.models.layers import Linear
 from updraft.models.llama import LlamaDecoderLayer, LlamaForCausalLM
 from updraft.models.mtp import LayerFactory, MtpHead, MtpHeadConfig, default_rotary
 
@@ -215,7 +216,7 @@ def load_mtp_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dtype
         head.shared.own_embed = nn.Embedding(v, h)
     for m, module in enumerate(head.layers):
         if f"layers.{m}.shared_head.head.weight" in sd:
-            module.shared_head.head = nn.Linear(h, v, bias=False)
+            module.shared_head.head = Linear(h, v, bias=False)
     head.to(dtype=dtype)
     family.load(head, sd, folder)
     head.to(device)

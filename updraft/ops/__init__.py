@@ -1,5 +1,6 @@
 """Fused element-wise ops of the decoder layer: RMSNorm (plain and fused with the residual add),
-in-place rotary embedding of q and k, and SiLU-and-mul.
+in-place rotary embedding of q and k, and SiLU-and-mul; and ``dense``, the product of every
+linear layer (``F.linear``, with a faster CPU float32 path: see ``dense.py``).
 
 Dispatch. Each op is one function here that picks a path per call from the input's device:
 CUDA tensors -> the Triton kernel (``norm``, ``rotary``, ``activation`` modules, imported lazily so
@@ -60,6 +61,7 @@ from types import ModuleType
 import torch
 
 from updraft.ops import reference
+from updraft.ops.dense import dense
 
 BACKENDS = ("auto", "torch", "triton")
 
@@ -220,6 +222,7 @@ def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
 __all__ = [
     "BACKENDS",
     "backend",
+    "dense",
     "fused_add_rmsnorm",
     "fused_layers",
     "interpreting",

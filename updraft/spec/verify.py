@@ -85,7 +85,9 @@ def rejection_accept(
         extra = Sampler.sample_from_probs(residual, generators)
     else:
         extra = inverse_cdf(residual, residual_uniform)
-    # [B, S+1]: the drafts, then the bonus column (S = 0, a plain step: only the bonus)
-    emitted = torch.cat([drafts, extra[:, None]], dim=1)
+    # [B, S+1]: the drafts, a filler column (the first draft: past the accept length rows hold
+    # what the fused path's kernel writes there), then the draw at the accept length. S = 0 (a
+    # plain step) has no draft to fill with: the draw itself.
+    emitted = torch.cat([drafts, drafts[:, :1] if s else extra[:, None]], dim=1).clone()
     emitted[rows, accepted] = extra
     return accepted + 1, emitted

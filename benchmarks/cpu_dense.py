@@ -1,0 +1,73 @@
+"""CPU float32: ``F.linear`` against ``ops.dense`` at decode and verify sizes, on one model's
+weight shapes streamed from memory as a forward streams them (every layer's own matrices, so no
+product finds its weight in cache). Prints a table of milliseconds per forward's worth of products
+(layers, LM head) for each row count, with the ratio, and writes JSON under --out.
+
+    python benchmarks/cpu_dense.py --rows 1,2,3,4,6,8,16,64 --out benchmarks/results/DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from updraft import ops
+
+#: SmolLM2-135M: per layer qkv, o, gate_up, down as (out, in); the tied LM head
+LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
+LM_HEAD = (49152, 576)
+LAYERS = 30
+
+
+def forward_ms(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], weights: list[list[torch.Tensor]],
+               head: torch.Tensor, rows: int, repeats: int) -> tuple[float, float]:
+    """Best of ``repeats`` passes over every layer's products, then the LM head (ms, ms)."""
+    xs = [torch.randn(rows, k) for _, k in LAYER_SHAPES]
+    xh = torch.randn(rows, head.shape[1])
+    best = (float("inf"), float("inf"))
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for layer in weights:
+            for x, w in zip(xs, layer):
+                fn(x, w)
+        t1 = time.perf_counter()
+        fn(xh, head)
+        t2 = time.perf_counter()
+        best = (min(best[0], (t1 - t0) * 1e3), min(best[1], (t2 - t1) * 1e3))
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="1,2,3,4,6,8,16,64")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    weights = [[torch.randn(n, k) for n, k in LAYER_SHAPES] for _ in range(LAYERS)]
+    head = torch.randn(*LM_HEAD)
+    paths = {"F.linear": F.linear, "ops.dense": ops.dense}
+    rows_out = []
+    print(f"{'rows':>5} {'F.linear layers+head':>22} {'ops.dense layers+head':>23} {'ratio':>6}")
+    for m in (int(r) for r in args.rows.split(",")):
+        res = {name: forward_ms(fn, weights, head, m, args.repeats) for name, fn in paths.items()}
+        (la, ha), (lb, hb) = res["F.linear"], res["ops.dense"]
+        ratio = (la + ha) / (lb + hb)
+        print(f"{m:>5} {la:>11.1f} + {ha:>6.1f} ms {lb:>12.1f} + {hb:>6.1f} ms {ratio:>5.2f}x")
+        rows_out.append({"rows": m, "f_linear_ms": [la, ha], "dense_ms": [lb, hb], "speedup": ratio})
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        meta = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                "torch": torch.__version__, "layers": LAYERS, "layer_shapes": LAYER_SHAPES, "lm_head": LM_HEAD}
+        (args.out / "cpu_dense.json").write_text(json.dumps({"meta": meta, "rows": rows_out}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
