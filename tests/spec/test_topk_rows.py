@@ -50,7 +50,7 @@ def check(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return vals, idx
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("k", [1, 64])
 @pytest.mark.parametrize("b,v", [(1, 8192), (8, 8192), (8, 1000), (1, 64), (8, 65)])
 def test_random_rows(dtype: torch.dtype, k: int, b: int, v: int) -> None:
@@ -60,7 +60,7 @@ def test_random_rows(dtype: torch.dtype, k: int, b: int, v: int) -> None:
     check(x, k)
 
 
-@pytest.mark.parametrize("v", [8192, 1000])
+@pytest.mark.parametrize("v", [16384, 8192, 1000])
 def test_many_ties_at_the_kth(v: int) -> None:
     # Values from a handful of levels: the 64th value has hundreds of copies, some above it too.
     g = torch.Generator().manual_seed(v)
@@ -69,7 +69,8 @@ def test_many_ties_at_the_kth(v: int) -> None:
     x[2, :] = 0.0
     x[2, v - 3:] = 1.0  # three above, then the ties in index order from 0
     x[3] = torch.where(torch.arange(v) % 2 == 0, -0.0, 0.0)  # -0.0 and +0.0 tie
-    for dtype in (torch.float32, torch.bfloat16):
+    # (a full row of 16384 equal values: the search's counts reach 2**14, packed 16 bits each)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
         vals, idx = check(x.to(dtype).to(DEV), 64)
         assert torch.equal(idx[1].cpu(), torch.arange(64))
         assert idx[2, :3].tolist() == [v - 3, v - 2, v - 1] and torch.equal(idx[2, 3:].cpu(), torch.arange(61))
@@ -86,7 +87,8 @@ def test_inf_rows() -> None:
     x[3, 500] = math.inf
     x[3, 7] = math.inf
     x[4, :990] = -math.inf
-    for dtype in (torch.float32, torch.bfloat16):
+    # (a full row of 16384 equal values: the search's counts reach 2**14, packed 16 bits each)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
         vals, idx = check(x.to(dtype).to(DEV), 64)
         assert torch.equal(idx[0, 10:].cpu(), torch.arange(10, 64))
         assert torch.equal(idx[1].cpu(), torch.arange(64))

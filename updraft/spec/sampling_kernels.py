@@ -43,6 +43,7 @@ this module is imported (``tests/conftest.py`` does that on machines without CUD
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -267,8 +268,11 @@ _LOW16 = tl.constexpr(0xFFFF)
 
 def topk_rows_reference(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch version of ``topk_rows`` (same order, ties and NaN rule): a stable descending sort
-    of the rows as float32 (NaN sorts first; -0.0 and +0.0 are equal, so they tie)."""
-    vals, idx = torch.sort(logits.float(), dim=-1, descending=True, stable=True)
+    of the rows as float32 (NaN sorts first; -0.0 and +0.0 are equal, so they tie). Every NaN is
+    made +NaN first: CUDA's sort ranks a sign-bit NaN last, the CPU's first."""
+    x = logits.float()
+    x = torch.where(x.isnan(), torch.full_like(x, math.nan), x)
+    vals, idx = torch.sort(x, dim=-1, descending=True, stable=True)
     return vals[:, :k], idx[:, :k]
 
 
