@@ -11,9 +11,10 @@
    ``$UPDRAFT_CACHE/gemv_configs.json`` (~1 s per candidate compile; a few minutes once).
 2. Whole steps in CUDA graphs (random weights, --context tokens of KV, bs 1): DECODE and a
    6-token TARGET_VERIFY of both models, and a draft-step-shaped model (one decoder layer + a
-   draft-vocabulary LM head); variants: ``before`` (unfused layers, split-KV merge kernel),
-   ``unfused`` (unfused layers, in-launch merge) and ``fused``: time per replay, kernels per
-   step and GPU-busy time (torch profiler), the weight+KV floor and its share.
+   draft-vocabulary LM head); variants: ``unfused`` (unfused layers), ``fused`` (the default),
+   ``fused_merge_in_launch`` (the decode kernel merging its own KV splits, the default until
+   2026-11-26) and ``fused_head`` (the fused LM head): time per replay, kernels per step and
+   GPU-busy time (torch profiler), the weight+KV floor and its share.
 
 Prints a short table per part; writes ``decode_kernels.json`` under --out.
 """
@@ -201,7 +202,7 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
     pages = context + 64
     alloc = PagedAllocator(pool, pages, 1)
     runner = ModelRunner(model, pool, pages, 1, "triton")
-    runner.backend.merge_in_kernel = variant != "before"
+    runner.backend.merge_in_kernel = variant == "fused_merge_in_launch"
     row = pool.alloc()
     assert row is not None and alloc.ensure(row, context + 8)
     width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
@@ -242,7 +243,7 @@ def bench_steps(context: int, models: list[str]) -> list[dict[str, Any]]:
         model = random_model(cfg)
         modes = [ForwardMode.DECODE] if name.endswith("draft") else [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY]
         for mode in modes:
-            for variant in ("before", "unfused", "fused", "fused_head"):
+            for variant in ("unfused", "fused", "fused_merge_in_launch", "fused_head"):
                 rows.append(dict(model=name, context=context, **step_variant(model, mode, context, variant)))
         del model
         torch.cuda.empty_cache()

@@ -81,12 +81,15 @@ def run_case(
     tile: TileConfig | None = None,
     save_kv: bool = True,
     tree_mask: torch.Tensor | None = None,
+    merge_in_kernel: bool | None = None,
 ) -> tuple[harness.CaseResult, TritonBackend, ForwardBatch, torch.Tensor]:
     setup = harness.build_case(case)
     if tree_mask is not None:
         setup.tree_mask = tree_mask
     backend = TritonBackend(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
     backend.kv_splits_override = splits
+    if merge_in_kernel is not None:
+        backend.merge_in_kernel = merge_in_kernel
     if tile is not None:
         backend._tile = lambda use_decode, max_ext: tile  # type: ignore[method-assign]
     batch = harness.make_batch(setup)
@@ -162,21 +165,32 @@ def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch)
 
 def test_verify_takes_the_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """A chain's verify block (tokens x group <= max_decode_rows) runs the decode kernel, causal
-    in the block, with its splits merged in the same launch: no extend kernel, no merge launch;
-    results match the reference with one split and with several (empty ones included)."""
+    in the block, never the extend kernel; its splits are merged by one merge launch (the
+    default), and with ``merge_in_kernel`` in the same launch (no merge launch). Results match the
+    reference with one split and with several (empty ones included)."""
     from updraft.attention.triton_kernels import extend as extend_kernels
 
     def forbidden(*args: object, **kwargs: object) -> None:
-        raise AssertionError("extend kernel or merge launch")
+        raise AssertionError("extend kernel")
+
+    merges: list[int] = []
+    real_merge = decode_kernels.merge_splits
+
+    def counted(*args: object, **kwargs: object) -> None:
+        merges.append(1)
+        real_merge(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(extend_kernels, "extend_attention", forbidden)
-    monkeypatch.setattr(decode_kernels, "merge_splits", forbidden)
-    for heads, kv_heads, prefix, splits in ((8, 2, (20, 3, 0), 1), (6, 2, (77, 18, 5), 3), (4, 4, (40, 1, 9), 7)):
-        case = AttnCase(ForwardMode.TARGET_VERIFY, heads, kv_heads, 32, 16, prefix, (5,) * len(prefix), "float32",
-                        "shuffled")
-        result, _, batch, _ = run_case(case, splits=splits)
-        assert batch.attn_metadata.plan.use_decode_kernel and batch.attn_metadata.plan.num_kv_splits == splits
-        assert result.ok, result.describe()
+    monkeypatch.setattr(decode_kernels, "merge_splits", counted)
+    for in_kernel in (False, True):
+        for heads, kv_heads, prefix, splits in ((8, 2, (20, 3, 0), 1), (6, 2, (77, 18, 5), 3), (4, 4, (40, 1, 9), 7)):
+            case = AttnCase(ForwardMode.TARGET_VERIFY, heads, kv_heads, 32, 16, prefix, (5,) * len(prefix), "float32",
+                            "shuffled")
+            merges.clear()
+            result, _, batch, _ = run_case(case, splits=splits, merge_in_kernel=in_kernel)
+            assert batch.attn_metadata.plan.use_decode_kernel and batch.attn_metadata.plan.num_kv_splits == splits
+            assert result.ok, result.describe()
+            assert len(merges) == (0 if in_kernel or splits == 1 else 1), (in_kernel, splits, merges)
 
 
 def test_draft_decode_with_tree_takes_verify_path(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,6 +61,7 @@ class MLABackend(TritonBackend):
     #: and bs 64 at 71-74%). A split's partial output is H x kv_lora_rank fp32 (written, then read
     #: by the merge), so more splits than this costs more than the programs it adds.
     split_waves: ClassVar[int] = 4
+    verify_split_waves: ClassVar[int] = 4  # MLA's verify is its decode, ndt rows wider (same sweep)
     max_kv_splits: ClassVar[int] = 32
 
     def __init__(
@@ -95,8 +96,8 @@ class MLABackend(TritonBackend):
     def _base_programs(self, use_decode: bool, bsz: int, max_ext: int, tile: TileConfig) -> int:
         return grid_rows(max_ext, self.num_heads, tile.block_rows) * bsz
 
-    def _num_kv_splits(self, base_programs: int, tile: TileConfig) -> int:
-        splits = super()._num_kv_splits(base_programs, tile)
+    def _num_kv_splits(self, base_programs: int, tile: TileConfig, waves: int | None = None) -> int:
+        splits = super()._num_kv_splits(base_programs, tile, waves)
         if self.kv_splits_override is not None:
             return splits
         return 1 << (splits.bit_length() - 1)  # a power of two: 33 -> 32, 9 -> 8

@@ -4,10 +4,11 @@ Routing (failure classes 3 and 5):
 
 * DECODE, DRAFT_DECODE (one token per request) and TARGET_VERIFY (a chain's block, causal in
   the block, while its tokens x the query heads of a KV head fit ``max_decode_rows`` rows) -> the
-  split-KV decode kernel, which reads the block from the pool (stored first) and merges its
-  splits in the same launch. Verify used the extend kernel until 2026-11-26; on the H100 that
-  cost a zeroed output and a merge launch per layer (a SmolLM2 6-token verify step: 213 kernels,
-  1.02 ms, against 153 and 0.84 ms for a decode step).
+  split-KV decode kernel, which reads the block from the pool (stored first); a second launch
+  merges its splits (``merge_in_kernel``: the kernel's own last split can, but that measured
+  slower). Verify used the extend kernel until 2026-11-26; on the H100 that cost a zeroed output
+  per layer and the extend kernel's slower tiles (a SmolLM2 6-token verify step: 1.02 ms against
+  0.84 ms for a decode step).
 * DRAFT_DECODE with a tree mask (topk > 1), TARGET_VERIFY with a tree mask or wider than
   ``max_decode_rows`` -> the extend kernel with causal-in-block masking, the optional tree mask,
   and KV splits.
@@ -100,8 +101,13 @@ class TritonBackend(AttentionBackend):
     )
     devices = frozenset({"cpu", "cuda"})
     stored_kv = True
-    #: KV splits aim at this many programs per SM (``_num_kv_splits``), at most ``max_kv_splits``.
+    #: KV splits aim at this many programs per SM (``_num_kv_splits``), at most ``max_kv_splits``;
+    #: a verify block's decode-kernel programs (ndt x group rows each) at ``verify_split_waves``.
+    #: H100 sweep (``benchmarks/decode_attn_sweep.py``, 2026-11-26, 1k context, merge launch):
+    #: decode fastest at 2-4 waves, 6-token verify at 1-2 (8B heads, bs 1: 16 splits 7.8 us,
+    #: 64 splits 9.2 us).
     split_waves: ClassVar[int] = 4
+    verify_split_waves: ClassVar[int] = 2
     max_kv_splits: ClassVar[int] = MAX_KV_SPLITS
     #: The most query rows (verify tokens x query heads per KV head) a decode-kernel program holds
     #: (its tile is that, padded to a power of two >= 16); a wider verify takes the extend kernel.
@@ -130,10 +136,13 @@ class TritonBackend(AttentionBackend):
             self.num_sms = 2  # interpreter: small grids, but still several splits in tests
         #: Tests set this to force a split count (None: the occupancy policy in ``_num_kv_splits``).
         self.kv_splits_override: int | None = None
-        #: The decode kernel merges its KV splits itself (the last split of each request and KV
-        #: head to finish; one launch) instead of a second merge launch. Read when metadata is
-        #: built, so graphs keep the choice they were captured with.
-        self.merge_in_kernel = True
+        #: Whether the decode kernel merges its KV splits itself (the last split of each request
+        #: and KV head to finish) instead of a second merge launch. Off: on the H100 the second
+        #: launch was faster at every decode and verify shape swept (SmolLM2 bs 1 decode at 1k:
+        #: 5.1 us against 7.4 in one launch; Llama-8B heads 6.4 against 8.7; the last program's
+        #: serial merge after its atomic ticket is a longer chain than a parallel launch). Read
+        #: when metadata is built, so graphs keep the choice they were captured with.
+        self.merge_in_kernel = False
 
     # ---- launch plan (host scalars) ----------------------------------------------------
     def _tile(self, use_decode_kernel: bool, max_ext: int) -> TileConfig:
@@ -149,18 +158,19 @@ class TritonBackend(AttentionBackend):
             block_n, max_rows = (16 if big_head else 32), 32
         else:
             block_n, max_rows = (32, 64) if big_head else (64, 128)
-        if use_decode_kernel:
-            return TileConfig(block_rows=16, block_n=block_n, min_split=2 * block_n, num_warps=4, num_stages=2)
+        if use_decode_kernel:  # a split may be one block: short contexts still spread (same sweep)
+            return TileConfig(block_rows=16, block_n=block_n, min_split=block_n, num_warps=4, num_stages=2)
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
         warps = 8 if rows >= 128 else 4
         return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
 
-    def _num_kv_splits(self, base_programs: int, tile: TileConfig) -> int:
-        """Splits so that ``base_programs * splits`` covers ``split_waves`` waves of SMs, capped
-        by what the table width can use. Depends on no per-step length (graph-safe)."""
+    def _num_kv_splits(self, base_programs: int, tile: TileConfig, waves: int | None = None) -> int:
+        """Splits so that ``base_programs * splits`` covers ``waves`` (default ``split_waves``)
+        waves of SMs, capped by what the table width can use. Depends on no per-step length
+        (graph-safe)."""
         if self.kv_splits_override is not None:
             return max(1, int(self.kv_splits_override))
-        want = -(-self.split_waves * self.num_sms // max(base_programs, 1))
+        want = -(-(waves or self.split_waves) * self.num_sms // max(base_programs, 1))
         width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
         return max(1, min(want, self.max_kv_splits, width_cap))
 
@@ -208,7 +218,7 @@ class TritonBackend(AttentionBackend):
             use_decode_kernel=use_decode,
             tree_stride=tree_stride,
             max_ext=max_ext,
-            num_kv_splits=self._num_kv_splits(base, tile),
+            num_kv_splits=self._num_kv_splits(base, tile, self.verify_split_waves if use_decode and max_ext > 1 else None),
             tile=tile,
         )
 
