@@ -30,8 +30,9 @@ def test_generate_compare_plain_side_by_side(tiny_checkpoint, capsys: pytest.Cap
                  "--compare-plain"])
     err = capsys.readouterr().err
     assert code == 0, err
-    line = next(x for x in err.splitlines() if x.startswith("[side by side:"))
+    line = next(x for x in err.splitlines() if x.startswith("[side by side"))
     assert "speculative" in line and "plain" in line and "x |" in line and "outputs identical (greedy)" in line, line
+    assert line.startswith("[side by side (2 runs each, alternating):"), line  # CPU: both engines run twice
 
 
 @pytest.mark.parametrize(

@@ -253,21 +253,39 @@ def cmd_generate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.compare_plain:
-        loaded, spec_ids = engine.loaded, list(req.output_ids)
-        del llm, engine, req  # the plain engine needs the KV memory back (the weights stay)
-        _compare_plain(loaded, engine_cfg, prompt, params, spec_ids, tps)
+        loaded, spec_ids, first = engine.loaded, list(req.output_ids), _decode_sample(req)
+        del req
+        keep: Engine | None = engine
+        if engine.device.type == "cuda":
+            del llm, engine  # the plain engine needs the KV memory back (the weights stay)
+            keep = None
+        _compare_plain(loaded, engine_cfg, prompt, params, spec_ids, first, keep)
     return 0
 
 
+def _decode_sample(req: Request) -> tuple[int, float]:
+    """(tokens after the first, seconds they took) of a finished request."""
+    from updraft.llm import request_metrics
+
+    m = request_metrics(req)
+    n, tps = m["completion_tokens"] - 1, m["decode_tokens_per_s"]
+    return (n, n / tps) if tps else (0, 0.0)
+
+
 def _compare_plain(loaded: LoadedModel, cfg: EngineConfig, prompt: str | list[int], params: SamplingParams,
-                   spec_ids: list[int], spec_tps: float | None) -> None:
-    """The same request without speculation (same weights, same process), side by side."""
+                   spec_ids: list[int], first: tuple[int, float], spec_engine: Engine | None) -> None:
+    """The same request without speculation (same weights, same process), side by side.
+
+    With ``spec_engine`` (CPU: both engines fit) each engine runs the request once more, the runs
+    alternating (speculative, plain, speculative, plain), and each rate is over both of its runs:
+    a CPU's speed drifts by ~10% between runs of a few seconds, which one pair cannot tell from
+    the engines. On a GPU (one pair: the speculative engine's KV memory goes to the plain one)
+    the timings are steady."""
     import gc
 
     import torch
 
     from updraft.engine.engine import Engine
-    from updraft.llm import request_metrics
 
     gc.collect()
     if torch.cuda.is_available():
@@ -275,7 +293,14 @@ def _compare_plain(loaded: LoadedModel, cfg: EngineConfig, prompt: str | list[in
     print("[without speculation:]", file=sys.stderr)
     plain = Engine(dataclasses.replace(cfg, speculative=None), loaded=loaded)
     req, _ = _generate_one(plain, prompt, params, stream=False)
-    tps = request_metrics(req)["decode_tokens_per_s"]
+    runs = {"speculative": [first], "plain": [_decode_sample(req)]}
+    if spec_engine is not None:
+        for name, eng in (("speculative", spec_engine), ("plain", plain)):
+            again = eng.add_request(prompt, params)
+            while eng.has_unfinished():
+                eng.step()
+            runs[name].append(_decode_sample(again))
+    spec_tps, tps = (sum(n for n, _ in r) / sum(t for _, t in r) if sum(t for _, t in r) else None for r in runs.values())
     if not params.greedy:
         same = "sampled: not comparable token for token"
     elif req.output_ids == spec_ids:
@@ -286,7 +311,8 @@ def _compare_plain(loaded: LoadedModel, cfg: EngineConfig, prompt: str | list[in
     else:
         same = "DIFFER (greedy, float32: a bug)"
     ratio = f"{spec_tps / tps:.2f}x" if spec_tps and tps else "n/a"
-    print(f"[side by side: speculative {spec_tps or 0:.1f} tok/s | plain {tps or 0:.1f} tok/s | speculative / plain "
+    how = f" ({len(runs['plain'])} runs each, alternating)" if spec_engine is not None else ""
+    print(f"[side by side{how}: speculative {spec_tps or 0:.1f} tok/s | plain {tps or 0:.1f} tok/s | speculative / plain "
           f"{ratio} | outputs {same}]", file=sys.stderr)
 
 
