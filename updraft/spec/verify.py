@@ -88,6 +88,6 @@ def rejection_accept(
     # [B, S+1]: the drafts, a filler column (the first draft: past the accept length rows hold
     # what the fused path's kernel writes there), then the draw at the accept length. S = 0 (a
     # plain step) has no draft to fill with: the draw itself.
-    emitted = torch.cat([drafts, drafts[:, :1] if s else extra[:, None]], dim=1).clone()
+    emitted = torch.cat([drafts, drafts[:, :1] if s else extra[:, None]], dim=1)  # cat copies: safe to write into
     emitted[rows, accepted] = extra
     return accepted + 1, emitted
