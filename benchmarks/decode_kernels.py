@@ -9,11 +9,12 @@
    weight copies larger than L2; achieved weight bandwidth against --peak-bw (3.01 TB/s).
    ``--tune`` first sweeps the launch configs per (shape, M bucket) and writes
    ``$UPDRAFT_CACHE/gemv_configs.json`` (~1 s per candidate compile; a few minutes once).
-2. Whole steps in CUDA graphs (random weights, --context tokens of KV, bs 1): DECODE and a
-   6-token TARGET_VERIFY of both models, and a draft-step-shaped model (one decoder layer + a
-   draft-vocabulary LM head); variants: ``unfused`` (unfused layers), ``fused`` (the default),
-   ``fused_merge_in_launch`` (the decode kernel merging its own KV splits, the default until
-   2026-11-26) and ``fused_head`` (the fused LM head): time per replay, kernels per step and
+2. Whole steps in CUDA graphs (random weights, --context tokens of KV, --batch-sizes requests):
+   DECODE and a 6-token TARGET_VERIFY of both models, and a draft-step-shaped model (one decoder
+   layer + a draft-vocabulary LM head); --variants of ``unfused`` (unfused layers), ``fused`` (the
+   default), ``fused_merge_in_launch`` (the decode kernel merging its own KV splits, the default
+   until 2026-11-26), ``fused_head`` (the fused LM head) and ``fused_rows64`` (the fused layers
+   at every shape the kernels take, up to 64 token rows, whatever the "auto" policy says): time per replay, kernels per step and
    GPU-busy time (torch profiler), the weight+KV floor and its share.
 
 Prints a short table per part; writes ``decode_kernels.json`` under --out.
@@ -137,6 +138,8 @@ def bench_gemms(peak: float, tune: bool, models: list[str], gemms: list[str] | N
             if gemms is not None and name not in gemms:
                 continue
             for m in m_values:
+                if name == "lm_head" and m > gemv.ARGMAX_MAX_M:  # the argmax epilogue's limit
+                    continue
                 b = GemmBench(cfg, name, kind, n, k, m)
                 tuned = b.tune() if tune else None
                 t_f = graph_time([b.fused(w) for w in b.w])
@@ -196,24 +199,25 @@ def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, i
         k: round(v, 1) for k, v in times.most_common()}
 
 
-def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str) -> dict[str, Any]:
+def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str, bs: int = 1) -> dict[str, Any]:
     cfg = model.config
-    pool = ReqToTokenPool(2, context + 64, "cuda")
-    pages = context + 64
+    pool = ReqToTokenPool(bs + 1, context + 64, "cuda")
+    pages = bs * (context + 64)
     alloc = PagedAllocator(pool, pages, 1)
     runner = ModelRunner(model, pool, pages, 1, "triton")
     runner.backend.merge_in_kernel = variant == "fused_merge_in_launch"
-    row = pool.alloc()
-    assert row is not None and alloc.ensure(row, context + 8)
+    rows = [pool.alloc() for _ in range(bs)]
+    assert all(r is not None and alloc.ensure(r, context + 8) for r in rows)
     width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
-    batch = runner.make_batch(mode, [1] * width, [row], [context + width], [width], stride=width,
+    batch = runner.make_batch(mode, [1] * (width * bs), rows, [context + width] * bs, [width] * bs, stride=width,
                               logits="all" if width > 1 else "last")
     batch.attn_backend = runner.backend
     runner.backend.init_forward_metadata(batch)  # buffers allocated here, outside the capture
     head_flag = fused_mod.FUSED_LM_HEAD
     fused_mod.FUSED_LM_HEAD = variant == "fused_head"  # the fused LM head (final norm + argmax)
+    policy = ops.EVERYWHERE if variant == "fused_rows64" else ops.fused_policy()
     try:
-        with ops.use_fused_layers(variant.startswith("fused")):
+        with ops.use_fused_layers(variant.startswith("fused")), ops.use_fused_policy(policy):
             for _ in range(2):
                 model(batch)
             torch.cuda.synchronize()
@@ -226,10 +230,10 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
     kernels, busy, names, times = profile_replay(graph)
     # tied embeddings are one parameter, read once (by the LM head); gathered rows are negligible
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    kv = cfg.kv_bytes_per_token(DT) * (context + width)
+    kv = cfg.kv_bytes_per_token(DT) * (context + width) * bs
     floor = (weights + kv) / PEAK
     del graph, runner
-    return dict(mode=mode.name, variant=variant, ms=t * 1e3, kernels=kernels, busy_ms=busy / 1e3,
+    return dict(mode=mode.name, variant=variant, bs=bs, ms=t * 1e3, kernels=kernels, busy_ms=busy / 1e3,
                 floor_ms=floor * 1e3, of_floor=floor / t, kernel_names=names,
                 kernel_us=times)
 
@@ -237,14 +241,16 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
 PEAK = 3.01e12
 
 
-def bench_steps(context: int, models: list[str]) -> list[dict[str, Any]]:
+VARIANTS = ("unfused", "fused", "fused_merge_in_launch", "fused_head", "fused_rows64")
+
+
+def bench_steps(context: int, models: list[str], batch_sizes: list[int], variants: list[str]) -> list[dict[str, Any]]:
     rows = []
     for name, cfg in [*((k, MODELS[k]) for k in models), *((f"{k}-draft", DRAFTS[k]) for k in models)]:
         model = random_model(cfg)
         modes = [ForwardMode.DECODE] if name.endswith("draft") else [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY]
-        for mode in modes:
-            for variant in ("unfused", "fused", "fused_merge_in_launch", "fused_head"):
-                rows.append(dict(model=name, context=context, **step_variant(model, mode, context, variant)))
+        for bs, mode, variant in itertools.product(batch_sizes, modes, variants):
+            rows.append(dict(model=name, context=context, **step_variant(model, mode, context, variant, bs)))
         del model
         torch.cuda.empty_cache()
     return rows
@@ -269,6 +275,8 @@ def main() -> None:
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--gemms", default=None, help="part 1: only these GEMMs (qkv, o, gate_up, down, lm_head)")
     p.add_argument("--m-values", default=",".join(map(str, M_VALUES)), help="part 1: token rows")
+    p.add_argument("--batch-sizes", default="1", help="part 2: requests per step (a verify has 6 rows each)")
+    p.add_argument("--variants", default=",".join(VARIANTS[:4]), help=f"part 2: of {', '.join(VARIANTS)}")
     args = p.parse_args()
     models = args.models.split(",")
     PEAK = args.peak_bw
@@ -281,13 +289,14 @@ def main() -> None:
         show("GEMMs (bf16, CUDA graphs; bw = share of peak)", result["gemms"],
              ["model", "gemm", "m", "fused_us", "cublas_us", "fused_bw", "cublas_bw"])
     if not args.skip_steps:
-        result["steps"] = bench_steps(args.context, models)
-        show(f"steps at {args.context} tokens of context, bs 1 (CUDA graphs)", result["steps"],
-             ["model", "mode", "variant", "ms", "kernels", "busy_ms", "floor_ms", "of_floor"])
+        result["steps"] = bench_steps(args.context, models, [int(b) for b in args.batch_sizes.split(",")],
+                                      args.variants.split(","))
+        show(f"steps at {args.context} tokens of context (CUDA graphs)", result["steps"],
+             ["model", "bs", "mode", "variant", "ms", "kernels", "busy_ms", "floor_ms", "of_floor"])
         print("\nmicroseconds per kernel name (the 6 largest) per step")
         for r in result["steps"]:
             top = ", ".join(f"{name[:34]} {us:.0f} x{r['kernel_names'][name]}" for name, us in list(r["kernel_us"].items())[:6])
-            print(f"  {r['model']} {r['mode']} {r['variant']}: {top}")
+            print(f"  {r['model']} bs {r['bs']} {r['mode']} {r['variant']}: {top}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "decode_kernels.json").write_text(json.dumps(result, indent=1))
     print(f"\nwrote {args.out / 'decode_kernels.json'}")

@@ -27,6 +27,8 @@ def test_bench_side_by_side(tiny_checkpoint, tmp_path, capsys) -> None:  # noqa:
     assert spec["output_tokens"] == 4 * 12 and "verify" in spec["phases"] and "draft" in spec["phases"]
     assert sum(spec["spec"]["accept_length_histogram"]) == spec["spec"]["num_drafts"]
     assert res["runs"]["plain"]["1"]["graph_hit_rate"] == 1.0
+    assert res["runs"]["plain"]["bandwidth_bs1"]["path"] == "DECODE graph", "the plain step's figure is a replay"
+    assert "bs 1 decode step" in printed and "(DECODE graph)" in printed
     assert (out / "throughput.png").is_file() and (out / "phases.png").is_file()
 
 

@@ -107,6 +107,39 @@ def test_greedy_tokens_fused_equal_unfused_fp32(tiny_checkpoint, calls: Calls, a
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-4
 
 
+def verify_batch8(model: torch.nn.Module, backend: str) -> torch.Tensor:
+    """Eight requests of mixed lengths prefilled, then one 6-token TARGET_VERIFY block each (48
+    token rows, a bs-8 verify): the block's logits [48, V]."""
+    pool = ReqToTokenPool(9, 40, "cpu")
+    alloc = PagedAllocator(pool, 9 * 40, 1)
+    runner = ModelRunner(model, pool, 9 * 40, 1, backend)
+    rows, lens = [], [3 + 2 * i for i in range(8)]
+    for i, n in enumerate(lens):
+        row = pool.alloc()
+        assert row is not None and alloc.ensure(row, n + 6)
+        prompt = [(PROMPT[j % len(PROMPT)] * (i + 3) + j) % 256 for j in range(n)]
+        runner.forward(runner.make_batch(ForwardMode.EXTEND, prompt, [row], [n], [n]))
+        rows.append(row)
+    block = [(7 * i + j) % 256 for i in range(8) for j in range(6)]
+    out = runner.forward(runner.make_batch(ForwardMode.TARGET_VERIFY, block, rows, [n + 6 for n in lens], [6] * 8,
+                                           stride=6, logits="all"))
+    return out.logits
+
+
+@pytest.mark.parametrize("backend", ["torch_native", "triton"])
+def test_bs8_verify_block_fused_equals_unfused_fp32(tiny_checkpoint, calls: Calls, backend: str) -> None:
+    """48 token rows (past the 16-row dot tile: the 64-row bucket) take the fused layer and match
+    the unfused path in fp32."""
+    model = load(tiny_checkpoint, "llama", torch.float32)
+    with ops.use_backend("torch"):
+        ref = verify_batch8(model, "torch_native")
+    with ops.use_backend("triton"):
+        got = verify_batch8(model, backend)
+    assert got.shape == ref.shape == (48, ref.shape[1])
+    assert calls.counts["qkv_rope_store"] == 9 * model.config.num_layers  # 8 prefills and the verify
+    assert ((got - ref).abs().max() / ref.abs().max()).item() <= 1e-4
+
+
 def test_bf16_fused_logits_within_tolerance(tiny_checkpoint) -> None:
     model = load(tiny_checkpoint, "llama", torch.bfloat16)
     with ops.use_backend("torch"):
@@ -125,27 +158,75 @@ def test_switch_turns_the_fused_path_off(tiny_checkpoint, calls: Calls) -> None:
         generate(model, "torch_native", 1, steps=1)
     assert not calls.counts
     with ops.use_backend("triton"):
-        assert ops.small_m(x) and not ops.small_m(torch.zeros(17, 8)) and not ops.small_m(x.double())
+        assert ops.small_m(torch.zeros(64, 8)) and not ops.small_m(torch.zeros(65, 8)) and not ops.small_m(x.double())
     with ops.use_backend("auto"):
         assert not ops.small_m(x), "auto: CUDA only"
 
 
-def test_auto_policy_where_the_h100_measured_a_gain() -> None:
-    """Production ("auto"): bf16/fp16 CUDA rows, at most 8 of them (decode, a 6-token verify,
-    draft steps at bs 1), up to 4096 wide (the widths the H100 measured); on by default, off with
-    ``use_fused_layers(False)`` (``UPDRAFT_FUSED_LAYERS=0``). Deciding needs no GPU."""
+def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Production ("auto"): bf16/fp16 CUDA rows; up to 16 rows over narrow activations (SmolLM2's
+    576); over wide ones (the 8B shape's 4096) up to 8 rows and only where every GEMM of the
+    layer has a config tuned for this GPU at that M bucket (the heuristic's launches lost there);
+    on by default, off with ``use_fused_layers(False)`` (``UPDRAFT_FUSED_LAYERS=0``). Deciding
+    needs no GPU."""
+    from updraft.ops import gemv_config
+
     cuda, bf16 = torch.device("cuda"), torch.bfloat16
+    monkeypatch.setattr(gemv_config, "_table", dict)  # no user cache: the shipped table only
+    monkeypatch.setattr(gemv_config, "_device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    gemv_config.is_tuned.cache_clear()
+    llama8b = (("qkv", 6144, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 14336, 4096, 0),
+               ("linear", 4096, 14336, 0))
+    qwen3_8b = (("linear", 6144, 4096, 0), ("linear", 4096, 4096, 0), ("gate_up", 12288, 4096, 0),
+                ("linear", 4096, 12288, 0))
+    p = ops.FusedPolicy()
+    assert all(p.takes(r, 576, cuda) for r in range(1, 17)) and not p.takes(17, 576, cuda)
+    assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in (1, 5, 6, 8))
+    assert not any(p.takes(r, 4096, cuda, bf16, llama8b) for r in (2, 3, 4, 9, 16))
+    assert not p.takes(1, 4096, cuda, bf16, qwen3_8b), "another 4096-wide model has no tuned configs"
+    assert not p.takes(1, 4096, cuda, bf16, llama8b[:1] + (("gate_up", 12288, 4096, 0),))
+    assert not p.takes(1, 4096, cuda, bf16), "wide rows without their GEMMs named"
+    assert not p.takes(1, 4096, cuda, torch.float16, llama8b), "the table is bf16's"
+    assert not p.takes(1, 8192, cuda, bf16, llama8b)
+    assert ops.EVERYWHERE.takes(64, 8192, cuda) and not ops.EVERYWHERE.takes(65, 576, cuda)
+    monkeypatch.setattr(gemv_config, "_device_name", lambda device: "another GPU")  # nothing tuned
+    gemv_config.is_tuned.cache_clear()
+    assert p.takes(8, 576, cuda) and not p.takes(1, 4096, cuda, bf16, llama8b)
+    gemv_config.is_tuned.cache_clear()
     with ops.use_backend("auto"):
-        assert ops.fused_layers()
+        assert ops.fused_layers() and ops.fused_policy() == ops.FusedPolicy()
         if ops.triton_available():
-            assert ops.small_m_rows(1, bf16, cuda, 576) and ops.small_m_rows(8, torch.float16, cuda, 2048)
-            assert ops.small_m_rows(1, bf16, cuda, 4096) and ops.small_m_rows(8, bf16, cuda, 4096)
-        assert not ops.small_m_rows(9, bf16, cuda, 576)
+            assert ops.small_m_rows(1, bf16, cuda, 576) and ops.small_m_rows(16, torch.float16, cuda, 576)
+            with ops.use_fused_policy(ops.FusedPolicy(max_rows=4)):
+                assert ops.small_m_rows(4, bf16, cuda, 576) and not ops.small_m_rows(5, bf16, cuda, 576)
+        assert not ops.small_m_rows(17, bf16, cuda, 576)
         assert not ops.small_m_rows(1, bf16, cuda, 8192)
         assert not ops.small_m_rows(1, torch.float32, cuda, 576)
         assert not ops.small_m_rows(1, bf16, torch.device("cpu"), 576)
         with ops.use_fused_layers(False):
             assert not ops.small_m_rows(1, bf16, cuda, 576)
+
+
+def test_layers_name_the_gemms_their_fused_path_launches(tiny_checkpoint) -> None:
+    """The policy's ``gemms`` are the configs ``gemv`` looks up: (kind, N, K, head dim)."""
+    model = load(tiny_checkpoint, "llama", torch.float32)
+    cfg = model.config
+    layer = model.model.layers[0]
+    qkv_n = cfg.q_size + 2 * cfg.kv_size
+    assert layer.gemms == (("qkv", qkv_n, cfg.hidden_size, cfg.head_dim), ("linear", cfg.hidden_size, cfg.q_size, 0),
+                           ("gate_up", cfg.intermediate_size, cfg.hidden_size, 0),
+                           ("linear", cfg.hidden_size, cfg.intermediate_size, 0))
+    qwen3 = load(tiny_checkpoint, "qwen3", torch.float32).model.layers[0]
+    assert qwen3.self_attn.gemms[0][0] == "linear", "q/k norm: the plain QKV GEMM"
+
+
+def test_fused_max_rows_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UPDRAFT_FUSED_MAX_ROWS", "48")
+    assert ops._policy_from_env() == ops.FusedPolicy(max_rows=48)
+    for bad in ("0", "65", "many"):
+        monkeypatch.setenv("UPDRAFT_FUSED_MAX_ROWS", bad)
+        with pytest.raises(ValueError, match=f"UPDRAFT_FUSED_MAX_ROWS='{bad}'"):
+            ops._policy_from_env()
 
 
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])

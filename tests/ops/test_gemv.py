@@ -2,7 +2,7 @@
 computations written here from scratch: fp32 inputs within 1e-5 of float64, bf16 within 1e-2
 (relative to the output's scale); bitwise where no sum is involved (the new residual stream, the
 argmax of the logits the kernel wrote). FMA and tensor-core (dot) tiles, odd N and K (not
-multiples of any tile), M = 1..16, with/without residual, norm, bias, embedding gather; the QKV
+multiples of any tile), M = 1..64, with/without residual, norm, bias, embedding gather; the QKV
 kernel's pool writes for page sizes 1 and 4 (other slots untouched).
 """
 
@@ -80,7 +80,8 @@ def check_residual(x: torch.Tensor, pro: Prologue, new_res: torch.Tensor | None)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("tile", [(FMA, 8), (DOT, 16)], ids=lambda t: f"{t[0]}{t[1]}")
 @pytest.mark.parametrize("m,prologue,bias", [(1, "none", True), (3, "norm", False), (5, "add_norm", True),
-                                             (16, "add_norm", False), (7, "embed", False)])
+                                             (16, "add_norm", False), (7, "embed", False), (48, "add_norm", True),
+                                             (29, "embed", False)])
 def test_linear(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str, bias: bool) -> None:
     n, k = 45, 70  # neither a multiple of any tile
     x, pro = make_prologue(prologue, m, k, dtype, seed=m)
@@ -95,10 +96,11 @@ def test_linear(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str
 
 @pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 16)], ids=lambda t: t[0])
 def test_linear_every_m(tile: tuple[str, int]) -> None:
-    """M = 1..16: each M bucket's masking (rows past M read nothing and store nothing)."""
+    """M = 1..16 and both edges of the 32- and 64-row buckets: each bucket's masking (rows past M
+    read nothing and store nothing)."""
     k, n = 24, 19
     w = randn(n, k, dtype=torch.float32, seed=30)
-    for m in range(1, 17):
+    for m in [*range(1, 18), 31, 32, 33, 63, 64]:
         x = randn(m, k, dtype=torch.float32, seed=31 + m)
         cfg = cfg_of(*tile, bk=16)
         got, _, _ = gemv.linear(x, w, config=cfg)
@@ -136,6 +138,14 @@ def test_lm_head_norm_and_argmax(dtype: torch.dtype, tile: tuple[str, int]) -> N
     _, _, am3 = gemv.linear(h, w, None, pro, argmax=True, config=cfg_of(*tile))
     assert torch.equal(am3, am)
     assert int(gemv.semaphore(h.device).item()) == 0
+
+
+def test_argmax_is_for_lm_head_rows_only() -> None:
+    """The argmax epilogue's last program reduces [M, programs] at once: at most 16 rows."""
+    w = torch.ones(33, 16)
+    gemv.linear(torch.ones(16, 16), w, argmax=True, config=cfg_of(DOT, 16, 16))
+    with pytest.raises(AssertionError, match="argmax over 17 rows"):
+        gemv.linear(torch.ones(17, 16), w, argmax=True, config=cfg_of(DOT, 16, 16))
 
 
 def test_argmax_nan_row_picks_the_nan() -> None:
@@ -190,6 +200,7 @@ def check_qkv_rows(qkv: torch.Tensor, y: torch.Tensor, pos: torch.Tensor, table:
     (1, (4, 2, 32), "add_norm", False, 1),
     (6, (3, 1, 32), "embed", True, 4),
     (16, (2, 2, 64), "norm", True, 1),
+    (36, (3, 1, 32), "add_norm", True, 4),
 ])
 def test_qkv_rope_store(dtype: torch.dtype, tile: tuple[str, int], m: int, heads: tuple[int, int, int],
                         prologue: str, bias: bool, page: int) -> None:
@@ -265,7 +276,7 @@ def test_qkv_rope_matches_the_unfused_roundings() -> None:
 # ---- gate/up + SiLU ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8)], ids=lambda t: t[0])
-@pytest.mark.parametrize("m,prologue", [(1, "add_norm"), (9, "norm"), (16, "none")])
+@pytest.mark.parametrize("m,prologue", [(1, "add_norm"), (9, "norm"), (16, "none"), (40, "add_norm")])
 def test_gate_up_silu(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str) -> None:
     inter, k = 37, 44
     x, pro = make_prologue(prologue, m, k, dtype, seed=70 + m)
@@ -286,7 +297,7 @@ def test_configs_are_legal_and_cover_shapes() -> None:
               ("qkv", 6144, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 14336, 4096, 0),
               ("linear", 4096, 14336, 0), ("linear", 128256, 4096, 0), ("qkv", 320, 64, 32)]
     for kind, n, k, d in shapes:
-        for bucket in (1, 2, 4, 8, 16):
+        for bucket in (1, 2, 4, 8, 16, 32, 64):
             cfg = heuristic(kind, n, k, bucket, 132, d)
             assert allowed(kind, cfg, d) and cfg.dot == (bucket >= 4), (kind, n, k, bucket, cfg)
             assert cfg.num_warps in (1, 2, 4, 8) and cfg.block_k & (cfg.block_k - 1) == 0

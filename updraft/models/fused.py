@@ -1,6 +1,6 @@
 """The Llama decoder layer on the small-M kernels (``updraft.ops.gemv``): five launches per layer.
 
-At M <= 16 token rows (decode, verify, draft steps; ``ops.small_m`` decides from shapes, dtypes
+At M <= 64 token rows (decode, verify, draft steps; ``ops.small_m`` decides from shapes, dtypes
 and devices only, so a CUDA graph captures the same path it would run eagerly) a layer is
 
 1. [residual add +] RMSNorm + QKV projection (+ bias) + RoPE of q and k + k, v into the KV pool
@@ -139,7 +139,8 @@ def eagle3_ok(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: 
     """Whether ``eagle3_midlayer`` covers these inputs: small-M rows, the fused KV store, both
     norms with one eps, one dtype throughout."""
     attn = layer.self_attn
-    if not ops.small_m(feat) or ids.shape[0] != feat.shape[0] or layer.input_layernorm.eps != layer.hidden_norm.eps:
+    if (not ops.small_m(feat, attn.gemms + layer.mlp.gemms) or ids.shape[0] != feat.shape[0]
+            or layer.input_layernorm.eps != layer.hidden_norm.eps):
         return False
     pools = _pools(attn, batch, feat.dtype)
     gemv = _gemv()
@@ -178,7 +179,7 @@ def lm_head_ok(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, we
     launches it saves."""
     if ops.backend() != "triton" and not FUSED_LM_HEAD:
         return False
-    if rows.numel() == 0 or not (1 <= rows.numel() <= 16):
+    if rows.numel() == 0 or not (1 <= rows.numel() <= _gemv().ARGMAX_MAX_M):
         return False
     gemv = _gemv()
     return gemv.supported(h, weight, gemv.Prologue(norm_weight=norm.weight, residual=residual, ids=rows))

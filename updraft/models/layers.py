@@ -150,9 +150,11 @@ class GatedMLP(nn.Module):
         super().__init__()
         self.gate_up_proj = MergedLinear(hidden, [intermediate, intermediate], bias=False)
         self.down_proj = Linear(intermediate, hidden, bias=False)
+        #: The small-M GEMMs of the fused path (``ops.FusedPolicy``): gate/up + SiLU-mul, down.
+        self.gemms: tuple[ops.Gemm, ...] = (("gate_up", intermediate, hidden, 0), ("linear", hidden, intermediate, 0))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if ops.small_m(x):
+        if ops.small_m(x, self.gemms):
             from updraft.models import fused
 
             return fused.mlp(self, x, fused.no_prologue())[0]

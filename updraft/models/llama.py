@@ -60,11 +60,19 @@ class LlamaAttention(nn.Module):
         self.o_proj = Linear(cfg.q_size, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
+        # The small-M GEMMs the fused path launches (``ops.FusedPolicy``): the QKV kernel with
+        # RoPE and the KV store, or (q/k norm) a plain one; o_proj. A backend without the fused KV
+        # store (flex) also takes the plain QKV GEMM, which this does not name.
+        qkv_n, qkv_k = self.qkv_proj.out_features, self.qkv_proj.in_features
+        self.gemms: tuple[ops.Gemm, ...] = (
+            ("linear", qkv_n, qkv_k, 0) if cfg.qk_norm else ("qkv", qkv_n, qkv_k, cfg.head_dim),
+            ("linear", self.o_proj.out_features, self.o_proj.in_features, 0),
+        )
 
     def forward(
         self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding
     ) -> torch.Tensor:
-        if ops.small_m(x):
+        if ops.small_m(x, self.gemms):
             return fused.attention(self, x, fused.no_prologue(), batch, rotary)[0]
         return self.o_proj(self.attend(self.qkv_proj(x), batch, rotary))
 
@@ -95,6 +103,7 @@ class LlamaDecoderLayer(nn.Module):
         # An EAGLE-1 head replaces layer 0's input norm by nn.Identity (its checkpoints have none).
         self.input_layernorm: RMSNorm | nn.Identity = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.gemms: tuple[ops.Gemm, ...] = self.self_attn.gemms + self.mlp.gemms
 
     def forward(
         self,
@@ -106,7 +115,7 @@ class LlamaDecoderLayer(nn.Module):
         """One layer on the residual stream ``x + residual`` (``residual=None``: the stream is
         ``x`` alone, e.g. the embeddings). Returns ``(mlp_out, residual)``: the layer's output is
         their sum, left for the next norm to fuse (``finish_residual`` where none follows)."""
-        if ops.small_m(x):
+        if ops.small_m(x, self.gemms):
             return fused.decoder_layer(self, x, residual, batch, rotary)
         if residual is None:
             residual = x
@@ -164,8 +173,9 @@ class DecoderLM(nn.Module):
     def forward(self, batch: ForwardBatch) -> ModelOutput:
         table = self.model.embed_tokens.weight
         # Small-M: layer 0's QKV kernel gathers the embedding rows itself (no separate lookup).
-        small = (ops.small_m_rows(batch.num_tokens, table.dtype, table.device, table.shape[1]) and len(self.model.layers) > 0
-                 and isinstance(self.model.layers[0], LlamaDecoderLayer))  # the fused layer is Llama's
+        first = self.model.layers[0] if len(self.model.layers) else None
+        small = (isinstance(first, LlamaDecoderLayer)  # the fused layer is Llama's
+                 and ops.small_m_rows(batch.num_tokens, table.dtype, table.device, table.shape[1], first.gemms))
         h = table if small else self.embed(batch.input_ids)
         residual: torch.Tensor | None = None
         captured: dict[int, torch.Tensor] = {}
@@ -179,7 +189,8 @@ class DecoderLM(nn.Module):
                 # each); the same rounded sum the next fused add + norm computes.
                 captured[i] = finish_residual(h, residual)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
-        if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h)
+        head = ("linear", self.lm_head_weight.shape[0], self.lm_head_weight.shape[1], 0)
+        if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h, (head,))
                 and fused.lm_head_ok(h, residual, self.model.norm, self.lm_head_weight, batch.logits_indices)):
             logits, best = fused.norm_lm_head(h, residual, self.model.norm, self.lm_head_weight, batch.logits_indices)
             return ModelOutput(logits=logits, argmax=best)

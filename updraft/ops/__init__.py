@@ -34,7 +34,7 @@ CPU (torch path) the model's results are bitwise those of the unfused code. Trit
 truncates fp32 -> bf16 instead of rounding to nearest-even; the kernels correct that under the
 interpreter only (``triton_utils.round_to``), so CPU tests see the GPU's roundings.
 
-Small-M GEMMs (``gemv``): at M <= 16 token rows (decode, verify, draft steps) the decoder
+Small-M GEMMs (``gemv``): at M <= 64 token rows (decode, verify, draft steps) the decoder
 layer's projections run as weight-streaming Triton GEMMs with the element-wise work fused in
 (``updraft.models.fused`` composes them into ~5 launches per layer). ``small_m(x)`` decides per
 call from shapes, dtypes and devices only (graph-safe): on "auto" CUDA bf16/fp16 rows; on
@@ -56,6 +56,7 @@ import functools
 import importlib.util
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 
 import torch
@@ -80,18 +81,77 @@ if _backend not in BACKENDS:
 #: accepted as much or more with the fused layers).
 _fused_layers = os.environ.get("UPDRAFT_FUSED_LAYERS", "") != "0"
 #: Most token rows the small-M kernels take (``gemv.MAX_M``, repeated so that deciding imports no triton).
-SMALL_M = 16
+SMALL_M = 64
 _SMALL_M_DTYPES = (torch.bfloat16, torch.float16)
-#: Where "auto" takes the fused layers (H100 runs of benchmarks/decode_kernels.py, 2026-11-25 run 4
-#: and 2026-11-26): at most 8 token rows (decode, a 6-token verify, draft steps and extends at
-#: bs 1) over activations at most 4096 wide (SmolLM2's 576 and the 8B shape's 4096: the widths
-#: measured). At SmolLM2 the fused verify step was 0.94-1.00 ms against 1.03-1.07 unfused; at the
-#: 8B shape, with the tuned configs of ``ops/gemv_tuned.json`` and the one-pass norm prologue,
-#: decode 5.87 against 6.16-6.21 ms and verify 6.22 against 6.32-6.40 (its 6-row GEMVs are within
-#: 8% of cuBLAS; the launches they save pay for it). The "triton" override (tests) keeps the
-#: whole range.
-AUTO_MAX_ROWS = 8
-AUTO_MAX_WIDTH = 4096
+#: A GEMM the fused layer would launch, keyed as ``gemv_config.lookup`` keys its config:
+#: (kind, N, K, head dim), N in the kind's units (gate_up: the intermediate size).
+Gemm = tuple[str, int, int, int]
+
+
+@dataclass(frozen=True)
+class FusedPolicy:
+    """Where "auto" takes the fused layers: CUDA bf16/fp16 rows, at most ``max_rows`` of them over
+    activations at most ``narrow_width`` wide; wider ones (up to ``max_width``) at most
+    ``wide_max_rows``, and (``wide_needs_tuned``) only where every GEMM the caller is about to run
+    (``gemms``) has a launch config tuned for this GPU, dtype and M bucket (``ops/gemv_tuned.json``
+    or the user's ``--tune`` cache): another 4096-wide model (Qwen3-8B's 12288-wide MLP) does not
+    inherit the 8B shape's configs.
+
+    H100 runs of ``benchmarks/decode_kernels.py`` (random weights, 1k context, CUDA graphs):
+
+    * SmolLM2 (576 wide): decode fused at bs 1 / 2 / 4 / 8 / 16 in 0.689 / 0.745 / 0.872 / 0.911 /
+      1.015 ms against 0.836 / 0.851 / 0.972 / 1.032 / 1.142 unfused; a 6-token verify at bs 1 /
+      2 (6 / 12 rows) 0.856 / 0.870 against 0.982 / 0.889. Past 16 rows the fused GEMMs lose
+      their margin (bs 4 verify, 24 rows: 1.013 against 1.020) and then lose (bs 8 verify, 48
+      rows: 1.286 against 1.143; bs 32 decode: 1.271 against 1.149): each program normalises
+      every token row in its prologue, and cuBLAS's 48-row GEMM takes 3.2 us where the fused
+      QKV takes 8.9 (2026-11-26).
+    * 8B shape (4096 wide): with the tuned 1- and 8-row configs, decode 5.85 ms against
+      6.16-6.21 and a 6-token verify 6.10-6.22 against 6.32-6.40; at buckets with no tuned config
+      the heuristic's launches lost badly (bs 2 decode 16.4 ms against 6.19; bs 3 8.16 against
+      6.27; bs 16 8.79 against 6.97), so a wide shape needs its bucket tuned.
+    """
+
+    max_rows: int = 16
+    narrow_width: int = 1024
+    wide_max_rows: int = 8
+    max_width: int = 4096
+    wide_needs_tuned: bool = True
+
+    def takes(self, rows: int, width: int, device: torch.device, dtype: torch.dtype = torch.bfloat16,
+              gemms: tuple[Gemm, ...] = ()) -> bool:
+        if rows > self.max_rows or width > self.max_width:
+            return False
+        if width <= self.narrow_width:
+            return True
+        if rows > self.wide_max_rows:
+            return False
+        if not self.wide_needs_tuned:
+            return True
+        from updraft.ops import gemv_config
+
+        bucket = gemv_config.m_bucket(rows)
+        return bool(gemms) and all(gemv_config.is_tuned(kind, n, k, bucket, dtype, device, d) for kind, n, k, d in gemms)
+
+
+def _policy_from_env() -> FusedPolicy:
+    """The default policy; ``UPDRAFT_FUSED_MAX_ROWS`` (1..64) moves its row limit."""
+    raw = os.environ.get("UPDRAFT_FUSED_MAX_ROWS", "")
+    if raw == "":
+        return FusedPolicy()
+    try:
+        rows = int(raw)
+    except ValueError:
+        rows = 0
+    if not 1 <= rows <= SMALL_M:
+        raise ValueError(f"UPDRAFT_FUSED_MAX_ROWS={raw!r}: expected an integer from 1 to {SMALL_M}")
+    return FusedPolicy(max_rows=rows)
+
+
+_policy = _policy_from_env()
+#: Every shape the kernels take: the "fused_rows64" side of benchmarks/decode_kernels.py.
+EVERYWHERE = FusedPolicy(max_rows=SMALL_M, narrow_width=1 << 30, wide_max_rows=SMALL_M, max_width=1 << 30,
+                         wide_needs_tuned=False)
 
 
 def fused_layers() -> bool:
@@ -110,20 +170,37 @@ def use_fused_layers(on: bool) -> Iterator[None]:
         _fused_layers = previous
 
 
-def small_m(x: torch.Tensor) -> bool:
-    """Whether rows ``x`` [M, K] take the small-M kernels (see the module docstring)."""
-    return x.dim() == 2 and small_m_rows(x.shape[0], x.dtype, x.device, x.shape[1])
+def small_m(x: torch.Tensor, gemms: tuple[Gemm, ...] = ()) -> bool:
+    """Whether rows ``x`` [M, K] take the small-M kernels for ``gemms`` (see the module
+    docstring and ``FusedPolicy``)."""
+    return x.dim() == 2 and small_m_rows(x.shape[0], x.dtype, x.device, x.shape[1], gemms)
 
 
-def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device, width: int = 0) -> bool:
+def small_m_rows(rows: int, dtype: torch.dtype, device: torch.device, width: int = 0,
+                 gemms: tuple[Gemm, ...] = ()) -> bool:
     """``small_m`` for ``rows`` token rows ``width`` wide of ``dtype`` on ``device``."""
     if not _fused_layers or _backend == "torch" or not 1 <= rows <= SMALL_M:
         return False
     cuda = device.type == "cuda"
     if _backend == "auto":
-        return (cuda and rows <= AUTO_MAX_ROWS and width <= AUTO_MAX_WIDTH and dtype in _SMALL_M_DTYPES
-                and triton_available())
+        return (cuda and dtype in _SMALL_M_DTYPES and triton_available()
+                and _policy.takes(rows, width, device, dtype, gemms))
     return triton_available() and (cuda or interpreting()) and dtype in (torch.float32, *_SMALL_M_DTYPES)
+
+
+def fused_policy() -> FusedPolicy:
+    return _policy
+
+
+@contextlib.contextmanager
+def use_fused_policy(policy: FusedPolicy) -> Iterator[None]:
+    """Decide "auto"'s fused layers by ``policy`` inside the block (side-by-side timing)."""
+    global _policy
+    previous, _policy = _policy, policy
+    try:
+        yield
+    finally:
+        _policy = previous
 
 
 def backend() -> str:

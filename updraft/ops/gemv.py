@@ -1,8 +1,8 @@
-"""Small-M weight-streaming GEMMs (M <= 16 token rows: decode, verify, draft steps) with the
-decoder layer's element-wise work fused in front of and behind them.
+"""Small-M weight-streaming GEMMs (M <= 64 token rows: decode, verify, draft steps and extends
+of small batches) with the decoder layer's element-wise work fused in front of and behind them.
 
 ``y[m, n] = sum_k a[m, k] * W[n, k]`` with ``W`` the ``[N, K]`` row-major weight of an
-``nn.Linear``. At M <= 16 a GEMM is a weight read: every program owns a tile of output columns
+``nn.Linear``. At small M a GEMM is a weight read: every program owns a tile of output columns
 (weight rows) for ALL M token rows, streams its weight rows once over K in ``BLOCK_K`` chunks and
 accumulates in float32. Small column tiles (8-64 rows) give hundreds of programs per GEMM, so the
 132 SMs of an H100 hold several programs each and enough loads in flight to reach copy bandwidth.
@@ -15,7 +15,9 @@ Two inner products, picked per launch (``GemvConfig.dot``):
   M bucket (1, 2, 4, ...). Cheapest at M = 1-2, where tensor cores would idle.
 * dot: ``tl.dot(W_tile, a^T)`` on tensor cores with the token rows padded to 16 (``BLOCK_M`` =
   16, the smallest dot tile; masked rows load nothing), the weight tile as the dot's M side
-  ("swap AB"), so M = 3..16 costs the same weight read as M = 1.
+  ("swap AB"), so M = 3..16 costs the same weight read as M = 1. Past 16 rows (a 6-token verify
+  of 3-8 requests, 18-48 rows) ``BLOCK_M`` is the M bucket, 32 or 64, and the K chunk shrinks
+  with it (``gemv_config``): the weight is still read once, by one program per column tile.
 
 Prologue (the GEMM's input rows, computed per program from the activations in L2): ``x``, or
 rows ``ids`` of ``x`` (the embedding gather of layer 0; the LM head's ``logits_indices``); plus
@@ -304,7 +306,8 @@ def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stri
 
 
 # ---- launchers -------------------------------------------------------------------------------
-MAX_M = 16
+MAX_M = 64
+ARGMAX_MAX_M = 16
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -347,7 +350,7 @@ def num_rows(x: torch.Tensor, pro: Prologue) -> int:
 
 
 def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE) -> bool:
-    """Whether the small-M kernels cover these inputs: 1..16 token rows, one dtype throughout,
+    """Whether the small-M kernels cover these inputs: 1..64 token rows, one dtype throughout,
     rows with a contiguous last dim."""
     m = num_rows(x, pro)
     k2 = 0 if pro.x2 is None else int(pro.x2.shape[-1])
@@ -403,6 +406,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     rounded to x's dtype either way), new residual or None, argmax [M] int64 or None)."""
     assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear: unsupported inputs"
     m, (n, k) = num_rows(x, pro), weight.shape
+    # the argmax's last program reduces an [M, programs] tile at once: LM-head rows only (<= 16)
+    assert not argmax or m <= ARGMAX_MAX_M, f"gemv.linear: argmax over {m} rows (at most {ARGMAX_MAX_M})"
     cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
     bucket = gemv_config.m_bucket(m)
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)

@@ -35,14 +35,14 @@ from pathlib import Path
 import torch
 
 KINDS = ("linear", "qkv", "gate_up")
-M_BUCKETS = (1, 2, 4, 8, 16)
+M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 
 
 @dataclass(frozen=True)
 class GemvConfig:
     """``block_n``: output columns per program (for the paired kinds ``qkv`` / ``gate_up``: pairs,
-    so ``2 * block_n`` weight rows). ``dot``: tensor-core product (token rows padded to 16) instead
-    of FMA (token rows padded to the M bucket)."""
+    so ``2 * block_n`` weight rows). ``dot``: tensor-core product (token rows padded to 16, or to
+    the M bucket past 16) instead of FMA (token rows padded to the M bucket)."""
 
     block_n: int
     block_k: int
@@ -55,11 +55,11 @@ class GemvConfig:
         return self.block_n * (1 if kind == "linear" else 2)
 
     def block_m(self, bucket: int) -> int:
-        return 16 if self.dot else bucket
+        return max(16, bucket) if self.dot else bucket
 
 
 def m_bucket(m: int) -> int:
-    """The M bucket of ``m`` token rows (1 <= m <= 16): the next power of two."""
+    """The M bucket of ``m`` token rows (1 <= m <= 64): the next power of two."""
     if not 1 <= m <= M_BUCKETS[-1]:
         raise ValueError(f"small-M GEMM: {m} token rows, expected 1..{M_BUCKETS[-1]}")
     return 1 << (m - 1).bit_length()
@@ -81,8 +81,9 @@ def allowed(kind: str, cfg: GemvConfig, head_dim: int) -> bool:
 
 def _block_k(rows: int, bm: int, k: int, dot: bool) -> int:
     """K chunk: FMA keeps the ``rows x M x BLOCK_K`` product near 8K values (64 registers a thread
-    at 4 warps); a dot tile is ``rows x BLOCK_K`` bf16."""
-    want = 256 if dot else max(32, min(512, 8192 // (rows * bm)))
+    at 4 warps); a dot's operands are ``rows x BLOCK_K`` and ``BLOCK_M x BLOCK_K`` bf16 (past 16
+    token rows the chunk shrinks so the token tile stays near 4K values)."""
+    want = max(64, min(256, 4096 // bm)) if dot else max(32, min(512, 8192 // (rows * bm)))
     return max(16, min(want, triton_next_pow2(k)))
 
 
@@ -98,7 +99,7 @@ def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: in
         raise ValueError(f"no {kind} tile fits head_dim={head_dim}")
     block = next((b for b in legal if -(-u // b) >= 2 * num_sms), legal[-1])
     rows = block * (1 if kind == "linear" else 2)
-    bm = 16 if dot else bucket
+    bm = max(16, bucket) if dot else bucket
     return GemvConfig(block, _block_k(rows, bm, k, dot), dot, num_warps=4, num_stages=3)
 
 
@@ -110,6 +111,8 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     flight per program. A few dozen per shape: each distinct one is a compile, ~1 s."""
     out = []
     chunks = (128, 256, 512) if k < 2048 else (256, 512, 1024)
+    if bucket >= 32:  # a 32-64-row token tile: shorter chunks keep the dot's operands in registers
+        chunks = (64, 128, 256)
     for dot in ((False,) if bucket == 1 else (False, True)):
         for block in (4, 8, 16, 32):
             for bk in chunks:
@@ -175,6 +178,14 @@ def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.
     return heuristic(kind, n, k, bucket, _num_sms(device), head_dim)
 
 
+@functools.cache
+def is_tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> bool:
+    """Whether ``lookup`` finds a tuned config (the user's cache or the shipped table) for this
+    launch rather than falling back to the heuristic (the fused policy's test for wide rows)."""
+    name = key(kind, n, k, bucket, dtype, device, head_dim)
+    return any(name in table and allowed(kind, table[name], head_dim) for table in (_table(), _shipped()))
+
+
 def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
          run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 24) -> tuple[GemvConfig, float]:
     """Time every candidate (``run(cfg)`` returns a closure launching one GEMM with it), store the
@@ -229,3 +240,4 @@ def store(k: str, cfg: GemvConfig) -> None:
     tmp.write_text(json.dumps(raw, indent=1, sort_keys=True))
     tmp.replace(path)
     _table.cache_clear()
+    is_tuned.cache_clear()
