@@ -4,6 +4,8 @@ kernels that cost most, for the plain step (S = 0) and the S = 5 iteration, gree
 launch). Also the difference sampled minus greedy per kernel name: what the sampled cycle pays.
 
     python benchmarks/cycle_profile.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
+    python benchmarks/cycle_profile.py --eight-b --sizes 1 --out OUT   # random Llama-3.1-8B shape,
+                                                # random EAGLE-3 head with a 32k draft vocabulary
 
 Prints a short table per variant; writes ``cycle_profile.json`` to --out.
 """
@@ -15,6 +17,7 @@ import dataclasses
 import json
 import statistics
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,20 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from spec_iteration import add_cost_args, args_text, head_method, park, smollm_engine_config  # noqa: E402
+from spec_iteration import (  # noqa: E402
+    LLAMA8B,
+    add_cost_args,
+    args_text,
+    head_method,
+    park,
+    random_llama,
+    smollm_engine_config,
+    write_random_eagle3,
+)
 
 from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
+from updraft.models.config import ModelConfig  # noqa: E402
 from updraft.provenance import git_commit  # noqa: E402
 
 #: Kernel-name fragments -> group (first match wins; names are lowercased).
@@ -95,28 +108,49 @@ def show(key: str, r: dict[str, Any]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_cost_args(ap, "1,8")
+    add_cost_args(ap, "1,8", smollm_required=False)
+    ap.add_argument("--eight-b", action="store_true", help="the random Llama-3.1-8B shape instead of SmolLM2")
     args = ap.parse_args()
+    if not args.eight_b and not args.smollm:
+        ap.error("give --smollm GGUF or --eight-b")
     sizes = [int(x) for x in args.sizes.split(",")]
-    base = smollm_engine_config(args.smollm, sizes, args.context)
-    spec = SpeculativeConfig(method=head_method(args.head), draft_model=args.head, num_steps=5, adaptive=False)
-    plain = Engine(base)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
-    eng = Engine(dataclasses.replace(base, speculative=spec))  # its own model: EAGLE-3 sets aux layers on it
-    text = args_text(args, plain, sizes)
-    out: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "head": args.head,
-                           "context": "unwritten KV" if text is None else "mt_bench text"}
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.eight_b:  # random weights: the requests' KV stays unwritten (no text to encode)
+            cfg = ModelConfig(**LLAMA8B)
+            head = str(write_random_eagle3(Path(tmp) / "e3", cfg, 32000))
+            loaded = random_llama(cfg, torch.bfloat16)
+            base = smollm_engine_config("random", sizes, args.context)
+            spec = SpeculativeConfig(method="eagle3", draft_model=head, num_steps=5, adaptive=False)
+        else:
+            head, loaded = args.head, None
+            base = smollm_engine_config(args.smollm, sizes, args.context)
+            spec = SpeculativeConfig(method=head_method(head), draft_model=head, num_steps=5, adaptive=False)
+        plain = Engine(base, loaded=loaded)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
+        eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
+        text = None if args.eight_b else args_text(args, plain, sizes)
+        out = profile_all(plain, eng, sizes, args.context, args.iters, text)
+    out = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "model": "random Llama-3.1-8B shape" if args.eight_b else "SmolLM2-135M", "head": "random EAGLE-3, 32k" if args.eight_b else args.head,
+           "context": "unwritten KV" if text is None else "mt_bench text"} | out
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "cycle_profile.json").write_text(json.dumps(out, indent=1))
+
+
+def profile_all(plain: Engine, eng: Engine, sizes: list[int], context: int, iters: int,
+                text: list[int] | None) -> dict[str, Any]:
+    """Plain, greedy S = 5 and sampled S = 5 per batch size, and their differences."""
+    out: dict[str, Any] = {}
     for bs in sizes:
         res = {}
         for key, e, steps, sampled in (("plain", plain, 0, False), ("greedy_s5", eng, 5, False), ("sampled_s5", eng, 5, True)):
-            res[key] = profile_variant(e, bs, steps, sampled, args.context, args.iters, text)
+            res[key] = profile_variant(e, bs, steps, sampled, context, iters, text)
             show(f"bs {bs} {key}", res[key])
         res["sampled_minus_greedy"] = diff(res["greedy_s5"], res["sampled_s5"])
         res["greedy_minus_plain"] = diff(res["plain"], res["greedy_s5"])
         for k in ("sampled_minus_greedy", "greedy_minus_plain"):
             print(f"   {k}: " + "; ".join(f"{r['name'][:40]} {r['us']:+.0f} us ({r['count']:+.0f})" for r in res[k][:8]))
         out[f"bs{bs}"] = res
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "cycle_profile.json").write_text(json.dumps(out, indent=1))
+    return out
 
 
 if __name__ == "__main__":

@@ -124,9 +124,9 @@ def fused_ms(eng: Engine, reqs: list[Any], iters: int, steps: int = 0, sampled: 
     return statistics.median(secs)
 
 
-def add_cost_args(ap: argparse.ArgumentParser, sizes: str) -> None:
+def add_cost_args(ap: argparse.ArgumentParser, sizes: str, smollm_required: bool = True) -> None:
     """The arguments the profiling scripts share (cycle_profile.py, sampled_tune.py)."""
-    ap.add_argument("--smollm", required=True, help="SmolLM2 GGUF path")
+    ap.add_argument("--smollm", required=smollm_required, help="SmolLM2 GGUF path")
     ap.add_argument("--head", default="builtin:smollm2")
     ap.add_argument("--sizes", default=sizes)
     ap.add_argument("--context", type=int, default=512)

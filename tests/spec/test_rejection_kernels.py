@@ -63,8 +63,22 @@ ptr = {"Logits": "*bf16", "Temp": "*fp32", "s_temp": "i64", "Stats": "*fp32"}
 sig = {**ptr, **prm, "stride_row": "i64", "Tiles": "*fp32", "ndt": "i32", "greedy_below": "fp32",
        "log_cap": "fp32"}
 cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
-        "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS}
+        "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS, "SKIP_CUTS": True}
 triton.compile(ASTSource(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+# filter_hist's three launches over a bf16 target's logits (widened to float32)
+from updraft.spec import filter_hist as fh
+sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
+       "greedy_below": "fp32", "V": "i32"}
+sig = {"Logits": "*fp32", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", **sel}
+triton.compile(ASTSource(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "IDX": fh._IDX}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **sel}
+triton.compile(ASTSource(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **{k: v for k, v in prm.items()}, "Stats": "*fp32",
+       "ndt": "i32", "V": "i32", "greedy_below": "fp32"}
+triton.compile(ASTSource(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
        "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
        "Emitted": "*i64", "greedy_below": "fp32", "S": "i32"}
@@ -231,10 +245,13 @@ def _params(rows: int, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, ..
 
 
 def _check_filter(logits: torch.Tensor, temp: torch.Tensor, top_k: torch.Tensor,
-                  top_p: torch.Tensor, min_p: torch.Tensor) -> int:
-    """Kept sets equal on every robust row, probabilities close; returns the fragile count."""
+                  top_p: torch.Tensor, min_p: torch.Tensor, bf16_values: bool = False) -> int:
+    """Kept sets equal on every robust row, probabilities close; returns the fragile count.
+    ``bf16_values``: the logits are rounded to bf16 values first and take ``filter_hist``."""
+    if bf16_values:
+        logits = logits.to(torch.bfloat16).float()
     stats = rk.filter_rows(logits.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV),
-                           min_p.to(DEV))
+                           min_p.to(DEV), bf16_values=bf16_values)
     keep, probs, fragile = ref_filter(logits, temp, top_k, top_p, min_p)
     got = kernel_keep(logits, temp, stats)
     robust = ~fragile
@@ -260,6 +277,34 @@ def test_filter_matches_float64_sort(vocab: int, kind: str) -> None:
     assert fragile <= 2, f"{fragile} of {rows} rows hinge on rounding"
 
 
+@pytest.mark.parametrize("vocab", [777, 5000])
+@pytest.mark.parametrize("kind", ["randn", "ties", "coarse", "masked", "peaked", "flat"])
+def test_filter_of_bf16_values_matches_float64_sort(vocab: int, kind: str) -> None:
+    """The histogram filter (``filter_hist``) on bf16-valued rows: the same kept sets."""
+    g = torch.Generator().manual_seed(vocab * 31 + len(kind))
+    rows = 6
+    logits = _logits(kind, rows, vocab, g)
+    fragile = _check_filter(logits, *_params(rows, vocab, g), bf16_values=True)
+    assert fragile <= 2, f"{fragile} of {rows} rows hinge on rounding"
+
+
+def test_filter_of_bf16_values_at_the_real_vocabulary_and_zeros() -> None:
+    """SmolLM2's vocabulary through the histogram filter; -0.0 and +0.0 are one tie group."""
+    g = torch.Generator().manual_seed(491)
+    logits = torch.randn(4, 49152, generator=g) * torch.tensor([[4.0], [3.0], [0.3], [2.0]])
+    logits[:, :100] = 0.0
+    logits[:, 100:200] = -0.0
+    temp = torch.tensor([0.7, 1.0, 1.3, 0.7])
+    assert _check_filter(logits, temp, torch.tensor([-1, 50, -1, 20]), torch.tensor([0.9, 1.0, 0.9, 0.8]),
+                         torch.tensor([0.0, 0.0, 0.0, 0.05]), bf16_values=True) <= 1
+    lg = torch.zeros(1, 300)
+    lg[0, 150:] = -0.0
+    lg[0, 7] = 1.0
+    stats = rk.filter_rows(lg.to(DEV), 1, torch.ones(1, device=DEV), torch.tensor([2], device=DEV),
+                           torch.ones(1, device=DEV), torch.zeros(1, device=DEV), bf16_values=True)
+    assert kernel_keep(lg, torch.ones(1), stats).sum().item() == 300, "top-k 2 keeps the whole group of zeros"
+
+
 def test_filter_at_the_real_vocabulary() -> None:
     # SmolLM2's vocabulary (12 blocks) with the benchmark's T 0.7 / top-p 0.9, top-k 50 and a
     # flat row whose nucleus needs several probes (its cumulative mass moves by ~2e-5 per
@@ -271,7 +316,8 @@ def test_filter_at_the_real_vocabulary() -> None:
                          torch.tensor([0.9, 1.0, 0.9, 0.8]), torch.tensor([0.0, 0.0, 0.0, 0.05])) <= 1
 
 
-def test_filter_keeps_ties_at_every_cut_off() -> None:
+@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
+def test_filter_keeps_ties_at_every_cut_off(bf16_values: bool) -> None:
     base = torch.tensor([5.0, 4.0, 3.0, 3.0, 3.0, 3.0, 2.0, 1.0] + [0.0] * 12)
     lg = base.expand(6, -1).contiguous()
     # top-k 3 / 4: the k-th largest is a 3, all four 3s stay; min-p 1: only the max; top-p 0.8
@@ -282,13 +328,15 @@ def test_filter_keeps_ties_at_every_cut_off() -> None:
     top_k = torch.tensor([3, 4, -1, -1, -1, 2])
     top_p = torch.tensor([1.0, 1.0, 1.0, 0.8, 0.955, 0.5])
     min_p = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 1.0])
-    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV), min_p.to(DEV))
+    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV), min_p.to(DEV),
+                           bf16_values=bf16_values)
     got = kernel_keep(lg, temp, stats).sum(-1).tolist()
     want = ref_filter(lg, temp, top_k, top_p, min_p)[0].sum(-1).tolist()
     assert got == want == [6, 6, 1, 6, 8, 20], (got, want)
 
 
-def test_filter_top_p_boundary_is_strict() -> None:
+@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
+def test_filter_top_p_boundary_is_strict(bf16_values: bool) -> None:
     """The sampler keeps a sorted position iff the mass before it is < top_p. With T = log2(e)
     the kernel's weights are exact powers of two (1, 1/2, 1/4, ..., 1/32 twice: total 2), so the
     mass before the third token is exactly 0.75 of the total: top-p 0.75 keeps two tokens, a
@@ -297,12 +345,13 @@ def test_filter_top_p_boundary_is_strict() -> None:
     temp = torch.full((2,), math.log2(math.e))
     top_p = torch.tensor([0.75, 0.7500001])
     stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), torch.full((2,), -1, device=DEV), top_p.to(DEV),
-                           torch.zeros(2, device=DEV))
+                           torch.zeros(2, device=DEV), bf16_values=bf16_values)
     assert kernel_keep(lg, temp, stats).sum(-1).tolist() == [2, 3]
 
 
-def test_filter_bad_and_greedy_rows() -> None:
-    lg = torch.randn(6, 300, generator=torch.Generator().manual_seed(1))
+@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
+def test_filter_bad_and_greedy_rows(bf16_values: bool) -> None:
+    lg = torch.randn(6, 300, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).float()
     lg[0, 7] = math.nan
     lg[1, 9] = math.inf
     lg[2] = -math.inf
@@ -311,7 +360,7 @@ def test_filter_bad_and_greedy_rows() -> None:
     top_k = torch.tensor([5, -1, 3, 5, -1, -1])
     top_p = torch.tensor([0.5, 0.9, 1.0, 0.5, 0.9, 0.9])
     stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV),
-                           torch.zeros(6, device=DEV)).cpu()
+                           torch.zeros(6, device=DEV), bf16_values=bf16_values).cpu()
     assert stats[:3, rk.BAD].tolist() == [1.0, 1.0, 1.0] and not stats[3:, rk.BAD].any()
     p = rk.probs_from_stats(lg.to(DEV), 1, temp.to(DEV), stats.to(DEV)).cpu()
     torch.testing.assert_close(p[:3], torch.full((3, 300), 1 / 300))  # uniform, as the sampler
@@ -396,6 +445,26 @@ def test_rejection_matches_float64_and_the_dense_path(s: int, vocab: int) -> Non
     for b in torch.nonzero(greedy)[:, 0].tolist():
         match = (case["drafts"][b] == top[b, :s]).int().cumprod(0).sum()
         assert int(acc[b]) == int(match) + 1 and torch.equal(em[b, : int(acc[b])], top[b, : int(acc[b])])
+
+
+@pytest.mark.parametrize("s,vocab", [(1, 777), (5, 5000)])
+def test_rejection_with_bf16_values_takes_the_same_tokens(s: int, vocab: int) -> None:
+    """A bf16 target's rows through ``filter_hist`` (rows with a top-k / top-p cut-off) and the
+    one-program filter (the others): the same tokens as the one-program filter alone, for the
+    same uniforms, unless a row's filter hinges on rounding."""
+    g = torch.Generator().manual_seed(7 * s + vocab)
+    bs = 12
+    case = _pipeline(bs, s, vocab, g)
+    case["logits"] = case["logits"].to(torch.bfloat16).float()
+    acc, em = _run(case)
+    h_acc, h_em = _run(case, lambda *a: rk.sampled_accept(*a, bf16_values=True))
+    ndt = s + 1
+    fragile = ref_filter(case["logits"].view(-1, vocab), case["temp"].repeat_interleave(ndt),
+                         case["top_k"].repeat_interleave(ndt), case["top_p"].repeat_interleave(ndt),
+                         case["min_p"].repeat_interleave(ndt))[2].view(bs, ndt).any(-1)
+    ok = ~fragile
+    assert int(ok.sum()) >= bs - 2
+    assert torch.equal(acc[ok], h_acc[ok]) and torch.equal(em[ok], h_em[ok])
 
 
 def _one_row_case(vocab: int, n: int, g: torch.Generator, top_p: float = 0.85, top_k: int = -1

@@ -461,8 +461,10 @@ class FusedIteration:
             cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=dev)
             q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=dev)
         u_residual = u[:, 2 * s] if s else u[:, 1]
+        # a bf16 target's logits are bf16 values widened (the LM head rounds to the model dtype)
         return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.col(rs.TEMP), prm.col(rs.TOP_K),
-                                                prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual)
+                                                prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual,
+                                                bf16_values=self.target.dtype == torch.bfloat16)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

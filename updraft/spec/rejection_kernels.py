@@ -39,6 +39,11 @@ within rounding of the min-p cut-off) may keep a different set; the kernels' own
 is then still a valid one and the acceptance uses it consistently. Two distinct logits whose
 ``l / T`` round to the same float32 are one tie group for the sampler and two values here.
 
+A bf16 target's rows with a top-k or top-p cut-off (``bf16_values``, at most ``HIST_MAX_ROWS``
+rows) go to ``filter_hist`` instead: its values are bf16, so a histogram over the 65536 of them
+describes each row exactly and many programs build it (the bracket search is serial, one program
+per row); this kernel skips those rows.
+
 Dispatch: ``sampled_accept`` runs the kernels on CUDA tensors, and on CPU tensors under the
 Triton interpreter when ``INTERPRET`` is set (tests); otherwise ``sampled_accept_reference``
 (the dense path: ``Sampler.probs``, a dense q, ``rejection_accept``), which CPU engine runs keep.
@@ -53,7 +58,7 @@ import triton
 import triton.language as tl
 
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
-from updraft.spec import device_rng
+from updraft.spec import device_rng, filter_hist
 from updraft.spec.sampling_kernels import interpreter_on
 from updraft.spec.verify import rejection_accept
 
@@ -79,6 +84,11 @@ _WARPS = 8
 #: ``rejection_sample``'s search: a block of ``_NSUB x _SUB`` tokens.
 _NSUB = 64
 _SUB = 64
+#: Most rows ``filter_hist`` takes (bf16 values): up to bs 10 at S = 5. Its zeroed bins cost 256 KB
+#: a row; on the H100 (benchmarks/filter_hist_bench.py, 2026-11-26) at 384 rows its launches took
+#: 350 / 790 us (49k / 128k vocabulary) whatever the filter, the one-program filter 500 / 1800 us
+#: with top-p and 73 / 244 without a cut-off.
+HIST_MAX_ROWS = 64
 #: Run the kernels in the Triton interpreter too (tests set it). Interpreted, a verify row
 #: costs ~50 ms (each reduction is a Python call), so CPU engine runs keep the dense path.
 INTERPRET = False
@@ -288,9 +298,12 @@ def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim
 @triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
 def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p,
                    Stats, Tiles, ndt, greedy_below, log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
-                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr):
+                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr, SKIP_CUTS: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     req = row // ndt
+    if SKIP_CUTS:  # filter_hist describes the rows with a top-k / top-p cut-off
+        if filter_hist.needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
+            return
     Row = Logits + row * stride_row
     Tile = Tiles + row * TILE
     temp = tl.load(Temp + req * s_temp).to(tl.float32)
@@ -354,21 +367,27 @@ def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_
 
 
 def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
-                top_p: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+                top_p: torch.Tensor, min_p: torch.Tensor, bf16_values: bool = False) -> torch.Tensor:
     """[R, NUM_STATS] float32 statistics (see the module docstring) of the target's filtered
     distribution for each row of ``logits`` [R, V] (any float dtype, unit stride along V); row
     ``r`` belongs to request ``r // ndt`` whose parameters are ``temperature`` / ``top_k`` /
     ``top_p`` / ``min_p`` [B] (raw: temperature below GREEDY_TEMPERATURE is greedy, top_k <= 0
-    or >= V, top_p >= 1 and min_p = 0 are off; any strides, read in place; top_k of any dtype)."""
+    or >= V, top_p >= 1 and min_p = 0 are off; any strides, read in place; top_k of any dtype).
+    ``bf16_values``: every logit is a bf16 value (a bf16 target's): the rows go to
+    ``filter_hist`` (three launches spreading each row over many programs) instead of one
+    program per row."""
     rows, vocab = logits.shape
     assert logits.stride(1) == 1, "filter_rows: the vocabulary dimension must be contiguous"
     assert vocab < 2**24, "AMAX is stored as float32"
     stats = torch.empty((rows, NUM_STATS), dtype=torch.float32, device=logits.device)
+    hist = bf16_values and rows <= HIST_MAX_ROWS
+    if hist:
+        filter_hist.filter_rows_bf16(logits, ndt, temperature, top_k, top_p, min_p, GREEDY_TEMPERATURE, stats)
     tiles = torch.empty((rows, TILE), dtype=torch.float32, device=logits.device)
     _filter_kernel[(rows,)](
         logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
         top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
-        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, num_warps=_WARPS,
+        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, SKIP_CUTS=hist, num_warps=_WARPS,
     )
     return stats
 
@@ -527,19 +546,20 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
 # ---- the whole acceptance --------------------------------------------------------------------
 def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
                    temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-                   min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor,
+                   bf16_values: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Rejection sampling of a chain of drafts against the target's filtered distribution:
     ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
     parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
     ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
-    (``use_kernels``), else ``sampled_accept_reference``."""
+    (``use_kernels``; four with ``bf16_values``, see ``filter_rows``), else
+    ``sampled_accept_reference``."""
     if not use_kernels(logits):
         return sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
                                         u_accept, u_residual)
     bs, ndt, vocab = logits.shape
     flat = logits.reshape(bs * ndt, vocab)
-    stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p)
+    stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p, bf16_values)
     return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual)
 
 

@@ -1,0 +1,247 @@
+"""``filter_rows`` for rows of bf16 values (a bf16 target's logits, widened to float32): three
+launches that spread each row over many programs, where ``rejection_kernels``'s filter walks
+the row from one program (its passes are serial: on the H100 a 6-row verify of the 8B shape's
+128k vocabulary spent 874 us there, SmolLM2's 49k 61 us).
+
+A bf16 value has 16 significant bits, so a row is exactly described by a histogram over the
+65536 bf16 values: every token of one bin has the same logit, hence the same probability, and
+every cut-off of the sampler (top-k, top-p on the top-k renormalised mass, min-p; ties kept) is
+a bin. The launches:
+
+1. ``_hist_kernel`` (rows x chunks of the vocabulary): each token adds 1 to its value's bin (int32
+   atomics: exact, order-free, deterministic); per row the finite and NaN / +inf counts, and the
+   max with its first index as one int64 ``atomic_max`` of ``(bin + 1) << 32 | (2**31 - 1 - index)``.
+2. ``_block_kernel`` (rows x 32 blocks of 2048 bins): each block's count and mass
+   ``sum count * exp2((v - M) * c)`` (float32).
+3. ``_cut_kernel`` (one program per row): the cut-offs from the block sums and, inside the one
+   block where a cumulative count or mass from the top crosses its limit, the bins' running
+   sums (a bin is kept iff the count and mass strictly above it are under the limits: the
+   sort's rule, ``rejection_kernels`` module docstring); the statistics ``M, THR, Z, AMAX, BAD``
+   as ``rejection_kernels.filter_rows`` defines them.
+
+Numerics: masses are float32 sums of ``count * p(v)`` in bin order (the one-program filter adds
+``p`` token by token in vocabulary order): rows whose cumulative mass sits within rounding of
+``top_p`` may keep another set, as the module docstring of ``rejection_kernels`` allows. A min-p
+cut-off is the lowest bin with ``v / T >= x_max + log(min_p)`` whether or not a token holds it
+(the kept set is the same). Rows of other values (float32 or float16 targets) must take the
+one-program filter: their low mantissa bits would be lost here.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+NBINS = 65536
+_BB = 2048  # bins per block (launch 2) and per in-block scan (launch 3)
+_NB = NBINS // _BB
+_CHUNK = 4096  # tokens per program of launch 1
+_IDX = 2**31 - 1
+
+
+@triton.jit
+def _bin_of(x):
+    """bf16-valued float32 -> its bin in value order (-0.0 as +0.0; no NaN here)."""
+    bits = tl.where(x == 0.0, 0, x.to(tl.int32, bitcast=True)) >> 16
+    return tl.where(bits < 0, bits ^ 0x7FFF, bits) + 32768
+
+
+@triton.jit
+def _value_of(b):
+    """The float32 value of bin ``b`` (inverse of ``_bin_of``)."""
+    k = b - 32768
+    bits = tl.where(k < 0, k ^ 0x7FFF, k) << 16
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
+    """Whether request ``req``'s rows need a top-k or top-p cut-off (sampled, a filter on): the
+    rows this module's kernels describe; the others (greedy, temperature and min-p only) the
+    one-program filter, whose one pass is cheaper there. Parameters only: both sides agree."""
+    temp = tl.load(Temp + req * s_temp).to(tl.float32)
+    top_k = tl.load(TopK + req * s_top_k)
+    top_p = tl.load(TopP + req * s_top_p).to(tl.float32)
+    return (temp >= greedy_below) & (((top_k > 0) & (top_k < V)) | (top_p < 1.0))
+
+
+@triton.jit
+def _hist_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
+                 CHUNK: tl.constexpr, NBINS: tl.constexpr, IDX: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
+        return
+    offs = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
+    inside = offs < V
+    x = tl.load(Logits + row * stride_row + offs, mask=inside, other=float("-inf")).to(tl.float32)
+    nan = x != x
+    bad = nan | (x == float("inf"))
+    fin = inside & (nan == 0) & (x > float("-inf"))
+    ok = fin & (bad == 0)
+    b = _bin_of(tl.where(ok, x, 0.0))
+    tl.atomic_add(Hist + row * NBINS + b, tl.full([CHUNK], 1, tl.int32), mask=ok, sem="relaxed")
+    best = tl.max(tl.where(ok, b, -1), axis=0)
+    first = tl.min(tl.where(ok & (b == best), offs, IDX), axis=0)
+    packed = ((best + 1).to(tl.int64) << 32) | (IDX - first).to(tl.int64)
+    tl.atomic_max(Acc + row * 4, tl.where(best >= 0, packed, 0), sem="relaxed")
+    tl.atomic_add(Acc + row * 4 + 1, tl.sum(fin.to(tl.int64), axis=0), sem="relaxed")
+    tl.atomic_add(Acc + row * 4 + 2, tl.sum((inside & bad).to(tl.int64), axis=0), sem="relaxed")
+
+
+@triton.jit
+def _row_max(Acc, row):
+    """(max value, its first index, whether the row has a finite non-inf token)."""
+    packed = tl.load(Acc + row * 4)
+    has = packed > 0
+    b = (packed >> 32).to(tl.int32) - 1
+    return tl.where(has, _value_of(b), float("-inf")), (2**31 - 1 - (packed & 0x7FFFFFFF)).to(tl.int32), has
+
+
+@triton.jit
+def _c_of(Temp, s_temp, req, greedy_below):
+    temp = tl.load(Temp + req * s_temp).to(tl.float32)
+    greedy = temp < greedy_below
+    temp = tl.where(greedy, 1.0, temp)
+    return temp, greedy, tl.math.div_rn(1.4426950408889634, temp)
+
+
+@triton.jit
+def _block_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
+                  NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    blk = tl.program_id(1)
+    if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
+        return
+    _, _, c = _c_of(Temp, s_temp, row // ndt, greedy_below)
+    m, _, _ = _row_max(Acc, row)
+    bins = blk * BB + tl.arange(0, BB)
+    cnt = tl.load(Hist + row * NBINS + bins)
+    mass = tl.where(cnt > 0, cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+    tl.store(Part + (row * NB + blk) * 2, tl.sum(cnt, axis=0).to(tl.float32))
+    tl.store(Part + (row * NB + blk) * 2 + 1, tl.sum(mass, axis=0))
+
+
+@triton.jit
+def _crossing(HistRow, PartRow, m, c, lim_c, lim_s, BB: tl.constexpr, NB: tl.constexpr):
+    """The lowest bin kept under ``count(> bin) < lim_c`` and ``mass(> bin) < lim_s`` (the first
+    bin from the top where a running sum including it reaches its limit) and the mass at or
+    above it; bin -1 when no running sum reaches its limit (every token is kept)."""
+    j = tl.arange(0, NB)
+    top = NB - 1 - j  # blocks from the top
+    pc = tl.load(PartRow + top * 2)
+    ps = tl.load(PartRow + top * 2 + 1)
+    cc = tl.cumsum(pc, axis=0)
+    cs = tl.cumsum(ps, axis=0)
+    hit = (cc >= lim_c) | (cs >= lim_s)
+    first = tl.min(tl.where(hit, j, NB), axis=0)
+    cut = -1
+    z = 0.0
+    if first < NB:
+        before_c = tl.sum(tl.where(j < first, pc, 0.0), axis=0)
+        before_s = tl.sum(tl.where(j < first, ps, 0.0), axis=0)
+        blk = NB - 1 - first
+        i = tl.arange(0, BB)
+        bins = blk * BB + BB - 1 - i  # this block's bins from the top
+        cnt = tl.load(HistRow + bins)
+        mass = tl.where(cnt > 0, cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+        rc = before_c + tl.cumsum(cnt.to(tl.float32), axis=0)
+        rs = before_s + tl.cumsum(mass, axis=0)
+        hit_b = (cnt > 0) & ((rc >= lim_c) | (rs >= lim_s))
+        at = tl.min(tl.where(hit_b, i, BB), axis=0)
+        # the block sum crossed but the running sum, added in another order, did not: the
+        # block's lowest present bin (a rounding-level difference)
+        at = tl.where(at < BB, at, tl.max(tl.where(cnt > 0, i, -1), axis=0))
+        cut = blk * BB + BB - 1 - at
+        z = tl.sum(tl.where(i <= at, mass, 0.0), axis=0) + before_s
+    return cut, z
+
+
+@triton.jit
+def _mass_from(HistRow, PartRow, b, m, c, BB: tl.constexpr, NB: tl.constexpr):
+    """The mass of the bins >= ``b``."""
+    j = tl.arange(0, NB)
+    blk = b // BB
+    above = tl.sum(tl.where(j > blk, tl.load(PartRow + j * 2 + 1), 0.0), axis=0)
+    bins = blk * BB + tl.arange(0, BB)
+    cnt = tl.load(HistRow + bins)
+    mass = tl.where((cnt > 0) & (bins >= b), cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+    return above + tl.sum(mass, axis=0)
+
+
+@triton.jit
+def _cut_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, Stats, ndt, V,
+                greedy_below, NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr, NS: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    req = row // ndt
+    if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
+        return
+    HistRow = Hist + row * NBINS
+    PartRow = Part + row * NB * 2
+    temp, greedy, c = _c_of(Temp, s_temp, req, greedy_below)
+    m, amax, has = _row_max(Acc, row)
+    n_fin = tl.load(Acc + row * 4 + 1)
+    n_bad = tl.load(Acc + row * 4 + 2)
+    z = tl.sum(tl.load(PartRow + tl.arange(0, NB) * 2 + 1), axis=0)
+    bad = (n_bad > 0) | (has == 0)
+    m_out = tl.where(bad, 0.0, m)
+    z = tl.where(bad, V * 1.0, z)
+    amax = tl.where(bad, 0, amax)
+    top_k = tl.load(TopK + req * s_top_k)
+    top_p = tl.load(TopP + req * s_top_p).to(tl.float32)
+    min_p = tl.load(MinP + req * s_min_p).to(tl.float32)
+    sampled = (greedy == 0) & (bad == 0)
+    k_on = sampled & (top_k > 0) & (top_k < n_fin)
+    p_on = sampled & (top_p < 1.0)
+    thr_bin = -1
+    z_keep = z
+    if k_on:
+        thr_bin, z_keep = _crossing(HistRow, PartRow, m, c, top_k.to(tl.float32), float("inf"), BB, NB)
+    if p_on:
+        pb, pz = _crossing(HistRow, PartRow, m, c, float("inf"), top_p * z_keep, BB, NB)
+        if pb > thr_bin:
+            thr_bin = pb
+            z_keep = pz
+    thr = tl.where(thr_bin >= 0, _value_of(tl.maximum(thr_bin, 0)), float("-inf"))
+    # min-p on x = l / T as the sampler decides it: the lowest bin with v / T >= cut (a bisection
+    # over bins: x is monotone in the bin)
+    cut = tl.math.div_rn(m, temp) + tl.log(min_p)
+    if sampled & (tl.math.div_rn(thr, temp) < cut):
+        lo = _bin_of(m) * 0  # bins below lo fail, hi passes (the max passes)
+        hi = _bin_of(m)
+        for _ in range(17):
+            mid = (lo + hi) // 2
+            if tl.math.div_rn(_value_of(mid), temp) >= cut:
+                hi = mid
+            else:
+                lo = mid + 1
+        l_cut = _value_of(hi)
+        if l_cut > thr:
+            thr = l_cut
+            z_keep = _mass_from(HistRow, PartRow, hi, m, c, BB, NB)
+    out = Stats + row * NS
+    tl.store(out + 0, m_out)
+    tl.store(out + 1, thr)
+    tl.store(out + 2, z_keep)
+    tl.store(out + 3, amax.to(tl.float32))
+    tl.store(out + 4, bad.to(tl.float32))
+
+
+def filter_rows_bf16(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
+                     top_p: torch.Tensor, min_p: torch.Tensor, greedy_below: float, stats: torch.Tensor) -> None:
+    """``rejection_kernels.filter_rows``'s statistics, into ``stats`` [R, NS], for the rows of
+    bf16 values that ``needs_cut`` (see the module docstring; the other rows are left alone)."""
+    rows, vocab = logits.shape
+    if rows == 0:
+        return
+    dev = logits.device
+    hist = torch.zeros((rows, NBINS), dtype=torch.int32, device=dev)  # 256 KB a row (a memset in a graph)
+    acc = torch.zeros((rows, 4), dtype=torch.int64, device=dev)
+    part = torch.empty((rows, _NB, 2), dtype=torch.float32, device=dev)
+    sel = (temperature, temperature.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0), ndt, greedy_below, vocab)
+    _hist_kernel[(rows, triton.cdiv(vocab, _CHUNK))](logits, logits.stride(0), hist, acc, *sel, CHUNK=_CHUNK,
+                                                      NBINS=NBINS, IDX=_IDX, num_warps=8)
+    _block_kernel[(rows, _NB)](hist, acc, part, *sel, NBINS=NBINS, BB=_BB, NB=_NB, num_warps=4)
+    _cut_kernel[(rows,)](hist, acc, part, temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
+                         top_p.stride(0), min_p, min_p.stride(0), stats, ndt, vocab, greedy_below, NBINS=NBINS, BB=_BB,
+                         NB=_NB, NS=stats.shape[1], num_warps=8)
