@@ -107,13 +107,14 @@ def test_float64_rows_are_ranked_by_their_float32_rounding() -> None:
     assert torch.equal(idx[1].cpu(), torch.arange(64))  # ties in float32: by index
 
 
-def test_nan_ranks_first() -> None:
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nan_ranks_first(dtype: torch.dtype) -> None:
     x = torch.randn(2, 100, generator=torch.Generator().manual_seed(5))
     x[0, 40] = math.nan
     x[0, 3] = -math.nan  # a sign-bit NaN: still ranks first (every NaN is made +NaN)
     x[1, 9] = math.inf
     x[1, 50] = math.nan
-    vals, idx = check(x.to(DEV), 4)
+    vals, idx = check(x.to(dtype).to(DEV), 4)
     assert idx[0, :2].tolist() == [3, 40] and bool(vals[0, :2].isnan().all())
     assert idx[1, :2].tolist() == [50, 9] and vals[1, 1] == math.inf
 
