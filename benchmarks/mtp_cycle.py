@@ -25,6 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).parent))
+from cycle_profile import diff, profile_variant, show  # noqa: E402
 from graph_phases import fake_requests  # noqa: E402
 from spec_iteration import _free, fused_ms  # noqa: E402
 
@@ -53,6 +54,8 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--profile", action="store_true",
+                    help="also the kernels of the plain step and each cycle (cycle_profile.py's tables), bs 1")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     steps = [int(x) for x in args.steps.split(",")]
@@ -71,6 +74,9 @@ def main() -> None:
         res[f"plain_step_ms_bs{bs}"] = fused_ms(plain, reqs, args.iters)
         for r in reqs:
             plain.scheduler.release(r)
+    if args.profile:
+        res["profile_plain_bs1"] = profile_variant(plain, 1, 0, False, args.context, 5)
+        show("bs 1 plain", res["profile_plain_bs1"])
     del plain
     _free()
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,6 +92,12 @@ def main() -> None:
                 res[f"cycle_steps_s{s}_bs{bs}"] = ms / res[f"plain_step_ms_bs{bs}"]
             for r in reqs:
                 eng.scheduler.release(r)
+        if args.profile:
+            for s in steps:
+                prof = res[f"profile_s{s}_bs1"] = profile_variant(eng, 1, s, False, args.context, 5)
+                show(f"bs 1 MTP S = {s}", prof)
+                res[f"profile_s{s}_minus_plain"] = d = diff(res["profile_plain_bs1"], prof)
+                print("   minus plain: " + "; ".join(f"{r['name'][:40]} {r['us']:+.0f} us ({r['count']:+.0f})" for r in d[:10]))
         del eng
     print(f"{args.model} ({res['backend']}), context {args.context}")
     for bs in sizes:

@@ -267,26 +267,30 @@ def test_forward_does_not_sync(monkeypatch: pytest.MonkeyPatch) -> None:
     assert harness.check_output(setup, batch, out, backend.scale).ok
 
 
-@pytest.mark.parametrize("heads,bs,stride,rows,splits", [(16, 8, 1, 16, 32), (16, 64, 1, 16, 8), (128, 8, 1, 32, 16),
-                                                       (128, 64, 1, 32, 2), (16, 8, 4, 32, 32)])
-def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: int) -> None:
+@pytest.mark.parametrize("heads,bs,stride,rows,splits,context", [
+    (16, 8, 1, 16, 32, 32768), (16, 64, 1, 16, 8, 32768), (128, 8, 1, 32, 16, 32768), (128, 64, 1, 32, 2, 32768),
+    (16, 8, 4, 32, 32, 32768), (16, 1, 2, 32, 16, 1024), (16, 1, 1, 16, 8, 1024)])
+def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: int, context: int) -> None:
     """The plan an H100 (132 SMs) gets at 512 + 64, computed on the host: head blocks of 16 or
     32 rows (verify: 4 tokens x 16 heads in two), ~4 programs per SM through KV splits rounded
     down to a power of two, at most 32 (the H100 sweep of 2026-11-26: 32 at bs 8, 8 at bs 64),
-    and a split never shorter than 16 keys per row of the tile."""
+    and a split at least ``max(2 x block_n, f x rows)`` keys, f = 8 in decode and 2 in verify
+    blocks: a 2-token verify at 1k context runs 16 splits (it ran 2 of 512 keys when f was 16:
+    +1.2 ms a DeepSeek-V2-Lite MTP cycle on the H100)."""
     from updraft.batch import make_forward_batch
 
     pool = KVPool(1, 4, 16, 1, 576, torch.bfloat16, "cpu", v_head_dim=512, shared_kv=True)
-    table = torch.zeros(bs + 1, 32768 + 8, dtype=torch.int32)
+    table = torch.zeros(bs + 1, context + 8, dtype=torch.int32)
     backend = MLABackend(pool, table, heads, 1, 576)
     backend.interpret, backend.num_sms = False, 132
     mode = M.DECODE if stride == 1 else M.TARGET_VERIFY
     batch = make_forward_batch(mode, torch.zeros(bs * stride, dtype=torch.long), torch.arange(1, bs + 1),
-                               torch.full((bs,), 32768, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
+                               torch.full((bs,), context, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
                                table, logits="none", stride=stride)
     plan = backend._plan(batch)
     assert plan.use_decode_kernel and plan.tile.block_rows == rows and plan.num_kv_splits == splits
-    assert plan.tile.min_split >= 16 * rows and plan.tile.num_warps == (4 if rows == 16 else 8)
+    floor = (MLABackend.min_split_rows if stride == 1 else MLABackend.verify_min_split_rows) * rows
+    assert plan.tile.min_split == max(2 * plan.tile.block_n, floor) and plan.tile.num_warps == (4 if rows == 16 else 8)
 
 
 # ---- input checks -----------------------------------------------------------------------------

@@ -63,6 +63,14 @@ class MLABackend(TritonBackend):
     split_waves: ClassVar[int] = 4
     verify_split_waves: ClassVar[int] = 4  # MLA's verify is its decode, ndt rows wider (same sweep)
     max_kv_splits: ClassVar[int] = 32
+    #: A decode-kernel split covers at least ``max(2 * block_n, rows * block_m)`` keys, ``rows``
+    #: these factors for decode and for verify blocks. H100, random DeepSeek-V2-Lite + one MTP
+    #: module, bs 1, 1k context (2026-11-26, benchmarks/results/2026-11-26-h100-mla-verify-splits):
+    #: at 16 / 16 a 2-token verify (32 rows, 32-row tiles) got 2 splits of 512 keys, two programs,
+    #: and the MTP S = 1 cycle took 8.66 ms = 1.49 plain steps; verify 2 (16 splits): 7.47 ms; decode
+    #: 8 took the plain step from 5.81 to 5.66 ms. Long contexts split by the occupancy policy.
+    min_split_rows: ClassVar[int] = 8
+    verify_min_split_rows: ClassVar[int] = 2
 
     def __init__(
         self,
@@ -115,7 +123,8 @@ class MLABackend(TritonBackend):
             return TileConfig(block_rows=16, block_n=16, min_split=64, num_warps=4, num_stages=2)
         block_m = min(max(16, next_pow2(rows)), 32 if use_decode else 64)
         block_n = 64 if block_m <= 16 else 32
-        min_split = max(2 * block_n, 16 * block_m) if use_decode else 2 * block_n
+        rows_factor = self.min_split_rows if max_ext <= 1 else self.verify_min_split_rows
+        min_split = max(2 * block_n, rows_factor * block_m) if use_decode else 2 * block_n
         return TileConfig(block_rows=block_m, block_n=block_n, min_split=min_split, num_warps=4 if block_m <= 16 else 8,
                           num_stages=2)
 
