@@ -277,7 +277,7 @@ def test_filter_matches_float64_sort(vocab: int, kind: str) -> None:
     assert fragile <= 2, f"{fragile} of {rows} rows hinge on rounding"
 
 
-@pytest.mark.parametrize("vocab", [777, 5000])
+@pytest.mark.parametrize("vocab", [777])
 @pytest.mark.parametrize("kind", ["randn", "ties", "coarse", "masked", "peaked", "flat"])
 def test_filter_of_bf16_values_matches_float64_sort(vocab: int, kind: str) -> None:
     """The histogram filter (``filter_hist``) on bf16-valued rows: the same kept sets."""
@@ -447,13 +447,13 @@ def test_rejection_matches_float64_and_the_dense_path(s: int, vocab: int) -> Non
         assert int(acc[b]) == int(match) + 1 and torch.equal(em[b, : int(acc[b])], top[b, : int(acc[b])])
 
 
-@pytest.mark.parametrize("s,vocab", [(1, 777), (5, 5000)])
+@pytest.mark.parametrize("s,vocab", [(3, 2000)])
 def test_rejection_with_bf16_values_takes_the_same_tokens(s: int, vocab: int) -> None:
     """A bf16 target's rows through ``filter_hist`` (rows with a top-k / top-p cut-off) and the
     one-program filter (the others): the same tokens as the one-program filter alone, for the
     same uniforms, unless a row's filter hinges on rounding."""
     g = torch.Generator().manual_seed(7 * s + vocab)
-    bs = 12
+    bs = 8
     case = _pipeline(bs, s, vocab, g)
     case["logits"] = case["logits"].to(torch.bfloat16).float()
     acc, em = _run(case)
