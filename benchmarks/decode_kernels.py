@@ -9,6 +9,8 @@
    weight copies larger than L2; achieved weight bandwidth against --peak-bw (3.01 TB/s).
    ``--tune`` first sweeps the launch configs per (shape, M bucket) and writes
    ``$UPDRAFT_CACHE/gemv_configs.json`` (~1 s per candidate compile; a few minutes once).
+   ``--hf-config config.json --models custom`` takes another model's shapes: tuned, its wide
+   rows take the fused layers under the "auto" policy (``ops.FusedPolicy``).
 2. Whole steps in CUDA graphs (random weights, --context tokens of KV, --batch-sizes requests):
    DECODE and a 6-token TARGET_VERIFY of both models, and a draft-step-shaped model (one decoder
    layer + a draft-vocabulary LM head); --variants of ``unfused`` (unfused layers), ``fused`` (the
@@ -69,10 +71,11 @@ def graph_time(fns: list[Callable[[], object]], replays: int = 20) -> float:
 
 # ---- part 1: GEMMs -------------------------------------------------------------------------
 def gemm_cases(cfg: ModelConfig) -> list[tuple[str, str, int, int]]:
-    """(name, kind, N, K): N in the kind's units (gate_up: intermediate size)."""
+    """(name, kind, N, K) as the fused layer launches them (``LlamaAttention.gemms``): N in the
+    kind's units (gate_up: intermediate size); with q/k norm (Qwen3) the QKV GEMM is a plain one."""
     h, q, kv, i = cfg.hidden_size, cfg.q_size, cfg.kv_size, cfg.intermediate_size
-    return [("qkv", "qkv", q + 2 * kv, h), ("o", "linear", h, q), ("gate_up", "gate_up", i, h),
-            ("down", "linear", h, i), ("lm_head", "linear", cfg.vocab_size, h)]
+    return [("qkv", "linear" if cfg.qk_norm else "qkv", q + 2 * kv, h), ("o", "linear", h, q),
+            ("gate_up", "gate_up", i, h), ("down", "linear", h, i), ("lm_head", "linear", cfg.vocab_size, h)]
 
 
 class GemmBench:
@@ -97,6 +100,8 @@ class GemmBench:
     def fused(self, w: torch.Tensor, cfg: gemv_config.GemvConfig | None = None) -> Callable[[], object]:
         pro = Prologue(self.nw, 1e-5, self.res, write_residual=True)
         c = self.cfg
+        if self.name == "qkv" and self.kind == "linear":  # q/k norm: the norm-prologue QKV GEMM
+            return lambda: gemv.linear(self.x, w, None, pro, config=cfg)
         if self.kind == "qkv":
             return lambda: gemv.qkv_rope_store(self.x, w, None, pro, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads,
                                                head_dim=c.head_dim, k_pool=self.pools[0], v_pool=self.pools[1],
@@ -272,13 +277,25 @@ def main() -> None:
     p.add_argument("--peak-bw", type=float, default=3.01e12, help="bytes/s the floor is computed against")
     p.add_argument("--skip-gemms", action="store_true")
     p.add_argument("--skip-steps", action="store_true")
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)} (and custom)")
+    p.add_argument("--hf-config", type=Path, default=None,
+                   help="a Hugging Face config.json: its shapes as model 'custom' (e.g. --models custom --tune --skip-steps "
+                        "to tune another model's GEMMs, so the fused layers' policy takes its wide rows)")
     p.add_argument("--gemms", default=None, help="part 1: only these GEMMs (qkv, o, gate_up, down, lm_head)")
     p.add_argument("--m-values", default=",".join(map(str, M_VALUES)), help="part 1: token rows")
     p.add_argument("--batch-sizes", default="1", help="part 2: requests per step (a verify has 6 rows each)")
     p.add_argument("--variants", default=",".join(VARIANTS[:4]), help=f"part 2: of {', '.join(VARIANTS)}")
     args = p.parse_args()
     models = args.models.split(",")
+    if args.hf_config is not None:
+        custom = ModelConfig.from_hf(json.loads(args.hf_config.read_text()))
+        MODELS["custom"] = custom
+        DRAFTS["custom"] = replace(custom, num_layers=1, vocab_size=min(custom.vocab_size, 32000),
+                                   tie_word_embeddings=False)
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        p.error(f"--models {','.join(unknown)}: expected {', '.join(MODELS)}"
+                + ("" if args.hf_config else " (custom needs --hf-config)"))
     PEAK = args.peak_bw
     torch.manual_seed(0)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,

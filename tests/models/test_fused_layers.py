@@ -178,13 +178,16 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     llama8b = (("qkv", 6144, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 14336, 4096, 0),
                ("linear", 4096, 14336, 0))
     qwen3_8b = (("linear", 6144, 4096, 0), ("linear", 4096, 4096, 0), ("gate_up", 12288, 4096, 0),
-                ("linear", 4096, 12288, 0))
+                ("linear", 4096, 12288, 0))  # shipped for one row (decode_kernels.py --hf-config ... --tune)
+    llama2_7b = (("qkv", 12288, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 11008, 4096, 0),
+                 ("linear", 4096, 11008, 0))
     p = ops.FusedPolicy()
     assert all(p.takes(r, 576, cuda) for r in range(1, 17)) and not p.takes(17, 576, cuda)
     assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in (1, 5, 6, 8))
     assert not any(p.takes(r, 4096, cuda, bf16, llama8b) for r in (2, 3, 4, 9, 16))
-    assert not p.takes(1, 4096, cuda, bf16, qwen3_8b), "another 4096-wide model has no tuned configs"
-    assert not p.takes(1, 4096, cuda, bf16, llama8b[:1] + (("gate_up", 12288, 4096, 0),))
+    assert not p.takes(1, 4096, cuda, bf16, llama2_7b), "another 4096-wide model has no tuned configs"
+    assert p.takes(1, 4096, cuda, bf16, qwen3_8b) and not p.takes(6, 4096, cuda, bf16, qwen3_8b)
+    assert not p.takes(1, 4096, cuda, bf16, llama8b[:1] + (("gate_up", 11008, 4096, 0),))
     assert not p.takes(1, 4096, cuda, bf16), "wide rows without their GEMMs named"
     assert not p.takes(1, 4096, cuda, torch.float16, llama8b), "the table is bf16's"
     assert not p.takes(1, 8192, cuda, bf16, llama8b)
