@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from updraft import ops
-from updraft.batch import ForwardMode
+from updraft.batch import ForwardBatch, ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models import fused as fused_mod
 from updraft.models.config import ModelConfig, RopeScaling
@@ -204,31 +204,46 @@ def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, i
         k: round(v, 1) for k, v in times.most_common()}
 
 
-def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str, bs: int = 1) -> dict[str, Any]:
-    cfg = model.config
+def step_batch(model: torch.nn.Module, mode: ForwardMode, context: int, bs: int,
+               merge_in_kernel: bool = False) -> tuple[ModelRunner, ForwardBatch]:
+    """A runner on the triton backend and one DECODE (or 6-token TARGET_VERIFY) batch of ``bs``
+    requests at ``context`` tokens, its metadata built (buffers allocated outside any capture)."""
     pool = ReqToTokenPool(bs + 1, context + 64, "cuda")
     pages = bs * (context + 64)
     alloc = PagedAllocator(pool, pages, 1)
     runner = ModelRunner(model, pool, pages, 1, "triton")
-    runner.backend.merge_in_kernel = variant == "fused_merge_in_launch"
+    runner.backend.merge_in_kernel = merge_in_kernel
     rows = [pool.alloc() for _ in range(bs)]
     assert all(r is not None and alloc.ensure(r, context + 8) for r in rows)
     width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
     batch = runner.make_batch(mode, [1] * (width * bs), rows, [context + width] * bs, [width] * bs, stride=width,
                               logits="all" if width > 1 else "last")
     batch.attn_backend = runner.backend
-    runner.backend.init_forward_metadata(batch)  # buffers allocated here, outside the capture
+    runner.backend.init_forward_metadata(batch)
+    return runner, batch
+
+
+def capture_graph(model: torch.nn.Module, batch: ForwardBatch) -> torch.cuda.CUDAGraph:
+    """Two warm-up forwards (compiles, the argmax counter), then one forward captured."""
+    for _ in range(2):
+        model(batch)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        model(batch)
+    return graph
+
+
+def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str, bs: int = 1) -> dict[str, Any]:
+    cfg = model.config
+    width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
+    runner, batch = step_batch(model, mode, context, bs, merge_in_kernel=variant == "fused_merge_in_launch")
     head_flag = fused_mod.FUSED_LM_HEAD
     fused_mod.FUSED_LM_HEAD = variant == "fused_head"  # the fused LM head (final norm + argmax)
     policy = ops.EVERYWHERE if variant == "fused_rows64" else ops.fused_policy()
     try:
         with ops.use_fused_layers(variant.startswith("fused")), ops.use_fused_policy(policy):
-            for _ in range(2):
-                model(batch)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                model(batch)
+            graph = capture_graph(model, batch)
     finally:
         fused_mod.FUSED_LM_HEAD = head_flag
     t = replay_time(graph)

@@ -28,28 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import decode_kernels as dk  # noqa: E402
 
 from updraft.batch import ForwardMode  # noqa: E402
-from updraft.memory.pools import PagedAllocator, ReqToTokenPool  # noqa: E402
-from updraft.runtime.model_runner import ModelRunner  # noqa: E402
 
 
 def capture(model: torch.nn.Module, mode: ForwardMode, bs: int, context: int) -> tuple[torch.cuda.CUDAGraph, Any]:
-    width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
-    pool = ReqToTokenPool(bs + 1, context + 64, "cuda")
-    alloc = PagedAllocator(pool, bs * (context + 64), 1)
-    runner = ModelRunner(model, pool, bs * (context + 64), 1, "triton")
-    rows = [pool.alloc() for _ in range(bs)]
-    assert all(r is not None and alloc.ensure(r, context + 8) for r in rows)
-    batch = runner.make_batch(mode, [1] * (width * bs), rows, [context + width] * bs, [width] * bs, stride=width,
-                              logits="all" if width > 1 else "last")
-    batch.attn_backend = runner.backend
-    runner.backend.init_forward_metadata(batch)
-    for _ in range(2):
-        model(batch)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        model(batch)
-    return graph, (runner, batch)
+    runner, batch = dk.step_batch(model, mode, context, bs)
+    return dk.capture_graph(model, batch), (runner, batch)
 
 
 def synced_ms(graph: torch.cuda.CUDAGraph, n: int = 30) -> float:

@@ -56,6 +56,16 @@ def _value_of(b):
 
 
 @triton.jit
+def store_stats(Out, m, thr, z, amax, bad):
+    """One row's statistics, in ``rejection_kernels``'s column order (M, THR, Z, AMAX, BAD)."""
+    tl.store(Out + 0, m)
+    tl.store(Out + 1, thr)
+    tl.store(Out + 2, z)
+    tl.store(Out + 3, amax.to(tl.float32))
+    tl.store(Out + 4, bad.to(tl.float32))
+
+
+@triton.jit
 def needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
     """Whether request ``req``'s rows need a top-k or top-p cut-off (sampled, a filter on): the
     rows this module's kernels describe; the others (greedy, temperature and min-p only) the
@@ -219,12 +229,7 @@ def _cut_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, Min
         if l_cut > thr:
             thr = l_cut
             z_keep = _mass_from(HistRow, PartRow, hi, m, c, BB, NB)
-    out = Stats + row * NS
-    tl.store(out + 0, m_out)
-    tl.store(out + 1, thr)
-    tl.store(out + 2, z_keep)
-    tl.store(out + 3, amax.to(tl.float32))
-    tl.store(out + 4, bad.to(tl.float32))
+    store_stats(Stats + row * NS, m_out, thr, z_keep, amax, bad)
 
 
 def filter_rows_bf16(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,

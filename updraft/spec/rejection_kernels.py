@@ -358,12 +358,7 @@ def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_
         if l_cut > thr:
             thr = l_cut
             z_keep = s_cut
-    out = Stats + row * NS
-    tl.store(out + 0, m)
-    tl.store(out + 1, thr)
-    tl.store(out + 2, z_keep)
-    tl.store(out + 3, amax.to(tl.float32))
-    tl.store(out + 4, bad.to(tl.float32))
+    filter_hist.store_stats(Stats + row * NS, m, thr, z_keep, amax, bad)
 
 
 def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
