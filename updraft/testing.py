@@ -1,11 +1,13 @@
 """Small random checkpoints for tests, benchmarks and the kit: a byte-level tokenizer, tiny
 Hugging Face models written by transformers (the real layout), EAGLE / EAGLE-3 heads in the
-published key layout and MTP heads in DeepSeek-V3's; an op counter for device work (``count_ops``). transformers and triton are
-imported lazily (only tests need them)."""
+published key layout and MTP heads in DeepSeek-V3's; an op counter for device work (``count_ops``);
+logit rows and a float64 sort-based reference of the sampler's filters (the sampled acceptance's
+tests). transformers and triton are imported lazily (only tests need them)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +15,8 @@ from typing import Any
 
 import torch
 from safetensors.torch import save_file
+
+from updraft.runtime.sampler import GREEDY_TEMPERATURE
 
 TINY_VOCAB = 300
 
@@ -348,3 +352,71 @@ def count_ops(fn: Callable[[], object]) -> OpCount:
         for cls, run in originals.items():
             cls.run = run  # type: ignore[method-assign]
     return counts
+
+# ---- the sampled acceptance's filters: rows, parameters and a float64 reference -------------
+FILTER_TEMPS = [0.0, 1e-6, 2e-5, 0.05, 0.7, 1.0, 1.7, 5.0, 100.0]
+FILTER_TOP_P = [1.0, 1.0, 0.999, 0.95, 0.9, 0.6, 0.3, 0.01]
+FILTER_MIN_P = [0.0, 0.0, 0.0, 0.01, 0.1, 0.5, 1.0]
+
+
+def filter_test_rows(kind: str, rows: int, vocab: int, g: torch.Generator) -> torch.Tensor:
+    """Logit rows of one ``kind`` for the sampled-acceptance filter tests."""
+    x = torch.randn(rows, vocab, generator=g)
+    if kind == "randn":
+        return x * (0.5 + 5.5 * torch.rand(rows, 1, generator=g))
+    if kind == "ties":  # half-integers: every cut-off lands in a group of equal logits
+        return (x * 2).round() / 2
+    if kind == "coarse":  # four values
+        return torch.randint(0, 4, (rows, vocab), generator=g).float()
+    if kind == "masked":  # a masked vocabulary
+        return torch.where(torch.rand(rows, vocab, generator=g) < 0.4, -math.inf, x * 3)
+    if kind == "peaked":
+        return x.index_fill(1, torch.tensor([vocab // 3]), 30.0)
+    return x * 0.05  # flat: the nucleus is most of the vocabulary
+
+
+def filter_test_params(rows: int, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """(temperature, top_k, top_p, min_p) per row, drawn from edge-heavy value lists."""
+    def pick(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values)[torch.randint(0, len(values), (rows,), generator=g)]
+
+    top_k = [-1, -1, 0, 1, 2, 5, 37, 300, vocab - 1, vocab, vocab + 5]
+    return pick(FILTER_TEMPS), pick(top_k).long(), pick(FILTER_TOP_P), pick(FILTER_MIN_P)
+
+
+def sampler_filter_reference(logits: torch.Tensor, temp: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+               min_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(kept [R, V] bool over finite logits, probs [R, V] float64, fragile [R] bool): the
+    sampler's filters by a float64 sort, on the float32 ``x = logits / T`` the sampler sees."""
+    rows, vocab = logits.shape
+    keep = torch.zeros(rows, vocab, dtype=torch.bool)
+    probs = torch.zeros(rows, vocab, dtype=torch.float64)
+    fragile = torch.zeros(rows, dtype=torch.bool)
+    for r in range(rows):
+        lg = logits[r].float().cpu()
+        if bool(lg.isnan().any() | (lg == math.inf).any() | (lg == -math.inf).all()):
+            lg = torch.zeros_like(lg)
+        if float(temp[r]) < GREEDY_TEMPERATURE:
+            keep[r, int(lg.argmax())] = True
+            probs[r, int(lg.argmax())] = 1.0
+            continue
+        x32 = lg / temp[r : r + 1].float().cpu()
+        x = x32.double()
+        e = torch.exp(x - x.max())
+        xs, order = torch.sort(x, descending=True, stable=True)
+        k = int(top_k[r]) if 0 < int(top_k[r]) < vocab else vocab
+        thr = xs[k - 1]
+        ek = torch.where(x >= thr, e, 0.0)
+        p_sorted = ek[order] / ek.sum()
+        before = torch.cumsum(p_sorted, 0) - p_sorted
+        tp = float(top_p[r]) if float(top_p[r]) < 1 else math.inf
+        thr = torch.maximum(thr, xs[int((before < tp).sum()) - 1])
+        fragile[r] = bool(((before - tp).abs() < 1e-5).any())
+        if float(min_p[r]) > 0:  # float32 as the sampler: x_max + log(min_p)
+            cut = x32.max() + torch.log(min_p[r : r + 1].float().cpu())
+            thr = torch.maximum(thr, cut.double()[0])
+            near = (x32 - cut).abs() <= 1e-6 * max(1.0, float(cut.abs()))
+            fragile[r] |= bool((near & (x32 < x32.max())).any())  # the max is always kept
+        keep[r] = torch.isfinite(x) & (x >= thr)
+        probs[r] = torch.where(keep[r], e, 0.0) / torch.where(keep[r], e, 0.0).sum()
+    return keep, probs, fragile

@@ -1,7 +1,6 @@
 """The rejection kernels (``updraft.spec.rejection_kernels``) against independent references.
 
-``filter_rows`` keeps exactly the set a float64 sort-based filter keeps (ties included) and the
-set ``Sampler.probs`` keeps, with the same probabilities; ``rejection_sample`` emits the same
+(``filter_rows`` against the float64 filter reference: ``test_filter_rows.py``.) ``rejection_sample`` emits the same
 tokens as a float64 rejection step over the kernel's own distribution for the same uniforms,
 and the whole step the same tokens as the dense path it replaced (``sampled_accept_reference``).
 Its draws follow the residual and bonus distributions (evenly spaced uniforms: deterministic)
@@ -31,12 +30,15 @@ from updraft.sampling_params import SamplingParams
 from updraft.spec import device_rng
 from updraft.spec import rejection_kernels as rk
 from updraft.spec import sampling_kernels as sk
-from updraft.testing import count_ops, repeating_prompts
+from updraft.testing import (
+    count_ops,
+    filter_test_params,
+    filter_test_rows,
+    repeating_prompts,
+    sampler_filter_reference,
+)
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
-TEMPS = [0.0, 1e-6, 2e-5, 0.05, 0.7, 1.0, 1.7, 5.0, 100.0]
-TOP_P = [1.0, 1.0, 0.999, 0.95, 0.9, 0.6, 0.3, 0.01]
-MIN_P = [0.0, 0.0, 0.0, 0.01, 0.1, 0.5, 1.0]
 
 
 @pytest.fixture(autouse=True)
@@ -132,56 +134,6 @@ def test_kernels_compile_for_an_h100() -> None:
 
 
 # ---- references ------------------------------------------------------------------------------
-def ref_filter(logits: torch.Tensor, temp: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
-               min_p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(kept [R, V] bool over finite logits, probs [R, V] float64, fragile [R] bool): the
-    sampler's filters by a float64 sort, on the float32 ``x = logits / T`` the sampler sees."""
-    rows, vocab = logits.shape
-    keep = torch.zeros(rows, vocab, dtype=torch.bool)
-    probs = torch.zeros(rows, vocab, dtype=torch.float64)
-    fragile = torch.zeros(rows, dtype=torch.bool)
-    for r in range(rows):
-        lg = logits[r].float().cpu()
-        if bool(lg.isnan().any() | (lg == math.inf).any() | (lg == -math.inf).all()):
-            lg = torch.zeros_like(lg)
-        if float(temp[r]) < GREEDY_TEMPERATURE:
-            keep[r, int(lg.argmax())] = True
-            probs[r, int(lg.argmax())] = 1.0
-            continue
-        x32 = lg / temp[r : r + 1].float().cpu()
-        x = x32.double()
-        e = torch.exp(x - x.max())
-        xs, order = torch.sort(x, descending=True, stable=True)
-        k = int(top_k[r]) if 0 < int(top_k[r]) < vocab else vocab
-        thr = xs[k - 1]
-        ek = torch.where(x >= thr, e, 0.0)
-        p_sorted = ek[order] / ek.sum()
-        before = torch.cumsum(p_sorted, 0) - p_sorted
-        tp = float(top_p[r]) if float(top_p[r]) < 1 else math.inf
-        thr = torch.maximum(thr, xs[int((before < tp).sum()) - 1])
-        fragile[r] = bool(((before - tp).abs() < 1e-5).any())
-        if float(min_p[r]) > 0:  # float32 as the sampler: x_max + log(min_p)
-            cut = x32.max() + torch.log(min_p[r : r + 1].float().cpu())
-            thr = torch.maximum(thr, cut.double()[0])
-            near = (x32 - cut).abs() <= 1e-6 * max(1.0, float(cut.abs()))
-            fragile[r] |= bool((near & (x32 < x32.max())).any())  # the max is always kept
-        keep[r] = torch.isfinite(x) & (x >= thr)
-        probs[r] = torch.where(keep[r], e, 0.0) / torch.where(keep[r], e, 0.0).sum()
-    return keep, probs, fragile
-
-
-def kernel_keep(logits: torch.Tensor, temp: torch.Tensor, stats: torch.Tensor) -> torch.Tensor:
-    """[R, V] bool: the finite tokens ``stats`` keep (every token of a bad row, the argmax of a
-    greedy one)."""
-    lg = logits.float().cpu()
-    st = stats.cpu()
-    keep = torch.isfinite(lg) & (lg >= st[:, rk.THR, None])
-    keep |= st[:, rk.BAD, None] > 0
-    greedy = temp.cpu() < GREEDY_TEMPERATURE
-    one_hot = torch.zeros_like(keep).scatter_(1, st[:, rk.AMAX].long()[:, None], True)
-    return torch.where(greedy[:, None], one_hot, keep)
-
-
 def ref_reject(probs: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
                u_acc: torch.Tensor, u_res: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -220,164 +172,14 @@ def ref_reject(probs: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q:
     return accept, emitted, fragile
 
 
-# ---- filter_rows -----------------------------------------------------------------------------
-def _logits(kind: str, rows: int, vocab: int, g: torch.Generator) -> torch.Tensor:
-    x = torch.randn(rows, vocab, generator=g)
-    if kind == "randn":
-        return x * (0.5 + 5.5 * torch.rand(rows, 1, generator=g))
-    if kind == "ties":  # half-integers: every cut-off lands in a group of equal logits
-        return (x * 2).round() / 2
-    if kind == "coarse":  # four values
-        return torch.randint(0, 4, (rows, vocab), generator=g).float()
-    if kind == "masked":  # a masked vocabulary
-        return torch.where(torch.rand(rows, vocab, generator=g) < 0.4, -math.inf, x * 3)
-    if kind == "peaked":
-        return x.index_fill(1, torch.tensor([vocab // 3]), 30.0)
-    return x * 0.05  # flat: the nucleus is most of the vocabulary
-
-
-def _params(rows: int, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
-    def pick(values: list[float]) -> torch.Tensor:
-        return torch.tensor(values)[torch.randint(0, len(values), (rows,), generator=g)]
-
-    top_k = [-1, -1, 0, 1, 2, 5, 37, 300, vocab - 1, vocab, vocab + 5]
-    return pick(TEMPS), pick(top_k).long(), pick(TOP_P), pick(MIN_P)
-
-
-def _check_filter(logits: torch.Tensor, temp: torch.Tensor, top_k: torch.Tensor,
-                  top_p: torch.Tensor, min_p: torch.Tensor, bf16_values: bool = False) -> int:
-    """Kept sets equal on every robust row, probabilities close; returns the fragile count.
-    ``bf16_values``: the logits are rounded to bf16 values first and take ``filter_hist``."""
-    if bf16_values:
-        logits = logits.to(torch.bfloat16).float()
-    stats = rk.filter_rows(logits.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV),
-                           min_p.to(DEV), bf16_values=bf16_values)
-    keep, probs, fragile = ref_filter(logits, temp, top_k, top_p, min_p)
-    got = kernel_keep(logits, temp, stats)
-    robust = ~fragile
-    bad_rows = [r for r in range(len(temp)) if robust[r] and not torch.equal(got[r], keep[r])]
-    assert not bad_rows, [(r, float(temp[r]), int(top_k[r]), float(top_p[r]), float(min_p[r]),
-                           int(got[r].sum()), int(keep[r].sum())) for r in bad_rows]
-    p = rk.probs_from_stats(logits.to(DEV), 1, temp.to(DEV), stats).cpu().double()
-    torch.testing.assert_close(p[robust], probs[robust], atol=2e-6, rtol=1e-4)
-    sb = SamplingBatch.on_device(temp, top_k, top_p, min_p, logits.shape[1])
-    sampler = Sampler().probs(logits, sb).double()
-    assert torch.equal(sampler[robust] > 0, probs[robust] > 0)
-    torch.testing.assert_close(p[robust], sampler[robust], atol=2e-6, rtol=1e-4)
-    return int(fragile.sum())
-
-
-@pytest.mark.parametrize("vocab", [300, 777, 4099, 5000])
-@pytest.mark.parametrize("kind", ["randn", "ties", "coarse", "masked", "peaked", "flat"])
-def test_filter_matches_float64_sort(vocab: int, kind: str) -> None:
-    g = torch.Generator().manual_seed(vocab * 31 + len(kind))
-    rows = 6
-    logits = _logits(kind, rows, vocab, g)
-    fragile = _check_filter(logits, *_params(rows, vocab, g))
-    assert fragile <= 2, f"{fragile} of {rows} rows hinge on rounding"
-
-
-@pytest.mark.parametrize("vocab", [777])
-@pytest.mark.parametrize("kind", ["randn", "ties", "coarse", "masked", "peaked", "flat"])
-def test_filter_of_bf16_values_matches_float64_sort(vocab: int, kind: str) -> None:
-    """The histogram filter (``filter_hist``) on bf16-valued rows: the same kept sets."""
-    g = torch.Generator().manual_seed(vocab * 31 + len(kind))
-    rows = 6
-    logits = _logits(kind, rows, vocab, g)
-    fragile = _check_filter(logits, *_params(rows, vocab, g), bf16_values=True)
-    assert fragile <= 2, f"{fragile} of {rows} rows hinge on rounding"
-
-
-def test_filter_of_bf16_values_at_the_real_vocabulary_and_zeros() -> None:
-    """SmolLM2's vocabulary through the histogram filter; -0.0 and +0.0 are one tie group."""
-    g = torch.Generator().manual_seed(491)
-    logits = torch.randn(4, 49152, generator=g) * torch.tensor([[4.0], [3.0], [0.3], [2.0]])
-    logits[:, :100] = 0.0
-    logits[:, 100:200] = -0.0
-    temp = torch.tensor([0.7, 1.0, 1.3, 0.7])
-    assert _check_filter(logits, temp, torch.tensor([-1, 50, -1, 20]), torch.tensor([0.9, 1.0, 0.9, 0.8]),
-                         torch.tensor([0.0, 0.0, 0.0, 0.05]), bf16_values=True) <= 1
-    lg = torch.zeros(1, 300)
-    lg[0, 150:] = -0.0
-    lg[0, 7] = 1.0
-    stats = rk.filter_rows(lg.to(DEV), 1, torch.ones(1, device=DEV), torch.tensor([2], device=DEV),
-                           torch.ones(1, device=DEV), torch.zeros(1, device=DEV), bf16_values=True)
-    assert kernel_keep(lg, torch.ones(1), stats).sum().item() == 300, "top-k 2 keeps the whole group of zeros"
-
-
-def test_filter_at_the_real_vocabulary() -> None:
-    # SmolLM2's vocabulary (12 blocks) with the benchmark's T 0.7 / top-p 0.9, top-k 50 and a
-    # flat row whose nucleus needs several probes (its cumulative mass moves by ~2e-5 per
-    # token near top-p, so it may hinge on rounding).
-    g = torch.Generator().manual_seed(49152)
-    logits = torch.randn(4, 49152, generator=g) * torch.tensor([[4.0], [3.0], [0.3], [2.0]])
-    temp = torch.tensor([0.7, 1.0, 1.3, 0.7])
-    assert _check_filter(logits, temp, torch.tensor([-1, 50, -1, 20]),
-                         torch.tensor([0.9, 1.0, 0.9, 0.8]), torch.tensor([0.0, 0.0, 0.0, 0.05])) <= 1
-
-
-@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
-def test_filter_keeps_ties_at_every_cut_off(bf16_values: bool) -> None:
-    base = torch.tensor([5.0, 4.0, 3.0, 3.0, 3.0, 3.0, 2.0, 1.0] + [0.0] * 12)
-    lg = base.expand(6, -1).contiguous()
-    # top-k 3 / 4: the k-th largest is a 3, all four 3s stay; min-p 1: only the max; top-p 0.8
-    # crosses inside the group of 3s (mass before the 4th 3: 0.797) and keeps the group, 0.955
-    # stops at the 1 (before it 0.952, after 0.961); an all-tied row keeps everything.
-    lg[5] = 1.0
-    temp = torch.ones(6)
-    top_k = torch.tensor([3, 4, -1, -1, -1, 2])
-    top_p = torch.tensor([1.0, 1.0, 1.0, 0.8, 0.955, 0.5])
-    min_p = torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0, 1.0])
-    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV), min_p.to(DEV),
-                           bf16_values=bf16_values)
-    got = kernel_keep(lg, temp, stats).sum(-1).tolist()
-    want = ref_filter(lg, temp, top_k, top_p, min_p)[0].sum(-1).tolist()
-    assert got == want == [6, 6, 1, 6, 8, 20], (got, want)
-
-
-@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
-def test_filter_top_p_boundary_is_strict(bf16_values: bool) -> None:
-    """The sampler keeps a sorted position iff the mass before it is < top_p. With T = log2(e)
-    the kernel's weights are exact powers of two (1, 1/2, 1/4, ..., 1/32 twice: total 2), so the
-    mass before the third token is exactly 0.75 of the total: top-p 0.75 keeps two tokens, a
-    hair above keeps three."""
-    lg = torch.tensor([[0.0, -1.0, -2.0, -3.0, -4.0, -5.0, -5.0]]).expand(2, -1).contiguous()
-    temp = torch.full((2,), math.log2(math.e))
-    top_p = torch.tensor([0.75, 0.7500001])
-    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), torch.full((2,), -1, device=DEV), top_p.to(DEV),
-                           torch.zeros(2, device=DEV), bf16_values=bf16_values)
-    assert kernel_keep(lg, temp, stats).sum(-1).tolist() == [2, 3]
-
-
-@pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])
-def test_filter_bad_and_greedy_rows(bf16_values: bool) -> None:
-    lg = torch.randn(6, 300, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).float()
-    lg[0, 7] = math.nan
-    lg[1, 9] = math.inf
-    lg[2] = -math.inf
-    lg[3, 5] = lg[3, 11] = 50.0  # greedy: the first of two equal maxima
-    temp = torch.tensor([0.7, 1.0, 0.9, 0.0, 1e-6, 0.7])
-    top_k = torch.tensor([5, -1, 3, 5, -1, -1])
-    top_p = torch.tensor([0.5, 0.9, 1.0, 0.5, 0.9, 0.9])
-    stats = rk.filter_rows(lg.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV),
-                           torch.zeros(6, device=DEV), bf16_values=bf16_values).cpu()
-    assert stats[:3, rk.BAD].tolist() == [1.0, 1.0, 1.0] and not stats[3:, rk.BAD].any()
-    p = rk.probs_from_stats(lg.to(DEV), 1, temp.to(DEV), stats.to(DEV)).cpu()
-    torch.testing.assert_close(p[:3], torch.full((3, 300), 1 / 300))  # uniform, as the sampler
-    assert int(stats[3, rk.AMAX]) == 5 and float(p[3, 5]) == 1.0
-    assert int(stats[4, rk.AMAX]) == int(lg[4].argmax()) and float(p[4].max()) == 1.0
-    sb = SamplingBatch.on_device(temp, top_k, top_p, torch.zeros(6), 300)
-    torch.testing.assert_close(p, Sampler().probs(lg, sb), atol=2e-6, rtol=1e-4)
-
-
 # ---- rejection_sample ------------------------------------------------------------------------
 def _pipeline(bs: int, s: int, vocab: int, g: torch.Generator, noise: float = 1.0
               ) -> dict[str, torch.Tensor]:
     """A fused iteration's inputs: target logits [B, S+1, V], drafts drawn by ``choose`` from
     draft logits (the target's plus noise) over their best K candidates, the parameters and one
     draw of uniforms (columns as the fused graph uses them)."""
-    logits = _logits("randn", bs * (s + 1), vocab, g).view(bs, s + 1, vocab)
-    temp, top_k, top_p, min_p = _params(bs, vocab, g)
+    logits = filter_test_rows("randn", bs * (s + 1), vocab, g).view(bs, s + 1, vocab)
+    temp, top_k, top_p, min_p = filter_test_params(bs, vocab, g)
     u = torch.rand(bs, 2 * s + 2, generator=g).clamp(2**-24, 1 - 2**-24)
     greedy = temp < GREEDY_TEMPERATURE
     t_eff = torch.where(greedy, 1.0, temp)
@@ -433,7 +235,7 @@ def test_rejection_matches_float64_and_the_dense_path(s: int, vocab: int) -> Non
     # 2. Against the dense path it replaced (Sampler.probs + rejection_accept), the same
     # uniforms: the same tokens unless a row's filter hinges on rounding.
     d_acc, d_em = _run(case, rk.sampled_accept_reference)
-    rows_fragile = ref_filter(case["logits"].view(-1, vocab), case["temp"].repeat_interleave(ndt),
+    rows_fragile = sampler_filter_reference(case["logits"].view(-1, vocab), case["temp"].repeat_interleave(ndt),
                               case["top_k"].repeat_interleave(ndt), case["top_p"].repeat_interleave(ndt),
                               case["min_p"].repeat_interleave(ndt))[2].view(bs, ndt).any(-1)
     ok &= ~rows_fragile
@@ -459,7 +261,7 @@ def test_rejection_with_bf16_values_takes_the_same_tokens(s: int, vocab: int) ->
     acc, em = _run(case)
     h_acc, h_em = _run(case, lambda *a: rk.sampled_accept(*a, bf16_values=True))
     ndt = s + 1
-    fragile = ref_filter(case["logits"].view(-1, vocab), case["temp"].repeat_interleave(ndt),
+    fragile = sampler_filter_reference(case["logits"].view(-1, vocab), case["temp"].repeat_interleave(ndt),
                          case["top_k"].repeat_interleave(ndt), case["top_p"].repeat_interleave(ndt),
                          case["min_p"].repeat_interleave(ndt))[2].view(bs, ndt).any(-1)
     ok = ~fragile
