@@ -101,19 +101,28 @@ def _hist_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, Top
 
 @triton.jit
 def _row_max(Acc, row):
-    """(max value, its first index, whether the row has a finite non-inf token)."""
+    """(max value, its first index, whether the row has a finite non-inf token): the unpacking
+    of ``_hist_kernel``'s ``(bin + 1) << 32 | (IDX - index)``, IDX = 2**31 - 1."""
     packed = tl.load(Acc + row * 4)
     has = packed > 0
     b = (packed >> 32).to(tl.int32) - 1
-    return tl.where(has, _value_of(b), float("-inf")), (2**31 - 1 - (packed & 0x7FFFFFFF)).to(tl.int32), has
+    return tl.where(has, _value_of(b), float("-inf")), (0x7FFFFFFF - (packed & 0x7FFFFFFF)).to(tl.int32), has
 
 
 @triton.jit
-def _c_of(Temp, s_temp, req, greedy_below):
+def temperature_scale(Temp, s_temp, req, greedy_below):
+    """Request ``req``'s (temperature, greedy, c): greedy below ``greedy_below`` (temperature
+    read as 1 then), ``c = log2(e) / T`` so that ``exp((l - m) / T) = exp2((l - m) c)``."""
     temp = tl.load(Temp + req * s_temp).to(tl.float32)
     greedy = temp < greedy_below
     temp = tl.where(greedy, 1.0, temp)
     return temp, greedy, tl.math.div_rn(1.4426950408889634, temp)
+
+
+@triton.jit
+def _bin_mass(cnt, bins, m, c):
+    """``count * exp2((v - m) c)`` of each bin (0 where empty)."""
+    return tl.where(cnt > 0, cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
 
 
 @triton.jit
@@ -123,11 +132,11 @@ def _block_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, n
     blk = tl.program_id(1)
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
         return
-    _, _, c = _c_of(Temp, s_temp, row // ndt, greedy_below)
+    _, _, c = temperature_scale(Temp, s_temp, row // ndt, greedy_below)
     m, _, _ = _row_max(Acc, row)
     bins = blk * BB + tl.arange(0, BB)
     cnt = tl.load(Hist + row * NBINS + bins)
-    mass = tl.where(cnt > 0, cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+    mass = _bin_mass(cnt, bins, m, c)
     tl.store(Part + (row * NB + blk) * 2, tl.sum(cnt, axis=0).to(tl.float32))
     tl.store(Part + (row * NB + blk) * 2 + 1, tl.sum(mass, axis=0))
 
@@ -154,7 +163,7 @@ def _crossing(HistRow, PartRow, m, c, lim_c, lim_s, BB: tl.constexpr, NB: tl.con
         i = tl.arange(0, BB)
         bins = blk * BB + BB - 1 - i  # this block's bins from the top
         cnt = tl.load(HistRow + bins)
-        mass = tl.where(cnt > 0, cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+        mass = _bin_mass(cnt, bins, m, c)
         rc = before_c + tl.cumsum(cnt.to(tl.float32), axis=0)
         rs = before_s + tl.cumsum(mass, axis=0)
         hit_b = (cnt > 0) & ((rc >= lim_c) | (rs >= lim_s))
@@ -175,7 +184,7 @@ def _mass_from(HistRow, PartRow, b, m, c, BB: tl.constexpr, NB: tl.constexpr):
     above = tl.sum(tl.where(j > blk, tl.load(PartRow + j * 2 + 1), 0.0), axis=0)
     bins = blk * BB + tl.arange(0, BB)
     cnt = tl.load(HistRow + bins)
-    mass = tl.where((cnt > 0) & (bins >= b), cnt.to(tl.float32) * tl.exp2((_value_of(bins) - m) * c), 0.0)
+    mass = tl.where(bins >= b, _bin_mass(cnt, bins, m, c), 0.0)
     return above + tl.sum(mass, axis=0)
 
 
@@ -188,7 +197,7 @@ def _cut_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, Min
         return
     HistRow = Hist + row * NBINS
     PartRow = Part + row * NB * 2
-    temp, greedy, c = _c_of(Temp, s_temp, req, greedy_below)
+    temp, greedy, c = temperature_scale(Temp, s_temp, req, greedy_below)
     m, amax, has = _row_max(Acc, row)
     n_fin = tl.load(Acc + row * 4 + 1)
     n_bad = tl.load(Acc + row * 4 + 2)

@@ -306,10 +306,7 @@ def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_
             return
     Row = Logits + row * stride_row
     Tile = Tiles + row * TILE
-    temp = tl.load(Temp + req * s_temp).to(tl.float32)
-    greedy = temp < greedy_below
-    temp = tl.where(greedy, 1.0, temp)
-    c = tl.math.div_rn(1.4426950408889634, temp)  # log2(e) / T
+    temp, greedy, c = filter_hist.temperature_scale(Temp, s_temp, req, greedy_below)
     m, z, amax, n_fin, n_bad, l_min = _scan(Row, c, V, BLOCK)
     bad = (n_bad > 0) | (m == float("-inf"))  # the sampler zeroes such rows: uniform
     m = tl.where(bad, 0.0, m)
@@ -470,9 +467,7 @@ def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, 
                    K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
                    NBLK: tl.constexpr, NS: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
-    temp = tl.load(Temp + b * s_temp).to(tl.float32)
-    greedy = temp < greedy_below
-    c = tl.math.div_rn(1.4426950408889634, tl.where(greedy, 1.0, temp))  # as filter_rows
+    _, greedy, c = filter_hist.temperature_scale(Temp, s_temp, b, greedy_below)  # as filter_rows
     kk = tl.arange(0, KP2)
     acc = tl.full([], 0, tl.int32)  # a tensor even when S = 0 (no draft to walk)
     going = acc + 1
