@@ -99,7 +99,7 @@ def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: in
         raise ValueError(f"no {kind} tile fits head_dim={head_dim}")
     block = next((b for b in legal if -(-u // b) >= 2 * num_sms), legal[-1])
     rows = block * (1 if kind == "linear" else 2)
-    bm = max(16, bucket) if dot else bucket
+    bm = GemvConfig(block, 16, dot).block_m(bucket)
     return GemvConfig(block, _block_k(rows, bm, k, dot), dot, num_warps=4, num_stages=3)
 
 
@@ -170,20 +170,26 @@ def _num_sms(device: torch.device) -> int:
 def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> GemvConfig:
     """The configuration for this launch (cache, else heuristic). Pure host work, graph-safe."""
     bucket = m_bucket(m)
+    hit = _tuned(kind, n, k, bucket, dtype, device, head_dim)
+    return hit if hit is not None else heuristic(kind, n, k, bucket, _num_sms(device), head_dim)
+
+
+def _tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
+           head_dim: int = 0) -> GemvConfig | None:
+    """The tuned config for this launch (the user's cache first, then the shipped table), if any."""
     name = key(kind, n, k, bucket, dtype, device, head_dim)
     for table in (_table(), _shipped()):
         hit = table.get(name)
         if hit is not None and allowed(kind, hit, head_dim):
             return hit
-    return heuristic(kind, n, k, bucket, _num_sms(device), head_dim)
+    return None
 
 
 @functools.cache
 def is_tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> bool:
     """Whether ``lookup`` finds a tuned config (the user's cache or the shipped table) for this
     launch rather than falling back to the heuristic (the fused policy's test for wide rows)."""
-    name = key(kind, n, k, bucket, dtype, device, head_dim)
-    return any(name in table and allowed(kind, table[name], head_dim) for table in (_table(), _shipped()))
+    return _tuned(kind, n, k, bucket, dtype, device, head_dim) is not None
 
 
 def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
