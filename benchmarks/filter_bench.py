@@ -45,7 +45,7 @@ def launch(x: torch.Tensor, params: tuple[torch.Tensor, ...], block: int, warps:
     return rk._filter_kernel[(rows,)](
         x, x.stride(0), temp, 1, top_k, 1, top_p, 1, min_p, 1, stats, tiles, rows, GREEDY_TEMPERATURE,
         math.log2(rk.PROBE_CAP), V=vocab, BLOCK=block, TILE=rk.TILE, CHUNK=rk._CHUNK,
-        KEY_AFTER=rk._KEY_AFTER, NS=rk.NUM_STATS, num_warps=warps)
+        KEY_AFTER=rk._KEY_AFTER, NS=rk.NUM_STATS, SKIP_CUTS=False, num_warps=warps)
 
 
 def resources(kernel: Any) -> dict[str, int | None]:

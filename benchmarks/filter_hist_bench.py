@@ -20,14 +20,11 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from filter_bench import FILTERS  # noqa: E402
 from sampled_tune import _graph_ms  # noqa: E402
 
 from updraft.provenance import git_commit  # noqa: E402
 from updraft.spec import rejection_kernels as rk  # noqa: E402
-
-#: (name, temperature, top_k, top_p, min_p)
-FILTERS = (("stats_only", 0.7, 0, 1.0, 0.0), ("top_p_0.9", 0.7, 0, 0.9, 0.0),
-           ("top_k_50_top_p_0.95", 1.0, 50, 0.95, 0.0), ("min_p_0.1", 1.0, 0, 1.0, 0.1))
 
 
 def case(rows: int, vocab: int, flt: tuple[str, float, int, float, float]) -> dict[str, Any]:
