@@ -57,6 +57,12 @@ _COMPILE = """
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+
+
+def src(fn, sig, cons):  # every kernel launches with PDL on the H100
+    return ASTSource(fn, sig, {"PDL": 1, **cons})
+
+
 from updraft.spec import rejection_kernels as rk, sampling_kernels as sk
 # The parameters as the engine passes them: columns of RowState.sampling (float32, stride 7).
 prm = {"Temp": "*fp32", "s_temp": "i64", "TopK": "*fp32", "s_top_k": "i64", "TopP": "*fp32",
@@ -66,48 +72,48 @@ sig = {**ptr, **prm, "stride_row": "i64", "Tiles": "*fp32", "ndt": "i32", "greed
        "log_cap": "fp32"}
 cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
         "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS, "SKIP_CUTS": True}
-triton.compile(ASTSource(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+triton.compile(src(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 # filter_hist's three launches over a bf16 target's logits (widened to float32)
 from updraft.spec import filter_hist as fh
 sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
        "greedy_below": "fp32", "V": "i32"}
 sig = {"Logits": "*fp32", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", **sel}
-triton.compile(ASTSource(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "IDX": fh._IDX}),
+triton.compile(src(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "IDX": fh._IDX}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **sel}
-triton.compile(ASTSource(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),
+triton.compile(src(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **{k: v for k, v in prm.items()}, "Stats": "*fp32",
        "ndt": "i32", "V": "i32", "greedy_below": "fp32"}
-triton.compile(ASTSource(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS}),
+triton.compile(src(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
        "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
        "Emitted": "*i64", "greedy_below": "fp32", "S": "i32"}
 cons = {"V": 49152, "K": 64, "KP2": 64, "NSUB": rk._NSUB, "SUB": rk._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
-triton.compile(ASTSource(rk._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+triton.compile(src(rk._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
        "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64"}
 cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True}
-triton.compile(ASTSource(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
+triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
 sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Out": "*fp32", "stream_c": "i64",
        "n": "i32"}
-triton.compile(ASTSource(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
+triton.compile(src(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
 # topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary,
 # the candidates mapped to target ids (d2t) in the same launch.
 sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "Map": "*i64",
        "V": "i32"}
 cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
-triton.compile(ASTSource(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+triton.compile(src(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 # the greedy draft pick (argmax + d2t), and write_rows over a 6-token verify block
 sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "V": "i32"}
 cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
-triton.compile(ASTSource(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 from updraft.spec import write_rows as wr
 sig = {"Rows": "*i64", "FirstPos": "*i64", "Ids": "*i64", "Table": "*i32", "InputIds": "*i64", "Positions": "*i64",
        "OutLoc": "*i64", "ReqIdx": "*i64", "SeqLens": "*i32", "stride_ids": "i64", "stride_table": "i64", "offset": "i32"}
-triton.compile(ASTSource(wr._write_rows_kernel, sig, {"W": 6, "BLOCK_W": 8}), target=GPUTarget("cuda", 90, 32),
+triton.compile(src(wr._write_rows_kernel, sig, {"W": 6, "BLOCK_W": 8}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
 print("compiled")
 """

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from updraft.ops.triton_utils import emulate_rne, num_warps, round_to
+from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts, round_to
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_BLOCK = 1024
@@ -39,8 +39,9 @@ def _silu_and_mul_kernel(
     stride_ot,
     inter,
     BLOCK: tl.constexpr,
-    RNE: tl.constexpr,
+    RNE: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = cols < inter
@@ -75,6 +76,6 @@ def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
         inter,
         BLOCK=block,
         RNE=emulate_rne(),
-        num_warps=num_warps(block),
+        num_warps=num_warps(block), **pdl_opts(x2.device, "elementwise"),
     )
     return out

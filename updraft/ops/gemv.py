@@ -60,6 +60,7 @@ and ids are not bounds-checked (a check would need a host sync).
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -70,7 +71,14 @@ from updraft.ops import gemv_config, interpreting
 from updraft.ops import rotary as rotary_kernels
 from updraft.ops.activation import silu_mul
 from updraft.ops.gemv_config import GemvConfig
-from updraft.ops.triton_utils import emulate_rne, round_to
+from updraft.ops.triton_utils import (
+    emulate_rne,
+    pdl_enter,
+    pdl_opts,
+    pdl_release_late,
+    prefetch_l2,
+    round_to,
+)
 
 
 @triton.jit
@@ -93,6 +101,16 @@ def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.cons
         r = tl.load(Res + roff[:, None] + k[None, :], mask=msk, other=0.0)
         x = round_to(x.to(tl.float32) + r.to(tl.float32), X.dtype.element_ty, RNE)
     return x
+
+
+@triton.jit
+def _prefetch_rows(W, wrow, wmask, stride_w, K, LINE: tl.constexpr):
+    """L2 prefetch of this program's weight rows (their first K columns), one per 128-byte line:
+    issued before ``pdl_enter``, the weight stream starts while the previous kernel finishes."""
+    base = W + wrow[:, None] * stride_w
+    for k0 in range(0, K, 8 * LINE):
+        k = k0 + tl.arange(0, 8) * LINE
+        prefetch_l2(tl.where(wmask[:, None] & (k < K)[None, :], base + k[None, :], W))
 
 
 @triton.jit
@@ -207,15 +225,20 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
                    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
                    GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
                    HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
-                   PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
+                   PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, PDL: tl.constexpr,
+                   PREFETCH: tl.constexpr, LINE: tl.constexpr):
     pid = tl.program_id(0)
+    n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = n < N
+    if PREFETCH > 0:
+        _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, K if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
                            WRITE_RES, RNE, TWO_PASS)
-    n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = n < N
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
                      BLOCK_N, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    pdl_release_late(PDL)
     if HAS_BIAS:
         acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
     y = round_to(acc, X.dtype.element_ty, RNE)
@@ -238,7 +261,8 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
                      BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                      HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, HAS_BIAS: tl.constexpr,
                      DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr,
-                     TWO_PASS: tl.constexpr, DUAL: tl.constexpr):
+                     TWO_PASS: tl.constexpr, DUAL: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr,
+                     LINE: tl.constexpr):
     """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
     DUAL: the input row is ``concat(prologue(x)[:K], norm2(x2)[:K2])`` (one pass each)."""
     HALF: tl.constexpr = HEAD_DIM // 2
@@ -248,6 +272,9 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
     p = (pid % PER_HEAD) * BLOCK_P + tl.arange(0, BLOCK_P)  # pair index inside the head
     r = tl.arange(0, 2 * BLOCK_P)
     wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
+    if PREFETCH > 0:
+        _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, K + K2 if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
                            WRITE_RES, RNE, TWO_PASS)
@@ -257,6 +284,7 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
         x2off = m.to(tl.int64) * stride_x2
         acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, rstd, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
                           eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE, False)
+    pdl_release_late(PDL)
     if HAS_BIAS:
         acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
     lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
@@ -287,17 +315,22 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
 def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o, eps,
                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr,
-                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
+                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
+                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
     pid = tl.program_id(0)
     r = tl.arange(0, 2 * BLOCK_P)
     ri = pid * BLOCK_P + r // 2
     wrow = (ri + (r % 2) * INTER).to(tl.int64)
+    if PREFETCH > 0:
+        _prefetch_rows(W, wrow, ri < INTER, stride_w, K if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
                            WRITE_RES, RNE, TWO_PASS)
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, ri < INTER, stride_w, m, mmask, K, eps,
                      2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    pdl_release_late(PDL)
     gate, up = _halves(acc, BLOCK_P, BLOCK_M)
     dt = X.dtype.element_ty
     y = silu_mul(round_to(gate, dt, RNE), round_to(up, dt, RNE), dt, RNE)
@@ -392,11 +425,20 @@ def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple
 TWO_PASS_MAX_K = 2048
 
 
-def _launch_opts(cfg: GemvConfig, bucket: int, dtype: torch.dtype, k: int) -> dict:
+def _launch_opts(cfg: GemvConfig, bucket: int, x: torch.Tensor, k: int) -> dict:
+    dtype = x.dtype
     dot_f32 = cfg.dot and interpreting() and dtype != torch.float32
+    pdl = pdl_opts(x.device, "gemv", late=True)
     return dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=dot_f32,
                 PREC="ieee" if dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
-                TWO_PASS=cfg.dot and k < TWO_PASS_MAX_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+                TWO_PASS=cfg.dot and k < TWO_PASS_MAX_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+                PREFETCH=PREFETCH_WEIGHTS[os.environ.get("UPDRAFT_PDL_PREFETCH", "first")] if pdl["PDL"] else 0,
+                LINE=128 // x.element_size(), **pdl)
+
+
+#: Under PDL, each program prefetches its weight rows into L2 before waiting on the previous
+#: kernel: none, its first K chunk, or all of them (``UPDRAFT_PDL_PREFETCH``, to time them).
+PREFETCH_WEIGHTS = {"0": 0, "first": 1, "all": 2}
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,
@@ -423,7 +465,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     _linear_kernel[(nprog,)](
         *ptrs, weight, bias if bias is not None else weight, out, pmax, pidx, best, sem, m, n, k, sx, sr,
         weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n, BLOCK_P=min(1024, triton.next_power_of_2(nprog)),
-        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x.dtype, k),
+        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x, k),
     )
     return out, new_res, best if argmax else None
 
@@ -445,7 +487,7 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     x2 = pro.x2 if pro.x2 is not None else x
     nw2 = pro.norm_weight2 if pro.norm_weight2 is not None else x
     k1, k2 = x.shape[1], k - x.shape[1]
-    opts = _launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k)
+    opts = _launch_opts(cfg, gemv_config.m_bucket(m), x, k)
     if pro.x2 is not None:
         opts["TWO_PASS"] = False  # each half keeps its own sum of squares: one pass each
     _qkv_rope_kernel[(grid,)](
@@ -485,6 +527,6 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLO
     out = torch.empty(m, inter, dtype=x.dtype, device=x.device)
     _gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
         *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_P=cfg.block_n,
-        **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x.dtype, k),
+        **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x, k),
     )
     return out, new_res

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from updraft.ops.triton_utils import emulate_rne, num_warps, round_to
+from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts, round_to
 
 #: Largest normalised dim: one row is one register tile (65536 fp32 values over 16 warps).
 MAX_DIM = 65536
@@ -42,8 +42,9 @@ def _rmsnorm_kernel(
     D: tl.constexpr,
     BLOCK_D: tl.constexpr,
     HAS_RES: tl.constexpr,
-    RNE: tl.constexpr,
+    RNE: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)  # int64: rows * D overflows int32 on long prefills
     a = row // rows_b
     b = row % rows_b
@@ -123,6 +124,6 @@ def rmsnorm(
         BLOCK_D=block_d,
         HAS_RES=residual is not None,
         RNE=emulate_rne(),
-        num_warps=num_warps(block_d),
+        num_warps=num_warps(block_d), **pdl_opts(x3.device, "elementwise"),
     )
     return out, new_res

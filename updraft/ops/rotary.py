@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from updraft.ops.triton_utils import emulate_rne, num_warps, round_to
+from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts, round_to
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -99,8 +99,9 @@ def _rotary_kernel(
     BLOCK_HQ: tl.constexpr,
     BLOCK_HK: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
-    RNE: tl.constexpr,
+    RNE: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     d, d_mask, cos, sin = cos_sin_row(CosSin, Pos, t, stride_cs, HALF, BLOCK_HALF)
     _rotate_heads(Q + t * stride_qt, stride_qh, cos, sin, d, d_mask, HQ, HALF, BLOCK_HQ, RNE)
@@ -156,5 +157,5 @@ def rotary_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin: 
         BLOCK_HK=block_hk,
         BLOCK_HALF=block_half,
         RNE=emulate_rne(),
-        num_warps=num_warps(tile, per_thread=8, max_warps=8),
+        num_warps=num_warps(tile, per_thread=8, max_warps=8), **pdl_opts(q.device, "elementwise"),
     )

@@ -11,8 +11,12 @@ loose tolerance. ``round_to`` therefore rounds to nearest-even by hand before th
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+from collections.abc import Iterator
 
+import torch
 import triton
 import triton.language as tl
 
@@ -32,6 +36,85 @@ def round_to(x, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
         bits = bits + (0x7FFF + ((bits >> 16) & 1))
         x = (bits & 0xFFFF0000).to(tl.float32, bitcast=True)
     return x.to(dtype)
+
+
+# ---- programmatic dependent launch (PDL) ------------------------------------------------------
+# On sm_90+ a kernel launched with PDL may start while the kernel before it in the stream is still
+# running (inside CUDA graphs too): its launch and, where the kernel prefetches its weights into L2
+# first, its first weight reads overlap the previous kernel's tail. The contract every kernel here
+# keeps (``pdl_enter`` first): NOTHING is loaded or stored before ``gdc_wait`` returns (the
+# previous kernel, and by induction every earlier one, has completed and its writes are visible),
+# except L2 prefetches of weights, which no kernel writes. ``gdc_launch_dependents`` right after
+# the wait lets the next kernel start once every program of this one has passed its wait, so at
+# most one kernel runs ahead. A kernel after a non-PDL kernel (cuBLAS, torch) simply waits for it.
+_PDL_OVERRIDE: list[bool | None] = [None]
+
+
+@functools.cache
+def _major(index: int) -> int:
+    return torch.cuda.get_device_capability(index)[0]
+
+
+def pdl_enabled(device: torch.device, family: str = "") -> bool:
+    """Whether kernels of ``family`` on ``device`` launch with PDL: CUDA sm_90+, compiled (not
+    the interpreter), unless ``use_pdl(False)`` or ``UPDRAFT_PDL=0`` (or a comma list of the
+    families to launch with it: gemv, attention, sampling, elementwise)."""
+    if device.type != "cuda":
+        return False
+    on = _PDL_OVERRIDE[0]
+    if on is None:
+        env = os.environ.get("UPDRAFT_PDL", "1")
+        on = env not in ("", "0") and (env == "1" or family in env.split(","))
+    if not on or emulate_rne():
+        return False
+    return _major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
+
+
+def pdl_opts(device: torch.device, family: str = "", late: bool = False) -> dict[str, object]:
+    """Launch keywords: the kernels' ``PDL`` constexpr (0 off; 1 on, the next kernel may launch
+    once every program has passed its wait; 2 on, once every program has reached its
+    ``pdl_release_late``: after its main loop) and ``launch_pdl`` when it is on."""
+    if not pdl_enabled(device, family):
+        return {"PDL": 0}
+    late = late and os.environ.get("UPDRAFT_PDL_RELEASE", "late") == "late"
+    return {"PDL": 2 if late else 1, "launch_pdl": True}
+
+
+@contextlib.contextmanager
+def use_pdl(on: bool | None) -> Iterator[None]:
+    """Force PDL on or off (None: the default) for launches inside the block (a graph keeps
+    what was in force at capture)."""
+    prev, _PDL_OVERRIDE[0] = _PDL_OVERRIDE[0], on
+    try:
+        yield
+    finally:
+        _PDL_OVERRIDE[0] = prev
+
+
+@triton.jit
+def pdl_enter(PDL: tl.constexpr):
+    """First statement of every kernel (after index arithmetic and weight prefetches): wait for
+    the previous kernel; with PDL == 1 let the next one launch at once."""
+    if PDL > 0:
+        tl.extra.cuda.gdc_wait()
+    if PDL == 1:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def pdl_release_late(PDL: tl.constexpr):
+    """PDL == 2: let the next kernel launch from here (after the main loop: its programs then
+    wait less while this kernel's last wave still runs)."""
+    if PDL == 2:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def prefetch_l2(ptrs):
+    """Prefetch the 128-byte lines holding ``ptrs`` into L2 (no registers; nothing waits on it).
+    Weights only: see the PDL contract above."""
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [ptrs], dtype=tl.int32,
+                              is_pure=False, pack=1)
 
 
 def num_warps(elements: int, per_thread: int = 8, max_warps: int = 16) -> int:

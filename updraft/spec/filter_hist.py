@@ -33,6 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
+
 NBINS = 65536
 _BB = 2048  # bins per block (launch 2) and per in-block scan (launch 3)
 _NB = NBINS // _BB
@@ -78,7 +80,8 @@ def needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
 
 @triton.jit
 def _hist_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
-                 CHUNK: tl.constexpr, NBINS: tl.constexpr, IDX: tl.constexpr):
+                 CHUNK: tl.constexpr, NBINS: tl.constexpr, IDX: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
         return
@@ -127,7 +130,8 @@ def _bin_mass(cnt, bins, m, c):
 
 @triton.jit
 def _block_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
-                  NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr):
+                  NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
@@ -190,7 +194,8 @@ def _mass_from(HistRow, PartRow, b, m, c, BB: tl.constexpr, NB: tl.constexpr):
 
 @triton.jit
 def _cut_kernel(Hist, Acc, Part, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, Stats, ndt, V,
-                greedy_below, NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr, NS: tl.constexpr):
+                greedy_below, NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr, NS: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     req = row // ndt
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
@@ -254,8 +259,8 @@ def filter_rows_bf16(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, 
     part = torch.empty((rows, _NB, 2), dtype=torch.float32, device=dev)
     sel = (temperature, temperature.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0), ndt, greedy_below, vocab)
     _hist_kernel[(rows, triton.cdiv(vocab, _CHUNK))](logits, logits.stride(0), hist, acc, *sel, CHUNK=_CHUNK,
-                                                      NBINS=NBINS, IDX=_IDX, num_warps=8)
-    _block_kernel[(rows, _NB)](hist, acc, part, *sel, NBINS=NBINS, BB=_BB, NB=_NB, num_warps=4)
+                                                      NBINS=NBINS, IDX=_IDX, num_warps=8, **pdl_opts(logits.device, "sampling"))
+    _block_kernel[(rows, _NB)](hist, acc, part, *sel, NBINS=NBINS, BB=_BB, NB=_NB, num_warps=4, **pdl_opts(hist.device, "sampling"))
     _cut_kernel[(rows,)](hist, acc, part, temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
                          top_p.stride(0), min_p, min_p.stride(0), stats, ndt, vocab, greedy_below, NBINS=NBINS, BB=_BB,
-                         NB=_NB, NS=stats.shape[1], num_warps=8)
+                         NB=_NB, NS=stats.shape[1], num_warps=8, **pdl_opts(hist.device, "sampling"))

@@ -57,6 +57,7 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, filter_hist
 from updraft.spec.sampling_kernels import interpreter_on
@@ -298,7 +299,8 @@ def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim
 @triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
 def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p,
                    Stats, Tiles, ndt, greedy_below, log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
-                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr, SKIP_CUTS: tl.constexpr):
+                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr, SKIP_CUTS: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     req = row // ndt
     if SKIP_CUTS:  # filter_hist describes the rows with a top-k / top-p cut-off
@@ -379,7 +381,7 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     _filter_kernel[(rows,)](
         logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
         top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
-        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, SKIP_CUTS=hist, num_warps=_WARPS,
+        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, SKIP_CUTS=hist, num_warps=_WARPS, **pdl_opts(logits.device, "sampling"),
     )
     return stats
 
@@ -465,7 +467,8 @@ def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl
 def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
                    sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
                    K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
-                   NBLK: tl.constexpr, NS: tl.constexpr):
+                   NBLK: tl.constexpr, NS: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     _, greedy, c = filter_hist.temperature_scale(Temp, s_temp, b, greedy_below)  # as filter_rows
     kk = tl.arange(0, KP2)
@@ -528,7 +531,7 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
         u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted,
         GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
         SUB=_SUB, NBLK=triton.next_power_of_2(triton.cdiv(vocab, block)), NS=NUM_STATS,
-        num_warps=8,
+        num_warps=8, **pdl_opts(logits.device, "sampling"),
     )
     return accept, emitted
 

@@ -50,7 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-from updraft.ops.triton_utils import num_warps
+from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
 from updraft.spec import device_rng
 
 #: Largest candidate count ``choose`` takes: one row is one register tile.
@@ -85,7 +85,8 @@ def _mix32(x):
 
 
 @triton.jit
-def _uniform_kernel(Seed, s_seed, Offset, s_offset, Out, stream_c, n, BLOCK_N: tl.constexpr):
+def _uniform_kernel(Seed, s_seed, Offset, s_offset, Out, stream_c, n, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
     seed = tl.load(Seed + row * s_seed).to(tl.int64)
     offset = tl.load(Offset + row * s_offset).to(tl.int64)
@@ -119,7 +120,7 @@ def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> to
         (stream * 0x9E3779B1) & 0xFFFFFFFF,
         n,
         BLOCK_N=block_n,
-        num_warps=min(4, num_warps(block_n)),
+        num_warps=min(4, num_warps(block_n)), **pdl_opts(seed.device, "sampling"),
     )
     return out
 
@@ -154,8 +155,9 @@ def choose_reference(
 def _choose_kernel(
     Vals, s_vals, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, U, s_u, Q, s_q,
     Ids, s_ids, IdsOut, s_ids_out, Pick, K: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr,
+    HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, BLOCK_K)
     valid = j < K
@@ -247,7 +249,7 @@ def choose(
         vals, vals.stride(0), temp, temp.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0),
         min_p, min_p.stride(0), u, u.stride(0), q, q.stride(0), ids_in, ids_in.stride(0), ids_out,
         ids_out.stride(0), pick, K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None,
-        num_warps=min(4, num_warps(block_k)),
+        num_warps=min(4, num_warps(block_k)), **pdl_opts(vals.device, "sampling"),
     )
     return q, pick
 
@@ -306,7 +308,8 @@ def _canonical_bits(x):
 
 @triton.jit
 def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, Map, V, K: tl.constexpr, KP2: tl.constexpr,
-                      BLOCK: tl.constexpr, SHIFT: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr):
+                      BLOCK: tl.constexpr, SHIFT: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * s_x
     j = tl.arange(0, BLOCK)
@@ -391,14 +394,15 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
     _topk_rows_kernel[(b,)](
         logits, logits.stride(0), vals, vals.stride(0), idx, idx.stride(0), table if table is not None else idx, v,
         K=k, KP2=kp2, BLOCK=block, SHIFT=shift, MAP=table is not None, ADD=add,
-        num_warps=num_warps(max(block, kp2 * kp2), per_thread=16),
+        num_warps=num_warps(max(block, kp2 * kp2), per_thread=16), **pdl_opts(logits.device, "sampling"),
     )
     return vals, idx
 
 
 # ---- argmax_rows -----------------------------------------------------------------------------
 @triton.jit
-def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr):
+def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, BLOCK)
     x = tl.load(X + row * s_x + i, mask=i < V, other=float("-inf")).to(tl.float32)
@@ -428,5 +432,5 @@ def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None =
     if b:
         block = triton.next_power_of_2(v)
         _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, v, BLOCK=block,
-                                  MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16))
+                                  MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16), **pdl_opts(logits.device, "sampling"))
     return out

@@ -23,12 +23,14 @@ import triton
 import triton.language as tl
 
 from updraft.batch import ForwardBatch
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.spec.sampling_kernels import use_triton
 
 
 @triton.jit
 def _write_rows_kernel(Rows, FirstPos, Ids, Table, InputIds, Positions, OutLoc, ReqIdx, SeqLens,
-                       stride_ids, stride_table, offset, W: tl.constexpr, BLOCK_W: tl.constexpr):
+                       stride_ids, stride_table, offset, W: tl.constexpr, BLOCK_W: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     b = tl.program_id(0)
     j = tl.arange(0, BLOCK_W)
     jm = j < W
@@ -72,5 +74,5 @@ def write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor,
     _write_rows_kernel[(bs,)](
         rows, first_pos, ids2, req_to_token, batch.input_ids, batch.positions, batch.out_cache_loc,
         batch.req_pool_indices, batch.seq_lens, ids2.stride(0), req_to_token.stride(0), offset,
-        W=w, BLOCK_W=triton.next_power_of_2(w), num_warps=1,
+        W=w, BLOCK_W=triton.next_power_of_2(w), num_warps=1, **pdl_opts(rows.device, "sampling"),
     )

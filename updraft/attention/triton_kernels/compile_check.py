@@ -40,6 +40,8 @@ def _compile(
 ) -> tuple[float, int, int]:
     """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32:
     (seconds, shared memory bytes, local-memory stores in the PTX: register spills)."""
+    if "PDL" in fn.arg_names:  # the GPU default: every kernel launches with PDL on sm_90+
+        consts = {"PDL": 2, **consts}
     sig = {}
     for name in fn.arg_names:
         if name in consts:

@@ -33,6 +33,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -111,8 +112,9 @@ def _decode_kernel(
     stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
     GROUP: tl.constexpr, STRIDE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr, MERGE: tl.constexpr,
+    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
@@ -146,6 +148,7 @@ def _decode_kernel(
                                       stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
                                       BLOCK_N, DOT_F32, DOT_PREC, STRIDE > 1)
 
+    pdl_release_late(PDL)
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
     omask = hmask[:, None] & dmask[None, :]
@@ -243,7 +246,7 @@ def decode_attention(
         DOT_PREC=dot_precision(q.dtype, dot_f32),
         MERGE=sem is not None and not direct,
         num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct and sem is None:
         merge_splits(mid_o, mid_lse, out)

@@ -30,6 +30,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -89,8 +90,9 @@ def _extend_kernel(
     scale_log2, num_splits,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_T: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr, DIRECT: tl.constexpr,
-    DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
+    DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     # Heaviest (last, most causal keys) tiles first: shorter tail when the grid drains.
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
@@ -152,6 +154,7 @@ def _extend_kernel(
             q, k.to(q.dtype), v, allowed, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
         )
 
+    pdl_release_late(PDL)
     _store_rows(Out, MidO, MidLse, qrow, heads, split, d, rvalid[:, None] & dmask[None, :], rvalid, m_i, l_i, acc,
                 stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT)
 
@@ -222,7 +225,7 @@ def extend_attention(
         GROUP=group, GROUP_PAD=group_pad, BLOCK_T=block_t, ROWS=block_t * group_pad, BLOCK_N=cfg.block_n,
         HEAD_DIM=dim, BLOCK_D=max(16, next_pow2(dim)), MIN_SPLIT=cfg.min_split, TREE=tree, DIRECT=direct,
         DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
         merge_splits(mid_o, mid_lse, out)

@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from updraft.attention.triton_kernels import next_pow2
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
 
 
 @triton.jit
@@ -36,8 +37,9 @@ def _kv_store_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
-    HAS_V: tl.constexpr,
+    HAS_V: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(Loc + t).to(tl.int64)
     h = tl.arange(0, BLOCK_H)
@@ -91,5 +93,5 @@ def store_kv(
         BLOCK_H=next_pow2(hkv),
         BLOCK_D=next_pow2(dim),
         HAS_V=has_v,
-        num_warps=4 if hkv * dim >= 1024 else 1,
+        num_warps=4 if hkv * dim >= 1024 else 1, **pdl_opts(k.device, "attention"),
     )

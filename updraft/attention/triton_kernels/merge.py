@@ -21,6 +21,7 @@ import triton
 import triton.language as tl
 
 from updraft.attention.triton_kernels import interpreting, next_pow2
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
 
 
 @triton.jit
@@ -40,8 +41,9 @@ def _merge_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_HM: tl.constexpr,
     BLOCK_S: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    BLOCK_D: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1) * BLOCK_HM + tl.arange(0, BLOCK_HM)
     s = tl.arange(0, BLOCK_S)
@@ -93,5 +95,5 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor) 
         BLOCK_HM=block_hm,
         BLOCK_S=block_s,
         BLOCK_D=block_d,
-        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2,
+        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **pdl_opts(mid_o.device, "attention"),
     )

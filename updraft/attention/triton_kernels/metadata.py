@@ -13,9 +13,12 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
+
 
 @triton.jit
-def _fill_kernel(SeqIn, ExtIn, StartIn, RowsIn, Seq, Ext, Start, Rows, KvLens, B, BLOCK: tl.constexpr):
+def _fill_kernel(SeqIn, ExtIn, StartIn, RowsIn, Seq, Ext, Start, Rows, KvLens, B, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     i = tl.arange(0, BLOCK)
     m = i < B
     seq = tl.load(SeqIn + i, mask=m, other=0).to(Seq.dtype.element_ty)
@@ -34,4 +37,4 @@ def fill(seq_in: torch.Tensor, ext_in: torch.Tensor, start_in: torch.Tensor, row
     if b == 0:
         return
     _fill_kernel[(1,)](seq_in, ext_in, start_in, rows_in, seq, ext, start, rows, kv_lens, b,
-                       BLOCK=triton.next_power_of_2(b), num_warps=1)
+                       BLOCK=triton.next_power_of_2(b), num_warps=1, **pdl_opts(seq_in.device, "attention"))

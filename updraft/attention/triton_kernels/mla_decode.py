@@ -40,6 +40,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -49,8 +50,9 @@ def _mla_decode_kernel(
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr,
-    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
+    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     mblk = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
@@ -90,6 +92,7 @@ def _mla_decode_kernel(
         m_i, l_i, acc = latent_block(qc, qr, m_i, l_i, acc, KPool, slot, stride_ks, pmask, allowed, dv, dr, scale_log2,
                                      DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
 
+    pdl_release_late(PDL)
     store_rows(Out, MidO, MidLse, qrow, head, split, dv, rvalid, m_i, l_i, acc, stride_ot, stride_oh, stride_mt,
                stride_mh, stride_ms, stride_lt, stride_lh, DV, DIRECT)
 
@@ -140,7 +143,7 @@ def mla_decode_attention(
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
         TREE=tree_mask is not None, DIRECT=direct, **latent_consts(dv, dim, q.dtype, dot_f32),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
         merge_splits(mid_o, mid_lse, out)

@@ -34,6 +34,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -43,8 +44,9 @@ def _mla_extend_kernel(
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr, DR: tl.constexpr,
     BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr, DIRECT: tl.constexpr,
-    DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
+    DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr,
 ):
+    pdl_enter(PDL)
     # Heaviest (last rows: most causal keys) first, so the grid drains with a short tail.
     mblk = tl.num_programs(0) - 1 - tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
@@ -96,6 +98,7 @@ def _mla_extend_kernel(
         m_i, l_i, acc = latent_block(qc, qr, m_i, l_i, acc, KNew, row0 + j, stride_knt, jmask, allowed, dv, dr,
                                      scale_log2, DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
 
+    pdl_release_late(PDL)
     store_rows(Out, MidO, MidLse, qrow, head, split, dv, rvalid, m_i, l_i, acc, stride_ot, stride_oh, stride_mt,
                stride_mh, stride_ms, stride_lt, stride_lh, DV, DIRECT)
 
@@ -148,7 +151,7 @@ def mla_extend_attention(
         ti, scale * log2e, num_splits,
         NUM_HEADS=num_heads, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
         TREE=tree_mask is not None, DIRECT=direct, **latent_consts(dv, dim, q.dtype, dot_f32),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
         merge_splits(mid_o, mid_lse, out)

@@ -20,7 +20,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import next_pow2
 from updraft.ops import rotary as rotary_kernels
-from updraft.ops.triton_utils import emulate_rne, num_warps
+from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts
 
 
 @triton.jit
@@ -28,7 +28,8 @@ def _rope_store_kernel(Q, K, V, KPool, VPool, Loc, Pos, CosSin, stride_qt, strid
                        stride_kh, stride_vt, stride_vh, stride_ps, stride_ph, stride_pvs,
                        stride_pvh, stride_cs, HQ: tl.constexpr, HK: tl.constexpr,
                        HALF: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                       BLOCK_HALF: tl.constexpr, RNE: tl.constexpr):
+                       BLOCK_HALF: tl.constexpr, RNE: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
     slot = tl.load(Loc + t).to(tl.int64)
     d, d_mask, cos, sin = rotary_kernels.cos_sin_row(CosSin, Pos, t, stride_cs, HALF, BLOCK_HALF)
@@ -85,5 +86,5 @@ def rope_store_(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_pool: torch
         k.stride(1), v.stride(0), v.stride(1), k_pool.stride(0), k_pool.stride(1), v_pool.stride(0),
         v_pool.stride(1), cos_sin.stride(0), HQ=hq, HK=hk, HALF=half, BLOCK_HQ=next_pow2(hq),
         BLOCK_HK=next_pow2(hk), BLOCK_HALF=block_half, RNE=emulate_rne(),
-        num_warps=num_warps(tile, per_thread=8, max_warps=8),
+        num_warps=num_warps(tile, per_thread=8, max_warps=8), **pdl_opts(q.device, "attention"),
     )
