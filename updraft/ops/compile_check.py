@@ -102,7 +102,7 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
                    WRITE_RES=kind != "linear")
         common = dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False,
                       PREC="ieee" if dt == "fp32" else "tf32", RNE=False, TWO_PASS=cfg.dot and k < gemv.TWO_PASS_MAX_K,
-                      PDL=2 if dt != "fp32" else 0, PREFETCH=1 if dt == "bf16" else 2 * (dt == "fp16"), LINE=32 if dt == "fp32" else 64, **pro)
+                      PDL=2 if dt != "fp32" else 0, PREFETCH=dt != "fp32", LINE=32 if dt == "fp32" else 64, **pro)
         ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, W=dt)
         label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
         if kind == "qkv":

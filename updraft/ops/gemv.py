@@ -60,7 +60,6 @@ and ids are not bounds-checked (a check would need a host sync).
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
@@ -105,7 +104,7 @@ def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.cons
 
 @triton.jit
 def _prefetch_rows(W, wrow, wmask, stride_w, K, LINE: tl.constexpr):
-    """L2 prefetch of this program's weight rows (their first K columns), one per 128-byte line:
+    """L2 prefetch of the first K columns of this program's weight rows, one per 128-byte line:
     issued before ``pdl_enter``, the weight stream starts while the previous kernel finishes."""
     base = W + wrow[:, None] * stride_w
     for k0 in range(0, K, 8 * LINE):
@@ -230,8 +229,8 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
     pid = tl.program_id(0)
     n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
-    if PREFETCH > 0:
-        _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, K if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    if PREFETCH:
+        _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
@@ -272,8 +271,8 @@ def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, P
     p = (pid % PER_HEAD) * BLOCK_P + tl.arange(0, BLOCK_P)  # pair index inside the head
     r = tl.arange(0, 2 * BLOCK_P)
     wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
-    if PREFETCH > 0:
-        _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, K + K2 if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    if PREFETCH:
+        _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
@@ -322,8 +321,8 @@ def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stri
     r = tl.arange(0, 2 * BLOCK_P)
     ri = pid * BLOCK_P + r // 2
     wrow = (ri + (r % 2) * INTER).to(tl.int64)
-    if PREFETCH > 0:
-        _prefetch_rows(W, wrow, ri < INTER, stride_w, K if PREFETCH == 2 else tl.minimum(K, BLOCK_K), LINE)
+    if PREFETCH:
+        _prefetch_rows(W, wrow, ri < INTER, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
     m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
@@ -432,13 +431,14 @@ def _launch_opts(cfg: GemvConfig, bucket: int, x: torch.Tensor, k: int) -> dict:
     return dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=dot_f32,
                 PREC="ieee" if dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
                 TWO_PASS=cfg.dot and k < TWO_PASS_MAX_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                PREFETCH=PREFETCH_WEIGHTS[os.environ.get("UPDRAFT_PDL_PREFETCH", "first")] if pdl["PDL"] else 0,
-                LINE=128 // x.element_size(), **pdl)
+                PREFETCH=bool(pdl["PDL"]) and k <= PREFETCH_MAX_K, LINE=128 // x.element_size(), **pdl)
 
 
-#: Under PDL, each program prefetches its weight rows into L2 before waiting on the previous
-#: kernel: none, its first K chunk, or all of them (``UPDRAFT_PDL_PREFETCH``, to time them).
-PREFETCH_WEIGHTS = {"0": 0, "first": 1, "all": 2}
+#: Under PDL, a program of a GEMM with rows this short prefetches the first K chunk of its weight
+#: rows into L2 before its wait. H100, 2026-11-26 (benchmarks/results/2026-11-26-h100-pdl):
+#: SmolLM2 (K 576 / 1536) decode 0.640 -> 0.631 ms, verify 0.747 -> 0.728; the 8B shape (K >= 4096)
+#: decode 5.708 -> 5.893 ms, and prefetching whole rows took it to 8.55 ms (L2 thrashed).
+PREFETCH_MAX_K = 2048
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,

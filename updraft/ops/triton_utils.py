@@ -72,11 +72,12 @@ def pdl_enabled(device: torch.device, family: str = "") -> bool:
 
 def pdl_opts(device: torch.device, family: str = "", late: bool = False) -> dict[str, object]:
     """Launch keywords: the kernels' ``PDL`` constexpr (0 off; 1 on, the next kernel may launch
-    once every program has passed its wait; 2 on, once every program has reached its
-    ``pdl_release_late``: after its main loop) and ``launch_pdl`` when it is on."""
+    once every program has passed its wait; 2 (``late``: the kernels with a main loop) on, once
+    every program has reached ``pdl_release_late`` after that loop) and ``launch_pdl`` when on.
+    H100, 2026-11-26: releasing right after the wait made the MLA decode (two waves of programs)
+    10% slower, the next kernel's programs sitting beside its second wave; late release did not."""
     if not pdl_enabled(device, family):
         return {"PDL": 0}
-    late = late and os.environ.get("UPDRAFT_PDL_RELEASE", "late") == "late"
     return {"PDL": 2 if late else 1, "launch_pdl": True}
 
 
