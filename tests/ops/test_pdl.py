@@ -23,11 +23,13 @@ def test_off_on_cpu_and_under_the_interpreter(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.parametrize("env,family,major,want", [
-    ("1", "gemv", 9, True), ("1", "attention", 10, True), ("1", "gemv", 8, False), ("0", "gemv", 9, False),
-    ("", "gemv", 9, False), ("gemv,sampling", "gemv", 9, True), ("gemv,sampling", "attention", 9, False),
+    ("1", "gemv", 9, True), ("1", "attention", 10, True), ("1", "sampling", 9, True), ("1", "elementwise", 9, False),
+    ("all", "elementwise", 9, True), ("1", "gemv", 8, False), ("0", "gemv", 9, False), ("", "gemv", 9, False),
+    ("gemv,sampling", "gemv", 9, True), ("gemv,sampling", "attention", 9, False),
 ])
 def test_policy(monkeypatch: pytest.MonkeyPatch, env: str, family: str, major: int, want: bool) -> None:
-    """sm_90+ only; ``UPDRAFT_PDL`` = 0 / 1 / the families to launch with it."""
+    """sm_90+ only; ``UPDRAFT_PDL`` = 0 / 1 (the default families: not elementwise) / all / the
+    families to launch with it."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(triton_utils, "_major", lambda index: major)
     monkeypatch.setenv("UPDRAFT_PDL", env)
@@ -37,7 +39,7 @@ def test_policy(monkeypatch: pytest.MonkeyPatch, env: str, family: str, major: i
     assert opts == ({"PDL": 2, "launch_pdl": True} if want else {"PDL": 0})
     assert pdl_opts(dev, family) == ({"PDL": 1, "launch_pdl": True} if want else {"PDL": 0})
     with use_pdl(not want):  # the override wins over the environment, and is undone after
-        assert pdl_enabled(dev, family) is (not want and major >= 9)
+        assert pdl_enabled(dev, family) is (not want and major >= 9 and family in triton_utils.DEFAULT_FAMILIES)
     assert pdl_enabled(dev, family) is want
 
 

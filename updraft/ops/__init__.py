@@ -47,6 +47,9 @@ Conventions: every op is CUDA-graph capturable (no host syncs, output sizes from
 data-dependent launches); outputs are fresh tensors except ``rotary_``, which writes q and k in
 place and returns None. The token count is only ever a grid size, never a kernel argument, so
 one compiled kernel serves every batch size (no recompiles while capturing graph sizes).
+Every Triton kernel here starts with ``triton_utils.pdl_enter`` (the PDL contract: nothing read
+or written before the wait on the previous kernel); the element-wise ones launch without PDL by
+default (``triton_utils.DEFAULT_FAMILIES``).
 """
 
 from __future__ import annotations

@@ -51,6 +51,11 @@ GEMM's summation order (float32 partial sums in another order than cuBLAS's or t
 the norm's sum of squares (chunked over K); tests therefore compare against float64 with
 tolerances, and bitwise only where no sum or norm is involved.
 
+Programmatic dependent launch (``triton_utils``): on sm_90+ each kernel here waits on the kernel
+before it (``pdl_enter``) before touching any activation, and lets the next one launch after its
+K loop (``pdl_release_late``); before the wait, a program of a GEMM over rows up to
+``PREFETCH_MAX_K`` wide prefetches the first K chunk of its weight rows into L2.
+
 Hazards: the argmax epilogue and nothing else uses a ticket counter (``Sem``): the last program
 to finish reduces the per-program maxima and resets the counter to 0, so the counter must start
 at 0 (``semaphore`` hands out a zeroed one, allocated outside graph capture). KV slots, positions

@@ -55,16 +55,27 @@ def _major(index: int) -> int:
     return torch.cuda.get_device_capability(index)[0]
 
 
+#: Kernel families launched with PDL by default. ``elementwise`` (RMSNorm, SiLU-mul, rotary: the
+#: unfused layers' kernels between cuBLAS GEMMs) is not: H100, SmolLM2 + its EAGLE-3 head
+#: (benchmarks/results/2026-11-26-h100-pdl, run 7), the bs-8 S = 5 cycle took 1.442 ms with it,
+#: 1.395 without, 1.432 with PDL off; the plain step and the bs-1 cycle were the same either way.
+DEFAULT_FAMILIES = ("gemv", "attention", "sampling")
+
+
 def pdl_enabled(device: torch.device, family: str = "") -> bool:
     """Whether kernels of ``family`` on ``device`` launch with PDL: CUDA sm_90+, compiled (not
-    the interpreter), unless ``use_pdl(False)`` or ``UPDRAFT_PDL=0`` (or a comma list of the
-    families to launch with it: gemv, attention, sampling, elementwise)."""
+    the interpreter), a family in ``DEFAULT_FAMILIES``, unless ``use_pdl`` says otherwise or
+    ``UPDRAFT_PDL`` is set: 0 (off), 1 (the default families), all, or a comma list of
+    families (gemv, attention, sampling, elementwise)."""
     if device.type != "cuda":
         return False
     on = _PDL_OVERRIDE[0]
     if on is None:
         env = os.environ.get("UPDRAFT_PDL", "1")
-        on = env not in ("", "0") and (env == "1" or family in env.split(","))
+        families = DEFAULT_FAMILIES if env == "1" else env.split(",")
+        on = env == "all" or family in families
+    elif on:
+        on = family in DEFAULT_FAMILIES
     if not on or emulate_rne():
         return False
     return _major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
@@ -83,8 +94,8 @@ def pdl_opts(device: torch.device, family: str = "", late: bool = False) -> dict
 
 @contextlib.contextmanager
 def use_pdl(on: bool | None) -> Iterator[None]:
-    """Force PDL on or off (None: the default) for launches inside the block (a graph keeps
-    what was in force at capture)."""
+    """PDL off, or on for the default families (None: as the environment says) for launches
+    inside the block (a graph keeps what was in force at capture)."""
     prev, _PDL_OVERRIDE[0] = _PDL_OVERRIDE[0], on
     try:
         yield

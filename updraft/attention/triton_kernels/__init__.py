@@ -11,6 +11,11 @@ meets the kit's 1e-4 relative tolerance; bf16/fp16 inputs use tensor cores with 
 accumulation, and softmax statistics are always fp32. Softmax runs in the log2 domain
 (``exp2``), with the scale pre-multiplied by log2(e).
 
+Launch: every kernel starts with ``ops.triton_utils.pdl_enter`` (programmatic dependent launch on
+sm_90+: it waits for the kernel before it before reading anything); the decode and extend
+kernels let the next kernel launch after their KV loop (``pdl_release_late``), the small ones at
+once. Releasing at once in the MLA decode (two waves of programs) cost it 10% on the H100.
+
 Interpreter note: under ``TRITON_INTERPRET=1`` (CPU tests), ``tl.dot`` on bf16 operands is wrong
 in triton 3.9's interpreter (bf16 is stored as uint16 and multiplied as integers). The kernels
 take a ``DOT_F32`` constexpr that upcasts dot operands to fp32; it is set only when interpreting
