@@ -40,6 +40,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--time-budget", "-3"], "time_budget=-3.0 is invalid"),
         (["--save-dtype", "int8"], "save_dtype='int8' is invalid"),
         (["--prompt-set", "v5"], "prompt_set='v5' is invalid: choose one of v3, v4"),
+        (["--head-intermediate-size", "0"], "head_intermediate_size=0 is invalid: must be an integer >= 1"),
     ],
 )
 def test_bad_values_are_one_line_errors(capsys, tmp_path, argv: list[str], needle: str) -> None:  # noqa: ANN001

@@ -71,6 +71,49 @@ def test_save_load_round_trip(tmp_path, tiny_target, method: str) -> None:  # no
     torch.testing.assert_close(a, b)
 
 
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_wider_head_saves_loads_and_drafts(tmp_path, tiny_target, method: str) -> None:  # noqa: ANN001
+    """--head-intermediate-size: a head whose MLP is wider than the target's keeps that width
+    through save and load (config.json and the weights), and the loaded head computes the same."""
+    target = tiny_target.model
+    wide = 3 * target.config.intermediate_size
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, cfg = new_head(method, target, draft_ids=draft, aux_layers=(0, 1, 1) if method == "eagle3" else None,
+                         seed=2, intermediate_size=wide)
+    assert cfg["intermediate_size"] == wide
+    folder = save_head(head, cfg, tmp_path / method, dtype=torch.float32)
+    sd = load_file(str(folder / "model.safetensors"))
+    gate = next(t for k, t in sd.items() if k.endswith("gate_proj.weight"))
+    assert tuple(gate.shape) == (wide, target.config.hidden_size)
+    loaded = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    assert loaded.config.intermediate_size == wide
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, target.config.vocab_size, (1, 10), generator=g)
+    feat = torch.randn(1, 10, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    with torch.no_grad():
+        torch.testing.assert_close(head_logits(loaded, unroll(loaded, ids, feat, 2)[1]),
+                                   head_logits(head, unroll(head, ids, feat, 2)[1]))
+
+
+def test_warm_start_keeps_the_source_heads_width(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    """--init-from a wider head: the new run's head takes the saved head's MLP width and weights,
+    whatever --head-intermediate-size says."""
+    from updraft.train.checkpoint import warm_start
+    from updraft.train.config import TrainConfig
+
+    target = tiny_target.model
+    wide = 2 * target.config.intermediate_size
+    head, cfg = new_head("eagle", target, seed=5, intermediate_size=wide)
+    folder = save_head(head, cfg, tmp_path / "wide", dtype=torch.float32)
+    started = warm_start(TrainConfig(out=str(tmp_path / "o"), method="eagle", init_from=str(folder)), target,
+                         torch.device("cpu"))
+    assert started is not None
+    again, again_cfg = started
+    assert again_cfg["intermediate_size"] == wide
+    for k, t in head.state_dict().items():
+        assert torch.equal(again.state_dict()[k], t), k
+
+
 def test_bf16_save_is_small_and_embedding_optional(tmp_path, tiny_target) -> None:  # noqa: ANN001
     target = tiny_target.model
     head, cfg = new_head("eagle", target)

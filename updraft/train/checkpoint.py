@@ -147,7 +147,8 @@ def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Hea
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
     draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
     aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
-    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
+                            intermediate_size=src.config.intermediate_size)
     own = head.state_dict()
     head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=True)
     return head, hf_cfg

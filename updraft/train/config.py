@@ -71,6 +71,9 @@ class TrainConfig:
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
+    head_intermediate_size: int | None = _opt(
+        "MLP width of a new head (default: the target's); --init-from / --resume-from keep the source head's",
+        default=None)
     # ---- monitoring and output
     spec_steps: int = _opt("draft steps S of the chain the estimates and the final check assume", default=5)
     eval_every: int = _opt("held-out estimate every N steps (0 = only at the end)", default=200)
@@ -126,6 +129,10 @@ class TrainConfig:
             raise bad("max_file_mb", "must be >= 0 (0 = one file)")
         if self.final_eval_prompts > self.held_out:
             raise bad("final_eval_prompts", f"must be <= held_out={self.held_out} (it runs held-out prompts)")
+        if self.head_intermediate_size is not None and (
+                not isinstance(self.head_intermediate_size, int) or isinstance(self.head_intermediate_size, bool)
+                or self.head_intermediate_size < 1):
+            raise bad("head_intermediate_size", "must be an integer >= 1 or unset (the target's MLP width)")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise bad("steps", "must be an integer >= 1 or unset")
         if self.gen_max_total_tokens is not None and self.gen_max_total_tokens < 64:

@@ -34,10 +34,11 @@ ARCH = {"eagle": "LlamaForCausalLMEagle", "eagle3": "LlamaForCausalLMEagle3"}
 
 def head_hf_config(
     method: str, target: ModelConfig, draft_vocab_size: int | None = None, aux_layers: tuple[int, ...] | None = None,
-    num_layers: int = 1,
+    num_layers: int = 1, intermediate_size: int | None = None,
 ) -> dict[str, Any]:
-    """``config.json`` of a head for ``target``: the target's width, heads, MLP size and RoPE;
-    one decoder layer (EAGLE-3 always has one)."""
+    """``config.json`` of a head for ``target``: the target's width, heads and RoPE, its MLP size
+    unless ``intermediate_size`` says otherwise (a wider head: more capacity at the same launch
+    count); one decoder layer (EAGLE-3 always has one)."""
     if method not in ARCH:
         raise ValueError(f"method={method!r}: expected eagle or eagle3")
     rope: dict[str, Any] | None = None
@@ -54,7 +55,7 @@ def head_hf_config(
         "model_type": "llama",
         "hidden_size": target.hidden_size,
         "target_hidden_size": target.hidden_size,
-        "intermediate_size": target.intermediate_size,
+        "intermediate_size": int(intermediate_size or target.intermediate_size),
         "num_hidden_layers": num_layers if method == "eagle" else 1,
         "num_attention_heads": target.num_heads,
         "num_key_value_heads": target.num_kv_heads,
@@ -103,6 +104,7 @@ def vocab_maps(draft_ids: torch.Tensor, target_vocab: int) -> tuple[torch.Tensor
 def new_head(
     method: str, target: LlamaForCausalLM, *, draft_ids: torch.Tensor | None = None,
     aux_layers: tuple[int, ...] | None = None, seed: int = 0, device: torch.device | str = "cpu",
+    intermediate_size: int | None = None,
 ) -> tuple[Head, dict[str, Any]]:
     """A freshly initialised head (float32, on ``device``) bound to ``target``, and its config.
 
@@ -112,7 +114,8 @@ def new_head(
     tcfg = target.config
     if method == "eagle3" and draft_ids is None:
         draft_ids = torch.arange(tcfg.vocab_size)
-    cfg = head_hf_config(method, tcfg, None if draft_ids is None else int(draft_ids.numel()), aux_layers)
+    cfg = head_hf_config(method, tcfg, None if draft_ids is None else int(draft_ids.numel()), aux_layers,
+                         intermediate_size=intermediate_size)
     hc = DraftHeadConfig.from_hf(cfg)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

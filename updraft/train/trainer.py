@@ -304,7 +304,8 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
         if cfg.method == "eagle3":
             draft_ids = select_draft_vocab(prep.train.token_counts(prep.loaded.config.vocab_size), cfg.draft_vocab_size)
         aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
-        started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device)
+        started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
+                           intermediate_size=cfg.head_intermediate_size)
     head, hf_cfg = started
     if isinstance(head, Eagle3Head):
         counts = prep.train.token_counts(prep.loaded.config.vocab_size)
