@@ -16,10 +16,10 @@ from updraft.ops.triton_utils import pdl_enabled, pdl_opts, use_pdl
 
 
 def test_off_on_cpu_and_under_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert pdl_opts(torch.device("cpu")) == {"PDL": 0}
+    assert pdl_opts(torch.device("cpu"), "gemv") == {"PDL": 0}
     monkeypatch.setattr(triton_utils, "_major", lambda index: 9)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert not pdl_enabled(torch.device("cuda", 0))
+    assert not pdl_enabled(torch.device("cuda", 0), "gemv")
 
 
 @pytest.mark.parametrize("env,family,major,want", [

@@ -15,6 +15,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Iterator
+from typing import Literal, get_args
 
 import torch
 import triton
@@ -59,29 +60,39 @@ def _major(index: int) -> int:
 #: unfused layers' kernels between cuBLAS GEMMs) is not: H100, SmolLM2 + its EAGLE-3 head
 #: (benchmarks/results/2026-11-26-h100-pdl, run 7), the bs-8 S = 5 cycle took 1.442 ms with it,
 #: 1.395 without, 1.432 with PDL off; the plain step and the bs-1 cycle were the same either way.
-DEFAULT_FAMILIES = ("gemv", "attention", "sampling")
+Family = Literal["gemv", "attention", "sampling", "elementwise"]
+FAMILIES: tuple[Family, ...] = get_args(Family)
+DEFAULT_FAMILIES: tuple[Family, ...] = ("gemv", "attention", "sampling")
 
 
-def pdl_enabled(device: torch.device, family: str = "") -> bool:
+@functools.cache
+def _env_families(env: str) -> frozenset[str]:
+    """The families ``UPDRAFT_PDL=env`` turns on (parsed once per value: launches read it)."""
+    if env == "1":
+        return frozenset(DEFAULT_FAMILIES)
+    if env == "all":
+        return frozenset(FAMILIES)
+    return frozenset(env.split(",")) if env not in ("", "0") else frozenset()
+
+
+def pdl_enabled(device: torch.device, family: Family) -> bool:
     """Whether kernels of ``family`` on ``device`` launch with PDL: CUDA sm_90+, compiled (not
     the interpreter), a family in ``DEFAULT_FAMILIES``, unless ``use_pdl`` says otherwise or
     ``UPDRAFT_PDL`` is set: 0 (off), 1 (the default families), all, or a comma list of
     families (gemv, attention, sampling, elementwise)."""
-    if device.type != "cuda":
+    if device.type != "cuda" or emulate_rne():  # emulate_rne(): the interpreter is on
         return False
-    on = _PDL_OVERRIDE[0]
-    if on is None:
-        env = os.environ.get("UPDRAFT_PDL", "1")
-        families = DEFAULT_FAMILIES if env == "1" else env.split(",")
-        on = env == "all" or family in families
-    elif on:
-        on = family in DEFAULT_FAMILIES
-    if not on or emulate_rne():
+    override = _PDL_OVERRIDE[0]
+    if override is None:
+        families = _env_families(os.environ.get("UPDRAFT_PDL", "1"))
+    else:
+        families = _env_families("1" if override else "0")
+    if family not in families:
         return False
     return _major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
 
 
-def pdl_opts(device: torch.device, family: str = "", late: bool = False) -> dict[str, object]:
+def pdl_opts(device: torch.device, family: Family, late: bool = False) -> dict[str, object]:
     """Launch keywords: the kernels' ``PDL`` constexpr (0 off; 1 on, the next kernel may launch
     once every program has passed its wait; 2 (``late``: the kernels with a main loop) on, once
     every program has reached ``pdl_release_late`` after that loop) and ``launch_pdl`` when on.
