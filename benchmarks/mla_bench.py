@@ -13,7 +13,10 @@
 Timing: each measured call is one backend forward (K store + attention kernel + split merge),
 replayed from a CUDA graph of ``--inner`` forwards (CUDA events, median of ``--repeats``), as in
 ``attention_bench.py``, whose timing and report helpers this script uses. ``--sweep`` also times
-other tiles and split counts per shape (a tuning run: the best of each shape is marked).
+other tiles and split counts per shape (a tuning run: the best of each shape is marked);
+``--pipeline-sweep`` the decode kernel's pipelining (the tiles before the slot prefetch, 64- to
+16-key tiles at 3-4 stages, split counts, and the forward without its K store or split merge:
+what each launch costs); ``--profile`` adds GPU time per kernel per forward.
 ``--smoke``: tiny shapes (on a CPU: the Triton interpreter), plumbing and correctness only.
 
     python benchmarks/mla_bench.py --out results/mla_bench.json [--sweep]
@@ -49,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--page-size", type=int, default=1, help="KV page size (pages shuffled over the pool)")
     p.add_argument("--peak-tbps", type=float, default=3.01, help="reference bandwidth (device copy), TB/s")
     p.add_argument("--sweep", action="store_true", help="also time other tiles / split counts per shape (tuning)")
+    p.add_argument("--pipeline-sweep", action="store_true",
+                   help="slot prefetch x key tiles x stages x splits, and the forward without its store / merge")
+    p.add_argument("--profile", action="store_true", help="also report GPU time per kernel per forward (torch profiler)")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="only these head counts (default 16 and 128)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
     return p.parse_args(argv)
@@ -63,6 +69,8 @@ class Variant:
     splits: int | None = None
     warps: int | None = None
     stages: int | None = None
+    prefetch: bool | None = None  # MLABackend.prefetch_slots (None: the backend's default)
+    skip: str | None = None  # diagnostics: "store" or "merge" left out of the timed forward (wrong output)
 
     @property
     def label(self) -> str:
@@ -70,11 +78,33 @@ class Variant:
             return "policy"
         parts = [f"{k}={v}" for k, v in (("rows", self.block_rows), ("keys", self.block_n), ("splits", self.splits),
                                           ("warps", self.warps), ("stages", self.stages)) if v]
+        parts += [f"prefetch={int(self.prefetch)}"] if self.prefetch is not None else []
+        parts += [f"no {self.skip}"] if self.skip else []
         return ",".join(parts)
 
     @property
     def tiled(self) -> bool:
         return any((self.block_rows, self.block_n, self.warps, self.stages))
+
+
+def pipeline_variants(bs: int, stride: int) -> list[Variant]:
+    """The decode kernel's pipelining (``--pipeline-sweep``): the tiles before this change (slots
+    loaded in the block that uses them, 2 stages: one latent buffer), the policy, tiles whose
+    stages double-buffer the latent tile with the slots a block ahead, split counts around the
+    policy's; then the policy without its K store or split merge (diagnostics: what each launch
+    costs)."""
+    if stride == 1:
+        old = Variant(16, 64, 32 if bs <= 8 else 8, 4, 2, prefetch=False)
+        tiles = [(16, 64, 3), (16, 32, 3), (16, 32, 4)]
+        splits: tuple[int | None, ...] = (None, 8, 32) if bs <= 8 else (None, 4, 8)
+    else:
+        old = Variant(32, 32, None, 8, 2, prefetch=False)
+        tiles = [(32, 32, 3), (32, 64, 3), (16, 64, 3)]
+        splits = (None, 8, 16)
+    out = [old, Variant()]
+    for rows, keys, stages in tiles:
+        out += [Variant(rows, keys, s, 4 if rows <= 16 else 8, stages, prefetch=True) for s in splits]
+    return out + [Variant(skip="store"), Variant(skip="merge")]
 
 
 def sweep_variants(heads: int, stride: int) -> list[Variant]:
@@ -141,6 +171,10 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
 
         be._tile = tile  # type: ignore[method-assign]
     be.kv_splits_override = variant.splits
+    if variant.prefetch is not None:
+        be.prefetch_slots = variant.prefetch  # type: ignore[misc]  # an instance override of the class default
+    if variant.skip == "store":  # what the K store launch costs (the output no longer sees the new row)
+        be._store = lambda *a, **k: None  # type: ignore[method-assign]
     n = bs * stride
     batch = make_forward_batch(mode, torch.zeros(n, dtype=torch.long, device=device), st.rows,
                                torch.full((bs,), ctx, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
@@ -152,6 +186,7 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
     out = be.forward(q, k, k[..., :rank], 0, batch)
     err = rel_err(out[:stride], reference(q[:stride], st.latent(0, ctx), rank, be.scale, stride))
     t = time_call(lambda: be.forward(q, k, k[..., :rank], 0, batch), args, device)
+    kernels = profile_kernels(lambda: be.forward(q, k, k[..., :rank], 0, batch), args.inner) if args.profile else None
     cache = bs * ctx * (rank + rope) * 2
     io = (q.numel() + out.numel()) * 2
     sec = t["graph_s"]
@@ -163,7 +198,48 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
         "cache_gb": cache / 1e9, "table_gb": bs * ctx * 4 / 1e9,
         "bandwidth_tbps": (cache + io) / sec / 1e12, "fraction_of_peak": (cache + io) / sec / (args.peak_tbps * 1e12),
         "tflops": n * heads * ctx * 2 * (2 * rank + rope) / sec / 1e12, "rel_err_req0": err,
+        **({"kernels_us": kernels} if kernels is not None else {}),
     }
+
+
+def profile_kernels(fn: Any, inner: int) -> dict[str, float]:
+    """GPU microseconds per forward of each kernel (name -> us), from the torch profiler over one
+    replay of a CUDA graph of ``inner`` forwards."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        graph.replay()
+        torch.cuda.synchronize()
+    times: dict[str, float] = {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA"):
+            us = float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0))
+            times[e.name[:40]] = times.get(e.name[:40], 0.0) + us / inner
+    return {k: round(v, 2) for k, v in sorted(times.items(), key=lambda kv: -kv[1])}
+
+
+def run_variants(variants: list[Variant], bs: int, ctx: int, heads: int, args: argparse.Namespace,
+                 device: torch.device, dims: tuple[int, int], stride: int) -> list[dict[str, Any]]:
+    got = []
+    from updraft.attention.triton_kernels import mla_decode
+
+    for v in variants:
+        merge = mla_decode.merge_splits
+        if v.skip == "merge":  # diagnostics: the forward without its split merge launch
+            mla_decode.merge_splits = lambda *a: None  # type: ignore[assignment]
+        try:
+            got.append(bench(bs, ctx, heads, args, device, dims, stride, v))
+        except Exception as e:  # a tile the compiler rejects (shared memory) just loses  # noqa: BLE001
+            print(f"  {heads}/{bs}/{ctx} {v.label}: {type(e).__name__}: {str(e)[:120]}")
+        finally:
+            mla_decode.merge_splits = merge
+    return got
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,12 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[dict[str, Any]] = []
         for bs, ctx, heads in shapes:
             variants = [Variant()] + (sweep_variants(heads, stride) if args.sweep else [])
-            got = []
-            for v in variants:
-                try:
-                    got.append(bench(bs, ctx, heads, args, device, dims, stride, v))
-                except Exception as e:  # a tile the compiler rejects (shared memory) just loses  # noqa: BLE001
-                    print(f"  {heads}/{bs}/{ctx} {v.label}: {type(e).__name__}: {str(e)[:120]}")
+            if args.pipeline_sweep:
+                variants = pipeline_variants(bs, stride)
+            got = run_variants(variants, bs, ctx, heads, args, device, dims, stride)
             best = min(got, key=lambda r: r["time_us"])
             for r in got:
                 r["variant"] += " *" if r is best and len(got) > 1 else ""
@@ -210,6 +283,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n### {'Decode' if stride == 1 else f'TARGET_VERIFY, {stride} tokens/request'} (bf16, latent {dims[0]} + {dims[1]}, "
               f"page {args.page_size}, shuffled pages; bytes = latent cache + q + out)\n")
         print(markdown(rows, cols))
+        for r in rows:
+            if "kernels_us" in r:
+                top = ", ".join(f"{k} {v:.1f}" for k, v in list(r["kernels_us"].items())[:5])
+                print(f"  kernels, us per forward ({r['bs']}/{r['context']}/{r['heads']} {r['variant']}): {top}")
     results["wall_s"] = time.time() - t0
     print(f"\n{results['meta']['device']}, torch {results['meta']['torch']}, triton {results['meta']['triton']}, {results['wall_s']:.0f} s")
     if args.out is not None:

@@ -134,6 +134,25 @@ def test_gpu_tile_config(mode: ForwardMode) -> None:
         assert result.ok, result.describe()
 
 
+@pytest.mark.parametrize("mode", [M.DECODE, M.DRAFT_DECODE, M.TARGET_VERIFY], ids=lambda m: m.name)
+def test_slots_prefetched_a_block_ahead(mode: ForwardMode) -> None:
+    """The pipelined decode tile (3 stages: the slots of the next block loaded in this one):
+    splits ending inside a block and past the table row's last used entry, page sizes 1 and 16,
+    over 1, 3 and 5 splits, equal the reference and the tile without prefetch."""
+    ext = (1, 1, 1) if mode.is_decode() else (4, 4, 4)
+    for page in (1, 16):
+        case = mla_case(mode, (70, 33, 5), ext, page=page)
+        outs = []
+        for stages in (3, 2):  # 3: PREFETCH on (MLABackend._run_decode), 2: off
+            tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=4, num_stages=stages)
+            for splits in (1, 3, 5):
+                result, _, batch, out = run_case(case, splits=splits, tile=tile)
+                assert result.ok, (stages, splits, result.describe())
+                outs.append(out)
+        for a, b in zip(outs[:3], outs[3:]):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 # ---- routing ----------------------------------------------------------------------------------
 def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Failure class 5: DRAFT_EXTEND_V2, DRAFT_EXTEND and EXTEND take the extend kernel; the
@@ -268,15 +287,16 @@ def test_forward_does_not_sync(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("heads,bs,stride,rows,splits,context", [
-    (16, 8, 1, 16, 32, 32768), (16, 64, 1, 16, 8, 32768), (128, 8, 1, 32, 16, 32768), (128, 64, 1, 32, 2, 32768),
-    (16, 8, 4, 32, 32, 32768), (16, 1, 2, 32, 16, 1024), (16, 1, 1, 16, 8, 1024)])
+    (16, 8, 1, 16, 16, 32768), (16, 64, 1, 16, 2, 32768), (128, 8, 1, 32, 4, 32768), (128, 64, 1, 32, 1, 32768),
+    (16, 8, 4, 32, 8, 32768), (16, 1, 2, 32, 8, 1024), (16, 1, 1, 16, 8, 1024)])
 def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: int, context: int) -> None:
     """The plan an H100 (132 SMs) gets at 512 + 64, computed on the host: head blocks of 16 or
-    32 rows (verify: 4 tokens x 16 heads in two), ~4 programs per SM through KV splits rounded
-    down to a power of two, at most 32 (the H100 sweep of 2026-11-26: 32 at bs 8, 8 at bs 64),
-    and a split at least ``max(2 x block_n, f x rows)`` keys, f = 8 in decode and 2 in verify
-    blocks: a 2-token verify at 1k context runs 16 splits (it ran 2 of 512 keys when f was 16:
-    +1.2 ms a DeepSeek-V2-Lite MTP cycle on the H100)."""
+    32 rows (verify: 4 tokens x 16 heads in two), 64-key tiles in 3 stages (double-buffered,
+    one program per SM), so KV splits aim at one wave, rounded down to a power of two, at most
+    32 (the H100 sweep of 2026-11-26: 16 at decode bs 8, 8 at a 4-token verify bs 8), and a
+    split at least ``max(128, f x rows)`` keys, f = 8 in decode and 2 in verify blocks: a
+    2-token verify at 1k context runs 8 splits (2 of 512 keys when f was 16: +1.2 ms a
+    DeepSeek-V2-Lite MTP cycle on the H100)."""
     from updraft.batch import make_forward_batch
 
     pool = KVPool(1, 4, 16, 1, 576, torch.bfloat16, "cpu", v_head_dim=512, shared_kv=True)
@@ -291,6 +311,7 @@ def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: in
     assert plan.use_decode_kernel and plan.tile.block_rows == rows and plan.num_kv_splits == splits
     floor = (MLABackend.min_split_rows if stride == 1 else MLABackend.verify_min_split_rows) * rows
     assert plan.tile.min_split == max(2 * plan.tile.block_n, floor) and plan.tile.num_warps == (4 if rows == 16 else 8)
+    assert plan.tile.num_stages == 3 and plan.tile.block_n == 64
 
 
 # ---- input checks -----------------------------------------------------------------------------

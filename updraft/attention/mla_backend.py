@@ -62,6 +62,12 @@ class MLABackend(TritonBackend):
     #: by the merge), so more splits than this costs more than the programs it adds.
     split_waves: ClassVar[int] = 4
     verify_split_waves: ClassVar[int] = 4  # MLA's verify is its decode, ndt rows wider (same sweep)
+    #: The decode kernel's tiles take a whole SM (a double-buffered 64-key latent tile), so their
+    #: splits aim at one wave: decode bs 8 -> 16 splits, a 4-token verify bs 8 -> 8 (H100,
+    #: 2026-11-26, 16 heads, 8k: decode 41.6 us at 16 splits, 48.8 at 32; verify 68.9 / 82.1 us at
+    #: 8 / 16). ``split_waves`` / ``verify_split_waves`` are the extend kernel's and the 2-stage
+    #: tiles'.
+    decode_split_waves: ClassVar[int] = 1
     max_kv_splits: ClassVar[int] = 32
     #: A decode-kernel split covers at least ``max(2 * block_n, rows * block_m)`` keys, ``rows``
     #: these factors for decode and for verify blocks. H100, random DeepSeek-V2-Lite + one MTP
@@ -71,6 +77,9 @@ class MLABackend(TritonBackend):
     #: 8 took the plain step from 5.81 to 5.66 ms. Long contexts split by the occupancy policy.
     min_split_rows: ClassVar[int] = 8
     verify_min_split_rows: ClassVar[int] = 2
+    #: Decode kernel: with ``num_stages >= 3``, load a block's slots one block ahead, so the
+    #: pipeliner double-buffers the latent tile (``mla_decode``'s docstring).
+    prefetch_slots: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -105,6 +114,8 @@ class MLABackend(TritonBackend):
         return grid_rows(max_ext, self.num_heads, tile.block_rows) * bsz
 
     def _num_kv_splits(self, base_programs: int, tile: TileConfig, waves: int | None = None) -> int:
+        if tile.num_stages >= 3:  # the double-buffered decode tiles: one program per SM
+            waves = self.decode_split_waves
         splits = super()._num_kv_splits(base_programs, tile, waves)
         if self.kv_splits_override is not None:
             return splits
@@ -122,11 +133,17 @@ class MLABackend(TritonBackend):
         if self.kv_pool.dtype == torch.float32:  # IEEE fp32 dots on FMA units: the correctness path
             return TileConfig(block_rows=16, block_n=16, min_split=64, num_warps=4, num_stages=2)
         block_m = min(max(16, next_pow2(rows)), 32 if use_decode else 64)
-        block_n = 64 if block_m <= 16 else 32
+        warps = 4 if block_m <= 16 else 8
+        if not use_decode:
+            block_n = 64 if block_m <= 16 else 32
+            return TileConfig(block_rows=block_m, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
+        # 64-key latent tiles in 3 stages with the slots a block ahead: double-buffered (mla_decode),
+        # 168-184 KB of shared memory, one program per SM (H100, 2026-11-26, 16 heads, 8k: decode
+        # bs 8 43.2 -> 41.6 us; a 4-token verify bs 8 / 64 159.8 -> 68.9 / 958.9 -> 455.1 us
+        # against 32-row x 32-key tiles in 2 stages, which never overlapped a copy with the dots).
         rows_factor = self.min_split_rows if max_ext <= 1 else self.verify_min_split_rows
-        min_split = max(2 * block_n, rows_factor * block_m) if use_decode else 2 * block_n
-        return TileConfig(block_rows=block_m, block_n=block_n, min_split=min_split, num_warps=4 if block_m <= 16 else 8,
-                          num_stages=2)
+        return TileConfig(block_rows=block_m, block_n=64, min_split=max(128, rows_factor * block_m), num_warps=warps,
+                          num_stages=3)
 
     # ---- compute -----------------------------------------------------------------------
     def forward(
@@ -174,6 +191,6 @@ class MLABackend(TritonBackend):
         mla_decode_attention(
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens, md.kv_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
-            self._dot_f32(q),
+            self._dot_f32(q), self.prefetch_slots and md.plan.tile.num_stages >= 3,
         )
         return out

@@ -42,6 +42,7 @@ def _compile(
     (seconds, shared memory bytes, local-memory stores in the PTX: register spills)."""
     if "PDL" in fn.arg_names:  # the GPU default: every kernel launches with PDL on sm_90+
         consts = {"PDL": 2, **consts}
+    stages = int(consts.pop("num_stages", 2))
     sig = {}
     for name in fn.arg_names:
         if name in consts:
@@ -50,8 +51,14 @@ def _compile(
             sig[name] = "*" + ptrs[name]
         else:
             sig[name] = "fp32" if name in floats else "i32"
+    # As the launcher specializes real arguments: pointers and strides divisible by 16 (without
+    # it the pipeliner sees scalar loads and issues no async copies: the shared memory and
+    # buffering checked here would not be the GPU's).
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
+             if name in ptrs or (name.startswith("stride") and name not in consts)}
     t0 = time.time()
-    kernel = triton.compile(ASTSource(fn, sig, consts), target=target, options={"num_warps": num_warps, "num_stages": 2})
+    kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=target,
+                            options={"num_warps": num_warps, "num_stages": stages})
     return time.time() - t0, int(kernel.metadata.shared), kernel.asm["ptx"].count("st.local")
 
 
@@ -122,8 +129,9 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
                        KvLens="i32")
     extend_ptrs = dict(Q=d, KNew=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64",
                        KvLens="i32", ExtLens="i32", ExtStart="i32")
-    # (heads, stride, rows, keys, tree, direct, warps) decode; (heads, rows, keys, tree, direct, warps) extend
-    dec = [(16, 1, 16, 64, False, False, 4), (128, 1, 32, 32, False, False, 8), (16, 4, 32, 32, True, False, 8)]
+    # (heads, stride, rows, keys, tree, direct, warps) decode; (heads, rows, keys, tree, direct, warps) extend;
+    # the bf16 decode tiles run 3 stages with the slots prefetched (MLABackend._tile)
+    dec = [(16, 1, 16, 64, False, False, 4), (128, 1, 32, 64, False, False, 8), (16, 4, 32, 64, True, False, 8)]
     ext = [(16, 64, 32, False, True, 8)]
     if fp32:
         dec = [(16, 4, 16, 16, True, False, 4)]
@@ -136,7 +144,7 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
         out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
                     mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
                     dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
-                         TREE=tree, DIRECT=direct, **lat), warps))
+                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, num_stages=2 if fp32 else 3, **lat), warps))
     for heads, rows, bn, tree, direct, warps in ext:
         out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
                     extend_ptrs | dict(TreeMask="u8" if tree else "i32"),

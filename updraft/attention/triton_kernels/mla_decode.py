@@ -19,6 +19,14 @@ of one request (see ``mla_common``: verify packs ndt x heads into the dot's M di
 KV split. The head-block axis is the fastest-varying one, so the programs that read the same
 latent rows (the head blocks of one request and split) run side by side and share them in L2.
 
+Pipelining (``PREFETCH``): a block's latent rows are gathered through the slots that
+``req_to_token`` gives, so each block's loads depend on an earlier load in the same iteration.
+Triton's pipeliner then gives the latent tile a single shared-memory buffer whatever
+``num_stages`` is (the next block's copy starts only after this block's dots: no overlap inside a
+program). Loading the slots one block ahead (a loop-carried value) removes that dependency, and
+``num_stages = 3`` double-buffers the latent tile (checked on the TTGIR: two buffers,
+``async_wait`` leaving one block in flight).
+
 Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
 device, ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``, so a short context uses
 few splits (one pass, written directly when ``num_splits == 1``), a long one all of them, and
@@ -50,7 +58,7 @@ def _mla_decode_kernel(
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr,
-    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr,
+    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_enter(PDL)
     mblk = tl.program_id(0)
@@ -78,10 +86,18 @@ def _mla_decode_kernel(
     lo = split * split_len
     hi = tl.minimum(lo + split_len, seq)
     table_row = ReqToToken + rpi * stride_rt
+    if PREFETCH:  # the next block's slots, loaded a block ahead (see the module docstring)
+        nxt = lo + tl.arange(0, BLOCK_N)
+        slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
     for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
-        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        if PREFETCH:
+            slot = slot_next.to(tl.int64)
+            nxt = pos + BLOCK_N
+            slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
+        else:
+            slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
         # Query token i sits at position kv + i: causal inside the block (always true in decode).
         allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
         if TREE:
@@ -113,13 +129,14 @@ def mla_decode_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
+    prefetch: bool = True,
 ) -> None:
     """``q`` [T, H, DV + DR] with ``T = B * stride`` query rows (request-major, ``stride`` each);
     ``k_pool`` [slots, 1, DV + DR] the latent cache of one layer; ``out`` [T, H, DV].
 
     ``tree_mask``: [B, stride, stride] uint8 over the query block, or None. ``mid_o``
     [T, H, num_splits, DV] / ``mid_lse`` [T, H, num_splits] are fp32 scratch for the split
-    partials (unused when ``num_splits == 1``). ``stride``, ``num_splits`` and ``cfg`` are host
+    partials (unused when ``num_splits == 1``). ``stride``, ``num_splits``, ``cfg`` and ``prefetch`` (the slots a block ahead) are host
     scalars: under a CUDA graph, the values seen at capture.
     """
     num_tokens, num_heads, dim = q.shape
@@ -142,7 +159,7 @@ def mla_decode_attention(
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb, ti,
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
-        TREE=tree_mask is not None, DIRECT=direct, **latent_consts(dv, dim, q.dtype, dot_f32),
+        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=prefetch, **latent_consts(dv, dim, q.dtype, dot_f32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
