@@ -120,6 +120,28 @@ def test_many_active_splits(mode: ForwardMode) -> None:
         assert result.ok, result.describe()
 
 
+@pytest.mark.parametrize("merge_in_kernel", [False, True])
+@pytest.mark.parametrize("mode", [ForwardMode.DECODE, ForwardMode.DRAFT_DECODE, ForwardMode.TARGET_VERIFY],
+                         ids=lambda m: m.name)
+def test_slots_prefetched_a_block_ahead(mode: ForwardMode, merge_in_kernel: bool) -> None:
+    """The decode kernel's pipelined tile (3 stages: the next block's slots loaded in this one):
+    splits ending inside a block and past the table row's last used entry, page sizes 1 and 16,
+    1, 3 and 5 splits, equal the reference and the 2-stage tile (no prefetch)."""
+    ext = (1, 1, 1) if mode.is_decode() else (4, 4, 4)
+    for page in (1, 16):
+        case = AttnCase(mode, 8, 2, 32, page, (70, 33, 5), ext, "float32", "shuffled")
+        outs = []
+        for stages in (3, 2):
+            tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=4, num_stages=stages)
+            for splits in (1, 3, 5):
+                result, _, batch, out = run_case(case, splits=splits, tile=tile, merge_in_kernel=merge_in_kernel)
+                assert batch.attn_metadata.plan.use_decode_kernel
+                assert result.ok, (stages, splits, result.describe())
+                outs.append(out)
+        for a, b in zip(outs[:3], outs[3:]):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", [ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.TARGET_VERIFY])
 def test_gpu_tile_config(mode: ForwardMode) -> None:
     """The GPU's block sizes (64-key blocks, 128-row extend tiles), run by the interpreter."""

@@ -19,6 +19,12 @@ writes the output directly (``DIRECT``); otherwise it writes fp32 partials, merg
 head) to finish (an atomic ticket per group; the counters start and end at 0): one launch at
 every context length, and no merge work for splits that short contexts leave empty.
 
+Pipelining: each block's K/V rows are gathered through slots loaded from ``req_to_token``. Loaded
+in the same iteration, that load-to-load dependency leaves Triton's pipeliner one shared-memory
+buffer per tile at any ``num_stages`` (no copy overlaps the dots); tiles with ``num_stages >= 3``
+load the next block's slots a block ahead (``PREFETCH``, a loop-carried value), and the K/V tiles
+are double-buffered (as ``mla_decode``).
+
 Keys are read through ``req_to_token`` one position at a time, so any page size works. The new
 token must already be in the pool (the backend stores K/V first): the kernel reads positions
 ``[0, seq_lens[b])`` from the pool and nothing else. Padded graph rows (``seq_lens = 1``,
@@ -37,15 +43,13 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
-def _decode_block(q, m_i, l_i, acc, start, hi, last, table_row, KPool, VPool, kvh, d, dmask, stride_ks, stride_kh,
-                  stride_vs, stride_vh, scale_log2, out_ty, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
-                  DOT_PREC: tl.constexpr, CAUSAL: tl.constexpr):
-    """One block of BLOCK_N cached positions from ``start`` (``start < hi``): the online-softmax
-    update of (m, l, acc). ``CAUSAL``: row r sees positions ``<= last[r]`` only (a row may then
-    see none of the block, nor any before it: its max stays -inf and adds nothing)."""
-    pos = start + tl.arange(0, BLOCK_N)
-    pmask = pos < hi
-    slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+def _decode_block(q, m_i, l_i, acc, pos, pmask, slot, last, KPool, VPool, kvh, d, dmask, stride_ks, stride_kh,
+                  stride_vs, stride_vh, scale_log2, out_ty, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
+                  CAUSAL: tl.constexpr):
+    """One block of BLOCK_N cached positions ``pos`` (``pmask``: those before the split's end;
+    ``pos[0]`` always is) in pool slots ``slot``: the online-softmax update of (m, l, acc).
+    ``CAUSAL``: row r sees positions ``<= last[r]`` only (a row may then see none of the block,
+    nor any before it: its max stays -inf and adds nothing)."""
     k = tl.load(KPool + slot[None, :] * stride_ks + kvh * stride_kh + d[:, None], mask=dmask[:, None] & pmask[None, :],
                 other=0.0)
     qk = tl.dot(q, k.to(q.dtype), input_precision=DOT_PREC) * scale_log2
@@ -112,7 +116,7 @@ def _decode_kernel(
     stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
     GROUP: tl.constexpr, STRIDE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PDL: tl.constexpr,
+    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
@@ -143,10 +147,21 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
     table_row = ReqToToken + rpi * stride_rt
+    if PREFETCH:  # the next block's slots, loaded a block ahead (see the module docstring)
+        nxt = lo + tl.arange(0, BLOCK_N)
+        slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
     for start in range(lo, hi, BLOCK_N):
-        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, start, hi, last, table_row, KPool, VPool, kvh, d, dmask,
+        pos = start + tl.arange(0, BLOCK_N)
+        pmask = pos < hi
+        if PREFETCH:
+            slot = slot_next.to(tl.int64)
+            nxt = pos + BLOCK_N
+            slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
+        else:
+            slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, pos, pmask, slot, last, KPool, VPool, kvh, d, dmask,
                                       stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
-                                      BLOCK_N, DOT_F32, DOT_PREC, STRIDE > 1)
+                                      DOT_F32, DOT_PREC, STRIDE > 1)
 
     pdl_release_late(PDL)
     has_keys = l_i > 0.0
@@ -245,6 +260,7 @@ def decode_attention(
         DOT_F32=dot_f32,
         DOT_PREC=dot_precision(q.dtype, dot_f32),
         MERGE=sem is not None and not direct,
+        PREFETCH=cfg.num_stages >= 3,
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
