@@ -19,11 +19,8 @@ writes the output directly (``DIRECT``); otherwise it writes fp32 partials, merg
 head) to finish (an atomic ticket per group; the counters start and end at 0): one launch at
 every context length, and no merge work for splits that short contexts leave empty.
 
-Pipelining: each block's K/V rows are gathered through slots loaded from ``req_to_token``. Loaded
-in the same iteration, that load-to-load dependency leaves Triton's pipeliner one shared-memory
-buffer per tile at any ``num_stages`` (no copy overlaps the dots); tiles with ``num_stages >= 3``
-load the next block's slots a block ahead (``PREFETCH``, a loop-carried value), and the K/V tiles
-are double-buffered (as ``mla_decode``).
+Pipelining: tiles with ``num_stages >= 3`` load the next block's slots a block ahead
+(``PREFETCH``), so the K/V tiles are double-buffered (``slots.py`` says why it takes that).
 
 Keys are read through ``req_to_token`` one position at a time, so any page size works. The new
 token must already be in the pool (the backend stores K/V first): the kernel reads positions
@@ -39,6 +36,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
+from updraft.attention.triton_kernels.slots import block_slots, first_slots
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -147,18 +145,11 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
     table_row = ReqToToken + rpi * stride_rt
-    if PREFETCH:  # the next block's slots, loaded a block ahead (see the module docstring)
-        nxt = lo + tl.arange(0, BLOCK_N)
-        slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
+    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
     for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
-        if PREFETCH:
-            slot = slot_next.to(tl.int64)
-            nxt = pos + BLOCK_N
-            slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
-        else:
-            slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
         m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, pos, pmask, slot, last, KPool, VPool, kvh, d, dmask,
                                       stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
                                       DOT_F32, DOT_PREC, STRIDE > 1)

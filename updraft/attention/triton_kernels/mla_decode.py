@@ -19,13 +19,8 @@ of one request (see ``mla_common``: verify packs ndt x heads into the dot's M di
 KV split. The head-block axis is the fastest-varying one, so the programs that read the same
 latent rows (the head blocks of one request and split) run side by side and share them in L2.
 
-Pipelining (``PREFETCH``): a block's latent rows are gathered through the slots that
-``req_to_token`` gives, so each block's loads depend on an earlier load in the same iteration.
-Triton's pipeliner then gives the latent tile a single shared-memory buffer whatever
-``num_stages`` is (the next block's copy starts only after this block's dots: no overlap inside a
-program). Loading the slots one block ahead (a loop-carried value) removes that dependency, and
-``num_stages = 3`` double-buffers the latent tile (checked on the TTGIR: two buffers,
-``async_wait`` leaving one block in flight).
+Pipelining (``PREFETCH``): the slots loaded one block ahead, so ``num_stages = 3``
+double-buffers the latent tile (``slots.py`` says why it takes that).
 
 Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
 device, ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``, so a short context uses
@@ -48,6 +43,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
+from updraft.attention.triton_kernels.slots import block_slots, first_slots
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -86,18 +82,11 @@ def _mla_decode_kernel(
     lo = split * split_len
     hi = tl.minimum(lo + split_len, seq)
     table_row = ReqToToken + rpi * stride_rt
-    if PREFETCH:  # the next block's slots, loaded a block ahead (see the module docstring)
-        nxt = lo + tl.arange(0, BLOCK_N)
-        slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
+    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
     for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
-        if PREFETCH:
-            slot = slot_next.to(tl.int64)
-            nxt = pos + BLOCK_N
-            slot_next = tl.load(table_row + nxt, mask=nxt < hi, other=0)
-        else:
-            slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
         # Query token i sits at position kv + i: causal inside the block (always true in decode).
         allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
         if TREE:
