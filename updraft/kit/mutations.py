@@ -59,6 +59,7 @@ FN = "tests/spec/test_fused_ngram.py"
 MTP = "tests/spec/test_mtp.py"
 FUSED_COLUMN = "fused iteration"  # the kit's production-runner column of FusedIteration
 NGD = "updraft/spec/ngram_device.py"
+SLOTS = "updraft/attention/triton_kernels/slots.py"
 
 MUTATIONS: tuple[Mutation, ...] = (
     # ---- failure classes 1-11 ------------------------------------------------------------
@@ -169,10 +170,14 @@ MUTATIONS: tuple[Mutation, ...] = (
        "    rows = req_to_token[batch.req_pool_indices.long(), :max_kv].long()\n",
        "    rows = req_to_token[batch.req_pool_indices.long(), 1 : max_kv + 1].long()  # MUTATION\n",
        "kit --backend torch_native --mode DECODE --runner eager"),
-    _m("triton-kv-index-off-by-one", "-", "triton's decode kernel reads the table one position ahead",
-       "updraft/attention/triton_kernels/decode.py", "    slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)\n",
-       "    slot = tl.load(table_row + pos + 1, mask=pmask, other=0).to(tl.int64)  # MUTATION\n",
+    _m("triton-kv-index-off-by-one", "-", "the decode kernels read the table one position ahead (tiles without prefetch)",
+       SLOTS, "        slot = tl.load(table_row + pos, mask=pos < hi, other=0).to(tl.int64)\n",
+       "        slot = tl.load(table_row + pos + 1, mask=pos < hi, other=0).to(tl.int64)  # MUTATION\n",
        "kit --backend triton --mode DECODE --runner eager"),
+    _m("slot-prefetch-one-ahead", "-", "the decode kernels' slot prefetch reads the next block one position late",
+       SLOTS, "        nxt = pos + BLOCK_N\n", "        nxt = pos + BLOCK_N + 1  # MUTATION\n",
+       "tests/attention/test_triton.py::test_slots_prefetched_a_block_ahead",
+       "tests/attention/test_mla.py::test_slots_prefetched_a_block_ahead"),
     _m("wrong-stride", "-", "triton's extend kernel gets the head stride as the token stride of the new keys",
        "updraft/attention/triton_kernels/extend.py", "*_two_strides(q), *_two_strides(k_new),",
        "*_two_strides(q), k_new.stride(1), k_new.stride(1),",
