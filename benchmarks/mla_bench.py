@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--peak-tbps", type=float, default=3.01, help="reference bandwidth (device copy), TB/s")
     p.add_argument("--sweep", action="store_true", help="also time other tiles / split counts per shape (tuning)")
     p.add_argument("--pipeline-sweep", action="store_true",
-                   help="slot prefetch x key tiles x stages x splits, and the forward without its store / merge")
+                   help="key tiles x stages (3+: slots prefetched) x splits, and the forward without its store / merge")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kernel per forward (torch profiler)")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="only these head counts (default 16 and 128)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
@@ -69,7 +69,6 @@ class Variant:
     splits: int | None = None
     warps: int | None = None
     stages: int | None = None
-    prefetch: bool | None = None  # MLABackend.prefetch_slots (None: the backend's default)
     skip: str | None = None  # diagnostics: "store" or "merge" left out of the timed forward (wrong output)
 
     @property
@@ -78,7 +77,6 @@ class Variant:
             return "policy"
         parts = [f"{k}={v}" for k, v in (("rows", self.block_rows), ("keys", self.block_n), ("splits", self.splits),
                                           ("warps", self.warps), ("stages", self.stages)) if v]
-        parts += [f"prefetch={int(self.prefetch)}"] if self.prefetch is not None else []
         parts += [f"no {self.skip}"] if self.skip else []
         return ",".join(parts)
 
@@ -94,16 +92,16 @@ def pipeline_variants(bs: int, stride: int) -> list[Variant]:
     policy's; then the policy without its K store or split merge (diagnostics: what each launch
     costs)."""
     if stride == 1:
-        old = Variant(16, 64, 32 if bs <= 8 else 8, 4, 2, prefetch=False)
+        old = Variant(16, 64, 32 if bs <= 8 else 8, 4, 2)
         tiles = [(16, 64, 3), (16, 32, 3), (16, 32, 4)]
         splits: tuple[int | None, ...] = (None, 8, 32) if bs <= 8 else (None, 4, 8)
     else:
-        old = Variant(32, 32, None, 8, 2, prefetch=False)
+        old = Variant(32, 32, None, 8, 2)
         tiles = [(32, 32, 3), (32, 64, 3), (16, 64, 3)]
         splits = (None, 8, 16)
     out = [old, Variant()]
     for rows, keys, stages in tiles:
-        out += [Variant(rows, keys, s, 4 if rows <= 16 else 8, stages, prefetch=True) for s in splits]
+        out += [Variant(rows, keys, s, 4 if rows <= 16 else 8, stages) for s in splits]
     return out + [Variant(skip="store"), Variant(skip="merge")]
 
 
@@ -171,8 +169,6 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
 
         be._tile = tile  # type: ignore[method-assign]
     be.kv_splits_override = variant.splits
-    if variant.prefetch is not None:
-        be.prefetch_slots = variant.prefetch  # type: ignore[misc]  # an instance override of the class default
     if variant.skip == "store":  # what the K store launch costs (the output no longer sees the new row)
         be._store = lambda *a, **k: None  # type: ignore[method-assign]
     n = bs * stride
@@ -203,9 +199,9 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
 
 
 def profile_kernels(fn: Any, inner: int) -> dict[str, float]:
-    """GPU microseconds per forward of each kernel (name -> us), from the torch profiler over one
-    replay of a CUDA graph of ``inner`` forwards."""
-    from torch.profiler import ProfilerActivity, profile
+    """GPU microseconds per forward of each kernel (name -> us): ``decode_kernels.profile_replay``
+    over one replay of a CUDA graph of ``inner`` forwards."""
+    from decode_kernels import profile_replay
 
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -213,15 +209,7 @@ def profile_kernels(fn: Any, inner: int) -> dict[str, float]:
             fn()
     graph.replay()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        graph.replay()
-        torch.cuda.synchronize()
-    times: dict[str, float] = {}
-    for e in prof.events():
-        if str(getattr(e, "device_type", "")).endswith("CUDA"):
-            us = float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0))
-            times[e.name[:40]] = times.get(e.name[:40], 0.0) + us / inner
-    return {k: round(v, 2) for k, v in sorted(times.items(), key=lambda kv: -kv[1])}
+    return {k: round(v / inner, 2) for k, v in profile_replay(graph)[3].items()}
 
 
 def run_variants(variants: list[Variant], bs: int, ctx: int, heads: int, args: argparse.Namespace,

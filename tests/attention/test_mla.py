@@ -143,7 +143,7 @@ def test_slots_prefetched_a_block_ahead(mode: ForwardMode) -> None:
     for page in (1, 16):
         case = mla_case(mode, (70, 33, 5), ext, page=page)
         outs = []
-        for stages in (3, 2):  # 3: PREFETCH on (MLABackend._run_decode), 2: off
+        for stages in (3, 2):  # 3: PREFETCH on (mla_decode_attention), 2: off
             tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=4, num_stages=stages)
             for splits in (1, 3, 5):
                 result, _, batch, out = run_case(case, splits=splits, tile=tile)

@@ -77,9 +77,6 @@ class MLABackend(TritonBackend):
     #: 8 took the plain step from 5.81 to 5.66 ms. Long contexts split by the occupancy policy.
     min_split_rows: ClassVar[int] = 8
     verify_min_split_rows: ClassVar[int] = 2
-    #: Decode kernel: with ``num_stages >= 3``, load a block's slots one block ahead, so the
-    #: pipeliner double-buffers the latent tile (``mla_decode``'s docstring).
-    prefetch_slots: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -191,6 +188,6 @@ class MLABackend(TritonBackend):
         mla_decode_attention(
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens, md.kv_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
-            self._dot_f32(q), self.prefetch_slots and md.plan.tile.num_stages >= 3,
+            self._dot_f32(q),
         )
         return out

@@ -118,16 +118,15 @@ def mla_decode_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
-    prefetch: bool | None = None,
 ) -> None:
     """``q`` [T, H, DV + DR] with ``T = B * stride`` query rows (request-major, ``stride`` each);
     ``k_pool`` [slots, 1, DV + DR] the latent cache of one layer; ``out`` [T, H, DV].
 
     ``tree_mask``: [B, stride, stride] uint8 over the query block, or None. ``mid_o``
     [T, H, num_splits, DV] / ``mid_lse`` [T, H, num_splits] are fp32 scratch for the split
-    partials (unused when ``num_splits == 1``). ``stride``, ``num_splits``, ``cfg`` and
-    ``prefetch`` (the slots a block ahead; None: where ``cfg`` has 3 or more stages) are host
-    scalars: under a CUDA graph, the values seen at capture.
+    partials (unused when ``num_splits == 1``). ``stride``, ``num_splits`` and ``cfg`` are host
+    scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
+    slots a block ahead (``PREFETCH``).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
@@ -149,8 +148,7 @@ def mla_decode_attention(
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb, ti,
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
-        TREE=tree_mask is not None, DIRECT=direct,
-        PREFETCH=cfg.num_stages >= 3 if prefetch is None else prefetch, **latent_consts(dv, dim, q.dtype, dot_f32),
+        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, **latent_consts(dv, dim, q.dtype, dot_f32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
