@@ -140,6 +140,49 @@ def test_lm_head_norm_and_argmax(dtype: torch.dtype, tile: tuple[str, int]) -> N
     assert int(gemv.semaphore(h.device).item()) == 0
 
 
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 16)], ids=lambda t: t[0])
+@pytest.mark.parametrize("m", [1, 2, 6, 16])
+def test_linear_exact_f32(tile: tuple[str, int], m: int) -> None:
+    """``exact_f32`` (a router's logits): bf16 inputs, float32 sums never rounded to bf16. 1e-5 of
+    float64 is 2^-9 tighter than a bf16 rounding, so a rounded output cannot pass."""
+    n, k = 37, 200
+    x = randn(m, k, dtype=torch.bfloat16, seed=50 + m)
+    w = randn(n, k, dtype=torch.bfloat16, seed=51, scale=0.3)
+    out, new_res, am = gemv.linear(x, w, exact_f32=True, config=cfg_of(*tile))
+    assert out.dtype == torch.float32 and out.shape == (m, n) and new_res is None and am is None
+    assert rel_err(out, x.double() @ w.double().T) <= 1e-5, rel_err(out, x.double() @ w.double().T)
+    assert not torch.equal(out, out.bfloat16().float())
+
+
+def test_float_linear_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ops.float_linear``: the kernel under the "triton" override up to the row limit (within
+    fp32 rounding of the exact product), the cast product itself (bitwise) on "auto" CPU tensors
+    and past the limit."""
+    from updraft import ops
+
+    launches: list[int] = []
+    real = gemv.linear
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a spy with gemv.linear's signature
+        launches.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gemv, "linear", counted)
+    w = randn(24, 64, dtype=torch.bfloat16, seed=60)
+    for m in (1, 2, ops.FLOAT_LINEAR_MAX_ROWS, ops.FLOAT_LINEAR_MAX_ROWS + 1):
+        x = randn(m, 64, dtype=torch.bfloat16, seed=61 + m)
+        want = ops.dense(x.float(), w.float())
+        launches.clear()
+        with ops.use_backend("auto"):
+            assert torch.equal(ops.float_linear(x, w), want)
+        assert not launches
+        with ops.use_backend("triton"):
+            got = ops.float_linear(x, w)
+        assert len(launches) == (1 if m <= ops.FLOAT_LINEAR_MAX_ROWS else 0), m
+        assert got.dtype == torch.float32 and got.shape == (m, 24)
+        assert rel_err(got, x.double() @ w.double().T) <= 1e-5
+
+
 def test_argmax_is_for_lm_head_rows_only() -> None:
     """The argmax epilogue's last program reduces [M, programs] at once: at most 16 rows."""
     w = torch.ones(33, 16)

@@ -82,6 +82,17 @@ def test_layer_kernels_at_real_shapes(shape: tuple[int, int, int, int, int], m: 
     assert rel_err(logits, a64 @ wl.double().T) <= 1e-2 and torch.equal(best, logits.argmax(-1))
 
 
+@pytest.mark.parametrize("m", [1, 2, 8, 16])
+def test_router_logits_at_v2_lite_shape(m: int) -> None:
+    """``ops.float_linear`` at DeepSeek-V2-Lite's router (64 experts x 2048): float32 sums of the
+    bf16 products (within fp32 rounding of float64, never rounded to bf16)."""
+    x = randn(m, 2048, seed=70 + m)
+    w = randn(64, 2048, seed=71, scale=0.02)
+    got = ops.float_linear(x, w)
+    assert got.dtype == torch.float32 and rel_err(got, x.double() @ w.double().T) <= 1e-5
+    assert not torch.equal(got, got.bfloat16().float())
+
+
 def test_fused_layer_graph_replay() -> None:
     """Capture qkv -> o_proj -> gate_up -> down (with a ticketed LM head) once, replay it over
     new inputs: equal to eager runs over the same inputs, counters back at 0."""

@@ -206,7 +206,7 @@ class DeepseekMoE(nn.Module):
         self.shared_experts = GatedMLP(hidden, shared) if shared else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = ops.dense(x.float(), self.gate.weight.float())
+        logits = ops.float_linear(x, self.gate.weight)
         weights, ids = route(logits, self.moe, self.gate.e_score_correction_bias)
         out = self.experts(x, ids, weights)
         if self.shared_experts is not None:

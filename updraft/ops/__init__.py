@@ -292,6 +292,42 @@ def rotary_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin: 
         reference.rotary_(q, k, positions, cos_sin)
 
 
+#: Most token rows ``float_linear`` takes the small-M kernel for (``gemv.MAX_M``; cuBLAS above).
+#: H100, DeepSeek-V2-Lite's MTP cycle at bs 8 (2026-11-26): S = 3 (32 rows a verify) took 10.87 ms
+#: with the router on cuBLAS past 16 rows, 10.67 with the kernel up to 64.
+FLOAT_LINEAR_MAX_ROWS = 64
+
+
+def float_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``x.float() @ weight.float().T`` -> [M, N] float32 for ``x`` [M, K] and ``weight`` [N, K] of
+    one dtype (a MoE router's logits). At most ``FLOAT_LINEAR_MAX_ROWS`` rows of a kernel dtype
+    take one small-M kernel launch (``gemv.linear(exact_f32=True)``: the products of the dtype's
+    values, exact in float32, summed in float32 in the kernel's order), where the torch path casts
+    x and the whole weight, then runs an fp32 GEMM that cuBLAS splits over K at two rows (a SIMT
+    SGEMM and a reduce: ~4 us a layer more than at one row on the H100, 2026-11-26). Elsewhere,
+    and under ``use_fused_layers(False)``, ``dense`` of the cast inputs."""
+    if _float_linear_fused(x, weight):
+        from updraft.ops import gemv
+
+        return gemv.linear(x, weight, exact_f32=True)[0]
+    return dense(x.float(), weight.float())
+
+
+def _float_linear_fused(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    if (not _fused_layers or _backend == "torch" or x.dim() != 2 or not 1 <= x.shape[0] <= FLOAT_LINEAR_MAX_ROWS
+            or not triton_available()):
+        return False
+    if _backend == "auto":
+        ok = x.is_cuda and x.dtype in _SMALL_M_DTYPES
+    else:
+        ok = (x.is_cuda or interpreting()) and x.dtype in (torch.float32, *_SMALL_M_DTYPES)
+    if not ok:
+        return False
+    from updraft.ops import gemv
+
+    return gemv.supported(x, weight)
+
+
 def silu_and_mul(gate_up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` for ``gate_up = cat(gate, up)`` [..., 2I] -> [..., I]."""
     activation = _kernel_module(gate_up, 2)
@@ -304,6 +340,7 @@ __all__ = [
     "BACKENDS",
     "backend",
     "dense",
+    "float_linear",
     "fused_add_rmsnorm",
     "fused_layers",
     "interpreting",

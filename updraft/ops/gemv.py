@@ -230,7 +230,7 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
                    GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
                    HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
                    PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, PDL: tl.constexpr,
-                   PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                   PREFETCH: tl.constexpr, LINE: tl.constexpr, ROUND: tl.constexpr):
     pid = tl.program_id(0)
     n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
@@ -245,7 +245,10 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
     pdl_release_late(PDL)
     if HAS_BIAS:
         acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
-    y = round_to(acc, X.dtype.element_ty, RNE)
+    if ROUND:
+        y = round_to(acc, X.dtype.element_ty, RNE)
+    else:  # float32 sums as they are (``exact_f32``)
+        y = acc
     omask = nmask[:, None] & mmask[None, :]
     tl.store(Out + m[None, :].to(tl.int64) * stride_o + n[:, None], y.to(Out.dtype.element_ty), mask=omask)
     if ARGMAX:
@@ -448,10 +451,14 @@ PREFETCH_MAX_K = 2048
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,
            out_dtype: torch.dtype | None = None, argmax: bool = False, config: GemvConfig | None = None,
-           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+           exact_f32: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``prologue(x) @ weight.T + bias`` -> (out [M, N] in ``out_dtype`` (default x's; values
-    rounded to x's dtype either way), new residual or None, argmax [M] int64 or None)."""
+    rounded to x's dtype either way, unless ``exact_f32``: float32 out, the float32 sums as they
+    are, what ``x.float() @ weight.float().T`` computes), new residual or None, argmax [M] int64
+    or None)."""
     assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear: unsupported inputs"
+    assert not exact_f32 or out_dtype in (None, torch.float32), "gemv.linear: exact_f32 writes float32"
+    out_dtype = torch.float32 if exact_f32 else out_dtype
     m, (n, k) = num_rows(x, pro), weight.shape
     # the argmax's last program reduces an [M, programs] tile at once: LM-head rows only (<= 16)
     assert not argmax or m <= ARGMAX_MAX_M, f"gemv.linear: argmax over {m} rows (at most {ARGMAX_MAX_M})"
@@ -470,7 +477,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     _linear_kernel[(nprog,)](
         *ptrs, weight, bias if bias is not None else weight, out, pmax, pidx, best, sem, m, n, k, sx, sr,
         weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n, BLOCK_P=min(1024, triton.next_power_of_2(nprog)),
-        HAS_BIAS=bias is not None, ARGMAX=argmax, **flags, **_launch_opts(cfg, bucket, x, k),
+        HAS_BIAS=bias is not None, ARGMAX=argmax, ROUND=not exact_f32, **flags, **_launch_opts(cfg, bucket, x, k),
     )
     return out, new_res, best if argmax else None
 
