@@ -69,13 +69,17 @@ class MLABackend(TritonBackend):
     #: tiles'.
     decode_split_waves: ClassVar[int] = 1
     max_kv_splits: ClassVar[int] = 32
-    #: A decode-kernel split covers at least ``max(2 * block_n, rows * block_m)`` keys, ``rows``
-    #: these factors for decode and for verify blocks. H100, random DeepSeek-V2-Lite + one MTP
-    #: module, bs 1, 1k context (2026-11-26, benchmarks/results/2026-11-26-h100-mla-verify-splits):
-    #: at 16 / 16 a 2-token verify (32 rows, 32-row tiles) got 2 splits of 512 keys, two programs,
-    #: and the MTP S = 1 cycle took 8.66 ms = 1.49 plain steps; verify 2 (16 splits): 7.47 ms; decode
-    #: 8 took the plain step from 5.81 to 5.66 ms. Long contexts split by the occupancy policy.
-    min_split_rows: ClassVar[int] = 8
+    #: A decode-kernel split covers at least ``max(block_n, rows * block_m)`` keys, ``rows`` these
+    #: factors for decode and for verify blocks: one 64-key tile at short contexts, where the bs-1
+    #: kernel is latency-bound and more programs beat a split long enough to double-buffer. H100,
+    #: random DeepSeek-V2-Lite + one MTP module, bs 1, 1k context
+    #: (benchmarks/results/2026-11-26-h100-mla-verify-splits): at 16 / 16 a 2-token verify (32
+    #: rows) got 2 splits of 512 keys and the MTP S = 1 cycle took 8.66 ms = 1.49 plain steps;
+    #: verify 2: 7.47 ms; decode 8 took the plain step from 5.81 to 5.66 ms. With the 3-stage tiles
+    #: (benchmarks/results/2026-11-26-h100-router-commit), 128-key splits (8 at 1k) against 64-key
+    #: ones (16): plain step 5.481 -> 5.442 ms, S = 1 cycle 7.164 -> 7.079 ms; bs 8 unchanged.
+    #: Long contexts split by the occupancy policy.
+    min_split_rows: ClassVar[int] = 4
     verify_min_split_rows: ClassVar[int] = 2
 
     def __init__(
@@ -139,7 +143,7 @@ class MLABackend(TritonBackend):
         # bs 8 43.2 -> 41.6 us; a 4-token verify bs 8 / 64 159.8 -> 68.9 / 958.9 -> 455.1 us
         # against 32-row x 32-key tiles in 2 stages, which never overlapped a copy with the dots).
         rows_factor = self.min_split_rows if max_ext <= 1 else self.verify_min_split_rows
-        return TileConfig(block_rows=block_m, block_n=64, min_split=max(128, rows_factor * block_m), num_warps=warps,
+        return TileConfig(block_rows=block_m, block_n=64, min_split=max(64, rows_factor * block_m), num_warps=warps,
                           num_stages=3)
 
     # ---- compute -----------------------------------------------------------------------
