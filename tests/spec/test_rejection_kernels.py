@@ -96,9 +96,10 @@ sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q":
        "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64"}
 cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True}
 triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
-sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Out": "*fp32", "stream_c": "i64",
-       "n": "i32"}
-triton.compile(src(sk._uniform_kernel, sig, {"BLOCK_N": 16}), target=GPUTarget("cuda", 90, 32),
+# the uniforms as the fused iteration draws them: RowState.rng's columns read at the batch's rows
+sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Rows": "*i64", "Out": "*fp32",
+       "stream_c": "i64", "n": "i32"}
+triton.compile(src(sk._uniform_kernel, sig, {"BLOCK_N": 16, "GATHER": True}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
 # topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary,
 # the candidates mapped to target ids (d2t) in the same launch.
@@ -115,6 +116,17 @@ sig = {"Rows": "*i64", "FirstPos": "*i64", "Ids": "*i64", "Table": "*i32", "Inpu
        "OutLoc": "*i64", "ReqIdx": "*i64", "SeqLens": "*i32", "stride_ids": "i64", "stride_table": "i64", "offset": "i32"}
 triton.compile(src(wr._write_rows_kernel, sig, {"W": 6, "BLOCK_W": 8}), target=GPUTarget("cuda", 90, 32),
                options={"num_warps": 1})
+# the iteration's commit (greedy, the SmolLM2 head's 576-wide bf16 feature) and the greedy
+# acceptance's argmax over a target's vocabulary (longer than one tile)
+from updraft.spec import commit as cm
+sig = {"Rows": "*i64", "N": "*i64", "Drafts": "*i64", "s_d": "i64", "Emitted": "*i64", "s_e": "i64",
+       "AcceptIn": "*i64", "Out": "*i64", "s_o": "i64", "SeqLen": "*i64", "Bonus": "*i64", "Offset": "*i64",
+       "s_off": "i64", "Hidden": "*bf16", "s_h": "i64", "NextHidden": "*bf16", "s_nh": "i64", "H": "i32"}
+cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024}
+triton.compile(src(cm._commit_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "V": "i32"}
+cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
+triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 print("compiled")
 """
 
@@ -123,7 +135,7 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows`` and ``write_rows``) for sm_90,
+    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows``, ``write_rows`` and ``commit``) for sm_90,
     as the H100 will, with the ptxas triton ships (no GPU needed)."""
     import os
     import subprocess

@@ -53,6 +53,19 @@ def test_uniform_strided_inputs_and_extremes() -> None:
     assert 0.0 < float(one) < 1.0
 
 
+
+def test_uniform_rows_read_the_table_in_place() -> None:
+    """``rows``: row ``b`` draws with the table's entry ``rows[b]`` (RowState.rng's columns),
+    repeated rows (padding) included, equal to gathering first."""
+    g = torch.Generator().manual_seed(9)
+    table = torch.randint(0, 1 << 48, (10, 2), generator=g).to(DEV)
+    rows = torch.tensor([4, 0, 0, 9, 2], device=DEV)
+    got = sk.uniform(table[:, 0], table[:, 1], 7, 12, rows=rows)
+    want = device_rng.uniform(table[rows, 0], table[rows, 1], 7, 12)
+    assert got.shape == (5, 12) and torch.equal(got, want)
+    assert torch.equal(got, sk.uniform(table[rows, 0], table[rows, 1], 7, 12))
+
+
 # ---- choose ------------------------------------------------------------------------------------
 def _rows(b: int, k: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
     """Mixed sampling rows: greedy, top-k, top-p, min-p, all filters off, combinations."""
@@ -217,3 +230,24 @@ def test_argmax_rows_matches_torch_and_maps_ids() -> None:
     assert torch.equal(argmax_rows(x, (d2t, True)), ids + d2t[ids])
     assert torch.equal(argmax_rows(x, (hot, False)), hot[ids])
     assert argmax_rows(x[:0]).shape == (0,)
+
+
+def test_argmax_rows_over_long_rows() -> None:
+    """A target vocabulary's row (longer than one register tile, read in chunks): ties across
+    chunks keep the first, a NaN in a later chunk wins, the maximum in the last chunk's masked
+    tail, an all -inf row at 0; the chunked path agrees with torch's argmax."""
+    from updraft.spec.sampling_kernels import MAX_TOPK_ROW, argmax_rows
+
+    v = 2 * MAX_TOPK_ROW + 1234
+    gen = torch.Generator().manual_seed(4)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(6, v, generator=gen).to(dtype)
+        x[0, 5] = x[0, MAX_TOPK_ROW + 7] = x[0].max() + 1  # a tie across chunks: the first wins
+        x[1, MAX_TOPK_ROW + 9] = x[1, MAX_TOPK_ROW + 3] = x[1].max() + 1  # a tie inside a later chunk
+        x[2, 2 * MAX_TOPK_ROW + 5] = float("nan")
+        x[3] = float("-inf")
+        x[4, v - 1] = 100.0
+        x[5, 0] = 100.0
+        got = argmax_rows(x)
+        assert torch.equal(got, x.argmax(-1)), (dtype, got, x.argmax(-1))
+        assert got.tolist()[:2] == [5, MAX_TOPK_ROW + 3]

@@ -53,7 +53,8 @@ def llm_with(target, head, path: str, token_map: Path | None, **extra: object) -
 
 def record_drafts(llm: LLM, monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
     """Every draft block the engine verifies: the per-phase proposer's output and, for the fused
-    iteration, the drafts its (emulated, re-executed) graph body passes to acceptance."""
+    iteration, the drafts its (emulated, re-executed) graph body passes to ``commit`` (which
+    accepts them)."""
     seen: list[torch.Tensor] = []
     prop = llm.engine.spec.proposer  # type: ignore[union-attr]
     propose = prop.propose
@@ -64,13 +65,13 @@ def record_drafts(llm: LLM, monkeypatch: pytest.MonkeyPatch) -> list[torch.Tenso
         return d
 
     monkeypatch.setattr(prop, "propose", wrapped)
-    greedy_accept = fused.greedy_accept
+    commit = fused.commit
 
-    def accept(drafts, target_argmax):  # noqa: ANN001, ANN202
-        seen.append(drafts.clone())
-        return greedy_accept(drafts, target_argmax)
+    def committed(out, rows, n, res, state):  # noqa: ANN001, ANN202
+        seen.append(res.drafts.clone())
+        return commit(out, rows, n, res, state)
 
-    monkeypatch.setattr(fused, "greedy_accept", accept)
+    monkeypatch.setattr(fused, "commit", committed)
     return seen
 
 

@@ -53,6 +53,7 @@ PROP = "updraft/spec/proposers.py"
 
 ENGINE = "updraft/engine/engine.py"
 FUSED = "updraft/spec/fused.py"
+COMMIT = "updraft/spec/commit.py"
 FP = "tests/spec/test_fused_plain.py"
 FS = "tests/spec/test_fused.py"
 FN = "tests/spec/test_fused_ngram.py"
@@ -231,7 +232,7 @@ MUTATIONS: tuple[Mutation, ...] = (
        NGD, "    m = pos[None, :] < last[:, None].to(torch.int32)\n", "    m = pos[None, :] <= last[:, None].to(torch.int32)  # MUTATION\n",
        "tests/spec/test_ngram_device.py"),
     _m("ngram-history-not-appended", "-", "the fused n-gram iteration no longer appends its emitted tokens to the device history (lookups see the history as admitted)",
-       FUSED, "                ng.append(rows, n, emitted)  # positions N..N+S; past N + accept - 1 is junk\n",
+       FUSED, "                ng.append(rows, n, res.emitted)  # positions N..N+S; past N + accept - 1 is junk\n",
        "                pass  # MUTATION\n",
        f"{FN}::test_ngram_fused_lossless_and_counters_equal_per_phase", f"{FN}::test_ngram_fused_preemption_rewrites_histories"),
     _m("ngram-history-kept-on-readmission", "-", "admitting a request into a row another request wrote last keeps that request's tokens below the synced length",
@@ -239,8 +240,14 @@ MUTATIONS: tuple[Mutation, ...] = (
        "            start = min(self._synced[row], n)  # MUTATION\n",
        f"{FN}::test_ngram_fused_preemption_rewrites_histories", "tests/spec/test_ngram_device.py"),
     _m("fused-padding-row-not-reset", "-", "the fused iteration no longer resets row 0 after its padded rows wrote it (the padding row drifts)",
-       FUSED, "        st.reset_padding()\n", "        pass  # MUTATION\n",
-       f"kit --backend torch_native --mode '{FUSED_COLUMN}'", f"{FP}::test_rng_offset_advances_once_per_step"),
+       COMMIT, "    state.reset_padding()\n", "    pass  # MUTATION\n",
+       "tests/spec/test_commit.py", f"kit --backend torch_native --mode '{FUSED_COLUMN}'"),
+    _m("commit-kernel-padding-row-not-reset", "-", "the commit kernel (the CUDA path) no longer writes row 0's padding values",
+       COMMIT, "    if b == 0:  # the padding row's values (RowState.reset_padding)\n", "    if b == -1:  # MUTATION\n",
+       "tests/spec/test_commit.py"),
+    _m("commit-kernel-padded-request-writes-row-0", "-", "the commit kernel lets padded requests (on row 0) write the row state, racing its reset",
+       COMMIT, "    if row != 0:  # padded requests share row 0: none of them writes it\n", "    if row >= 0:  # MUTATION\n",
+       "tests/spec/test_commit.py"),
     # ---- GPU only ----------------------------------------------------------------------------
     # Outputs left in the graph pool: a replay of another graph of the same model (captured
     # earlier) overwrites them. (The former "target and draft share one pool" mutation became
@@ -266,8 +273,12 @@ MUTATIONS: tuple[Mutation, ...] = (
        ENGINE, "        if self.driver is not None and self.driver.in_flight(req):\n", "        if False:  # MUTATION\n",
        f"{FP}::test_plain_overlap_abort_mid_flight_frees_kv_once", f"{FS}::test_fused_abort_mid_flight_frees_kv_once"),
     _m("o3-rng-offset-frozen", "O3", "the graph no longer advances the rows' RNG offsets (every replay draws the same numbers)",
-       FUSED, "        st.offset[rows] = off + 1\n", "        st.offset[rows] = off + 0  # MUTATION\n",
-       f"{FP}::test_rng_offset_advances_once_per_step"),
+       COMMIT, "    state.offset[rows] = state.offset[rows] + 1\n", "    state.offset[rows] = state.offset[rows] + 0  # MUTATION\n",
+       "tests/spec/test_commit.py", f"{FP}::test_rng_offset_advances_once_per_step"),
+    _m("o3-commit-kernel-rng-offset-frozen", "O3", "the commit kernel (the CUDA path) no longer advances the rows' RNG offsets",
+       COMMIT, "        tl.store(Offset + row * s_off, tl.load(Offset + row * s_off) + 1)\n",
+       "        tl.store(Offset + row * s_off, tl.load(Offset + row * s_off) + 0)  # MUTATION\n",
+       "tests/spec/test_commit.py"),
     _m("o4-finished-row-still-emitted", "O4", "results of the iteration in flight are still applied to a request that finished meanwhile",
        ENGINE, "            if req.finished:\n                continue\n            req.num_computed += a\n",
        "            req.num_computed += a  # MUTATION\n",

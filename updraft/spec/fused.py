@@ -16,14 +16,14 @@ plain target step that keeps the draft's KV and feature current), the captured b
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job);
-4. accept: greedy matching, or lossless rejection sampling with counter-based uniforms, one
-   draw of ``2 S + 2`` per row per iteration (``updraft.spec.sampling_kernels``; the row's
-   offset advances in the graph);
-5. DRAFT_EXTEND_V2 over all ``S + 1`` rows; its output feature at row ``accept_len - 1`` becomes
-   the row's next draft feature (no LM head here: step 2 of the next iteration applies it); an
-   MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``);
-6. the row's ``N``, bonus token and offset are updated in place; ``out`` holds
-   ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a sync.
+4. sampled: lossless rejection sampling with counter-based uniforms, one draw of ``2 S + 2`` per
+   row per iteration (``updraft.spec.sampling_kernels``; the row's offset advances in the graph);
+5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths);
+6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
+   offset updated in place; the draft extend's feature at row ``accept_len - 1`` becomes the
+   row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
+   holds ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a
+   sync. An MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``).
 
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
@@ -57,10 +57,10 @@ from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import Sampler
 from updraft.spec import rejection_kernels, sampling_kernels
+from updraft.spec.commit import Commit, commit
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
-from updraft.spec.verify import greedy_accept
 from updraft.spec.write_rows import write_rows
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
@@ -73,8 +73,12 @@ _STREAM_ITER = 1000
 
 
 def _argmax(out: ModelOutput, logits: torch.Tensor) -> torch.Tensor:
-    """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path)."""
-    return out.argmax.view(logits.shape[:-1]) if out.argmax is not None else logits.argmax(-1)
+    """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path),
+    else one ``argmax_rows`` launch (torch's reduction over a vocabulary row costs 13-23 us on
+    the H100 at the batch sizes a step has)."""
+    if out.argmax is not None:
+        return out.argmax.view(logits.shape[:-1])
+    return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1])).view(logits.shape[:-1])
 
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
@@ -128,12 +132,11 @@ class _Drafter:
 
 @dataclass
 class _RowParams:
-    """The batch's rows of ``RowState.sampling`` ([B, NUM_SAMPLING]) and ``RowState.rng``
-    ([B, 2]), one gather each per sampled iteration; the kernels read their columns in place
-    (see ``row_state`` for what each column holds)."""
+    """The batch's rows of ``RowState.sampling`` ([B, NUM_SAMPLING]), one gather per sampled
+    iteration; the kernels read its columns in place (see ``row_state`` for what each column
+    holds)."""
 
     table: torch.Tensor
-    key: torch.Tensor
 
     def col(self, c: int) -> torch.Tensor:
         return self.table[:, c]
@@ -326,14 +329,17 @@ class FusedIteration:
         a sort of the whole vocabulary per draft step (``sampling_kernels.topk_rows`` on draft
         vocabularies up to ``MAX_TOPK_ROW``). Greedy rows keep only the best candidate.
         The candidates are mapped to target ids once; q, the draw and the picked id are one
-        kernel (``sampling_kernels.choose``)."""
+        kernel (``sampling_kernels.choose``). (A kernel doing the top-k and this choice in one
+        launch measured 13.3 us against 12.4 for the pair on the H100, 2026-11-26: the choice's
+        reductions over 64 candidates ran at the top-k's 16 warps.)"""
         table = self.drafter.target_table if self.drafter is not None else None
         # one launch maps draft ids to target ids where the map is a table (or there is none)
-        in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and (table is not None or self.to_target is None)
+        mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
+        in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped
         if prm is None or u is None or out is None:
-            if in_kernel:
+            if mapped:
                 return sampling_kernels.argmax_rows(logits, table)
-            ids = logits.argmax(-1)
+            ids = sampling_kernels.argmax_rows(logits)
             return self.to_target(ids) if self.to_target else ids
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
         # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
@@ -354,31 +360,30 @@ class FusedIteration:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         n = st.seq_len[rows]
         bonus = st.bonus[rows]
-        prm = _RowParams(st.sampling[rows], st.rng[rows]) if g.sampled else None
-        u = (sampling_kernels.uniform(prm.key[:, rs.SEED], prm.key[:, rs.OFFSET], _STREAM_ITER, 2 * s + 2)
-             if prm is not None else None)
+        prm = _RowParams(st.sampling[rows]) if g.sampled else None
+        # the RNG keys read in the uniforms' launch (no gather); the offsets advance in ``commit``
+        u = sampling_kernels.uniform(st.seed, st.offset, _STREAM_ITER, 2 * s + 2, rows=rows) if prm is not None else None
         if self.drafter is not None:
-            accept, emitted = self._speculate(g, self.drafter, n, bonus, prm, u)
+            res = self._speculate(g, self.drafter, n, bonus, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
             ng = self.ngram
             drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
-            accept, emitted = self._verify_lookup(g, n, bonus, drafts, prm, u)
+            res = self._verify_lookup(g, n, bonus, drafts, prm, u)
             if ng is not None:
-                ng.append(rows, n, emitted)  # positions N..N+S; past N + accept - 1 is junk
-        ar = torch.arange(bs, device=rows.device)
-        st.seq_len[rows] = n + accept
-        st.bonus[rows] = emitted[ar, accept - 1]
-        # sampled: the offset this iteration drew with (gathered above; nothing since wrote it)
-        off = prm.key[:, rs.OFFSET] if prm is not None else st.offset[rows]
-        st.offset[rows] = off + 1
-        st.reset_padding()
-        g.out[:, 0].copy_(accept)
-        g.out[:, 1:].copy_(emitted)
+                ng.append(rows, n, res.emitted)  # positions N..N+S; past N + accept - 1 is junk
+        # accept lengths, the rows' length / last token / RNG offset, the output block and the
+        # next draft feature: one launch (the uniforms above read the offsets before it advances them)
+        accept = commit(g.out, rows, n, res, st)
+        d = self.drafter
+        if d is not None and isinstance(d.head, MtpHead) and res.layer_states is not None:
+            ar = torch.arange(bs, device=rows.device)
+            d.head.keep_layer_states(rows, res.layer_states.view(bs, s + 1, -1)[ar, accept - 1])
+            d.head.clear_padding_row()
         return g.out
 
     def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, bonus: torch.Tensor, prm: _RowParams | None,
-                   u: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draft chain, verify, accept, draft extend and the rows' next draft feature."""
+                   u: torch.Tensor | None) -> Commit:
+        """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend."""
         rows, s, bs = g.rows, g.num_steps, g.bs
         ndt = s + 1
         table = self.target.req_pool.req_to_token
@@ -403,13 +408,14 @@ class FusedIteration:
             feat = out.hidden
             choose(out.logits, k)
         v = g.verify
-        write_rows(v, rows, n, torch.stack([bonus] + toks, dim=1), table, offset=-1)
+        ids = torch.stack([bonus] + toks, dim=1)  # [bs, S + 1]: the verify block, drafts after the bonus
+        write_rows(v, rows, n, ids, table, offset=-1)
         self.target.backend.init_replay_metadata(v)
         tout = self.target.model(v)
         logits = tout.logits.view(bs, ndt, -1)
-        drafts = torch.stack(toks, dim=1) if toks else logits.new_zeros(bs, 0, dtype=torch.long)
+        drafts = ids[:, 1:]
         if prm is None or u is None:
-            accept, emitted = greedy_accept(drafts, _argmax(tout, logits))
+            accept, emitted = None, _argmax(tout, logits)
         else:
             accept, emitted = self._sampled_accept(logits, drafts, dist, prm, u)
         e = g.extend
@@ -418,18 +424,14 @@ class FusedIteration:
         e.feature.copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
         d.runner.backend.init_replay_metadata(e)
         dout = d.head(e)
-        ar = torch.arange(bs, device=rows.device)
-        d.next_hidden[rows] = dout.hidden.view(bs, ndt, -1)[ar, accept - 1].to(d.next_hidden.dtype)
-        d.next_hidden[:1].zero_()  # the padding row
-        if isinstance(d.head, MtpHead) and dout.aux_hidden is not None:
-            d.head.keep_layer_states(rows, dout.aux_hidden.view(bs, ndt, -1)[ar, accept - 1])
-            d.head.clear_padding_row()
-        return accept, emitted
+        states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
+        return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
     def _verify_lookup(self, g: _IterGraph, n: torch.Tensor, bonus: torch.Tensor, drafts: torch.Tensor,
-                       prm: _RowParams | None, u: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed) and their acceptance:
-        drafts without a draft model (n-gram lookups, or none), so q is one-hot at each draft."""
+                       prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
+        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed) and their acceptance
+        (sampled; greedy's is ``commit``'s): drafts without a draft model (n-gram lookups, or
+        none), so q is one-hot at each draft."""
         bs, ndt = g.bs, drafts.shape[1] + 1
         v = g.verify
         ids = torch.cat([bonus[:, None], drafts], dim=1) if drafts.shape[1] else bonus  # S = 0: no cat kernel
@@ -438,8 +440,9 @@ class FusedIteration:
         out = self.target.model(v)
         logits = out.logits.view(bs, ndt, -1)
         if prm is None or u is None:
-            return greedy_accept(drafts, _argmax(out, logits))
-        return self._sampled_accept(logits, drafts, None, prm, u)
+            return Commit(_argmax(out, logits), drafts)
+        accept, emitted = self._sampled_accept(logits, drafts, None, prm, u)
+        return Commit(emitted, drafts, accept)
 
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,
                         prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -22,10 +22,12 @@ within rounding of ``top_p`` (or whose ``p`` sits at ``min_p * p_0``) may keep a
 than the reference; both are valid distributions, and rejection sampling only needs the ``q``
 that was actually drawn from, which is the one returned.
 
-``argmax_rows``: the greedy draft pick of a row of at most ``MAX_TOPK_ROW`` logits (first index
-among equal maxima, NaN above every number, as ``torch.argmax``), mapped to a target id in the same
-launch (EAGLE-3's ``target = draft + d2t[draft]`` or a token map's ``hot_ids[draft]``): one
-kernel where torch runs an argmax reduction, a gather and an add per draft step.
+``argmax_rows``: the greedy pick of a row of logits (first index among equal maxima, NaN above
+every number, as ``torch.argmax``), mapped to a target id in the same launch (EAGLE-3's
+``target = draft + d2t[draft]`` or a token map's ``hot_ids[draft]``): one kernel where torch runs
+an argmax reduction, a gather and an add per draft step. One program per row, the row read in
+register tiles of up to ``MAX_TOPK_ROW`` values (a draft vocabulary: one tile; a target's
+vocabulary, for the verify's greedy acceptance: a few).
 
 ``topk_rows``: the k best of a row of at most ``MAX_TOPK_ROW`` values, best first, where torch's
 topk runs a radix select and a sort of the k (two kernels, ~45 us at batch 1 on an H100 for 64 of
@@ -85,11 +87,13 @@ def _mix32(x):
 
 
 @triton.jit
-def _uniform_kernel(Seed, s_seed, Offset, s_offset, Out, stream_c, n, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+def _uniform_kernel(Seed, s_seed, Offset, s_offset, Rows, Out, stream_c, n, BLOCK_N: tl.constexpr,
+                    GATHER: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
-    seed = tl.load(Seed + row * s_seed).to(tl.int64)
-    offset = tl.load(Offset + row * s_offset).to(tl.int64)
+    src = tl.load(Rows + row).to(tl.int64) if GATHER else row
+    seed = tl.load(Seed + src * s_seed).to(tl.int64)
+    offset = tl.load(Offset + src * s_offset).to(tl.int64)
     # stream_c may arrive as int32 (small streams) or int64 (>= 2**31): widen before mixing.
     k = _mix32(seed ^ stream_c.to(tl.int64))
     k = _mix32(k ^ (seed >> 32))  # arithmetic shift, as torch's on int64
@@ -101,25 +105,31 @@ def _uniform_kernel(Seed, s_seed, Offset, s_offset, Out, stream_c, n, BLOCK_N: t
     tl.store(Out + row * n + cols, u, mask=cols < n)
 
 
-def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int) -> torch.Tensor:
+def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
     """[B, n] float32 uniforms: ``device_rng.uniform(seed, offset, stream, n)``, bit for bit, in
     one launch. ``seed`` and ``offset`` are [B] integer tensors, any strides (read in place: the
-    columns of ``RowState.rng`` cost no copy)."""
+    columns of ``RowState.rng`` cost no copy); with ``rows`` [B], they are whole columns and row
+    ``b`` uses entry ``rows[b]`` (read in the kernel: no gather launch)."""
     if not use_triton(seed):
+        if rows is not None:
+            seed, offset = seed[rows], offset[rows]
         return device_rng.uniform(seed, offset, stream, n)
-    out = torch.empty((seed.shape[0], n), dtype=torch.float32, device=seed.device)
+    b = seed.shape[0] if rows is None else rows.shape[0]
+    out = torch.empty((b, n), dtype=torch.float32, device=seed.device)
     if out.numel() == 0:
         return out
     block_n = triton.next_power_of_2(n)
-    _uniform_kernel[(seed.shape[0],)](
+    _uniform_kernel[(b,)](
         seed,
         seed.stride(0),
         offset,
         offset.stride(0),
+        rows if rows is not None else seed,
         out,
         (stream * 0x9E3779B1) & 0xFFFFFFFF,
         n,
         BLOCK_N=block_n,
+        GATHER=rows is not None,
         num_warps=min(4, num_warps(block_n)), **pdl_opts(seed.device, "sampling"),
     )
     return out
@@ -402,35 +412,43 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
 # ---- argmax_rows -----------------------------------------------------------------------------
 @triton.jit
 def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, PDL: tl.constexpr):
+    """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
+    ``MAX_TOPK_ROW`` values): each chunk's best (first index among ties), kept only where it
+    beats the running best strictly, so the first index wins across chunks too."""
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, BLOCK)
-    x = tl.load(X + row * s_x + i, mask=i < V, other=float("-inf")).to(tl.float32)
-    x = tl.where(x != x, float("inf"), x)  # NaN ranks above every number (torch.argmax)
-    best = tl.max(x, axis=0)
-    idx = tl.min(tl.where(x == best, i, BLOCK), axis=0).to(tl.int64)
+    best = tl.full([], float("-inf"), tl.float32)
+    arg = tl.zeros([], tl.int64)
+    for c0 in range(0, V, BLOCK):
+        x = tl.load(X + row * s_x + c0 + i, mask=c0 + i < V, other=float("-inf")).to(tl.float32)
+        x = tl.where(x != x, float("inf"), x)  # NaN ranks above every number (torch.argmax)
+        cb = tl.max(x, axis=0)
+        ci = (c0 + tl.min(tl.where(x == cb, i, BLOCK), axis=0)).to(tl.int64)
+        arg = tl.where(cb > best, ci, arg)  # an all -inf row keeps index 0, as torch
+        best = tl.maximum(best, cb)
     if MAP:
-        m = tl.load(Map + idx).to(tl.int64)
-        idx = idx + m if ADD else m
-    tl.store(Out + row, idx)
+        m = tl.load(Map + arg).to(tl.int64)
+        arg = arg + m if ADD else m
+    tl.store(Out + row, arg)
 
 
 def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None = None) -> torch.Tensor:
-    """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (``V <= MAX_TOPK_ROW``, rows
-    contiguous along V), then, with ``target = (table, add)``, ``ids + table[ids]`` (``add``) or
-    ``table[ids]``; one launch where Triton runs (``use_triton``), else torch. A row whose values
-    are all -inf picks index 0, as torch does."""
+    """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (rows contiguous along V), then, with
+    ``target = (table, add)``, ``ids + table[ids]`` (``add``) or ``table[ids]``; one launch where
+    Triton runs (``use_triton``), else torch. A row whose values are all -inf picks index 0, as
+    torch does. Rows longer than ``MAX_TOPK_ROW`` are read in chunks of it by one program (a
+    target's vocabulary: on the H100 torch's argmax over one 102,400-value row took 23 us, 2026-11-26)."""
     table, add = target if target is not None else (None, True)
     b, v = logits.shape
-    assert v <= MAX_TOPK_ROW, f"argmax_rows: {v} values a row (at most {MAX_TOPK_ROW})"
-    if not use_triton(logits) or logits.stride(1) != 1:
+    if not use_triton(logits) or logits.stride(1) != 1 or v == 0:
         ids = logits.argmax(-1)
         if table is None:
             return ids
         return ids + table[ids] if add else table[ids]
     out = torch.empty(b, dtype=torch.int64, device=logits.device)
     if b:
-        block = triton.next_power_of_2(v)
+        block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
         _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, v, BLOCK=block,
                                   MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16), **pdl_opts(logits.device, "sampling"))
     return out

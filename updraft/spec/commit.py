@@ -1,0 +1,129 @@
+"""The end of a fused iteration in one launch: the accept lengths, the rows' device state, the
+output block and the next draft feature.
+
+Per request ``b`` (table row ``rows[b]``, ``n[b]`` committed tokens before the iteration):
+
+* ``accept[b]``: greedy, one plus the number of leading drafts equal to the target's picks
+  (``verify.greedy_accept``); sampled, given (the rejection kernel's);
+* ``out[b] = [accept, emitted[b, 0..S]]`` (what the host reads one iteration later);
+* ``seq_len[row] = n + accept``, ``bonus[row] = emitted[b, accept - 1]``, ``offset[row] += 1``
+  (the RNG counter: one draw per iteration);
+* with a draft feature: ``next_hidden[row] = hidden[b * (S + 1) + accept - 1]`` (the draft
+  extend's row for the last accepted token);
+* row 0, the padding row, back to its padding values (``RowState.reset_padding``; the padded
+  requests, all on row 0, write nothing).
+
+Inside a CUDA graph every torch op is a kernel node: the torch version below is ~20 of them at
+S = 5 (the greedy acceptance's compare / cumprod / sum, the gathers and scatters, the padding
+fills, the output copies), each a few us of a latency-bound iteration; this kernel is one.
+
+Dispatch (as ``updraft.spec.sampling_kernels``): the kernel on CUDA tensors and, for tests, on CPU
+tensors under the Triton interpreter; otherwise the torch code, which is the reference.
+Hazards: rows and accept lengths are not bounds-checked; ``accept`` must be in ``1..S + 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
+from updraft.runtime.row_state import RowState
+from updraft.spec.sampling_kernels import use_triton
+from updraft.spec.verify import greedy_accept
+
+
+@dataclass
+class Commit:
+    """One iteration's results for ``commit``: ``emitted`` [B, S + 1] (the target's picks, or the
+    sampled tokens), ``drafts`` [B, S] (read for the greedy acceptance; may be a strided view),
+    ``accept`` [B] (sampled) or None (greedy), ``hidden`` [B * (S + 1), H] (the draft extend's
+    output) with ``next_hidden`` [rows, H] (the proposer's per-row feature), or both None;
+    ``layer_states`` [B * (S + 1), ...]: an MTP head's per-module states of the draft extend, which
+    the caller keeps at the accepted rows (``MtpHead.keep_layer_states``), not ``commit``."""
+
+    emitted: torch.Tensor
+    drafts: torch.Tensor
+    accept: torch.Tensor | None = None
+    hidden: torch.Tensor | None = None
+    next_hidden: torch.Tensor | None = None
+    layer_states: torch.Tensor | None = None
+
+
+@triton.jit
+def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLen, Bonus, Offset, s_off,
+                   Hidden, s_h, NextHidden, s_nh, H, NDT: tl.constexpr, BLOCK_T: tl.constexpr, GREEDY: tl.constexpr,
+                   HIDDEN: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
+    b = tl.program_id(0)
+    t = tl.arange(0, BLOCK_T)
+    tm = t < NDT
+    e = tl.load(Emitted + b * s_e + t, mask=tm, other=0)
+    if GREEDY:  # the first draft that differs from the target's pick ends the accepted prefix
+        d = tl.load(Drafts + b * s_d + t, mask=t < NDT - 1, other=0)
+        miss = (d != e) & (t < NDT - 1)
+        acc = tl.min(tl.where(miss, t, NDT - 1), axis=0).to(tl.int64) + 1
+    else:
+        acc = tl.load(AcceptIn + b).to(tl.int64)
+    tl.store(Out + b * s_o, acc)
+    tl.store(Out + b * s_o + 1 + t, e, mask=tm)
+    h = tl.arange(0, BLOCK_H)
+    hm = h < H
+    row = tl.load(Rows + b).to(tl.int64)
+    if row != 0:  # padded requests share row 0: none of them writes it
+        tl.store(SeqLen + row, tl.load(N + b) + acc)
+        tl.store(Bonus + row, tl.sum(tl.where(t == acc - 1, e, 0), axis=0))
+        tl.store(Offset + row * s_off, tl.load(Offset + row * s_off) + 1)
+        if HIDDEN:
+            src = tl.load(Hidden + (b * NDT + acc - 1) * s_h + h, mask=hm, other=0.0)
+            tl.store(NextHidden + row * s_nh + h, src.to(NextHidden.dtype.element_ty), mask=hm)
+    if b == 0:  # the padding row's values (RowState.reset_padding)
+        tl.store(SeqLen, 1)
+        tl.store(Bonus, 0)
+        tl.store(Offset, 0)
+        if HIDDEN:
+            tl.store(NextHidden + h, tl.zeros([BLOCK_H], NextHidden.dtype.element_ty), mask=hm)
+
+
+def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState) -> torch.Tensor:
+    """The reference (and the CPU path); returns the accept lengths [B]."""
+    accept = res.accept if res.accept is not None else greedy_accept(res.drafts, res.emitted)[0]
+    bs = rows.shape[0]
+    ar = torch.arange(bs, device=rows.device)
+    state.seq_len[rows] = n + accept
+    state.bonus[rows] = res.emitted[ar, accept - 1]
+    state.offset[rows] = state.offset[rows] + 1
+    if res.hidden is not None and res.next_hidden is not None:
+        res.next_hidden[rows] = res.hidden.view(bs, res.emitted.shape[1], -1)[ar, accept - 1].to(res.next_hidden.dtype)
+        res.next_hidden[:1].zero_()
+    state.reset_padding()
+    out[:, 0].copy_(accept)
+    out[:, 1:].copy_(res.emitted)
+    return out[:, 0]
+
+
+def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState) -> torch.Tensor:
+    """Write the iteration's results (see the module docstring) into ``out`` [B, S + 2] and the
+    row state; returns the accept lengths [B] (a view of ``out``)."""
+    bs, ndt = res.emitted.shape
+    hidden = res.hidden is not None and res.next_hidden is not None
+    if not use_triton(rows) or bs == 0:
+        return commit_torch(out, rows, n, res, state)
+    emitted = res.emitted if res.emitted.stride(1) == 1 else res.emitted.contiguous()
+    drafts = res.drafts if ndt == 1 or res.drafts.stride(1) == 1 else res.drafts.contiguous()
+    h = res.hidden if hidden else out
+    nh = res.next_hidden if hidden else out
+    width = int(h.shape[-1]) if hidden else 1
+    offset = state.offset
+    _commit_kernel[(bs,)](
+        rows, n, drafts, drafts.stride(0), emitted, emitted.stride(0),
+        res.accept if res.accept is not None else out, out, out.stride(0), state.seq_len, state.bonus,
+        offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, NDT=ndt,
+        BLOCK_T=triton.next_power_of_2(ndt), GREEDY=res.accept is None, HIDDEN=hidden,
+        BLOCK_H=triton.next_power_of_2(width), num_warps=1 if width <= 1024 else 4,
+        **pdl_opts(rows.device, "sampling"),
+    )
+    return out[:, 0]
