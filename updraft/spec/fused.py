@@ -74,10 +74,14 @@ _STREAM_ITER = 1000
 
 def _argmax(out: ModelOutput, logits: torch.Tensor) -> torch.Tensor:
     """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path),
-    else one ``argmax_rows`` launch (torch's reduction over a vocabulary row costs 13-23 us on
-    the H100 at the batch sizes a step has)."""
+    else on CUDA one ``argmax_rows`` launch (torch's reduction over a vocabulary row costs 13-23
+    us on the H100 at the batch sizes a step has). On CPU torch's argmax, also under the Triton
+    interpreter: there the kernel (tested on its own against torch) cost the CPU engine tests
+    ~3 s a test, one interpreted program per verify row."""
     if out.argmax is not None:
         return out.argmax.view(logits.shape[:-1])
+    if not logits.is_cuda:
+        return logits.argmax(-1)
     return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1])).view(logits.shape[:-1])
 
 
