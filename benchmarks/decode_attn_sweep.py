@@ -58,7 +58,7 @@ def parse_args() -> argparse.Namespace:
 def policy(setup: PagedSetup, bs: int, stride: int) -> tuple[int, TileConfig]:
     """The backend's own split count and tile for this batch (what the engine runs today)."""
     be = setup.backend
-    tile = be._tile(True, stride)
+    tile = be._tile(True, stride, bs)
     return be._num_kv_splits(be._base_programs(True, bs, stride, tile), tile), tile
 
 

@@ -159,8 +159,8 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
     if variant.tiled:
         policy = be._tile
 
-        def tile(use_decode: bool, max_ext: int) -> TileConfig:
-            t = policy(use_decode, max_ext)
+        def tile(use_decode: bool, max_ext: int, bsz: int) -> TileConfig:
+            t = policy(use_decode, max_ext, bsz)
             rows, keys = variant.block_rows or t.block_rows, variant.block_n or t.block_n
             # min_split: the policy's unless the variant sets the split count itself
             min_split = 2 * keys if variant.splits else max(t.min_split, 2 * keys)

@@ -59,7 +59,7 @@ def run_case(case: AttnCase, *, splits: int | None = None, tile: TileConfig | No
     backend = MLABackend(setup.kv_pool, setup.req_to_token, case.num_heads, 1, case.head_dim)
     backend.kv_splits_override = splits
     if tile is not None:
-        backend._tile = lambda use_decode, max_ext: tile  # type: ignore[method-assign]
+        backend._tile = lambda use_decode, max_ext, bsz: tile  # type: ignore[method-assign]
     batch = harness.make_batch(setup)
     batch.attn_backend = backend
     backend.init_forward_metadata(batch)
@@ -288,7 +288,8 @@ def test_forward_does_not_sync(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("heads,bs,stride,rows,splits,context", [
     (16, 8, 1, 16, 16, 32768), (16, 64, 1, 16, 2, 32768), (128, 8, 1, 32, 4, 32768), (128, 64, 1, 32, 1, 32768),
-    (16, 8, 4, 32, 8, 32768), (16, 1, 2, 32, 16, 1024), (16, 1, 1, 16, 16, 1024)])
+    (16, 8, 4, 32, 8, 32768), (16, 1, 2, 16, 16, 1024), (16, 8, 2, 16, 8, 1024), (16, 9, 2, 32, 8, 1024),
+    (128, 1, 2, 32, 16, 1024), (16, 1, 1, 16, 16, 1024)])
 def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: int, context: int) -> None:
     """The plan an H100 (132 SMs) gets at 512 + 64, computed on the host: head blocks of 16 or
     32 rows (verify: 4 tokens x 16 heads in two), 64-key tiles in 3 stages (double-buffered,
@@ -296,7 +297,9 @@ def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: in
     32 (the H100 sweep of 2026-11-26: 16 at decode bs 8, 8 at a 4-token verify bs 8), and a
     split at least ``max(64, f x rows)`` keys, f = 4 in decode and 2 in verify blocks: decode
     and a 2-token verify at 1k context run 16 splits of one tile (2 of 512 keys when f was 16:
-    +1.2 ms a DeepSeek-V2-Lite MTP cycle on the H100; 8 of 128 keys: +85 us)."""
+    +1.2 ms a DeepSeek-V2-Lite MTP cycle on the H100; 8 of 128 keys: +85 us). A verify batch of
+    at most 16 tokens tiles one token's 16 heads a program and splits as decode (f = 4); 18
+    tokens pack two tokens a tile again; 128 heads fill 32-row tiles either way."""
     from updraft.batch import make_forward_batch
 
     pool = KVPool(1, 4, 16, 1, 576, torch.bfloat16, "cpu", v_head_dim=512, shared_kv=True)
@@ -309,7 +312,8 @@ def test_gpu_launch_plan(heads: int, bs: int, stride: int, rows: int, splits: in
                                table, logits="none", stride=stride)
     plan = backend._plan(batch)
     assert plan.use_decode_kernel and plan.tile.block_rows == rows and plan.num_kv_splits == splits
-    floor = (MLABackend.min_split_rows if stride == 1 else MLABackend.verify_min_split_rows) * rows
+    token_tiles = rows == heads and stride > 1
+    floor = (MLABackend.min_split_rows if stride == 1 or token_tiles else MLABackend.verify_min_split_rows) * rows
     assert plan.tile.min_split == max(plan.tile.block_n, floor)
     assert plan.tile.num_warps == (4 if rows == 16 else 8)
     assert plan.tile.num_stages == 3 and plan.tile.block_n == 64

@@ -91,7 +91,7 @@ def run_case(
     if merge_in_kernel is not None:
         backend.merge_in_kernel = merge_in_kernel
     if tile is not None:
-        backend._tile = lambda use_decode, max_ext: tile  # type: ignore[method-assign]
+        backend._tile = lambda use_decode, max_ext, bsz: tile  # type: ignore[method-assign]
     batch = harness.make_batch(setup)
     batch.attn_backend = backend
     backend.init_forward_metadata(batch)

@@ -81,6 +81,15 @@ class MLABackend(TritonBackend):
     #: Long contexts split by the occupancy policy.
     min_split_rows: ClassVar[int] = 4
     verify_min_split_rows: ClassVar[int] = 2
+    #: Verify blocks of at most this many query tokens in the whole batch (``bsz x ndt``) take
+    #: one token's heads per program (16-row tiles for 16 heads) instead of packing 32 rows: a
+    #: small batch is latency-bound, and twice the programs of half the rows (each reading the
+    #: same latent rows, side by side in L2) finish sooner. H100, 2026-11-26, 16 heads, us per
+    #: forward (store + attention + merge; benchmarks/results/2026-11-26-h100-mla-token-tiles):
+    #: 2-token verify bs 1 / 1k 13.1 -> 12.3, bs 1 / 4k 17.0 -> 14.0, bs 8 / 1k 18.1 -> 13.9;
+    #: 4-token bs 1 / 4 at 1k 14.5 / 18.9 -> 12.7 / 14.5; the DeepSeek-V2-Lite MTP S = 1 cycle
+    #: 1.31 -> 1.28 plain steps. bs 8 / 8k lost (46.1 -> 48.2), so larger batches keep 32 rows.
+    token_tile_max_tokens: ClassVar[int] = 16
 
     def __init__(
         self,
@@ -122,12 +131,17 @@ class MLABackend(TritonBackend):
             return splits
         return 1 << (splits.bit_length() - 1)  # a power of two: 33 -> 32, 9 -> 8
 
-    def _tile(self, use_decode: bool, max_ext: int) -> TileConfig:
+    def _tile(self, use_decode: bool, max_ext: int, bsz: int) -> TileConfig:
         """Tiles per path. ``block_rows``: (token, head) rows per program; ``min_split``: fewest
         keys a split covers, large in decode, where a split's fp32 partial (rows x Dv x 4 bytes,
         written and read again) must stay small next to the latent rows it reads (~16 rows x
-        1152 bytes per row of the tile)."""
+        1152 bytes per row of the tile). A small verify batch tiles one token a program
+        (``token_tile_max_tokens``) and splits as decode does."""
         rows = max(1, max_ext) * self.num_heads
+        # one token's heads a program where that is a smaller tile than the packed block
+        token_tiles = (use_decode and bsz * max(1, max_ext) <= self.token_tile_max_tokens
+                       and next_pow2(self.num_heads) < min(next_pow2(rows), 32))
+        rows = self.num_heads if token_tiles else rows
         if self.interpret:  # small blocks: short test sequences still cross block boundaries
             return TileConfig(block_rows=min(max(16, next_pow2(rows)), 32), block_n=16, min_split=16, num_warps=1,
                               num_stages=1)
@@ -142,7 +156,7 @@ class MLABackend(TritonBackend):
         # 168-184 KB of shared memory, one program per SM (H100, 2026-11-26, 16 heads, 8k: decode
         # bs 8 43.2 -> 41.6 us; a 4-token verify bs 8 / 64 159.8 -> 68.9 / 958.9 -> 455.1 us
         # against 32-row x 32-key tiles in 2 stages, which never overlapped a copy with the dots).
-        rows_factor = self.min_split_rows if max_ext <= 1 else self.verify_min_split_rows
+        rows_factor = self.min_split_rows if max_ext <= 1 or token_tiles else self.verify_min_split_rows
         return TileConfig(block_rows=block_m, block_n=64, min_split=max(64, rows_factor * block_m), num_warps=warps,
                           num_stages=3)
 

@@ -150,9 +150,10 @@ class TritonBackend(AttentionBackend):
         self.merge_in_kernel = False
 
     # ---- launch plan (host scalars) ----------------------------------------------------
-    def _tile(self, use_decode_kernel: bool, max_ext: int) -> TileConfig:
+    def _tile(self, use_decode_kernel: bool, max_ext: int, bsz: int) -> TileConfig:
         """Tiling per path (H100: 228 KB smem/SM). fp32 is the correctness path: IEEE dots run on
-        FMA units, so its tiles are small (also to keep compile time down)."""
+        FMA units, so its tiles are small (also to keep compile time down). ``bsz``: requests in
+        the batch (the graph's captured size; MLA's tiles use it)."""
         fp32 = self.kv_pool.dtype == torch.float32
         group_pad = next_pow2(self.num_heads // self.num_kv_heads)
         if self.interpret:  # small blocks: short test sequences still cross block boundaries
@@ -216,7 +217,7 @@ class TritonBackend(AttentionBackend):
             max_ext = batch.max_extend_len
         else:  # EXTEND, DRAFT_EXTEND v1 eager: the host copy sizes the grid
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
-        tile = self._tile(use_decode, max_ext)
+        tile = self._tile(use_decode, max_ext, bsz)
         base = self._base_programs(use_decode, bsz, max_ext, tile)
         return LaunchPlan(
             mode=mode,
