@@ -18,6 +18,9 @@ except ImportError:  # pragma: no cover
     _HAS_CUDA = False
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+from updraft.ops.interpreter import install as _install_interpreter_speedup  # noqa: E402
+
+_install_interpreter_speedup()  # interpreter only: one language patch per launch, not per helper call
 
 
 @pytest.fixture(scope="session")

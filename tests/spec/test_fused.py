@@ -136,7 +136,8 @@ def test_commit_is_one_launch_in_both_bodies(target, eagle3_head, body_kernels, 
     """The iteration's end (acceptance, row state, output block, next draft feature) is one launch
     (``spec.commit``) where its torch reference is ~20 kernel nodes: each body, greedy and
     sampled, has at least 15 kernels fewer with it."""
-    from updraft.spec import commit, fused as fused_mod
+    from updraft.spec import commit
+    from updraft.spec import fused as fused_mod
 
     fused = fused_llm(target, eagle3_head, "eagle3", adaptive=False, steps=5).engine.driver.fused
     with_kernel = {sampled: body_kernels(fused, 5, sampled, 8) for sampled in (False, True)}

@@ -71,6 +71,9 @@ def _prepare_device(device: str) -> None:
     if device == "cpu":
         # Must happen before triton is imported (kernels are defined at import).
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        from updraft.ops.interpreter import install
+
+        install()  # one triton.language patch per launch (see there); the workers install their own
     elif device == "cuda":
         import torch
 

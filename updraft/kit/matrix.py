@@ -324,7 +324,10 @@ def _run_item(backend: str, column: str, runner: str, item: tuple, device: str) 
 def _worker_init() -> None:
     import torch
 
+    from updraft.ops.interpreter import install
+
     torch.set_num_threads(1)  # several workers on a few cores: no oversubscription
+    install()  # a spawned worker's own interpreter (no-op unless TRITON_INTERPRET=1)
 
 
 def run_matrix(
