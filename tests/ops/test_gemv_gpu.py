@@ -82,6 +82,34 @@ def test_layer_kernels_at_real_shapes(shape: tuple[int, int, int, int, int], m: 
     assert rel_err(logits, a64 @ wl.double().T) <= 1e-2 and torch.equal(best, logits.argmax(-1))
 
 
+@pytest.mark.parametrize("m", [1, 6])
+def test_eagle3_head_qkv_at_the_8b_shape(m: int) -> None:
+    """The EAGLE-3 head's QKV at the Llama-3.1-8B shape: rows ``ids`` of the embedding and the
+    feature, each normalised, concatenated (K = 8192), with the launch config the H100 table
+    ships for it (the fused head layer runs only where that config is tuned)."""
+    from updraft.ops import gemv, gemv_config
+    from updraft.ops.gemv import Prologue
+
+    hidden, hq, hkv, d = 4096, 32, 8, 128
+    n = (hq + 2 * hkv) * d
+    if "H100" in torch.cuda.get_device_name():
+        assert gemv_config.is_tuned("qkv", n, 2 * hidden, gemv_config.m_bucket(m), torch.bfloat16, torch.device(DEV), d)
+    table, feat = randn(1000, hidden, seed=1), randn(m, hidden, seed=2, scale=4.0)
+    ids = torch.arange(m, device=DEV) * 97 + 5
+    w1, w2 = (1 + randn(hidden, seed=3, scale=0.1)), (1 + randn(hidden, seed=4, scale=0.1))
+    pro = Prologue(norm_weight=w1, eps=1e-5, ids=ids, x2=feat, norm_weight2=w2)
+    wqkv = randn(n, 2 * hidden, seed=5, scale=0.02)
+    rope = torch.cat([torch.ones(64, d // 2), torch.zeros(64, d // 2)], -1).to(DEV, torch.bfloat16)  # angle 0
+    kp = torch.zeros(64, hkv, d, dtype=torch.bfloat16, device=DEV)
+    vp = torch.zeros_like(kp)
+    loc = torch.arange(m, device=DEV) * 3 + 1
+    qkv, _ = gemv.qkv_rope_store(table, wqkv, None, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=kp,
+                                 v_pool=vp, loc=loc, positions=torch.zeros(m, dtype=torch.long, device=DEV), cos_sin=rope)
+    a64 = torch.cat([norm64(table[ids], w1, 1e-5), norm64(feat, w2, 1e-5)], -1)
+    assert rel_err(qkv, a64 @ wqkv.double().T) <= 1e-2
+    assert torch.equal(vp[loc].reshape(m, -1), qkv[:, (hq + hkv) * d :])
+
+
 @pytest.mark.parametrize("m", [1, 2, 8, 16])
 def test_router_logits_at_v2_lite_shape(m: int) -> None:
     """``ops.float_linear`` at DeepSeek-V2-Lite's router (64 experts x 2048): float32 sums of the
