@@ -10,6 +10,9 @@ modules not yet patched in this launch. Under our kernels (``pdl_enter``, the sl
 sampling helpers, triton's own ``tl.sum`` / ``tl.cumsum``) the repeated patches were about half
 of the interpreter's time: the CPU suite took 1,166 s of tests before, 909 s after (2 cores).
 
+Like the interpreter's own patching (module attributes set for a launch and restored after it),
+this is per process and not thread-safe: kernels are interpreted from one thread at a time.
+
 Installed where the interpreter is on (``tests/conftest.py``, the kit's CLI and its spawned
 workers); nothing changes on CUDA runs. If triton's internals differ from what this expects
 (``GridExecutor``, ``InterpretedFunction``, ``_patch_lang``), ``install`` changes nothing and the
