@@ -75,3 +75,16 @@ def test_padded_rows_pass_the_convention_check_only_when_marked() -> None:
         b.check_conventions()
     b.real_batch_size = 1
     b.check_conventions()
+
+
+def test_logit_rows_gathers_only_a_strict_selection() -> None:
+    """``logit_rows``: every row wanted (decode, verify, the v2 draft extend) -> ``x`` itself, no
+    gather kernel; the last row per request (EXTEND) -> those rows."""
+    x = torch.arange(7 * 3, dtype=torch.float32).view(7, 3)
+    last = _batch(M.EXTEND, [5, 9], [3, 4])  # logits="last" by default: rows 2 and 6
+    assert torch.equal(last.logit_rows(x), x[[2, 6]])
+    every = make_forward_batch(M.TARGET_VERIFY, torch.zeros(6, dtype=torch.long), torch.tensor([1, 3]),
+                               torch.tensor([5, 9]), torch.tensor([3, 3]), torch.arange(128, dtype=torch.int32).view(4, 32),
+                               logits="all", stride=3)
+    y = torch.arange(6 * 3, dtype=torch.float32).view(6, 3)
+    assert every.logit_rows(y) is y

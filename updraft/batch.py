@@ -175,6 +175,13 @@ class ForwardBatch:
     def set_feature(self, kind: FeatureKind, rows: torch.Tensor) -> None:
         self.feature, self.feature_kind = rows, kind
 
+    def logit_rows(self, x: torch.Tensor) -> torch.Tensor:
+        """``x[logits_indices]`` ([num_tokens, ...] -> the wanted rows), or ``x`` itself where every
+        row is wanted: the indices are ascending and distinct in every mode, so as many of them
+        as rows means all rows in order. Saves a gather kernel per forward in the draft chain,
+        the verify and the v2 draft extend (the result may then alias ``x``)."""
+        return x if self.logits_indices.numel() == x.shape[0] else x[self.logits_indices]
+
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[0])

@@ -177,7 +177,7 @@ class EagleHead(nn.Module):
         for layer in self.layers:
             h, residual = layer(h, residual, batch, self.rotary)
         h = finish_residual(h, residual)  # no final norm: the output feature is the residual stream
-        rows = h[batch.logits_indices]
+        rows = batch.logit_rows(h)
         logits = ops.dense(rows, self._lm_weight()).float()
         return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
 
@@ -236,8 +236,8 @@ class Eagle3Head(nn.Module):
         # One pass gives the pre-norm output feature (next step's input) and its norm (the
         # logits' input); normalising every row and then selecting equals selecting first.
         normed, out = self.norm.forward_add(x, residual)
-        logits = self.lm_head(normed[batch.logits_indices]).float()
-        hidden = out if batch.capture_hidden == CaptureHidden.FULL else out[batch.logits_indices]
+        logits = self.lm_head(batch.logit_rows(normed)).float()
+        hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
         return ModelOutput(logits=logits, hidden=hidden)
 
     def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:

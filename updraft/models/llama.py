@@ -195,13 +195,13 @@ class DecoderLM(nn.Module):
             logits, best = fused.norm_lm_head(h, residual, self.model.norm, self.lm_head_weight, batch.logits_indices)
             return ModelOutput(logits=logits, argmax=best)
         h = self.model.norm(h) if residual is None else self.model.norm.forward_add(h, residual)[0]
-        rows = h[batch.logits_indices] if batch.logits_indices.numel() != h.shape[0] else h
+        rows = batch.logit_rows(h)
         logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()
         out = ModelOutput(logits=logits)
         if batch.capture_hidden == CaptureHidden.LAST:
             out.hidden = rows
             if aux:
-                out.aux_hidden = torch.cat(aux, dim=-1)[batch.logits_indices]
+                out.aux_hidden = batch.logit_rows(torch.cat(aux, dim=-1))
         elif batch.capture_hidden == CaptureHidden.FULL:
             out.hidden = h
             if aux:

@@ -195,16 +195,16 @@ class MtpHead(nn.Module):
         if batch.feature is None or batch.feature_kind not in (FeatureKind.TARGET, FeatureKind.DRAFT):
             raise ValueError(f"an MTP head needs a target or draft feature, got {batch.feature_kind.name}")
         emb = self.shared.embed(batch.input_ids)
-        rows = batch.logits_indices
         full = batch.capture_hidden == CaptureHidden.FULL
         if batch.feature_kind == FeatureKind.DRAFT:
-            return self._step(emb, batch, rows, full)
+            return self._step(emb, batch, full)
         outs = self._extend(emb, batch)
         aux = torch.cat(outs[:-1], dim=-1) if len(outs) > 1 else None
+        sel = batch.logit_rows(outs[0])
         return ModelOutput(
-            logits=self._logits(0, outs[0][rows]),
-            hidden=outs[0] if full else outs[0][rows],
-            aux_hidden=None if aux is None else (aux if full else aux[rows]),
+            logits=self._logits(0, sel),
+            hidden=outs[0] if full else sel,
+            aux_hidden=None if aux is None else (aux if full else batch.logit_rows(aux)),
         )
 
     def _extend(self, emb: torch.Tensor, batch: ForwardBatch) -> list[torch.Tensor]:
@@ -225,7 +225,7 @@ class MtpHead(nn.Module):
                 outs.append(self.layers[m](emb, shifted, batch, self.rotary))
         return outs
 
-    def _step(self, emb: torch.Tensor, batch: ForwardBatch, rows: torch.Tensor, full: bool) -> ModelOutput:
+    def _step(self, emb: torch.Tensor, batch: ForwardBatch, full: bool) -> ModelOutput:
         """Chain step ``batch.draft_step``: module ``j mod K`` at rotary position ``N-2+j`` (its KV
         position, ``N-2+ceil(j/K)``, is what the batch's positions say)."""
         assert batch.feature is not None
@@ -234,5 +234,5 @@ class MtpHead(nn.Module):
         delta = j - self.chain_step(j).offset
         b = dataclasses.replace(batch, positions=batch.positions + delta) if delta else batch
         out = self.layers[m](emb, batch.feature, b, self.rotary)
-        sel = out[rows]
+        sel = batch.logit_rows(out)
         return ModelOutput(logits=self._logits(m, sel), hidden=out if full else sel)
