@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true", help="also report GPU time per kernel per forward (torch profiler)")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="only these head counts (default 16 and 128)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
+    p.add_argument("--table-width", type=int, default=0,
+                   help="req_to_token width (the engine's max_model_len; it caps the split count); 0: the context + 8")
     return p.parse_args(argv)
 
 
@@ -117,7 +119,7 @@ class LatentSetup:
     random latent rows, and an ``mla`` backend over it."""
 
     def __init__(self, bs: int, ctx: int, heads: int, rank: int, rope: int, page: int, device: torch.device,
-                 gen: torch.Generator) -> None:
+                 gen: torch.Generator, table_width: int = 0) -> None:
         from updraft.attention.mla_backend import MLABackend
         from updraft.memory.pools import KVPool
 
@@ -127,7 +129,7 @@ class LatentSetup:
         self.pool.k_buffer[0].normal_(generator=gen)
         order = (torch.randperm(num_pages - 1, device=device, generator=gen) + 1).view(bs, pages_per_req)
         pos = torch.arange(ctx, device=device)
-        self.table = torch.zeros(bs + 1, ctx + 8, dtype=torch.int32, device=device)
+        self.table = torch.zeros(bs + 1, max(ctx + 8, table_width), dtype=torch.int32, device=device)
         self.table[1:, :ctx] = (order[:, pos // page] * page + pos % page).to(torch.int32)
         self.rows = torch.arange(1, bs + 1, device=device)
         self.backend = MLABackend(self.pool, self.table, heads, 1, rank + rope, scale=(128 + rope) ** -0.5)
@@ -154,7 +156,7 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
     rank, rope = dims
     mode = ForwardMode.DECODE if stride == 1 else ForwardMode.TARGET_VERIFY
     gen = torch.Generator(device=device).manual_seed(bs * 100003 + ctx + heads + stride)
-    st = LatentSetup(bs, ctx, heads, rank, rope, args.page_size, device, gen)
+    st = LatentSetup(bs, ctx, heads, rank, rope, args.page_size, device, gen, args.table_width)
     be = st.backend
     if variant.tiled:
         policy = be._tile

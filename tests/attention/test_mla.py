@@ -393,4 +393,8 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert len(data["decode"]) == 2 and len(data["verify"]) == 1
     assert all(r["rel_err_req0"] < 2e-2 and r["cache_gb"] > 0 for r in data["decode"] + data["verify"])
+    # --table-width: the engine's req_to_token width (it caps the split count), not the context's
+    assert bench.parse_args(["--table-width", "300"]).table_width == 300
+    st = bench.LatentSetup(2, 40, 4, 32, 16, 1, torch.device("cpu"), torch.Generator().manual_seed(0), table_width=300)
+    assert st.table.shape == (3, 300) and bool((st.table[1:, 40:] == 0).all())
 
