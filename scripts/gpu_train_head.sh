@@ -19,6 +19,9 @@
 #   EVAL_ONLY=1 HEAD=<head folder>     only the evaluation of that head (no training).
 # METHOD=eagle (EAGLE-1) or eagle3 (default). PROMPT_SET=v3 (default, the shipped head's recipe)
 # or v4 (v3 + self-instruct prompts); every call of one schedule must pass the same set.
+# DRAFT_VOCAB=8192 (default, the shipped head's): the EAGLE-3 draft vocabulary; every call of one
+# schedule must pass the same size. Larger heads come back in more 15 MiB shards (32,000 tokens:
+# ~47 MB, 4 shards), which can pass the tool's file limit with EVAL=1.
 #
 # What comes back (the device tool returns at most 8 files of at most 16 MiB): $OUT/head/
 # config.json, model-00001-of-00002.safetensors, model-00002-of-00002.safetensors (the bf16 head,
@@ -79,7 +82,7 @@ else
   TRAIN_ARGS=(--num-prompts "${NUM_PROMPTS:-20000}" --held-out 64 --max-new-tokens 320 --gen-batch "${GEN_BATCH:-512}"
               --gen-fraction 0.6 --gen-max-total-tokens "${GEN_KV:-524288}" --batch-tokens 16384 --eval-every 500
               --log-every 50 --checkpoint-every 500 --final-eval-prompts 16 --final-eval-tokens 192
-              --draft-vocab-size 8192)
+              --draft-vocab-size "${DRAFT_VOCAB:-8192}")
   # STEPS=N fixes the schedule's length (to repeat a run's schedule exactly), else it is planned
   # from the measured step time to fill TRAIN_SECONDS of training across the calls.
   if [ -n "${STEPS:-}" ]; then TRAIN_ARGS+=(--steps "$STEPS"); else TRAIN_ARGS+=(--train-seconds "${TRAIN_SECONDS:-1500}"); fi
