@@ -137,11 +137,11 @@ class MLABackend(TritonBackend):
         written and read again) must stay small next to the latent rows it reads (~16 rows x
         1152 bytes per row of the tile). A small verify batch tiles one token a program
         (``token_tile_max_tokens``) and splits as decode does."""
-        rows = max(1, max_ext) * self.num_heads
+        ext = max(1, max_ext)
         # one token's heads a program where that is a smaller tile than the packed block
-        token_tiles = (use_decode and bsz * max(1, max_ext) <= self.token_tile_max_tokens
-                       and next_pow2(self.num_heads) < min(next_pow2(rows), 32))
-        rows = self.num_heads if token_tiles else rows
+        token_tiles = (use_decode and bsz * ext <= self.token_tile_max_tokens
+                       and next_pow2(self.num_heads) < min(next_pow2(ext * self.num_heads), 32))
+        rows = (1 if token_tiles else ext) * self.num_heads
         if self.interpret:  # small blocks: short test sequences still cross block boundaries
             return TileConfig(block_rows=min(max(16, next_pow2(rows)), 32), block_n=16, min_split=16, num_warps=1,
                               num_stages=1)

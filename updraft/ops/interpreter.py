@@ -22,14 +22,15 @@ interpreter runs as slowly as before.
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
+
+from updraft.ops import interpreting
 
 
 def install() -> bool:
     """Patch the interpreter in place (once per process) when ``TRITON_INTERPRET=1``; False where
     nothing was changed (not interpreting, already installed, or an unknown interpreter layout)."""
-    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if not interpreting():
         return False
     try:
         import triton.language as tl
@@ -42,13 +43,13 @@ def install() -> bool:
     langs = (tl, tl.core)
     done: set[frozenset[int]] = set()  # language module sets patched in the running launch
 
-    keys: dict[int, tuple[Any, frozenset[int]]] = {}  # id -> (function, its key): the reference pins the id
+    keys: dict[Any, frozenset[int]] = {}  # per jit function (hashed by identity): its language modules
 
     def key(fn: Any) -> frozenset[int]:
-        got = keys.get(id(fn))
-        if got is None or got[0] is not fn:
-            got = keys[id(fn)] = (fn, frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in langs))
-        return got[1]
+        k = keys.get(fn)
+        if k is None:
+            k = keys[fn] = frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in langs)
+        return k
 
     launch = ti.GridExecutor.__call__
 
