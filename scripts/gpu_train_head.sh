@@ -20,8 +20,11 @@
 # METHOD=eagle (EAGLE-1) or eagle3 (default). PROMPT_SET=v3 (default, the shipped head's recipe)
 # or v4 (v3 + self-instruct prompts); every call of one schedule must pass the same set.
 # DRAFT_VOCAB=8192 (default, the shipped head's): the EAGLE-3 draft vocabulary; every call of one
-# schedule must pass the same size. Larger heads come back in more 15 MiB shards (32,000 tokens:
-# ~47 MB, 4 shards), which can pass the tool's file limit with EVAL=1.
+# schedule must pass the same size. RUN=init with EXTRA_TRAIN_ARGS="--resize-draft-vocab" grows
+# (or shrinks) the INIT_FROM head's vocabulary to DRAFT_VOCAB, its tokens first. A head with a
+# weight file over 15 MiB comes back as weights.tar.part-NN (32,000 tokens: ~47 MB, 4 parts; join
+# with `cat weights.tar.part-* | tar xf -`); that is 8 files with the logs, so run the evaluation
+# in its own call (EVAL=0, then EVAL_ONLY=1 HEAD=$WORK/head on the same machine).
 #
 # What comes back (the device tool returns at most 8 files of at most 16 MiB): $OUT/head/
 # config.json, model-00001-of-00002.safetensors, model-00002-of-00002.safetensors (the bf16 head,
@@ -123,7 +126,13 @@ else
   for f in "$WORK"/head/config.json "$WORK"/head/model*.safetensors "$WORK"/head/train_state.json "$WORK"/head/train_log.json; do
     [ -f "$f" ] && cp "$f" "$OUT/head/"
   done
-  if ! ls "$OUT"/head/model*.safetensors >/dev/null 2>&1; then
+  # A weight file over the tool's 16 MiB (one tensor alone: a 32,000-token LM head is 37 MB of
+  # bf16) cannot come back whole: then every weight file goes into one tar cut at 15 MB.
+  if [ -n "$(find "$OUT/head" -name 'model*.safetensors' -size +15M)" ]; then
+    (cd "$OUT/head" && tar cf - model*.safetensors | split -b 15000000 -d - weights.tar.part- && rm model*.safetensors)
+    echo "weights in $OUT/head/weights.tar.part-*: join with  cat weights.tar.part-* | tar xf -" | tee -a "$LOG"
+  fi
+  if [ -z "$(find "$OUT/head" -name 'model*.safetensors' -o -name 'weights.tar.part-*')" ]; then
     echo "no head was written (exit status $train_rc); see run.log" >&2
     exit 1
   fi

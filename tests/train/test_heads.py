@@ -34,6 +34,9 @@ def test_draft_vocab_and_maps() -> None:
     assert (torch.arange(4) + d2t).tolist() == ids.tolist()
     assert t2d.tolist() == [False, True, False, True, True, False, True]
     assert select_draft_vocab(torch.zeros(5), 3).tolist() == [0, 1, 2]  # unseen tokens fill in id order
+    # `first` ranks ahead of any count: all of them when growing, their most frequent when shrinking
+    assert select_draft_vocab(counts, 4, first=torch.tensor([0, 5])).tolist() == [0, 1, 4, 5]
+    assert select_draft_vocab(counts, 1, first=torch.tensor([0, 2, 5])).tolist() == [2]
 
 
 @pytest.mark.parametrize("method", ["eagle", "eagle3"])
@@ -153,3 +156,56 @@ def test_sharded_save_loads_as_one_and_merges(tmp_path, tiny_target) -> None:  #
     assert not list(folder.glob("model-*")) and not (folder / INDEX).exists()
     again = load_file(str(folder / "model.safetensors"))
     assert all(torch.equal(again[k], one[k]) for k in one)
+
+
+@pytest.mark.parametrize("size", [150, 60])
+def test_warm_start_resizes_the_draft_vocabulary(tmp_path, tiny_target, size: int) -> None:  # noqa: ANN001
+    """--init-from an EAGLE-3 head with --resize-draft-vocab: the vocabulary is re-chosen at the
+    new size with the source's tokens first; a kept token keeps its trained row (its logit is
+    unchanged), a new token takes the target's LM-head row, and every other weight is the source's."""
+    from updraft.train.checkpoint import warm_start
+    from updraft.train.config import TrainConfig
+
+    target = tiny_target.model
+    vocab = target.config.vocab_size
+    gen = torch.Generator().manual_seed(3)
+    src_ids = torch.randperm(vocab, generator=gen)[:100].sort().values
+    head, cfg = new_head("eagle3", target, draft_ids=src_ids, aux_layers=(0, 1, 1), seed=5)
+    with torch.no_grad():
+        head.lm_head.weight.add_(torch.randn(head.lm_head.weight.shape, generator=gen))  # "trained" rows
+    folder = save_head(head, cfg, tmp_path / "src", dtype=torch.float32)
+    counts = torch.randint(0, 50, (vocab,), generator=gen)
+    conf = TrainConfig(out=str(tmp_path / "o"), method="eagle3", init_from=str(folder), draft_vocab_size=size,
+                       resize_draft_vocab=True)
+    conf.validate()
+    started = warm_start(conf, target, torch.device("cpu"), counts)
+    assert started is not None
+    again, again_cfg = started
+    assert isinstance(again, Eagle3Head) and again_cfg["draft_vocab_size"] == size
+    ids = again.to_target_ids(torch.arange(size))
+    assert ids.tolist() == select_draft_vocab(counts, size, first=src_ids).tolist()
+    src_row = {int(t): i for i, t in enumerate(src_ids)}
+    for j, t in enumerate(ids.tolist()):
+        want = head.lm_head.weight[src_row[t]] if t in src_row else target.lm_head_weight[t].float()
+        assert torch.equal(again.lm_head.weight[j], want), t
+    assert (size >= 100) == set(src_ids.tolist()).issubset(ids.tolist())
+    if size < 100:  # shrinking keeps the source's most frequent tokens
+        kept = counts[src_ids].sort(descending=True, stable=True).values[size - 1]
+        assert bool((counts[ids] >= kept).all())
+    for k, t in head.state_dict().items():
+        if k not in ("lm_head.weight", "d2t"):
+            assert torch.equal(again.state_dict()[k], t), k
+    feat = torch.randn(3, target.config.hidden_size, generator=gen)
+    src_logits, new_logits = head.logits_from_feature(feat), again.logits_from_feature(feat)
+    for j, t in enumerate(ids.tolist()):
+        if t in src_row:
+            assert torch.allclose(new_logits[:, j], src_logits[:, src_row[t]], atol=1e-5), t
+
+
+def test_resize_draft_vocab_needs_an_eagle3_init(tmp_path) -> None:  # noqa: ANN001
+    from updraft.train.config import TrainConfig
+
+    with pytest.raises(ValueError, match="resize_draft_vocab"):
+        TrainConfig(out=str(tmp_path), method="eagle3", resize_draft_vocab=True).validate()
+    with pytest.raises(ValueError, match="resize_draft_vocab"):
+        TrainConfig(out=str(tmp_path), method="eagle", init_from=str(tmp_path), resize_draft_vocab=True).validate()

@@ -105,6 +105,14 @@ def test_init_from_starts_at_the_saved_head(tmp_path, tiny_target, data_dir, tra
         assert torch.allclose(a[k].double(), b[k].double(), atol=1e-6) if a[k].is_floating_point() else torch.equal(a[k], b[k]), k
     assert again["held_out_evals"][0]["acc"] == pytest.approx(first["held_out_evals"][-1]["acc"], abs=1e-6)
     assert again["tokens_seen"] > 0 and again["train_tokens_per_s"] > 0
+    if method == "eagle3":  # --resize-draft-vocab: the run trains and saves the re-chosen vocabulary
+        grown = train(TrainConfig(out=str(tmp_path / "g"), steps=1, draft_vocab_size=250, init_from=str(tmp_path / "a"),
+                                  resize_draft_vocab=True, **base), loaded=tiny_target)
+        g = load_file(str(tmp_path / "g" / "model.safetensors"))
+        assert g["lm_head.weight"].shape[0] == 250 and g["d2t"].numel() == 250
+        kept = set((torch.arange(200) + a["d2t"]).tolist())
+        assert kept < set((torch.arange(250) + g["d2t"]).tolist())
+        assert grown["data"]["draft_vocab_coverage"] >= first["data"]["draft_vocab_coverage"]
     with pytest.raises(ValueError, match="init_from"):
         TrainConfig(out=str(tmp_path / "c"), resume=True, init_from=str(tmp_path / "a"), **base).validate()
 

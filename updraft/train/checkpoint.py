@@ -28,7 +28,7 @@ import torch
 from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData
-from updraft.train.heads import Head, new_head
+from updraft.train.heads import Head, new_head, resize_draft_vocab, select_draft_vocab
 
 #: Config fields a resumed run must share with the checkpoint (the rest may change).
 RESUME_KEYS = (
@@ -135,18 +135,28 @@ def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cf
     )
 
 
-def warm_start(cfg: TrainConfig, target: Any, device: torch.device) -> tuple[Head, dict[str, Any]] | None:
+def warm_start(
+    cfg: TrainConfig, target: Any, device: torch.device, counts: torch.Tensor | None = None,
+) -> tuple[Head, dict[str, Any]] | None:
     """``--init-from`` / ``--resume-from``: a head built like ``new_head`` but holding a saved
     head's weights (and, for EAGLE-3, its draft vocabulary), for a run whose checkpoint
-    (optimizer state) was lost."""
+    (optimizer state) was lost. With ``--resize-draft-vocab`` the vocabulary is re-chosen at
+    ``--draft-vocab-size`` from the training targets' ``counts``, the source's tokens first: a
+    kept token keeps its trained LM-head row, a new one starts from the target's row."""
     name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
     if not source:
         return None
     src = load_draft_head(source, target, torch.float32, device)
     if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
-    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
     aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
+    if cfg.resize_draft_vocab and isinstance(src, Eagle3Head):
+        if counts is None:
+            raise ValueError("resize_draft_vocab: the training targets' token counts are needed to choose the vocabulary")
+        src_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu()
+        draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size, first=src_ids)
+        return resize_draft_vocab(src, target, draft_ids, aux, seed=cfg.seed, device=device)
+    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
     head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
                             intermediate_size=src.config.intermediate_size)
     own = head.state_dict()

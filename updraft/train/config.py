@@ -71,6 +71,10 @@ class TrainConfig:
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
+    resize_draft_vocab: bool = _opt(
+        "--init-from an EAGLE-3 head: re-choose its draft vocabulary at --draft-vocab-size (the source's tokens ranked "
+        "first, then the data's most frequent; rows the source lacks start from the target's LM head) instead of "
+        "keeping the source's", default=False)
     head_intermediate_size: int | None = _opt(
         "MLP width of a new head (default: the target's); --init-from / --resume-from keep the source head's",
         default=None)
@@ -121,6 +125,8 @@ class TrainConfig:
             raise bad("held_out", f"must be smaller than num_prompts={self.num_prompts}")
         if self.resume and self.init_from:
             raise bad("init_from", "resume continues from the checkpoint: give one of --resume and --init-from")
+        if self.resize_draft_vocab and not (self.init_from and self.method == "eagle3"):
+            raise bad("resize_draft_vocab", "needs --init-from an EAGLE-3 head (--method eagle3); a resumed schedule keeps its vocabulary")
         if self.resume_from and (self.resume or self.init_from):
             raise bad("resume_from", "give one of --resume (this machine's checkpoint), --resume-from and --init-from")
         if not isinstance(self.rewarm_steps, int) or self.rewarm_steps < 0:

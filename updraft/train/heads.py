@@ -82,14 +82,20 @@ def head_hf_config(
     return cfg
 
 
-def select_draft_vocab(counts: torch.Tensor, size: int) -> torch.Tensor:
+def select_draft_vocab(counts: torch.Tensor, size: int, first: torch.Tensor | None = None) -> torch.Tensor:
     """The ``size`` most frequent token ids (ties: lower id first), sorted ascending. Tokens never
-    seen fill the rest in id order when fewer than ``size`` were seen."""
+    seen fill the rest in id order when fewer than ``size`` were seen. ``first`` (ids, e.g. a
+    warm-started head's vocabulary) ranks ahead of every other id, most frequent first among them:
+    a larger vocabulary keeps all of them, a smaller one their most frequent."""
     vocab = counts.numel()
     size = min(size, vocab)
     ids = torch.arange(vocab)
-    # Stable: sort by id, then by count descending (argsort stable keeps id order for ties).
-    order = torch.argsort(-counts.double(), stable=True)
+    key = -counts.double()
+    if first is not None:
+        # counts are >= 0, so one more than the largest count puts every `first` id ahead.
+        key[first.long().cpu()] -= float(counts.double().max().item()) + 1.0
+    # Stable: sort by id, then by the key (argsort stable keeps id order for ties).
+    order = torch.argsort(key, stable=True)
     return ids[order[:size]].sort().values
 
 
@@ -130,6 +136,30 @@ def new_head(
             head.lm_head.weight.copy_(target.lm_head_weight[draft_ids.to(target.lm_head_weight.device)].float())
             head.norm.weight.copy_(target.model.norm.weight.float())
     head.rotary.build(torch.device(device), torch.float32)
+    return head, cfg
+
+
+def resize_draft_vocab(
+    src: Eagle3Head, target: LlamaForCausalLM, draft_ids: torch.Tensor, aux_layers: tuple[int, ...] | None,
+    seed: int = 0, device: torch.device | str = "cpu",
+) -> tuple[Eagle3Head, dict[str, Any]]:
+    """A copy of ``src`` over another draft vocabulary (target ids ``draft_ids``, any size): a
+    token ``src`` has keeps its trained LM-head row (its logit is unchanged), a new one starts from
+    the target's row as in ``new_head``; every other weight is ``src``'s."""
+    src_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=src.d2t.device)).cpu()
+    head, cfg = new_head("eagle3", target, draft_ids=draft_ids, aux_layers=aux_layers, seed=seed, device=device,
+                         intermediate_size=src.config.intermediate_size)
+    assert isinstance(head, Eagle3Head)
+    weights = {k: v for k, v in src.state_dict().items() if k in head.state_dict()}
+    rows = head.lm_head.weight.detach().clone()
+    at = torch.full((int(target.config.vocab_size),), -1, dtype=torch.long)
+    at[src_ids] = torch.arange(src_ids.numel())
+    kept = at[draft_ids.long().cpu()]
+    has = kept >= 0
+    rows[has.to(rows.device)] = src.lm_head.weight.detach()[kept[has].to(src.lm_head.weight.device)].to(rows)
+    weights["lm_head.weight"] = rows
+    weights["d2t"] = head.d2t.clone()
+    head.load_state_dict(weights, strict=True)
     return head, cfg
 
 
