@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 
 from updraft.bench.prompts import EVAL_SETS, load_prompts
 from updraft.config import EngineConfig, SpeculativeConfig
@@ -116,6 +117,17 @@ def first_divergence(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+def draft_vocab(head: str) -> set[int] | None:
+    """The target ids an EAGLE-3 head can draft (``arange + d2t``), or None for a head that drafts
+    the whole vocabulary."""
+    for f in sorted(Path(head).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as sf:
+            if "d2t" in sf.keys():
+                d2t = sf.get_tensor("d2t").long()
+                return set((torch.arange(d2t.numel()) + d2t).tolist())
+    return None
+
+
 def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any]:
     """Fill ``results`` set by set (so an interrupted run keeps the sets it finished)."""
     limits = parse_limits(args.limit)
@@ -128,13 +140,15 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     dname = str(dtype).removeprefix("torch.")
     head = resolve_draft_path(args.head)
     head_cfg = json.loads((Path(head) / "config.json").read_text())
+    vocab = draft_vocab(head)
     method = args.method or ("eagle3" if "LlamaForCausalLMEagle3" in head_cfg.get("architectures", []) else "eagle")
     loaded = load_checkpoint(resolve_model(args.model), dtype=dtype, device=device, progress=False)
     kv = args.max_total_tokens or (65536 if device.type == "cuda" else 16384)
     common = dict(model=str(loaded.source), device=device.type, dtype=dname, progress=False, max_total_tokens=kv)
     # The plain engine first (captured before an EAGLE-3 head switches on the aux layers).
     base = Engine(EngineConfig(**common, max_running_requests=1, cuda_graph_bs=[1]), loaded=loaded)
-    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=not args.pin_steps)
+    spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=not args.pin_steps,
+                                 draft_lm_head=args.draft_lm_head)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     aux = loaded.model.aux_layers
@@ -150,6 +164,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         "head_path": head,
         "method": method,
         "num_steps": args.num_steps,
+        "draft_lm_head": args.draft_lm_head,
         "dtype": dname,
         "max_tokens": args.max_tokens,
         "accept_batch": bs,
@@ -167,11 +182,13 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         stats = SpecStats()
         speed = {"spec_tokens": 0, "spec_wall_s": 0.0, "spec_decode_s": 0.0, "base_tokens": 0, "base_wall_s": 0.0, "base_decode_s": 0.0}
         equal, diverge = 0, []
+        emitted: list[int] = []  # every spec output token: the draft vocabulary's coverage of them
         for p in kept[:n_speed]:
             loaded.model.aux_layers = ()
             b = run_one(base, p, params)
             loaded.model.aux_layers = aux
             s = run_one(spec, p, params)
+            emitted += s["ids"]
             stats.merge(s["spec"])
             speed["spec_tokens"] += len(s["ids"])
             speed["base_tokens"] += len(b["ids"])
@@ -185,7 +202,8 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         loaded.model.aux_layers = aux
         rest = kept[n_speed:]
         for i in range(0, len(rest), 256):
-            _, st = run_batch(spec, rest[i : i + 256], params)
+            outs, st = run_batch(spec, rest[i : i + 256], params)
+            emitted += [t for o in outs for t in o]
             stats.merge(st)
         entry: dict[str, Any] = {
             "prompts": len(kept),
@@ -195,6 +213,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
             "per_position": stats.per_position_rate(),
             "accept_length_histogram": histogram(stats, args.num_steps),
             "verify_steps": stats.num_drafts,
+            "draft_vocab_coverage": None if vocab is None else sum(t in vocab for t in emitted) / max(len(emitted), 1),
             "speed_prompts": n_speed,
             "wall_s": time.perf_counter() - t_set,
         }
@@ -216,6 +235,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         print(
             f"{name:10s} n={len(kept):3d} accept length {entry['mean_accept_length']:.2f} "
             f"per position {[round(x, 2) for x in entry['per_position']]}"
+            + (f" | in draft vocab {entry['draft_vocab_coverage']:.3f}" if vocab is not None else "")
             + (f" | bs1 {sp['spec_tok_s']:.0f} vs {sp['base_tok_s']:.0f} tok/s = {sp['speedup']:.2f}x, equal {equal}/{n_speed}" if sp else "")
             + f" | {entry['wall_s']:.0f}s",
             flush=True,
@@ -277,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     ap.add_argument("--max-total-tokens", type=int, default=None, help="KV pool of each engine in tokens (default 65536 on CUDA, 16384 on CPU)")
     ap.add_argument("--threads", type=int, default=None, help="CPU: torch threads")
+    ap.add_argument("--draft-lm-head", default="auto", choices=["auto", "fp8", "model"],
+                    help="EAGLE-3 draft LM head weights (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--out", default=None, help="folder for eval_acceptance.json and per_position.png")
     ap.add_argument("--plot", default=None, help="only redraw the PNG from this JSON (into --out, default: beside it)")
     args = ap.parse_args(argv)

@@ -185,7 +185,7 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
 
 
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int,
-         real_text: bool = False) -> dict[str, Any]:
+         real_text: bool = False, draft_lm_head: str = "auto") -> dict[str, Any]:
     """Decode step, plain step and S = 5 cycles (greedy, sampled, the dense sampled path) at
     ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``)."""
     base = smollm_engine_config(model, sizes, context)
@@ -204,7 +204,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     _free()
     if loaded is not None:
         loaded.model.aux_layers = ()
-    spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False)
+    spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False, draft_lm_head=draft_lm_head)
     eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
     drv = eng.driver
     assert drv is not None, eng.graph_log
@@ -476,6 +476,8 @@ def main() -> None:
                          "so bs-1 ratios over 16 prompts move by several percent")
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
+    ap.add_argument("--draft-lm-head", default="auto", choices=["auto", "fp8", "model"],
+                    help="the EAGLE-3 draft LM head's weights in the cost part (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--blank-context", action="store_true",
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
@@ -491,7 +493,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             head = write_random_eagle3(Path(tmp) / "e3", cfg, 32000)
             loaded = random_llama(cfg, torch.bfloat16)
-            results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters)
+            results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters,
+                                                  draft_lm_head=args.draft_lm_head)
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
@@ -507,7 +510,7 @@ def main() -> None:
         if not args.skip_lossless:
             results["lossless_fp32"] = lossless(args.smollm, args.head, method)
         results["cost_smollm2"] = cost(args.smollm, None, args.head, method, [1, 8], args.context, args.iters,
-                                       real_text=not args.blank_context)
+                                       real_text=not args.blank_context, draft_lm_head=args.draft_lm_head)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             only = set(args.variants.split(",")) if args.variants else None

@@ -150,6 +150,10 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="EAGLE-1: file of frequent target token ids (.pt, .json or .txt); the draft's LM head runs over those only",
     )
     spec.add_argument(
+        "--speculative-draft-lm-head", choices=["auto", "fp8", "model"],
+        help="EAGLE-3 draft LM head weights: auto (FP8 for heads >= 64 MiB on compute capability >= 8.9), fp8 or model",
+    )
+    spec.add_argument(
         "--speculative-disable-adaptive", dest="speculative_adaptive", action="store_false", default=None,
         help="always draft --speculative-num-steps tokens (default: choose S per iteration, 0 included)",
     )
@@ -171,11 +175,12 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
         "adaptive": getattr(args, "speculative_adaptive", None),
         "adaptive_steps": getattr(args, "speculative_adaptive_steps", None),
         "token_map": getattr(args, "speculative_token_map", None),
+        "draft_lm_head": getattr(args, "speculative_draft_lm_head", None),
     }
     given = {k: v for k, v in flags.items() if v is not None}
     if args.speculative_config is not None:
         cfg = parse_speculative_config(args.speculative_config)
-        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map")
+        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map", "draft_lm_head")
         extra = {k: v for k, v in given.items() if k not in late}
         if extra:
             raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")

@@ -127,6 +127,7 @@ class EngineConfig:
 
 
 SPEC_METHODS = ("eagle", "eagle3", "mtp", "standalone", "ngram")
+DRAFT_LM_HEADS = ("auto", "fp8", "model")
 # vLLM `method` names and SGLang `--speculative-algorithm` names -> ours.
 _METHOD_ALIASES = {
     "eagle": "eagle",
@@ -164,6 +165,12 @@ class SpeculativeConfig:
     token_map: str | None = _opt(
         "EAGLE-1: file of frequent target token ids (.pt tensor, .json or .txt list); the draft's LM head runs over "
         "those rows only (build one with python -m updraft.spec.token_map)", default=None,
+    )
+
+    draft_lm_head: str = _opt(
+        "EAGLE-3 draft LM head weights: auto (FP8 where it pays: CUDA compute capability >= 8.9 and a head of at "
+        "least 64 MiB in its own dtype, e.g. 32k x 4096), fp8 (e4m3, a scale per row, streamed by the small-M "
+        "kernel for up to 16 rows; needs compute capability >= 8.9) or model (the checkpoint's dtype)", default="auto",
     )
 
     def step_choices(self) -> list[int]:
@@ -224,6 +231,8 @@ class SpeculativeConfig:
                 f"token_map={self.token_map!r} is invalid: a token map is a file path for EAGLE-1 heads (method eagle); "
                 "EAGLE-3 heads carry their own draft vocabulary (d2t)"
             )
+        if self.draft_lm_head not in DRAFT_LM_HEADS:
+            raise ConfigError(f"draft_lm_head={self.draft_lm_head!r} is invalid: choose one of {', '.join(DRAFT_LM_HEADS)}")
         if self.draft_attention_backend is not None:
             from updraft.attention import BACKEND_NAMES
 

@@ -140,6 +140,42 @@ def test_lm_head_norm_and_argmax(dtype: torch.dtype, tile: tuple[str, int]) -> N
     assert int(gemv.semaphore(h.device).item()) == 0
 
 
+def test_quantize_rows_fp8() -> None:
+    """Each row's largest magnitude maps to 448 (exactly representable), every weight within
+    2^-4 relative of its row's scale times its FP8 value, a zero row gets scale 1."""
+    w = randn(37, 50, dtype=torch.float32, seed=60) * torch.logspace(-3, 2, 37)[:, None]
+    w[5] = 0.0
+    q, scale = gemv.quantize_rows_fp8(w)
+    assert q.dtype == gemv.FP8 and scale.dtype == torch.float32 and q.shape == w.shape and scale.shape == (37,)
+    assert scale[5] == 1.0 and bool((q[5].float() == 0).all())
+    back = q.float() * scale[:, None]
+    assert bool((back - w).abs().le(w.abs() * 2**-4 + scale[:, None] * 2**-9).all())
+    rows = [i for i in range(37) if i != 5]
+    assert torch.equal(q[rows].float().abs().amax(1), torch.full((36,), 448.0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 8), (DOT, 16)], ids=lambda t: f"{t[0]}{t[1]}")
+@pytest.mark.parametrize("m,prologue", [(1, "none"), (6, "add_norm"), (16, "norm")])
+def test_linear_fp8_weight(dtype: torch.dtype, tile: tuple[str, int], m: int, prologue: str) -> None:
+    """An FP8 weight with a float32 scale per row: ``(a @ q.T) * scale`` of the float64 product
+    of the exact FP8 values, rounded to the dtype once (logits widened as ``.float()``); its
+    argmax is that of the logits written."""
+    n, k = 45, 70
+    x, pro = make_prologue(prologue, m, k, dtype, seed=70 + m)
+    q, scale = gemv.quantize_rows_fp8(randn(n, k, dtype=torch.float32, seed=71, scale=0.3))
+    out, new_res, am = gemv.linear(x, q, None, pro, out_dtype=torch.float32, argmax=True, config=cfg_of(*tile),
+                                   w_scale=scale)
+    ref = (prologue64(x, pro) @ q.double().T) * scale.double()
+    assert out.shape == (m, n) and torch.equal(out, out.to(dtype).float())
+    assert rel_err(out, ref) <= TOL[dtype], rel_err(out, ref)
+    assert am is not None and torch.equal(am, out.argmax(-1))
+    check_residual(x, pro, new_res)
+    # an FP8 weight needs its scale, and a scale needs an FP8 weight of as many rows
+    assert not gemv.supported(x, q, pro) and not gemv.supported(x, q.float().to(dtype), pro, scale)
+    assert not gemv.supported(x, q, pro, scale[:-1])
+
+
 @pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 16)], ids=lambda t: t[0])
 @pytest.mark.parametrize("m", [1, 2, 6, 16])
 def test_linear_exact_f32(tile: tuple[str, int], m: int) -> None:

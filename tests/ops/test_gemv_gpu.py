@@ -110,6 +110,26 @@ def test_eagle3_head_qkv_at_the_8b_shape(m: int) -> None:
     assert torch.equal(vp[loc].reshape(m, -1), qkv[:, (hq + hkv) * d :])
 
 
+@pytest.mark.parametrize("m", [1, 6])
+def test_fp8_lm_head_at_the_8b_head_shape(m: int) -> None:
+    """The FP8 draft LM head (32,000 x 4096, a scale per row) on the GPU: ``(a @ q.T) * scale``
+    of the exact FP8 values against float64, logits rounded to bf16 once; within 2^-4 relative
+    of the bf16 weight's logits (the quantisation itself); its config tuned where the H100 table
+    ships one."""
+    from updraft.ops import gemv, gemv_config
+
+    n, k = 32000, 4096
+    if "H100" in torch.cuda.get_device_name():
+        assert gemv_config.is_tuned("linear", n, k, gemv_config.m_bucket(m), gemv.FP8, torch.device(DEV))
+    w = randn(n, k, seed=7, scale=0.02)
+    x = randn(m, k, seed=8)
+    q, scale = gemv.quantize_rows_fp8(w)
+    out, _, _ = gemv.linear(x, q, None, out_dtype=torch.float32, w_scale=scale)
+    ref = (x.double() @ q.double().T) * scale.double()
+    assert torch.equal(out, out.bfloat16().float()) and rel_err(out, ref) <= 1e-2
+    assert rel_err(out, x.double() @ w.double().T) <= 2**-4
+
+
 @pytest.mark.parametrize("m", [1, 2, 8, 16])
 def test_router_logits_at_v2_lite_shape(m: int) -> None:
     """``ops.float_linear`` at DeepSeek-V2-Lite's router (64 experts x 2048): float32 sums of the

@@ -6,6 +6,7 @@ aborts with an iteration in flight free every KV slot exactly once."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
@@ -257,3 +258,31 @@ def test_fused_launch_copies_the_rows_only_when_the_batch_changes(target, eagle_
     while eng.has_unfinished():
         eng.step()
     assert [len(r.output_ids) for r in reqs if r is not reqs[1]] == [60, 60, 60]
+
+
+@pytest.mark.parametrize("bsz", [1, 8])
+def test_fused_lossless_with_an_fp8_draft_lm_head(target, reference, eagle3_head, bsz: int, monkeypatch) -> None:  # noqa: ANN001
+    """``draft_lm_head="fp8"``: the chain steps and the draft extend take the FP8 LM head (a spy
+    sees the kernel's logits) and the output still equals plain greedy (drafts only propose)."""
+    from updraft.models import fused
+
+    served: list[int] = []
+    real = fused.lm_head_fp8
+
+    def spy(x, q, scale):  # noqa: ANN001, ANN202
+        out = real(x, q, scale)
+        if out is not None:
+            served.append(x.shape[0])
+        return out
+
+    monkeypatch.setattr(fused, "lm_head_fp8", spy)
+    cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "draft_lm_head": "fp8"}
+    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4, 8],
+              speculative_config=cfg)
+    head = llm.engine.driver.fused.drafter.head
+    assert head.lm_head_fp8 is not None and head.lm_head_fp8[0].dtype == torch.float8_e4m3fn
+    ps = prompts(bsz, seed=40 + bsz)
+    outs = llm.generate(ps, GREEDY)
+    assert [o.outputs[0].token_ids for o in outs] == reference(ps)
+    assert llm.engine.driver.launches > 0 and served, "the FP8 LM head never ran"
+    assert llm.engine.allocator.used_tokens == 0

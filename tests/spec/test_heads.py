@@ -82,3 +82,29 @@ def test_missing_and_unexpected_tensors(tmp_path, target) -> None:  # noqa: ANN0
     (tmp_path / "arch" / "config.json").write_text(json.dumps({"architectures": ["MedusaModel"]}))
     with pytest.raises(CheckpointError, match="MedusaModel"):
         load_draft_head(tmp_path / "arch", target, torch.float32, torch.device("cpu"))
+
+
+def test_draft_lm_head_choice_flags_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``draft_lm_head``: model never quantizes, auto only on a capable GPU for a large head (never
+    on the CPU), fp8 needs compute capability >= 8.9 (or the interpreter) and says so in one line;
+    the flag and the JSON key reach the config."""
+    from updraft.cli import build_parser, engine_config_from_args
+    from updraft.config import ConfigError, SpeculativeConfig, parse_speculative_config
+    from updraft.spec import setup
+
+    w = torch.zeros(64, 32)
+    assert not setup.fp8_lm_head("model", w) and not setup.fp8_lm_head("auto", w)
+    assert setup.fp8_lm_head("fp8", w) == setup.ops.interpreting()
+    monkeypatch.setattr(setup.ops, "interpreting", lambda: False)
+    with pytest.raises(ConfigError, match="compute capability >= 8.9") as exc:
+        setup.fp8_lm_head("fp8", w)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(ConfigError, match="draft_lm_head='int4' is invalid"):
+        SpeculativeConfig(method="eagle3", draft_model="x", draft_lm_head="int4").validate()
+    cfg = parse_speculative_config({"method": "eagle3", "model": "x", "draft_lm_head": "model"})
+    assert cfg is not None and cfg.draft_lm_head == "model"
+    args = build_parser().parse_args(["generate", "--prompt", "hi", "--speculative-algorithm", "EAGLE3",
+                                      "--speculative-draft-model-path", "x", "--speculative-draft-lm-head", "fp8"])
+    spec = engine_config_from_args(args).speculative
+    assert spec is not None and spec.draft_lm_head == "fp8"
+    assert SpeculativeConfig(method="eagle3", draft_model="x").draft_lm_head == "auto"

@@ -44,6 +44,21 @@ def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:
         assert s["prompts"] == 3 and s["outputs_equal"] == s["outputs_compared"] == 2  # lossless in fp32
         assert sum(s["accept_length_histogram"]) == s["verify_steps"] > 0
         assert 1.0 <= s["mean_accept_length"] <= 6.0 and s["speed_bs1"]["spec_tokens"] == s["speed_bs1"]["base_tokens"]
+        assert s["draft_vocab_coverage"] is None  # EAGLE-1 drafts the whole vocabulary
     if (out / "per_position.png").exists():  # matplotlib present: also the plot-only mode
         assert mod.main(["--plot", str(out / "eval_acceptance.json"), "--out", str(tmp_path / "replot")]) == 0
         assert (tmp_path / "replot" / "per_position.png").stat().st_size > 1000
+
+
+def test_draft_vocab_reads_a_sharded_eagle3_head(tmp_path, tiny_target) -> None:  # noqa: ANN001
+    """The coverage figure's vocabulary: ``arange + d2t`` of an EAGLE-3 head, found in whichever
+    shard holds ``d2t``; None for an EAGLE-1 head."""
+    target = tiny_target.model
+    ids = torch.arange(1, target.config.vocab_size, 3)
+    head, cfg = new_head("eagle3", target, draft_ids=ids, aux_layers=(0, 1, 1), seed=2)
+    folder = save_head(head, cfg, tmp_path / "e3", dtype=torch.float32, max_file_bytes=4096)
+    assert len(list(folder.glob("model-*.safetensors"))) > 1
+    mod = _module()
+    assert mod.draft_vocab(str(folder)) == set(ids.tolist())
+    e1, cfg1 = new_head("eagle", target, seed=1)
+    assert mod.draft_vocab(str(save_head(e1, cfg1, tmp_path / "e1", dtype=torch.float32))) is None

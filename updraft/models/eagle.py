@@ -222,6 +222,25 @@ class Eagle3Head(nn.Module):
         self.lm_head = Linear(cfg.hidden_size, hc.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(hc.draft_vocab_size, dtype=torch.long))
         self.rotary = RotaryEmbedding(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta, cfg.rope_scaling)
+        #: (FP8 weight, float32 scale per row) of ``lm_head`` (``quantize_lm_head``), or None
+        self.lm_head_fp8: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def quantize_lm_head(self) -> None:
+        """Serve the LM head from an FP8 copy (e4m3, a float32 scale per row: half the bytes of
+        bf16) where the small-M kernel takes the rows (``fused.lm_head_fp8``); other rows and
+        ``logits_from_feature`` keep the weight. Drafts only propose: the target's verify keeps
+        the output lossless, the rounding can only change what is accepted. Call after the
+        weights are loaded and before graph capture (a copy is taken now)."""
+        from updraft.ops.gemv import quantize_rows_fp8
+
+        self.lm_head_fp8 = quantize_rows_fp8(self.lm_head.weight)
+
+    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
+        if self.lm_head_fp8 is not None:
+            out = fused.lm_head_fp8(rows, *self.lm_head_fp8)
+            if out is not None:
+                return out
+        return self.lm_head(rows).float()
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
@@ -236,7 +255,7 @@ class Eagle3Head(nn.Module):
         # One pass gives the pre-norm output feature (next step's input) and its norm (the
         # logits' input); normalising every row and then selecting equals selecting first.
         normed, out = self.norm.forward_add(x, residual)
-        logits = self.lm_head(batch.logit_rows(normed)).float()
+        logits = self._logits(batch.logit_rows(normed))
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
         return ModelOutput(logits=logits, hidden=hidden)
 

@@ -183,3 +183,20 @@ def lm_head_ok(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, we
         return False
     gemv = _gemv()
     return gemv.supported(h, weight, gemv.Prologue(norm_weight=norm.weight, residual=residual, ids=rows))
+
+
+#: Rows the FP8 draft LM head serves (``Eagle3Head.quantize_lm_head``): chain steps and
+#: verify-sized extends of small batches; more rows take the model-dtype weight on cuBLAS.
+FP8_MAX_ROWS = 16
+
+
+def lm_head_fp8(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor | None:
+    """Logits [R, V] float32 of rows ``x`` [R, H] against the FP8 weight ``q`` with its row
+    ``scale`` (rounded to x's dtype, then widened, as ``lm_head(x).float()``), or None where the
+    small-M kernel does not run (the torch ops backend, no CUDA outside the interpreter, more
+    than ``FP8_MAX_ROWS`` rows)."""
+    if ops.backend() == "torch" or not ops.triton_available() or not (x.is_cuda or ops.interpreting()):
+        return None
+    if not 1 <= x.shape[0] <= FP8_MAX_ROWS or not _gemv().supported(x, q, w_scale=scale):
+        return None
+    return _gemv().linear(x, q, None, out_dtype=torch.float32, w_scale=scale)[0]

@@ -121,21 +121,33 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
         else:
             lm_head = n > 100000
             out.append((label + (" norm+argmax" if lm_head else ""), gemv._linear_kernel,
-                        dict(ptrs, Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32", Argmax="i64",
-                             Sem="i32"),
+                        dict(ptrs, WScale="fp32", Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32",
+                             Argmax="i64", Sem="i32"),
                         dict(common, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False, ARGMAX=lm_head,
-                             GATHER=lm_head, HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False, ROUND=True),
+                             GATHER=lm_head, HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False, ROUND=True,
+                             HAS_WSCALE=False),
                         cfg.num_warps, cfg.num_stages))
+    # an FP8 draft LM head (``gemv.linear(..., w_scale=)``): the 8B EAGLE-3 head's 32k x 4096
+    for bucket in (1, 8):
+        cfg = gemv_config.heuristic("linear", 32000, 4096, bucket, 132)
+        out.append((f"gemv lm_head fp8 N=32000 K=4096 m<={bucket} {cfg}", gemv._linear_kernel,
+                    dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W="fp8e4nv", WScale="fp32",
+                         Bias="bf16", Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
+                    dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
+                         RNE=False, TWO_PASS=False, PDL=2, PREFETCH=False, LINE=128, GATHER=False, HAS_RES=False,
+                         HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False,
+                         ARGMAX=False, ROUND=True, HAS_WSCALE=True),
+                    cfg.num_warps, cfg.num_stages))
     # a MoE router's logits (``ops.float_linear``): DeepSeek-V2-Lite's 64 experts x 2048, float32 unrounded
     for bucket in (1, 2, 16):
         cfg = gemv_config.heuristic("linear", 64, 2048, bucket, 132)
         out.append((f"gemv router bf16 N=64 K=2048 m<={bucket} {cfg}", gemv._linear_kernel,
-                    dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W="bf16", Bias="bf16", Out="fp32",
-                         PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
+                    dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W="bf16", WScale="fp32", Bias="bf16",
+                         Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
                     dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
                          RNE=False, TWO_PASS=False, PDL=2, PREFETCH=True, LINE=64, GATHER=False, HAS_RES=False,
                          HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=16, HAS_BIAS=False,
-                         ARGMAX=False, ROUND=False),
+                         ARGMAX=False, ROUND=False, HAS_WSCALE=False),
                     cfg.num_warps, cfg.num_stages))
     return out
 

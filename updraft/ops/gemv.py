@@ -158,6 +158,8 @@ def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m
         k = k0 + tl.arange(0, BLOCK_K)
         kmask = k < K
         w = tl.load(wbase + k[None, :], mask=wmask[:, None] & kmask[None, :], other=0.0)
+        if W.dtype.element_ty == tl.float8e4nv:  # FP8 rows (``linear``'s w_scale): exact in bf16 / f32
+            w = w.to(dt)
         msk = mmask[:, None] & kmask[None, :]
         a = _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES, RNE)
         if WRITE_RES and not TWO_PASS:
@@ -224,10 +226,11 @@ def _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M: tl.constexpr
 
 
 @triton.jit(do_not_specialize=["M"])
-def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Sem,
+def _linear_kernel(X, Ids, Res, ResOut, NW, W, WScale, Bias, Out, PMax, PIdx, Argmax, Sem,
                    M, N, K, stride_x, stride_r, stride_w, stride_o, eps,
                    BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
                    GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
+                   HAS_WSCALE: tl.constexpr,
                    HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
                    PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, PDL: tl.constexpr,
                    PREFETCH: tl.constexpr, LINE: tl.constexpr, ROUND: tl.constexpr):
@@ -243,6 +246,8 @@ def _linear_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, PMax, PIdx, Argmax, Se
     acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
                      BLOCK_N, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     pdl_release_late(PDL)
+    if HAS_WSCALE:
+        acc = acc * tl.load(WScale + n, mask=nmask, other=0.0)[:, None]
     if HAS_BIAS:
         acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
     if ROUND:
@@ -389,15 +394,21 @@ def num_rows(x: torch.Tensor, pro: Prologue) -> int:
     return int(pro.ids.shape[0]) if pro.ids is not None else int(x.shape[0])
 
 
-def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE) -> bool:
+def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE, w_scale: torch.Tensor | None = None) -> bool:
     """Whether the small-M kernels cover these inputs: 1..64 token rows, one dtype throughout,
-    rows with a contiguous last dim."""
+    rows with a contiguous last dim. With ``w_scale`` (``linear`` only): an FP8 (e4m3) weight
+    and its float32 scale per row (``quantize_rows_fp8``)."""
     m = num_rows(x, pro)
     k2 = 0 if pro.x2 is None else int(pro.x2.shape[-1])
+    if w_scale is None:
+        wtype = weight.dtype == x.dtype
+    else:
+        wtype = (weight.dtype == FP8 and w_scale.dtype == torch.float32 and w_scale.dim() == 1
+                 and w_scale.shape[0] == weight.shape[0] and w_scale.is_contiguous() and w_scale.device == x.device)
     ok = (
         x.dim() == 2 and weight.dim() == 2
         and 1 <= m <= MAX_M
-        and x.dtype in DTYPES and weight.dtype == x.dtype
+        and x.dtype in DTYPES and wtype
         and x.shape[1] + k2 == weight.shape[1]
         and x.stride(1) == 1 and weight.stride(1) == 1
         and weight.device == x.device
@@ -432,14 +443,14 @@ def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple
 TWO_PASS_MAX_K = 2048
 
 
-def _launch_opts(cfg: GemvConfig, bucket: int, x: torch.Tensor, k: int) -> dict:
+def _launch_opts(cfg: GemvConfig, bucket: int, x: torch.Tensor, k: int, w_size: int | None = None) -> dict:
     dtype = x.dtype
     dot_f32 = cfg.dot and interpreting() and dtype != torch.float32
     pdl = pdl_opts(x.device, "gemv", late=True)
     return dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=dot_f32,
                 PREC="ieee" if dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
                 TWO_PASS=cfg.dot and k < TWO_PASS_MAX_K, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-                PREFETCH=bool(pdl["PDL"]) and k <= PREFETCH_MAX_K, LINE=128 // x.element_size(), **pdl)
+                PREFETCH=bool(pdl["PDL"]) and k <= PREFETCH_MAX_K, LINE=128 // (w_size or x.element_size()), **pdl)
 
 
 #: Under PDL, a program of a GEMM with rows this short prefetches the first K chunk of its weight
@@ -451,18 +462,21 @@ PREFETCH_MAX_K = 2048
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, pro: Prologue = NO_PROLOGUE, *,
            out_dtype: torch.dtype | None = None, argmax: bool = False, config: GemvConfig | None = None,
-           exact_f32: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+           exact_f32: bool = False, w_scale: torch.Tensor | None = None,
+           ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """``prologue(x) @ weight.T + bias`` -> (out [M, N] in ``out_dtype`` (default x's; values
     rounded to x's dtype either way, unless ``exact_f32``: float32 out, the float32 sums as they
     are, what ``x.float() @ weight.float().T`` computes), new residual or None, argmax [M] int64
-    or None)."""
-    assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear: unsupported inputs"
+    or None). ``w_scale``: ``weight`` is FP8 and row n's sum is multiplied by ``w_scale[n]``
+    (float32, before the bias and the rounding): half the bytes of a bf16 weight streamed."""
+    assert supported(x, weight, pro, w_scale) and pro.x2 is None, "gemv.linear: unsupported inputs"
     assert not exact_f32 or out_dtype in (None, torch.float32), "gemv.linear: exact_f32 writes float32"
     out_dtype = torch.float32 if exact_f32 else out_dtype
     m, (n, k) = num_rows(x, pro), weight.shape
     # the argmax's last program reduces an [M, programs] tile at once: LM-head rows only (<= 16)
     assert not argmax or m <= ARGMAX_MAX_M, f"gemv.linear: argmax over {m} rows (at most {ARGMAX_MAX_M})"
-    cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
+    # FP8 rows are tuned apart (their own cache key): a K chunk holds half the bytes
+    cfg = config or gemv_config.lookup("linear", n, k, m, FP8 if w_scale is not None else x.dtype, x.device)
     bucket = gemv_config.m_bucket(m)
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     out = torch.empty(m, n, dtype=out_dtype or x.dtype, device=x.device)
@@ -475,11 +489,28 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     else:
         pmax = pidx = best = sem = out
     _linear_kernel[(nprog,)](
-        *ptrs, weight, bias if bias is not None else weight, out, pmax, pidx, best, sem, m, n, k, sx, sr,
-        weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n, BLOCK_P=min(1024, triton.next_power_of_2(nprog)),
-        HAS_BIAS=bias is not None, ARGMAX=argmax, ROUND=not exact_f32, **flags, **_launch_opts(cfg, bucket, x, k),
+        *ptrs, weight, w_scale if w_scale is not None else out, bias if bias is not None else x, out, pmax, pidx,
+        best, sem, m, n, k, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n,
+        BLOCK_P=min(1024, triton.next_power_of_2(nprog)), HAS_WSCALE=w_scale is not None, HAS_BIAS=bias is not None,
+        ARGMAX=argmax, ROUND=not exact_f32, **flags, **_launch_opts(cfg, bucket, x, k, weight.element_size()),
     )
     return out, new_res, best if argmax else None
+
+
+#: FP8 weights of ``linear(..., w_scale=)``: e4m3 (max 448), one float32 scale per weight row.
+FP8 = torch.float8_e4m3fn
+FP8_MAX = 448.0
+
+
+def quantize_rows_fp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(q, scale)``: ``weight`` [N, K] as FP8 e4m3 with ``q[n] * scale[n]`` ~= ``weight[n]``, the
+    row's largest magnitude mapped to 448 (an all-zero row gets scale 1). Rounding to nearest
+    keeps 3 mantissa bits: a relative error of at most 2^-4 per weight."""
+    w = weight.detach().float()
+    amax = w.abs().amax(dim=1)
+    scale = torch.where(amax > 0, amax / FP8_MAX, torch.ones_like(amax))
+    q = (w / scale[:, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    return q.contiguous(), scale.contiguous()
 
 
 def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pro: Prologue, *, num_heads: int,

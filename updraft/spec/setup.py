@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from updraft import ops
 from updraft.attention import resolve_backend_name
 from updraft.config import ConfigError, SpeculativeConfig
 from updraft.memory.pools import ReqToTokenPool
@@ -69,6 +70,8 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
         if cfg.token_map is not None and isinstance(head, EagleHead):
             head.set_token_map(load_token_map(cfg.token_map, target.config.vocab_size))
         if isinstance(head, Eagle3Head):
+            if fp8_lm_head(cfg.draft_lm_head, head.lm_head.weight):
+                head.quantize_lm_head()
             layers = head.head_config.aux_layer_ids or default_aux_layers(target.config.num_layers)
             bad = [i for i in layers if not 0 <= i < target.config.num_layers]
             if bad or len(layers) != 3:
@@ -82,6 +85,30 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
             f"{target.config.vocab_size}: the draft must share the target's tokenizer"
         )
     return DraftSetup(cfg, loaded.model)
+
+
+#: ``draft_lm_head="auto"`` streams an EAGLE-3 LM head as FP8 from this many bytes in its own
+#: dtype: the 8B shape's 32k x 4096 (262 MB bf16: ~97 us a draft step on the H100) halves; a
+#: SmolLM2 head (8k x 576, 9.4 MB) is launch-bound and stays.
+FP8_LM_HEAD_MIN_BYTES = 64 * 2**20
+
+
+def fp8_lm_head(choice: str, weight: torch.Tensor) -> bool:
+    """Whether the draft LM head ``weight`` is served in FP8 for ``choice`` (auto / fp8 / model).
+    FP8 needs the hardware conversion of compute capability >= 8.9 (or the Triton interpreter,
+    for tests): ``fp8`` elsewhere is a configuration error, ``auto`` quietly keeps the weight."""
+    if choice == "model":
+        return False
+    dev = weight.device
+    capable = (dev.type == "cuda" and torch.cuda.get_device_capability(dev) >= (8, 9)) or (
+        dev.type == "cpu" and ops.interpreting() and ops.triton_available())
+    if choice == "fp8":
+        if not capable:
+            raise ConfigError(
+                f"draft_lm_head='fp8' needs a CUDA GPU of compute capability >= 8.9 (the draft is on {dev}); "
+                "use auto or model")
+        return True
+    return capable and dev.type == "cuda" and weight.numel() * weight.element_size() >= FP8_LM_HEAD_MIN_BYTES
 
 
 def _load_mtp(cfg: SpeculativeConfig, target: LlamaForCausalLM, dtype: torch.dtype, device: torch.device,
