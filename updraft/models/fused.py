@@ -193,10 +193,18 @@ FP8_MAX_ROWS = 16
 def lm_head_fp8(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor | None:
     """Logits [R, V] float32 of rows ``x`` [R, H] against the FP8 weight ``q`` with its row
     ``scale`` (rounded to x's dtype, then widened, as ``lm_head(x).float()``), or None where the
-    small-M kernel does not run (the torch ops backend, no CUDA outside the interpreter, more
-    than ``FP8_MAX_ROWS`` rows)."""
+    small-M kernel does not run: the torch ops backend, no CUDA outside the interpreter, more
+    than ``FP8_MAX_ROWS`` rows, or on CUDA no launch config tuned for this GPU, shape and M
+    bucket (a heuristic tile can lose to cuBLAS on the bf16 weight; the same rule as the fused
+    layers' wide GEMMs)."""
     if ops.backend() == "torch" or not ops.triton_available() or not (x.is_cuda or ops.interpreting()):
         return None
     if not 1 <= x.shape[0] <= FP8_MAX_ROWS or not _gemv().supported(x, q, w_scale=scale):
         return None
+    if x.is_cuda:
+        from updraft.ops import gemv_config
+
+        n, k = q.shape
+        if not gemv_config.is_tuned("linear", n, k, gemv_config.m_bucket(x.shape[0]), _gemv().FP8, x.device):
+            return None
     return _gemv().linear(x, q, None, out_dtype=torch.float32, w_scale=scale)[0]
