@@ -170,7 +170,8 @@ class SpeculativeConfig:
     draft_lm_head: str = _opt(
         "EAGLE-3 draft LM head weights: auto (FP8 where it pays: CUDA compute capability >= 8.9 and a head of at "
         "least 64 MiB in its own dtype, e.g. 32k x 4096), fp8 (e4m3, a scale per row, streamed by the small-M "
-        "kernel for up to 16 rows; needs compute capability >= 8.9) or model (the checkpoint's dtype)", default="auto",
+        "kernel for up to 16 rows where its launch config is tuned for the GPU; needs compute capability >= 8.9) or "
+        "model (the checkpoint's dtype)", default="auto",
     )
 
     def step_choices(self) -> list[int]:
