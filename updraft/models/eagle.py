@@ -270,6 +270,10 @@ class Eagle3Head(nn.Module):
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids + self.d2t[draft_ids]
 
+    def vocab_ids(self) -> torch.Tensor:
+        """The target ids of the whole draft vocabulary, in draft order (ascending)."""
+        return self.to_target_ids(torch.arange(self.draft_vocab_size, device=self.d2t.device))
+
 
 DraftHead = EagleHead | Eagle3Head
 

@@ -150,13 +150,12 @@ def warm_start(
     if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
     aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
+    draft_ids = src.vocab_ids().cpu() if isinstance(src, Eagle3Head) else None
     if cfg.resize_draft_vocab and isinstance(src, Eagle3Head):
         if counts is None:
             raise ValueError("resize_draft_vocab: the training targets' token counts are needed to choose the vocabulary")
-        src_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu()
-        draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size, first=src_ids)
-        return resize_draft_vocab(src, target, draft_ids, aux, seed=cfg.seed, device=device)
-    draft_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=device)).cpu() if isinstance(src, Eagle3Head) else None
+        new_ids = select_draft_vocab(counts, cfg.draft_vocab_size, first=draft_ids)
+        return resize_draft_vocab(src, target, new_ids, aux, seed=cfg.seed, device=device)
     head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
                             intermediate_size=src.config.intermediate_size)
     own = head.state_dict()

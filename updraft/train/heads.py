@@ -146,7 +146,7 @@ def resize_draft_vocab(
     """A copy of ``src`` over another draft vocabulary (target ids ``draft_ids``, any size): a
     token ``src`` has keeps its trained LM-head row (its logit is unchanged), a new one starts from
     the target's row as in ``new_head``; every other weight is ``src``'s."""
-    src_ids = src.to_target_ids(torch.arange(src.lm_head.out_features, device=src.d2t.device)).cpu()
+    src_ids = src.vocab_ids().cpu()
     head, cfg = new_head("eagle3", target, draft_ids=draft_ids, aux_layers=aux_layers, seed=seed, device=device,
                          intermediate_size=src.config.intermediate_size)
     assert isinstance(head, Eagle3Head)
@@ -265,7 +265,7 @@ def save_head(
         if include_embedding:
             tensors["embed_tokens.weight"] = target.model.embed_tokens.weight.detach().to(dtype).contiguous().cpu()
     else:
-        _, t2d = vocab_maps(head.to_target_ids(torch.arange(head.lm_head.out_features, device=head.d2t.device)).cpu(), target.config.vocab_size)
+        _, t2d = vocab_maps(head.vocab_ids().cpu(), target.config.vocab_size)
         tensors["t2d"] = t2d
         tensors["d2t"] = head.d2t.detach().long().cpu()
     cfg = dict(cfg, torch_dtype=str(dtype).removeprefix("torch."))

@@ -44,8 +44,7 @@ class TargetHead:
         w = head.shared._target[0].lm_head_weight.detach()
         self.eagle3 = isinstance(head, Eagle3Head)
         if isinstance(head, Eagle3Head):
-            vd = head.lm_head.out_features
-            draft_ids = head.to_target_ids(torch.arange(vd, device=head.d2t.device))
+            draft_ids = head.vocab_ids()
             self.weight = w[draft_ids.to(w.device)]
             self.in_draft = torch.zeros(w.shape[0], dtype=torch.bool, device=w.device)
             self.in_draft[draft_ids.to(w.device)] = True

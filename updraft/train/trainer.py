@@ -296,20 +296,21 @@ def engine_acceptance(
 def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device) -> tuple[Head, Any]:
     """The head to train: warm-started (--init-from / --resume-from / --resume) or new (EAGLE-3:
     its draft vocabulary picked from the training targets), and its vocabulary coverage logged."""
-    counts = prep.train.token_counts(prep.loaded.config.vocab_size)
+    # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
+    counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
     started = warm_start(cfg, target, device, counts if cfg.resize_draft_vocab else None)
     if started is not None:
         _say(f"initialised from {cfg.init_from or cfg.resume_from}")
     else:
         draft_ids = None
-        if cfg.method == "eagle3":
+        if counts is not None:
             draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
         aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
         started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
                            intermediate_size=cfg.head_intermediate_size)
     head, hf_cfg = started
-    if isinstance(head, Eagle3Head):
-        in_vocab = head.to_target_ids(torch.arange(head.lm_head.out_features, device=head.d2t.device)).cpu()
+    if isinstance(head, Eagle3Head) and counts is not None:
+        in_vocab = head.vocab_ids().cpu()
         prep.data_info["draft_vocab_coverage"] = float(counts[in_vocab].sum() / counts.sum().clamp(min=1))
         _say(f"draft vocabulary of {in_vocab.numel()} tokens covers {prep.data_info['draft_vocab_coverage']:.4f} of the training targets")
     return head, hf_cfg
