@@ -219,8 +219,6 @@ class FusedRig:
             fill(b.out_cache_loc, 1, slots)  # real slots: a padded token left on one corrupts KV
             fill(b.req_pool_indices, 1, rows)
             fill(b.seq_lens, 1, width + 1)
-            if b.feature is not None:
-                b.feature.copy_(torch.randn(tuple(b.feature.shape), generator=gen).to(b.feature) * 50)
 
     # ---- one check ---------------------------------------------------------------------------
     def check(self, reqs: list[Request], label: str, s: int, seed: int = 0) -> RunnerCheck:

@@ -90,6 +90,16 @@ def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.devi
     return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
 
 
+def _fed(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torch.dtype) -> ForwardBatch:
+    """``batch`` reading ``feat`` (the previous forward's output rows, as they lie) as its
+    feature. A copy into a static feature buffer would be one more kernel node per draft forward
+    (five per iteration at S = 5) for nothing: ``feat`` is produced by the same body, so a
+    replay reads the tensor its capture recorded. Rows must match ``batch``'s tokens."""
+    if feat.shape[0] != batch.num_tokens:
+        raise AssertionError(f"draft feature has {feat.shape[0]} rows for {batch.num_tokens} tokens")
+    return dataclasses.replace(batch, feature=feat if feat.dtype == dtype else feat.to(dtype), feature_kind=kind)
+
+
 @dataclass
 class _IterGraph:
     """The captured iteration for one (S, sampled, bs)."""
@@ -253,7 +263,9 @@ class FusedIteration:
             chain: list[ForwardBatch] = []
             extend = None
         else:
-            chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST, FeatureKind.DRAFT, d.runner.config.hidden_size)
+            # The draft forwards read their feature where the body produced it (``_fed``): no
+            # feature buffers in these batches.
+            chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST)
             chain = [_static_batch(dataclasses.replace(chain_phase, draft_step=chain_step(d.head, k).key), bs, d.runner.backend,
                                    dev, d.runner.dtype) for k in range(1, s)]
             # S = 0 scores one token: the decode kernel (split KV), not the extend kernel that a
@@ -261,9 +273,8 @@ class FusedIteration:
             mode = ForwardMode.TARGET_VERIFY if s else ForwardMode.DECODE
             verify = _static_batch(PhaseSpec(mode, ndt, "all", self.target_capture), bs,
                                    self.target.backend, dev, self.target.dtype)
-            feat_dim = self.target.config.hidden_size * max(1, len(self.target.model.aux_layers))
             # No logits rows: the next iteration applies the LM head to the selected feature.
-            ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL, FeatureKind.TARGET, feat_dim)
+            ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL)
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
             for b in chain + [extend]:
                 d.runner.backend.init_capture_metadata(b)
@@ -406,9 +417,8 @@ class FusedIteration:
             choose(d.head.logits_from_feature(feat), 0)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
             write_rows(b, rows, n, toks[-1], table, offset=chain_step(d.head, k).offset - 2)
-            b.feature.copy_(feat)
             d.runner.backend.init_replay_metadata(b)
-            out = d.head(b)
+            out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
             choose(out.logits, k)
         v = g.verify
@@ -425,9 +435,9 @@ class FusedIteration:
         e = g.extend
         assert e is not None
         write_rows(e, rows, n, emitted, table, offset=-1)
-        e.feature.copy_(tout.aux_hidden if tout.aux_hidden is not None else tout.hidden)
         d.runner.backend.init_replay_metadata(e)
-        dout = d.head(e)
+        target_feat = tout.aux_hidden if tout.aux_hidden is not None else tout.hidden
+        dout = d.head(_fed(e, FeatureKind.TARGET, target_feat, d.runner.dtype))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
