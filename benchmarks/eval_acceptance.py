@@ -6,7 +6,8 @@ For a target and an EAGLE / EAGLE-3 head, over the eval sets (read in place from
 * acceptance: every prompt of the set (first turn, chat template) through the speculative
   engine: mean accept length (tokens per verify step, counting the bonus token), acceptance
   rate, per-position acceptance (verify steps whose draft k was accepted / verify steps) and the
-  accept-length histogram;
+  accept-length histogram; for a set whose rows carry a ``category`` (mt_bench), the accept
+  length and per-position acceptance of each category's prompts;
 * speed: the first ``--speed-prompts`` prompts of each set run one at a time (bs 1) through the
   speculative engine and through a plain engine on the same loaded target, in the same run:
   output tokens/s end to end and in decode, and whether the speculative output equals the plain
@@ -35,7 +36,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from updraft.bench.prompts import EVAL_SETS, load_prompts
+from updraft.bench.prompts import EVAL_SETS, load_prompt_rows
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
 from updraft.heads import resolve_draft_path
@@ -91,17 +92,31 @@ def run_one(engine: Engine, ids: list[int], params: SamplingParams) -> dict[str,
     return {"ids": list(req.output_ids), "wall_s": t1 - t0, "decode_s": max(0.0, (req.finish_time or t1) - first), "spec": req.spec}
 
 
-def run_batch(engine: Engine, prompts: list[list[int]], params: SamplingParams) -> tuple[list[list[int]], SpecStats]:
+def run_batch(engine: Engine, prompts: list[list[int]], params: SamplingParams) -> tuple[list[list[int]], list[SpecStats]]:
+    """The prompts together: each one's output ids and speculation counters, in prompt order."""
     reqs = [engine.add_request(p, params, detokenize=False) for p in prompts]
     while engine.has_unfinished():
         engine.step()
-    stats = SpecStats()
     for r in reqs:
         engine.release_finished(r.request_id)
         if r.error:
             raise RuntimeError(f"request failed: {r.error}")
-        stats.merge(r.spec)
-    return [list(r.output_ids) for r in reqs], stats
+    return [list(r.output_ids) for r in reqs], [r.spec for r in reqs]
+
+
+def by_category(categories: list[str | None], per_request: list[SpecStats]) -> dict[str, dict[str, Any]]:
+    """Accept length and per-position acceptance of each category's prompts (``{}`` where the set
+    has no categories): which kinds of prompts hold a set's figure down."""
+    groups: dict[str, SpecStats] = {}
+    counts: dict[str, int] = {}
+    for cat, st in zip(categories, per_request, strict=True):
+        if cat is None:
+            continue
+        groups.setdefault(cat, SpecStats()).merge(st)
+        counts[cat] = counts.get(cat, 0) + 1
+    return {cat: {"prompts": counts[cat], "mean_accept_length": st.mean_accept_length,
+                  "per_position": st.per_position_rate(), "verify_steps": st.num_drafts}
+            for cat, st in sorted(groups.items())}
 
 
 def histogram(stats: SpecStats, steps: int) -> list[int]:
@@ -174,10 +189,12 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     t_all = time.perf_counter()
     for name in sets:
         t_set = time.perf_counter()
-        texts = load_prompts(name, limits.get(name, limits["default"]))
-        prompts = [spec.tokenizer.encode_chat([{"role": "user", "content": t}]) for t in texts]
+        rows = load_prompt_rows(name, limits.get(name, limits["default"]))
+        prompts = [spec.tokenizer.encode_chat([{"role": "user", "content": r.text}]) for r in rows]
         limit_ctx = min(base.max_model_len, spec.max_model_len) - args.max_tokens - 8
-        kept = [p for p in prompts if len(p) < limit_ctx]
+        kept_rows = [(p, r.category) for p, r in zip(prompts, rows, strict=True) if len(p) < limit_ctx]
+        kept = [p for p, _ in kept_rows]
+        per_request: list[SpecStats] = []  # in the order of ``kept``
         n_speed = min(args.speed_prompts, len(kept))
         stats = SpecStats()
         speed = {"spec_tokens": 0, "spec_wall_s": 0.0, "spec_decode_s": 0.0, "base_tokens": 0, "base_wall_s": 0.0, "base_decode_s": 0.0}
@@ -190,6 +207,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
             s = run_one(spec, p, params)
             emitted += s["ids"]
             stats.merge(s["spec"])
+            per_request.append(s["spec"])
             speed["spec_tokens"] += len(s["ids"])
             speed["base_tokens"] += len(b["ids"])
             for k in ("wall_s", "decode_s"):
@@ -202,9 +220,11 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         loaded.model.aux_layers = aux
         rest = kept[n_speed:]
         for i in range(0, len(rest), 256):
-            outs, st = run_batch(spec, rest[i : i + 256], params)
+            outs, sts = run_batch(spec, rest[i : i + 256], params)
             emitted += [t for o in outs for t in o]
-            stats.merge(st)
+            for st in sts:
+                stats.merge(st)
+            per_request += sts
         entry: dict[str, Any] = {
             "prompts": len(kept),
             "skipped_too_long": len(prompts) - len(kept),
@@ -215,6 +235,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
             "verify_steps": stats.num_drafts,
             "draft_vocab_coverage": None if vocab is None else sum(t in vocab for t in emitted) / max(len(emitted), 1),
             "speed_prompts": n_speed,
+            "by_category": by_category([c for _, c in kept_rows], per_request),
             "wall_s": time.perf_counter() - t_set,
         }
         if n_speed:
@@ -240,6 +261,9 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
             + f" | {entry['wall_s']:.0f}s",
             flush=True,
         )
+        if entry["by_category"]:
+            print("           " + ", ".join(f"{c} {v['mean_accept_length']:.2f}" for c, v in entry["by_category"].items()),
+                  flush=True)
     return results
 
 

@@ -1,6 +1,7 @@
 """benchmarks/eval_acceptance.py on a tiny target and a trained-for-nothing head, over stand-in
 eval files (the real sets are only read in place, by the benchmark): JSON fields, lossless
-outputs in fp32, the per-position histogram adds up, the plot-only mode."""
+outputs in fp32, the per-position histogram adds up, the per-category figures add up, the
+plot-only mode."""
 
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ def _module():  # noqa: ANN202
 def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:  # noqa: ANN001
     evals = tmp_path / "eval-sets"
     evals.mkdir()
+    cats = ["writing", "math", "writing"]
     for name in ("mt_bench", "qa"):
-        rows = [{"turns": [f"question {i} about {name}?"]} for i in range(3)]
+        rows = [{"turns": [f"question {i} about {name}?"]} | ({"category": cats[i]} if name == "mt_bench" else {})
+                for i in range(3)]
         (evals / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv("UPDRAFT_EVAL_DIR", str(evals))
     head, cfg = new_head("eagle", tiny_target.model, seed=1)
@@ -45,6 +48,12 @@ def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:
         assert sum(s["accept_length_histogram"]) == s["verify_steps"] > 0
         assert 1.0 <= s["mean_accept_length"] <= 6.0 and s["speed_bs1"]["spec_tokens"] == s["speed_bs1"]["base_tokens"]
         assert s["draft_vocab_coverage"] is None  # EAGLE-1 drafts the whole vocabulary
+    # mt_bench's rows carry categories (the speed prompts and the batched ones both count): the
+    # categories' verify steps add up to the set's
+    cat = res["sets"]["mt_bench"]["by_category"]
+    assert {c: v["prompts"] for c, v in cat.items()} == {"math": 1, "writing": 2}
+    assert sum(v["verify_steps"] for v in cat.values()) == res["sets"]["mt_bench"]["verify_steps"]
+    assert all(1.0 <= v["mean_accept_length"] <= 6.0 for v in cat.values()) and res["sets"]["qa"]["by_category"] == {}
     if (out / "per_position.png").exists():  # matplotlib present: also the plot-only mode
         assert mod.main(["--plot", str(out / "eval_acceptance.json"), "--out", str(tmp_path / "replot")]) == 0
         assert (tmp_path / "replot" / "per_position.png").stat().st_size > 1000
