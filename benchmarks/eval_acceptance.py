@@ -196,7 +196,6 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         kept = [p for p, _ in kept_rows]
         per_request: list[SpecStats] = []  # in the order of ``kept``
         n_speed = min(args.speed_prompts, len(kept))
-        stats = SpecStats()
         speed = {"spec_tokens": 0, "spec_wall_s": 0.0, "spec_decode_s": 0.0, "base_tokens": 0, "base_wall_s": 0.0, "base_decode_s": 0.0}
         equal, diverge = 0, []
         emitted: list[int] = []  # every spec output token: the draft vocabulary's coverage of them
@@ -206,7 +205,6 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
             loaded.model.aux_layers = aux
             s = run_one(spec, p, params)
             emitted += s["ids"]
-            stats.merge(s["spec"])
             per_request.append(s["spec"])
             speed["spec_tokens"] += len(s["ids"])
             speed["base_tokens"] += len(b["ids"])
@@ -222,9 +220,10 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         for i in range(0, len(rest), 256):
             outs, sts = run_batch(spec, rest[i : i + 256], params)
             emitted += [t for o in outs for t in o]
-            for st in sts:
-                stats.merge(st)
             per_request += sts
+        stats = SpecStats()
+        for st in per_request:
+            stats.merge(st)
         entry: dict[str, Any] = {
             "prompts": len(kept),
             "skipped_too_long": len(prompts) - len(kept),

@@ -88,6 +88,21 @@ GEMV_SHAPES = [
 ]
 
 
+def _bare_linear(name: str, n: int, k: int, bucket: int, *, w: str, prefetch: bool, line: int, block_p: int,
+                 round_: bool = True, wscale: bool = False) -> tuple[str, Any, dict[str, str], dict[str, Any], int, int]:
+    """``_linear_kernel`` without prologue, bias or argmax, float32 out from bf16 rows over weight
+    dtype ``w`` (``wscale``: with its row scales), at the heuristic config of ``bucket``."""
+    cfg = gemv_config.heuristic("linear", n, k, bucket, 132)
+    return (f"gemv {name} N={n} K={k} m<={bucket} {cfg}", gemv._linear_kernel,
+            dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W=w, WScale="fp32", Bias="bf16",
+                 Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
+            dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
+                 RNE=False, TWO_PASS=False, PDL=2, PREFETCH=prefetch, LINE=line, GATHER=False, HAS_RES=False,
+                 HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=block_p, HAS_BIAS=False,
+                 ARGMAX=False, ROUND=round_, HAS_WSCALE=wscale),
+            cfg.num_warps, cfg.num_stages)
+
+
 def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
     """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA, one-pass norm) and 16 (dot:
     two-pass norm at SmolLM2's K, one-pass at 4096) in bf16, with the prologues and epilogues the
@@ -128,27 +143,11 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
                              HAS_WSCALE=False),
                         cfg.num_warps, cfg.num_stages))
     # an FP8 draft LM head (``gemv.linear(..., w_scale=)``): the 8B EAGLE-3 head's 32k x 4096
-    for bucket in (1, 8):
-        cfg = gemv_config.heuristic("linear", 32000, 4096, bucket, 132)
-        out.append((f"gemv lm_head fp8 N=32000 K=4096 m<={bucket} {cfg}", gemv._linear_kernel,
-                    dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W="fp8e4nv", WScale="fp32",
-                         Bias="bf16", Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
-                    dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
-                         RNE=False, TWO_PASS=False, PDL=2, PREFETCH=False, LINE=128, GATHER=False, HAS_RES=False,
-                         HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False,
-                         ARGMAX=False, ROUND=True, HAS_WSCALE=True),
-                    cfg.num_warps, cfg.num_stages))
+    out += [_bare_linear("lm_head fp8", 32000, 4096, b, w="fp8e4nv", prefetch=False, line=128, block_p=1024, wscale=True)
+            for b in (1, 8)]
     # a MoE router's logits (``ops.float_linear``): DeepSeek-V2-Lite's 64 experts x 2048, float32 unrounded
-    for bucket in (1, 2, 16):
-        cfg = gemv_config.heuristic("linear", 64, 2048, bucket, 132)
-        out.append((f"gemv router bf16 N=64 K=2048 m<={bucket} {cfg}", gemv._linear_kernel,
-                    dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W="bf16", WScale="fp32", Bias="bf16",
-                         Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
-                    dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
-                         RNE=False, TWO_PASS=False, PDL=2, PREFETCH=True, LINE=64, GATHER=False, HAS_RES=False,
-                         HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=16, HAS_BIAS=False,
-                         ARGMAX=False, ROUND=False, HAS_WSCALE=False),
-                    cfg.num_warps, cfg.num_stages))
+    out += [_bare_linear("router bf16", 64, 2048, b, w="bf16", prefetch=True, line=64, block_p=16, round_=False)
+            for b in (1, 2, 16)]
     return out
 
 

@@ -298,7 +298,7 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
     its draft vocabulary picked from the training targets), and its vocabulary coverage logged."""
     # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
     counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
-    started = warm_start(cfg, target, device, counts if cfg.resize_draft_vocab else None)
+    started = warm_start(cfg, target, device, counts)
     if started is not None:
         _say(f"initialised from {cfg.init_from or cfg.resume_from}")
     else:
