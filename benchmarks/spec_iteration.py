@@ -41,7 +41,7 @@ from graph_phases import LLAMA8B, context_text, fake_requests, random_llama  # n
 
 from updraft.batch import ForwardMode  # noqa: E402
 from updraft.bench.offline import make_prompts, run_one  # noqa: E402
-from updraft.config import EngineConfig, SpeculativeConfig  # noqa: E402
+from updraft.config import DRAFT_LM_HEADS, EngineConfig, SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.heads import resolve_draft_path  # noqa: E402
 from updraft.models.config import ModelConfig  # noqa: E402
@@ -476,7 +476,7 @@ def main() -> None:
                          "so bs-1 ratios over 16 prompts move by several percent")
     ap.add_argument("--output-len", type=int, default=128)
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
-    ap.add_argument("--draft-lm-head", default="auto", choices=["auto", "fp8", "model"],
+    ap.add_argument("--draft-lm-head", default="auto", choices=DRAFT_LM_HEADS,
                     help="the EAGLE-3 draft LM head's weights in the cost part (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--blank-context", action="store_true",

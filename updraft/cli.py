@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from updraft.config import (
+    DRAFT_LM_HEADS,
     ConfigError,
     EngineConfig,
     SpeculativeConfig,
@@ -150,7 +151,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="EAGLE-1: file of frequent target token ids (.pt, .json or .txt); the draft's LM head runs over those only",
     )
     spec.add_argument(
-        "--speculative-draft-lm-head", choices=["auto", "fp8", "model"],
+        "--speculative-draft-lm-head", choices=DRAFT_LM_HEADS,
         help="EAGLE-3 draft LM head weights: auto (FP8 for heads >= 64 MiB on compute capability >= 8.9), fp8 or model",
     )
     spec.add_argument(
