@@ -3,8 +3,10 @@
     python benchmarks/decode_kernels.py --out benchmarks/results/DATE-h100-decode-kernels [--tune]
 
 1. GEMMs (SmolLM2-135M and Llama-3.1-8B shapes: qkv, o, gate_up, down, lm_head at M = 1, 2, 6,
-   8, 16; bf16): the fused kernel (with its prologue and epilogue: norm + residual for qkv /
-   gate_up / lm_head, RoPE + KV store for qkv, SiLU-mul for gate_up, argmax for lm_head) against
+   8, 16; bf16): the fused kernel as the layer launches it (qkv / gate_up reading rows made ready
+   for their norm, ``Prologue(normed=...)``; o / down adding the residual for the next norm,
+   ``linear_add_norm``; RoPE + KV store for qkv, SiLU-mul for gate_up; lm_head with the final
+   norm + residual prologue and the argmax) against
    the cuBLAS GEMM alone, each timed inside a CUDA graph of back-to-back launches that rotate over
    weight copies larger than L2; achieved weight bandwidth against --peak-bw (3.01 TB/s).
    ``--tune`` first sweeps the launch configs per (shape, M bucket) and writes
@@ -43,7 +45,7 @@ from updraft.models import fused as fused_mod
 from updraft.models.config import ModelConfig, RopeScaling
 from updraft.models.llama import LlamaForCausalLM
 from updraft.ops import gemv, gemv_config
-from updraft.ops.gemv import Prologue
+from updraft.ops.gemv import NormedRows, Prologue
 from updraft.runtime.model_runner import ModelRunner
 
 SMOLLM2 = ModelConfig(family="llama", vocab_size=49152, hidden_size=576, intermediate_size=1536, num_layers=30,
@@ -96,9 +98,15 @@ class GemmBench:
         self.loc = torch.arange(m, device="cuda") + 7
         self.pos = torch.arange(m, device="cuda") + 100
         self.cos_sin = torch.randn(8192, d, device="cuda", dtype=DT)
+        # as the layer runs them: QKV and gate/up read the rows o_proj / down left ready for their
+        # norm (``NormedRows``: 36 partial sums of squares, SmolLM2's o_proj tiles), and o_proj /
+        # down add their output to the residual stream for the next norm
+        self.normed = NormedRows(self.x, self.x, torch.rand(m, 36, device="cuda") * k, 1e-5)
+        self.res_n = torch.randn(m, n, device="cuda", dtype=DT)
+        self.nw_n = torch.ones(n, device="cuda", dtype=DT)
 
     def fused(self, w: torch.Tensor, cfg: gemv_config.GemvConfig | None = None) -> Callable[[], object]:
-        pro = Prologue(self.nw, 1e-5, self.res, write_residual=True)
+        pro = Prologue(normed=self.normed)
         c = self.cfg
         if self.name == "qkv" and self.kind == "linear":  # q/k norm: the norm-prologue QKV GEMM
             return lambda: gemv.linear(self.x, w, None, pro, config=cfg)
@@ -111,7 +119,7 @@ class GemmBench:
         if self.name == "lm_head":
             return lambda: gemv.linear(self.x, w, None, Prologue(self.nw, 1e-5, self.res), out_dtype=torch.float32,
                                        argmax=True, config=cfg)
-        return lambda: gemv.linear(self.x, w, config=cfg)
+        return lambda: gemv.linear_add_norm(self.x, w, self.res_n, self.nw_n, 1e-5, config=cfg)
 
     def cublas(self, w: torch.Tensor) -> Callable[[], object]:
         return lambda: torch.nn.functional.linear(self.x, w)

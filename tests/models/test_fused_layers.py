@@ -40,7 +40,7 @@ class Calls:
 def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Calls]:
     """Counts the fused kernels' launches (which path actually ran)."""
     c = Calls()
-    for name in ("linear", "qkv_rope_store", "gate_up_silu"):
+    for name in ("linear", "linear_add_norm", "qkv_rope_store", "gate_up_silu"):
         real = getattr(gemv, name)
 
         def counted(*a, _real=real, _name=name, **kw):  # noqa: ANN002, ANN003, ANN202
@@ -100,8 +100,11 @@ def test_greedy_tokens_fused_equal_unfused_fp32(tiny_checkpoint, calls: Calls, a
     else:  # prefill (10 rows), 4 decode steps, 1 verify block: every forward fused
         assert calls.counts["qkv_rope_store"] == 6 * layers
     assert calls.counts["gate_up_silu"] == 6 * layers
-    # o_proj and down per layer, the LM head once per forward; qwen3 adds its QKV GEMM
-    assert calls.counts["linear"] == 6 * (2 * layers + 1 + (layers if arch == "qwen3" else 0))
+    # o_proj adds the residual and prepares the post-attention norm in its epilogue, and so does
+    # every down projection but the last (for the next layer's input norm); the last down and the
+    # LM head once per forward; qwen3 adds its QKV GEMM
+    assert calls.counts["linear_add_norm"] == 6 * (2 * layers - 1)
+    assert calls.counts["linear"] == 6 * (2 + (layers if arch == "qwen3" else 0))
     assert toks == ref_toks
     for a, b in zip(logits, ref_logits):
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-4
@@ -164,8 +167,8 @@ def test_switch_turns_the_fused_path_off(tiny_checkpoint, calls: Calls) -> None:
 
 
 def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Production ("auto"): bf16/fp16 CUDA rows; up to 16 rows over narrow activations (SmolLM2's
-    576); over wide ones (the 8B shape's 4096) up to 8 rows and only where every GEMM of the
+    """Production ("auto"): bf16/fp16 CUDA rows; up to 64 rows over narrow activations (SmolLM2's
+    576), 40 in a verify block; over wide ones (the 8B shape's 4096) up to 8 rows and only where every GEMM of the
     layer has a config tuned for this GPU at that M bucket (the heuristic's launches lost there);
     on by default, off with ``use_fused_layers(False)`` (``UPDRAFT_FUSED_LAYERS=0``). Deciding
     needs no GPU."""
@@ -182,7 +185,12 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     llama2_7b = (("qkv", 12288, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 11008, 4096, 0),
                  ("linear", 4096, 11008, 0))
     p = ops.FusedPolicy()
-    assert all(p.takes(r, 576, cuda) for r in range(1, 17)) and not p.takes(17, 576, cuda)
+    assert all(p.takes(r, 576, cuda) for r in range(1, 65)) and not p.takes(65, 576, cuda)
+    assert not ops.FusedPolicy(max_rows=16).takes(17, 576, cuda)
+    v = p.for_verify()
+    assert v.takes(40, 576, cuda) and not v.takes(41, 576, cuda) and v.for_verify() == v
+    assert v.takes(8, 4096, cuda, bf16, llama8b) and not v.takes(9, 4096, cuda, bf16, llama8b)
+    assert ops.FusedPolicy(max_rows=16).for_verify().max_rows == 16
     assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in range(1, 9))  # buckets 1, 2, 4, 8 shipped
     assert not any(p.takes(r, 4096, cuda, bf16, llama8b) for r in (9, 16))
     assert not p.takes(1, 4096, cuda, bf16, llama2_7b), "another 4096-wide model has no tuned configs"
@@ -202,7 +210,7 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
             assert ops.small_m_rows(1, bf16, cuda, 576) and ops.small_m_rows(16, torch.float16, cuda, 576)
             with ops.use_fused_policy(ops.FusedPolicy(max_rows=4)):
                 assert ops.small_m_rows(4, bf16, cuda, 576) and not ops.small_m_rows(5, bf16, cuda, 576)
-        assert not ops.small_m_rows(17, bf16, cuda, 576)
+        assert not ops.small_m_rows(65, bf16, cuda, 576)
         assert not ops.small_m_rows(1, bf16, cuda, 8192)
         assert not ops.small_m_rows(1, torch.float32, cuda, 576)
         assert not ops.small_m_rows(1, bf16, torch.device("cpu"), 576)
@@ -224,8 +232,9 @@ def test_layers_name_the_gemms_their_fused_path_launches(tiny_checkpoint) -> Non
 
 
 def test_fused_max_rows_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("UPDRAFT_FUSED_MAX_ROWS", "48")
-    assert ops._policy_from_env() == ops.FusedPolicy(max_rows=48)
+    monkeypatch.setenv("UPDRAFT_FUSED_MAX_ROWS", "48")  # every mode, verify blocks too
+    assert ops._policy_from_env() == ops.FusedPolicy(max_rows=48, verify_max_rows=48)
+    assert ops._policy_from_env().for_verify().max_rows == 48
     for bad in ("0", "65", "many"):
         monkeypatch.setenv("UPDRAFT_FUSED_MAX_ROWS", bad)
         with pytest.raises(ValueError, match=f"UPDRAFT_FUSED_MAX_ROWS='{bad}'"):
@@ -235,7 +244,7 @@ def test_fused_max_rows_from_the_environment(monkeypatch: pytest.MonkeyPatch) ->
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls, kind: str) -> None:
     """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (``fused.eagle3_midlayer``: the QKV
-    prologue gathers the embedding rows and normalises both inputs, the MLP's adds the feature)
+    prologue gathers the embedding rows and normalises both inputs, its o_proj adds the feature)
     over a 3-token draft extend with target features."""
     from updraft.batch import CaptureHidden, FeatureKind
     from updraft.models.eagle import load_draft_head
@@ -276,3 +285,15 @@ def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls
     assert len(mid) == (kind == "eagle3")
     for a, b in zip(got, ref):
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5
+
+
+def test_verify_forward_takes_the_verify_policy(tiny_checkpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DecoderLM.forward`` decides a TARGET_VERIFY block's layers under ``for_verify()`` and
+    every other mode under the policy as it is (restored afterwards)."""
+    model = load(tiny_checkpoint, "llama", torch.float32)
+    seen: list[ops.FusedPolicy] = []
+    monkeypatch.setattr(model, "_forward", lambda batch: seen.append(ops.fused_policy()))
+    for mode in (ForwardMode.TARGET_VERIFY, ForwardMode.DECODE, ForwardMode.EXTEND):
+        model.forward(type("B", (), {"mode": mode})())
+    base = ops.fused_policy()
+    assert seen == [base.for_verify(), base, base] and base.for_verify() != base

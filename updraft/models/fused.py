@@ -3,17 +3,21 @@
 At M <= 64 token rows (decode, verify, draft steps; ``ops.small_m`` decides from shapes, dtypes
 and devices only, so a CUDA graph captures the same path it would run eagerly) a layer is
 
-1. [residual add +] RMSNorm + QKV projection (+ bias) + RoPE of q and k + k, v into the KV pool
-   (``gemv.qkv_rope_store``; layer 0 of a target gathers its embedding rows in the same kernel);
+1. RMSNorm + QKV projection (+ bias) + RoPE of q and k + k, v into the KV pool
+   (``gemv.qkv_rope_store``; layer 0 of a target gathers its embedding rows and normalises them
+   in the same kernel);
 2. attention over the pool (``AttentionBackend.forward_stored``: the backend's decode or extend
    kernel, nothing stored again);
-3. o_proj;
-4. [residual add +] RMSNorm + gate/up projection + SiLU-mul (``gemv.gate_up_silu``);
-5. down_proj;
+3. o_proj + residual add, its rows left ready for the post-attention norm
+   (``gemv.linear_add_norm`` -> ``gemv.NormedRows``: the sum, the sum times the norm weight, one
+   partial sum of squares per program);
+4. RMSNorm (from those) + gate/up projection + SiLU-mul (``gemv.gate_up_silu``);
+5. down_proj: between two fused layers of a stack (``DecoderLM._layers``) it adds the residual and
+   prepares the next layer's input norm the same way (``decoder_layer_normed``); else a plain
+   GEMM, and the layer returns the model's ``(mlp_out, residual)`` for the next norm to add.
 
-and the final norm runs inside the LM head, which also yields the greedy argmax
-(``norm_lm_head``). The residual stream keeps the model's convention: a layer returns
-``(mlp_out, residual)`` and the next prologue adds them.
+The final norm can run inside the LM head, which also yields the greedy argmax
+(``norm_lm_head``; off by default on the auto backend).
 
 Fallbacks (the unfused code for the part a kernel does not cover, the rest still fused):
 Qwen3's per-head q/k norm and backends or pools the fused KV store does not serve (``stored_kv``
@@ -21,7 +25,7 @@ False, V narrower than K or shared with it, a pool dtype other than the activati
 norm-prologue QKV GEMM, then ``LlamaAttention.attend`` (q/k norm, the backend's rotary + store).
 EAGLE-3's mid layer (``eagle3_midlayer``) is five launches too: its QKV prologue gathers the
 embedding rows and normalises them and the feature each with its own norm (``Prologue.x2``), and
-the MLP's prologue adds the feature (the residual) and normalises; where the fused KV store does
+its o_proj adds the feature (the residual) and prepares the post-attention norm; where the fused KV store does
 not serve, the layer normalises and concatenates its inputs itself and takes the fused attention
 and MLP without prologues.
 """
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
     from updraft.models.eagle import Eagle3Layer
     from updraft.models.layers import GatedMLP, RMSNorm, RotaryEmbedding
     from updraft.models.llama import LlamaAttention, LlamaDecoderLayer
-    from updraft.ops.gemv import Prologue
+    from updraft.ops.gemv import NormedRows, Prologue
 
 
 def _gemv():  # noqa: ANN202 - the kernel module, imported only where the fused path runs
@@ -82,9 +86,9 @@ def _pools(attn: LlamaAttention, batch: ForwardBatch, dtype: torch.dtype) -> tup
     return pool.k_buffer[attn.layer_id], pool.v_buffer[attn.layer_id]
 
 
-def attention(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
-              rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """o_proj(attention(qkv(prologue(x)))) -> (output [M, hidden], new residual or None)."""
+def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
+                rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """attention(qkv(prologue(x))) -> (output [M, q_size], new residual or None)."""
     gemv = _gemv()
     t = gemv.num_rows(x, pro)
     w, b = attn.qkv_proj.weight, attn.qkv_proj.bias
@@ -101,7 +105,14 @@ def attention(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: Forwa
     else:
         qkv, new_res, _ = gemv.linear(x, w, b, pro)
         o = attn.attend(qkv, batch, rotary)
-    out, _, _ = gemv.linear(o.reshape(t, attn.q_size), attn.o_proj.weight)
+    return o.reshape(t, attn.q_size), new_res
+
+
+def attention(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
+              rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """o_proj(attention(qkv(prologue(x)))) -> (output [M, hidden], new residual or None)."""
+    o, new_res = _qkv_attend(attn, x, pro, batch, rotary)
+    out, _, _ = _gemv().linear(o, attn.o_proj.weight)
     return out, new_res
 
 
@@ -113,20 +124,56 @@ def mlp(mlp: GatedMLP, x: torch.Tensor, pro: Prologue) -> tuple[torch.Tensor, to
     return out, new_res
 
 
-def decoder_layer(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None, batch: ForwardBatch,
-                  rotary: RotaryEmbedding, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``LlamaDecoderLayer.forward`` in five launches; ``ids``: ``x`` is the embedding table and
-    the layer's input is its rows ``ids`` (the first layer of a target)."""
-    gemv = _gemv()
-    pro, residual = input_prologue(layer.input_layernorm, x, residual, ids)
-    h, new_res = attention(layer.self_attn, x, pro, batch, rotary)
-    residual = new_res if new_res is not None else residual
-    assert residual is not None
+def _attention_half(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro: Prologue,
+                    residual: torch.Tensor | None, batch: ForwardBatch, rotary: RotaryEmbedding) -> NormedRows:
+    """The layer's attention half, its o_proj adding to the residual stream (``residual``, or the
+    one the QKV prologue wrote) and leaving it ready for the post-attention norm."""
+    o, new_res = _qkv_attend(layer.self_attn, x, pro, batch, rotary)
+    stream = new_res if new_res is not None else residual
+    assert stream is not None
     post = layer.post_attention_layernorm
-    out, residual = mlp(layer.mlp, h, gemv.Prologue(norm_weight=post.weight, eps=post.eps, residual=residual,
-                                                    write_residual=True))
-    assert residual is not None
-    return out, residual
+    return _gemv().linear_add_norm(o, layer.self_attn.o_proj.weight, stream.contiguous(), post.weight, post.eps)
+
+
+def _layer_input(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None,
+                 ids: torch.Tensor | None, normed: NormedRows | None,
+                 ) -> tuple[torch.Tensor, Prologue, torch.Tensor | None]:
+    """(GEMM rows, prologue, residual stream or None when the QKV kernel writes it)."""
+    if normed is not None:
+        return normed.scaled, _gemv().Prologue(normed=normed), normed.stream
+    pro, residual = input_prologue(layer.input_layernorm, x, residual, ids)
+    return x, pro, residual
+
+
+def _layer_act(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro: Prologue, residual: torch.Tensor | None,
+               batch: ForwardBatch, rotary: RotaryEmbedding) -> tuple[torch.Tensor, NormedRows]:
+    """A layer up to its down projection: (silu(gate) * up [M, I], the stream after attention)."""
+    mid = _attention_half(layer, x, pro, residual, batch, rotary)
+    gemv = _gemv()
+    act, _ = gemv.gate_up_silu(mid.scaled, layer.mlp.gate_up_proj.weight, gemv.Prologue(normed=mid))
+    return act, mid
+
+
+def decoder_layer(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None, batch: ForwardBatch,
+                  rotary: RotaryEmbedding, ids: torch.Tensor | None = None,
+                  normed: NormedRows | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``LlamaDecoderLayer.forward`` in five launches: ``(mlp_out, residual)``. ``ids``: ``x`` is
+    the embedding table and the layer's input is its rows ``ids`` (the first layer of a target);
+    ``normed``: the input is the previous layer's ``decoder_layer_normed`` output (x, residual
+    unused)."""
+    act, mid = _layer_act(layer, *_layer_input(layer, x, residual, ids, normed), batch, rotary)
+    out, _, _ = _gemv().linear(act, layer.mlp.down_proj.weight)
+    return out, mid.stream
+
+
+def decoder_layer_normed(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None,
+                         batch: ForwardBatch, rotary: RotaryEmbedding, next_norm: RMSNorm,
+                         ids: torch.Tensor | None = None, normed: NormedRows | None = None) -> NormedRows:
+    """``decoder_layer`` whose down projection adds to the residual stream and leaves it ready for
+    ``next_norm`` (the next fused layer's input norm): that layer's QKV makes no pass of its own
+    over the rows for the norm."""
+    act, mid = _layer_act(layer, *_layer_input(layer, x, residual, ids, normed), batch, rotary)
+    return _gemv().linear_add_norm(act, layer.mlp.down_proj.weight, mid.stream, next_norm.weight, next_norm.eps)
 
 
 def _eagle3_qkv_prologue(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor) -> Prologue:
@@ -153,12 +200,9 @@ def eagle3_midlayer(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, 
                     batch: ForwardBatch, rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor]:
     """``Eagle3Layer.forward`` on rows ``ids`` of the embedding ``table`` in five launches:
     ``(mlp_out, residual)``, the residual ``attn_out + feat`` (``feat`` is not modified)."""
-    h, _ = attention(layer.self_attn, table, _eagle3_qkv_prologue(layer, table, ids, feat), batch, rotary)
-    post = layer.post_attention_layernorm
-    out, residual = mlp(layer.mlp, h, _gemv().Prologue(norm_weight=post.weight, eps=post.eps, residual=feat,
-                                                       write_residual=True))
-    assert residual is not None
-    return out, residual
+    act, mid = _layer_act(layer, table, _eagle3_qkv_prologue(layer, table, ids, feat), feat, batch, rotary)
+    out, _, _ = _gemv().linear(act, layer.mlp.down_proj.weight)
+    return out, mid.stream
 
 
 def norm_lm_head(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, weight: torch.Tensor,

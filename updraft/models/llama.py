@@ -17,16 +17,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from updraft import ops
 from updraft.attention.base import Rope
-from updraft.batch import CaptureHidden, ForwardBatch
+from updraft.batch import CaptureHidden, ForwardBatch, ForwardMode
 from updraft.models import fused
 from updraft.models.config import ModelConfig
 from updraft.models.layers import GatedMLP, Linear, MergedLinear, RMSNorm, RotaryEmbedding
+
+if TYPE_CHECKING:
+    from updraft.ops.gemv import NormedRows
 
 
 @dataclass
@@ -171,23 +175,19 @@ class DecoderLM(nn.Module):
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
+        if batch.mode != ForwardMode.TARGET_VERIFY:
+            return self._forward(batch)
+        # where the fused layers pay differs for a verify block (ops.FusedPolicy.for_verify)
+        with ops.use_fused_policy(ops.fused_policy().for_verify()):
+            return self._forward(batch)
+
+    def _forward(self, batch: ForwardBatch) -> ModelOutput:
         table = self.model.embed_tokens.weight
         # Small-M: layer 0's QKV kernel gathers the embedding rows itself (no separate lookup).
         first = self.model.layers[0] if len(self.model.layers) else None
         small = (isinstance(first, LlamaDecoderLayer)  # the fused layer is Llama's
                  and ops.small_m_rows(batch.num_tokens, table.dtype, table.device, table.shape[1], first.gemms))
-        h = table if small else self.embed(batch.input_ids)
-        residual: torch.Tensor | None = None
-        captured: dict[int, torch.Tensor] = {}
-        for i, layer in enumerate(self.model.layers):
-            if small and i == 0:
-                h, residual = fused.decoder_layer(layer, h, None, batch, self.rotary, ids=batch.input_ids)
-            else:
-                h, residual = layer(h, residual, batch, self.rotary)
-            if i in self.aux_layers:
-                # The output of layer i, materialised only for the captured layers (one extra add
-                # each); the same rounded sum the next fused add + norm computes.
-                captured[i] = finish_residual(h, residual)
+        h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
         head = ("linear", self.lm_head_weight.shape[0], self.lm_head_weight.shape[1], 0)
         if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h, (head,))
@@ -207,6 +207,43 @@ class DecoderLM(nn.Module):
             if aux:
                 out.aux_hidden = torch.cat(aux, dim=-1)
         return out
+
+    def _layers(self, h: torch.Tensor, batch: ForwardBatch, small: bool,
+                ) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
+        """The decoder stack on the residual stream: ``(x, residual, captured layer outputs)``.
+        ``small``: ``h`` is the embedding table and layer 0 gathers its rows; a fused layer
+        followed by another hands it ``NormedRows`` (its down projection adds the residual and
+        prepares the next input norm), so no layer's QKV makes a pass over its rows for the norm."""
+        residual: torch.Tensor | None = None
+        normed: NormedRows | None = None  # set: the stream is here, ``h`` and ``residual`` are stale
+        captured: dict[int, torch.Tensor] = {}
+        for i, layer in enumerate(self.model.layers):
+            if normed is not None or (small and i == 0):
+                ids = batch.input_ids if i == 0 else None
+                nxt = self._next_fused_norm(i, batch.num_tokens, h)
+                if nxt is not None:
+                    normed = fused.decoder_layer_normed(layer, h, residual, batch, self.rotary, nxt, ids, normed)
+                else:
+                    h, residual = fused.decoder_layer(layer, h, residual, batch, self.rotary, ids, normed)
+                    normed = None
+            else:
+                h, residual = layer(h, residual, batch, self.rotary)
+            if i in self.aux_layers:
+                # The output of layer i, materialised only for the captured layers (an extra add
+                # each unless the fused stream already holds it): the sum the next norm computes.
+                captured[i] = normed.stream if normed is not None else finish_residual(h, residual)
+        return h, residual, captured
+
+    def _next_fused_norm(self, i: int, rows: int, like: torch.Tensor) -> RMSNorm | None:
+        """The input norm of layer ``i + 1`` where that layer takes the fused path (``like``: the
+        activations' dtype, device and width)."""
+        layers = self.model.layers
+        if i + 1 >= len(layers):
+            return None
+        nxt = layers[i + 1]
+        if not (isinstance(nxt, LlamaDecoderLayer) and isinstance(nxt.input_layernorm, RMSNorm)):
+            return None
+        return nxt.input_layernorm if ops.small_m_rows(rows, like.dtype, like.device, like.shape[-1], nxt.gemms) else None
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load Hugging Face-named tensors; every parameter must be covered exactly once."""

@@ -55,6 +55,7 @@ default (``triton_utils.DEFAULT_FAMILIES``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib.util
 import os
@@ -104,11 +105,15 @@ class FusedPolicy:
 
     * SmolLM2 (576 wide): decode fused at bs 1 / 2 / 4 / 8 / 16 in 0.689 / 0.745 / 0.872 / 0.911 /
       1.015 ms against 0.836 / 0.851 / 0.972 / 1.032 / 1.142 unfused; a 6-token verify at bs 1 /
-      2 (6 / 12 rows) 0.856 / 0.870 against 0.982 / 0.889. Past 16 rows the fused GEMMs lose
-      their margin (bs 4 verify, 24 rows: 1.013 against 1.020) and then lose (bs 8 verify, 48
-      rows: 1.286 against 1.143; bs 32 decode: 1.271 against 1.149): each program normalises
-      every token row in its prologue, and cuBLAS's 48-row GEMM takes 3.2 us where the fused
-      QKV takes 8.9 (2026-11-26).
+      2 (6 / 12 rows) 0.856 / 0.870 against 0.982 / 0.889 (2026-11-26). Then every program
+      normalised every token row in its prologue and past 16 rows the fused layers lost (bs 8
+      verify, 48 rows: 1.286 against 1.143; bs 32 decode: 1.271 against 1.149). Since the
+      producer GEMM leaves the rows ready for the norm (``gemv.NormedRows``, 2026-11-27) they win
+      to 64 rows: decode at bs 32 / 48 / 64 0.994 / 1.218 / 1.366 against 1.244 / 1.453 / 1.591,
+      verify at bs 4 / 5 / 6 (24-36 rows) 0.777 / 0.873 / 0.884 against 1.00 / 0.936 / 1.061;
+      at bs 8 / 10 (48 / 60 rows) the verify does not gain (1.122-1.156 against 1.023-1.126;
+      1.155 against 1.147) and the bs-8 S = 5 cycle took 1.476 ms against 1.33, so a
+      TARGET_VERIFY forward takes at most ``verify_max_rows`` (``for_verify``).
     * 8B shape (4096 wide): with the tuned 1- and 8-row configs, decode 5.85 ms against
       6.16-6.21 and a 6-token verify 6.10-6.22 against 6.32-6.40; at buckets with no tuned config
       the heuristic's launches lost badly (bs 2 decode 16.4 ms against 6.19; bs 3 8.16 against
@@ -116,11 +121,16 @@ class FusedPolicy:
       2 / 3 / 4 decode 5.94 / 6.10 / 6.16 against 6.17 / 6.26 / 6.34 unfused.
     """
 
-    max_rows: int = 16
+    max_rows: int = 64
     narrow_width: int = 1024
     wide_max_rows: int = 8
     max_width: int = 4096
     wide_needs_tuned: bool = True
+    verify_max_rows: int = 40
+
+    def for_verify(self) -> FusedPolicy:
+        """The policy of a TARGET_VERIFY forward (``DecoderLM.forward`` scopes it)."""
+        return dataclasses.replace(self, max_rows=min(self.max_rows, self.verify_max_rows))
 
     def takes(self, rows: int, width: int, device: torch.device, dtype: torch.dtype = torch.bfloat16,
               gemms: tuple[Gemm, ...] = ()) -> bool:
@@ -139,7 +149,7 @@ class FusedPolicy:
 
 
 def _policy_from_env() -> FusedPolicy:
-    """The default policy; ``UPDRAFT_FUSED_MAX_ROWS`` (1..64) moves its row limit."""
+    """The default policy; ``UPDRAFT_FUSED_MAX_ROWS`` (1..64) moves its row limit (a verify block's too)."""
     raw = os.environ.get("UPDRAFT_FUSED_MAX_ROWS", "")
     if raw == "":
         return FusedPolicy()
@@ -149,7 +159,7 @@ def _policy_from_env() -> FusedPolicy:
         rows = 0
     if not 1 <= rows <= SMALL_M:
         raise ValueError(f"UPDRAFT_FUSED_MAX_ROWS={raw!r}: expected an integer from 1 to {SMALL_M}")
-    return FusedPolicy(max_rows=rows)
+    return FusedPolicy(max_rows=rows, verify_max_rows=rows)
 
 
 _policy = _policy_from_env()

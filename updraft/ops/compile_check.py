@@ -18,7 +18,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from updraft.ops import activation, gemv, gemv_config, interpreting, norm, rotary
+from updraft.ops import activation, gemv, gemv_config, gemv_kernels, interpreting, norm, rotary
 from updraft.ops.triton_utils import num_warps
 
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -93,54 +93,62 @@ def _bare_linear(name: str, n: int, k: int, bucket: int, *, w: str, prefetch: bo
     """``_linear_kernel`` without prologue, bias or argmax, float32 out from bf16 rows over weight
     dtype ``w`` (``wscale``: with its row scales), at the heuristic config of ``bucket``."""
     cfg = gemv_config.heuristic("linear", n, k, bucket, 132)
-    return (f"gemv {name} N={n} K={k} m<={bucket} {cfg}", gemv._linear_kernel,
-            dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", W=w, WScale="fp32", Bias="bf16",
-                 Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32"),
+    return (f"gemv {name} N={n} K={k} m<={bucket} {cfg}", gemv_kernels.linear_kernel,
+            dict(X="bf16", Ids="i64", Res="bf16", ResOut="bf16", NW="bf16", Sq="fp32", W=w, WScale="fp32",
+                 Bias="bf16", Out="fp32", PMax="fp32", PIdx="i32", Argmax="i64", Sem="i32", ERes="bf16", ENW="bf16",
+                 EU="bf16", ESq="fp32"),
             dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False, PREC="tf32",
                  RNE=False, TWO_PASS=False, PDL=2, PREFETCH=prefetch, LINE=line, GATHER=False, HAS_RES=False,
-                 HAS_NORM=False, WRITE_RES=False, BLOCK_N=cfg.block_n, BLOCK_P=block_p, HAS_BIAS=False,
-                 ARGMAX=False, ROUND=round_, HAS_WSCALE=wscale),
+                 HAS_NORM=False, WRITE_RES=False, PRE_RSTD=False, BLOCK_S=1, BLOCK_N=cfg.block_n, BLOCK_P=block_p,
+                 HAS_BIAS=False, ARGMAX=False, ADD_NORM=False, ROUND=round_, HAS_WSCALE=wscale),
             cfg.num_warps, cfg.num_stages)
 
 
 def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]]:
     """The small-M GEMMs at the heuristic configs of M buckets 1 (FMA, one-pass norm) and 16 (dot:
     two-pass norm at SmolLM2's K, one-pass at 4096) in bf16, with the prologues and epilogues the
-    decoder layer uses (the LM head with its argmax); a few fp16 and fp32 ones."""
+    decoder layer uses: QKV and gate/up reading ``NormedRows`` (and layer 0's QKV gathering and
+    normalising its rows), o_proj / down adding the residual for the next norm, the LM head with
+    its argmax; a few fp16 and fp32 ones."""
     out: list[tuple[str, Any, dict[str, str], dict[str, Any], int, int]] = []
     for dt, kind, n, k, d, hq, hkv, bucket in [
         ("bf16", *shape, bucket) for shape in GEMV_SHAPES for bucket in (1, 16)
     ] + [("fp16", *GEMV_SHAPES[4], 16), ("fp16", *GEMV_SHAPES[6], 1), ("fp32", *GEMV_SHAPES[0], 4),
          ("fp32", *GEMV_SHAPES[2], 8)]:
         cfg = gemv_config.heuristic(kind, n, k, bucket, 132, d)
-        pro = dict(GATHER=kind == "qkv" and bucket == 1, HAS_RES=kind != "linear", HAS_NORM=kind != "linear",
-                   WRITE_RES=kind != "linear")
+        # layer 0's QKV gathers and normalises its rows; every other QKV and gate/up reads NormedRows
+        first = kind == "qkv" and bucket == 1
+        pre = kind != "linear" and not first
+        # the producer (o_proj / down, hidden = k wide) leaves one partial sum of squares per program
+        sums = triton.next_power_of_2(-(-k // gemv_config.heuristic("linear", k, k, bucket, 132).block_n))
+        pro = dict(GATHER=first, HAS_RES=False, HAS_NORM=first, WRITE_RES=first, PRE_RSTD=pre, BLOCK_S=sums if pre else 1)
         common = dict(BLOCK_M=cfg.block_m(bucket), BLOCK_K=cfg.block_k, DOT=cfg.dot, DOT_F32=False,
                       PREC="ieee" if dt == "fp32" else "tf32", RNE=False, TWO_PASS=cfg.dot and k < gemv.TWO_PASS_MAX_K,
                       PDL=2 if dt != "fp32" else 0, PREFETCH=dt != "fp32", LINE=32 if dt == "fp32" else 64, **pro)
-        ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, W=dt)
+        ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, Sq="fp32", W=dt)
         label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
         if kind == "qkv":
             qkv_ptrs = dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt, X2=dt, NW2=dt)
-            out.append((label, gemv._qkv_rope_kernel, qkv_ptrs,
+            out.append((label, gemv_kernels.qkv_rope_kernel, qkv_ptrs,
                         dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=True, DUAL=False, **common),
                         cfg.num_warps, cfg.num_stages))
             if dt == "bf16":  # EAGLE-3's mid layer: gathered embedding rows and the feature, two norms
-                dual = dict(common, GATHER=True, HAS_RES=False, WRITE_RES=False, TWO_PASS=False)
-                out.append((label + " eagle3", gemv._qkv_rope_kernel, qkv_ptrs,
+                dual = dict(common, GATHER=True, HAS_RES=False, HAS_NORM=True, WRITE_RES=False, PRE_RSTD=False,
+                            TWO_PASS=False)
+                out.append((label + " eagle3", gemv_kernels.qkv_rope_kernel, qkv_ptrs,
                             dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=False, DUAL=True, **dual),
                             cfg.num_warps, cfg.num_stages))
         elif kind == "gate_up":
-            out.append((label, gemv._gate_up_kernel, dict(ptrs, Out=dt), dict(BLOCK_P=cfg.block_n, **common),
+            out.append((label, gemv_kernels.gate_up_kernel, dict(ptrs, Out=dt), dict(BLOCK_P=cfg.block_n, **common),
                         cfg.num_warps, cfg.num_stages))
         else:
             lm_head = n > 100000
-            out.append((label + (" norm+argmax" if lm_head else ""), gemv._linear_kernel,
+            out.append((label + (" norm+argmax" if lm_head else ""), gemv_kernels.linear_kernel,
                         dict(ptrs, WScale="fp32", Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32",
-                             Argmax="i64", Sem="i32"),
+                             Argmax="i64", Sem="i32", ERes=dt, ENW=dt, EU=dt, ESq="fp32"),
                         dict(common, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False, ARGMAX=lm_head,
                              GATHER=lm_head, HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False, ROUND=True,
-                             HAS_WSCALE=False),
+                             HAS_WSCALE=False, ADD_NORM=not lm_head),
                         cfg.num_warps, cfg.num_stages))
     # an FP8 draft LM head (``gemv.linear(..., w_scale=)``): the 8B EAGLE-3 head's 32k x 4096
     out += [_bare_linear("lm_head fp8", 32000, 4096, b, w="fp8e4nv", prefetch=False, line=128, block_p=1024, wscale=True)

@@ -33,9 +33,20 @@ sum (the new residual stream) once. EAGLE-3's mid layer takes two normalised inp
 ``concat(norm(embedding rows), norm2(feature))``: its QKV prologue (``Prologue.x2``) streams the
 first K1 weight columns against the gathered embedding rows and the rest against the feature,
 one pass each with its own sum of squares and norm weight, and adds the two scaled sums.
-Epilogues: ``_linear_kernel`` (bias; optionally the greedy argmax of the row),
-``_qkv_rope_kernel`` (bias, RoPE of q and k, k and v into the KV pool) and ``_gate_up_kernel``
-(SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
+
+Rows made ready by the producer (``linear_add_norm`` -> ``NormedRows`` -> ``Prologue(normed=)``,
+the decoder layer's default between its GEMMs): o_proj / down add their output to the residual
+stream in their epilogue, write the sum (the new stream) and ``round(sum * norm_weight)`` of the
+norm that follows, and one partial sum of squares per program and row. The consumer streams
+those rows into its product with no pass of its own, loads the partials before its K loop and
+scales its float32 sums by ``rstd`` after it (the one-pass rounding). H100 (2026-11-27,
+``benchmarks/results/2026-11-27-h100-normed-rows``): SmolLM2's decode step 0.630 -> 0.606 ms and
+6-token verify 0.730 -> 0.654 at bs 1; the 8B shape's 5.70 -> 5.61 / 6.02 -> 5.80 ms; and the
+fused layers now win to 64 token rows (``ops.FusedPolicy``).
+
+Epilogues (the kernels are in ``gemv_kernels``): ``linear_kernel`` (bias; optionally the greedy
+argmax of the row, or the residual add and next norm's input above), ``qkv_rope_kernel`` (bias,
+RoPE of q and k, k and v into the KV pool) and ``gate_up_kernel`` (SiLU-mul). The paired epilogues tile columns in pairs: rope pair ``(i, i + D/2)`` of a head, and
 gate column ``i`` with up column ``I + i``; a tile's weight rows interleave the two halves
 (row ``2p`` low, ``2p + 1`` high) so one product serves both, split apart afterwards.
 
@@ -69,286 +80,10 @@ from dataclasses import dataclass
 
 import torch
 import triton
-import triton.language as tl
 
-from updraft.ops import gemv_config, interpreting
-from updraft.ops import rotary as rotary_kernels
-from updraft.ops.activation import silu_mul
+from updraft.ops import gemv_config, gemv_kernels, interpreting
 from updraft.ops.gemv_config import GemvConfig
-from updraft.ops.triton_utils import (
-    emulate_rne,
-    pdl_enter,
-    pdl_opts,
-    pdl_release_late,
-    prefetch_l2,
-    round_to,
-)
-
-
-@triton.jit
-def _rows(Ids, M, stride_x, stride_r, BLOCK_M: tl.constexpr, GATHER: tl.constexpr):
-    """Token rows ``m`` [BLOCK_M], their mask, and the offsets of their x and residual rows."""
-    m = tl.arange(0, BLOCK_M)
-    mmask = m < M
-    if GATHER:
-        src = tl.load(Ids + m, mask=mmask, other=0).to(tl.int64)
-    else:
-        src = m.to(tl.int64)
-    return m, mmask, src * stride_x, src * stride_r
-
-
-@triton.jit
-def _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES: tl.constexpr, RNE: tl.constexpr):
-    """``[BLOCK_M, BLOCK_K]`` of x, or of ``round(x + residual)`` (the unfused ``x + residual``)."""
-    x = tl.load(X + xoff[:, None] + k[None, :], mask=msk, other=0.0)
-    if HAS_RES:
-        r = tl.load(Res + roff[:, None] + k[None, :], mask=msk, other=0.0)
-        x = round_to(x.to(tl.float32) + r.to(tl.float32), X.dtype.element_ty, RNE)
-    return x
-
-
-@triton.jit
-def _prefetch_rows(W, wrow, wmask, stride_w, K, LINE: tl.constexpr):
-    """L2 prefetch of the first K columns of this program's weight rows, one per 128-byte line:
-    issued before ``pdl_enter``, the weight stream starts while the previous kernel finishes."""
-    base = W + wrow[:, None] * stride_w
-    for k0 in range(0, K, 8 * LINE):
-        k = k0 + tl.arange(0, 8) * LINE
-        prefetch_l2(tl.where(wmask[:, None] & (k < K)[None, :], base + k[None, :], W))
-
-
-@triton.jit
-def _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M: tl.constexpr,
-                    BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr,
-                    WRITE_RES: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
-    """The two-pass prologue's first pass over the input rows: ``rstd`` [BLOCK_M] for the norm (1
-    without one); the rows (after the residual add) written to ``ResOut`` [M, K] by program 0.
-    One pass (not TWO_PASS): nothing to do here, 1 (the tile loop does both)."""
-    sumsq = tl.zeros([BLOCK_M], tl.float32)
-    if TWO_PASS and (HAS_NORM or WRITE_RES):
-        for k0 in range(0, K, BLOCK_K):
-            k = k0 + tl.arange(0, BLOCK_K)
-            msk = mmask[:, None] & (k < K)[None, :]
-            x = _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES, RNE)
-            if WRITE_RES:
-                if tl.program_id(0) == 0:
-                    tl.store(ResOut + m[:, None].to(tl.int64) * K + k[None, :], x, mask=msk)
-            xf = x.to(tl.float32)
-            sumsq += tl.sum(xf * xf, axis=1)  # masked lanes loaded 0
-    if TWO_PASS and HAS_NORM:
-        return tl.rsqrt(sumsq / K + eps)
-    return tl.full([BLOCK_M], 1.0, tl.float32)
-
-
-@triton.jit
-def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m, mmask, K, eps,
-               BLOCK_R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HAS_RES: tl.constexpr,
-               HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
-               PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr):
-    """``acc[r, m] = sum_k W[wrow[r], k] * a[m, k]`` in float32, ``a`` the prologue's rows. One
-    pass: with a norm the sums are of ``x * norm_weight``, scaled by ``rstd`` at the end, and
-    program 0 writes the rows after the residual add to ``ResOut`` [M, K] on the way. TWO_PASS:
-    ``rstd`` (and ``ResOut``) came from ``_prologue_stats``; the normalised row is rounded, then
-    its product with the norm weight, as ``ops.rmsnorm``."""
-    acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
-    sumsq = tl.zeros([BLOCK_M], tl.float32)
-    wbase = W + wrow[:, None] * stride_w
-    dt = X.dtype.element_ty
-    for k0 in range(0, K, BLOCK_K):
-        k = k0 + tl.arange(0, BLOCK_K)
-        kmask = k < K
-        w = tl.load(wbase + k[None, :], mask=wmask[:, None] & kmask[None, :], other=0.0)
-        if W.dtype.element_ty == tl.float8e4nv:  # FP8 rows (``linear``'s w_scale): exact in bf16 / f32
-            w = w.to(dt)
-        msk = mmask[:, None] & kmask[None, :]
-        a = _input_chunk(X, xoff, Res, roff, k, msk, HAS_RES, RNE)
-        if WRITE_RES and not TWO_PASS:
-            if tl.program_id(0) == 0:
-                tl.store(ResOut + m[:, None].to(tl.int64) * K + k[None, :], a, mask=msk)
-        if HAS_NORM:
-            af = a.to(tl.float32)
-            nw = tl.load(NW + k, mask=kmask, other=0.0).to(tl.float32)
-            if TWO_PASS:
-                a = round_to(round_to(af * rstd[:, None], dt, RNE).to(tl.float32) * nw[None, :], dt, RNE)
-            else:
-                sumsq += tl.sum(af * af, axis=1)  # masked lanes loaded 0
-                a = round_to(af * nw[None, :], dt, RNE)
-        if DOT:
-            if DOT_F32:  # the interpreter's bf16 dot is wrong (see attention.triton_kernels)
-                acc = tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
-            else:
-                acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
-        else:
-            acc += tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
-    if HAS_NORM and not TWO_PASS:
-        acc = acc * tl.rsqrt(sumsq / K + eps)[None, :]
-    return acc
-
-
-@triton.jit
-def _halves(acc, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr):
-    """``[2P, M]`` with rows interleaved (2p low, 2p + 1 high) -> (low, high), ``[P, M]`` each."""
-    return tl.split(tl.permute(tl.reshape(acc, (BLOCK_P, 2, BLOCK_M)), (0, 2, 1)))
-
-
-@triton.jit
-def _argmax_partial(y, n, nmask, m, mmask, PMax, PIdx, pid, nprog, N):
-    """This program's best column per token row (first index among ties; NaN counts as +inf,
-    so a NaN row still yields a NaN's index, as torch's argmax)."""
-    v = y.to(tl.float32)
-    v = tl.where(v != v, float("inf"), v)
-    v = tl.where(nmask[:, None], v, float("-inf"))
-    best = tl.max(v, axis=0)
-    idx = tl.min(tl.where(v == best[None, :], n[:, None], N), axis=0)
-    tl.store(PMax + m * nprog + pid, best, mask=mmask)
-    tl.store(PIdx + m * nprog + pid, idx, mask=mmask)
-
-
-@triton.jit
-def _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr):
-    """The last program: reduce every program's (max, index) per token row, in program order
-    (column order), so ties keep the first column."""
-    best = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    arg = tl.zeros([BLOCK_M], tl.int32)
-    for p0 in range(0, nprog, BLOCK_P):
-        p = p0 + tl.arange(0, BLOCK_P)
-        msk = mmask[:, None] & (p < nprog)[None, :]
-        off = m[:, None] * nprog + p[None, :]
-        # .cg: read from L2, where the other programs' stores landed (not a stale L1 line)
-        v = tl.load(PMax + off, mask=msk, other=float("-inf"), cache_modifier=".cg")
-        i = tl.load(PIdx + off, mask=msk, other=N, cache_modifier=".cg")
-        cb = tl.max(v, axis=1)
-        ci = tl.min(tl.where(v == cb[:, None], i, N), axis=1)
-        take = cb > best
-        arg = tl.where(take, ci, arg)
-        best = tl.maximum(best, cb)
-    tl.store(Argmax + m, arg.to(tl.int64), mask=mmask)
-
-
-@triton.jit(do_not_specialize=["M"])
-def _linear_kernel(X, Ids, Res, ResOut, NW, W, WScale, Bias, Out, PMax, PIdx, Argmax, Sem,
-                   M, N, K, stride_x, stride_r, stride_w, stride_o, eps,
-                   BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
-                   GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
-                   HAS_WSCALE: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
-                   PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, PDL: tl.constexpr,
-                   PREFETCH: tl.constexpr, LINE: tl.constexpr, ROUND: tl.constexpr):
-    pid = tl.program_id(0)
-    n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = n < N
-    if PREFETCH:
-        _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, tl.minimum(K, BLOCK_K), LINE)
-    pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
-                     BLOCK_N, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
-    pdl_release_late(PDL)
-    if HAS_WSCALE:
-        acc = acc * tl.load(WScale + n, mask=nmask, other=0.0)[:, None]
-    if HAS_BIAS:
-        acc += tl.load(Bias + n, mask=nmask, other=0.0).to(tl.float32)[:, None]
-    if ROUND:
-        y = round_to(acc, X.dtype.element_ty, RNE)
-    else:  # float32 sums as they are (``exact_f32``)
-        y = acc
-    omask = nmask[:, None] & mmask[None, :]
-    tl.store(Out + m[None, :].to(tl.int64) * stride_o + n[:, None], y.to(Out.dtype.element_ty), mask=omask)
-    if ARGMAX:
-        nprog = tl.num_programs(0)
-        _argmax_partial(y, n, nmask, m, mmask, PMax, PIdx, pid, nprog, N)
-        tl.debug_barrier()  # every thread's partial stored before the ticket releases them
-        ticket = tl.atomic_add(Sem, 1, sem="acq_rel")
-        if ticket == nprog - 1:
-            _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M, BLOCK_P)
-            tl.atomic_xchg(Sem, 0)  # ready for the next launch (stream order publishes it)
-
-
-@triton.jit(do_not_specialize=["M"])
-def _qkv_rope_kernel(X, Ids, Res, ResOut, NW, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
-                     M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
-                     stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
-                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, HAS_BIAS: tl.constexpr,
-                     DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr,
-                     TWO_PASS: tl.constexpr, DUAL: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr,
-                     LINE: tl.constexpr):
-    """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
-    DUAL: the input row is ``concat(prologue(x)[:K], norm2(x2)[:K2])`` (one pass each)."""
-    HALF: tl.constexpr = HEAD_DIM // 2
-    PER_HEAD: tl.constexpr = HALF // BLOCK_P
-    pid = tl.program_id(0)
-    head = pid // PER_HEAD
-    p = (pid % PER_HEAD) * BLOCK_P + tl.arange(0, BLOCK_P)  # pair index inside the head
-    r = tl.arange(0, 2 * BLOCK_P)
-    wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
-    if PREFETCH:
-        _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K, BLOCK_K), LINE)
-    pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K, eps,
-                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
-    if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
-        x2off = m.to(tl.int64) * stride_x2
-        acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, rstd, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
-                          eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE, False)
-    pdl_release_late(PDL)
-    if HAS_BIAS:
-        acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
-    lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
-    dt = X.dtype.element_ty
-    lo = round_to(lo, dt, RNE)  # the QKV projection's output, as stored by the unfused GEMM
-    hi = round_to(hi, dt, RNE)
-    omask = (p[:, None] < HALF) & mmask[None, :]
-    if head < HQ + HKV:  # q and k rotate; v does not
-        pos = tl.load(Pos + m, mask=mmask, other=0).to(tl.int64)
-        cs = CosSin + pos[None, :] * stride_cs + p[:, None]
-        cos = tl.load(cs, mask=omask, other=0.0).to(tl.float32)
-        sin = tl.load(cs + HALF, mask=omask, other=0.0).to(tl.float32)
-        lo, hi = rotary_kernels.rotate(lo, hi, cos, sin, dt, RNE)
-    out = Out + m[None, :].to(tl.int64) * stride_o + head * HEAD_DIM + p[:, None]
-    tl.store(out, lo, mask=omask)
-    tl.store(out + HALF, hi, mask=omask)
-    if head >= HQ:  # k (rotated) and v rows of this token into their pool slots
-        slot = tl.load(Loc + m, mask=mmask, other=0).to(tl.int64)
-        if head < HQ + HKV:
-            dst = KPool + slot[None, :] * stride_ks + (head - HQ) * stride_kh + p[:, None]
-        else:
-            dst = VPool + slot[None, :] * stride_vs + (head - HQ - HKV) * stride_vh + p[:, None]
-        tl.store(dst, lo, mask=omask)
-        tl.store(dst + HALF, hi, mask=omask)
-
-
-@triton.jit(do_not_specialize=["M"])
-def _gate_up_kernel(X, Ids, Res, ResOut, NW, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o, eps,
-                    BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
-                    HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, DOT: tl.constexpr,
-                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
-                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
-    """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
-    pid = tl.program_id(0)
-    r = tl.arange(0, 2 * BLOCK_P)
-    ri = pid * BLOCK_P + r // 2
-    wrow = (ri + (r % 2) * INTER).to(tl.int64)
-    if PREFETCH:
-        _prefetch_rows(W, wrow, ri < INTER, stride_w, tl.minimum(K, BLOCK_K), LINE)
-    pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, ri < INTER, stride_w, m, mmask, K, eps,
-                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
-    pdl_release_late(PDL)
-    gate, up = _halves(acc, BLOCK_P, BLOCK_M)
-    dt = X.dtype.element_ty
-    y = silu_mul(round_to(gate, dt, RNE), round_to(up, dt, RNE), dt, RNE)
-    i = pid * BLOCK_P + tl.arange(0, BLOCK_P)
-    tl.store(Out + m[None, :].to(tl.int64) * stride_o + i[:, None], y, mask=(i[:, None] < INTER) & mmask[None, :])
-
+from updraft.ops.triton_utils import emulate_rne, pdl_opts
 
 # ---- launchers -------------------------------------------------------------------------------
 MAX_M = 64
@@ -369,6 +104,21 @@ def semaphore(device: torch.device) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class NormedRows:
+    """The residual stream as ``linear_add_norm`` leaves it for the next RMSNorm (the consumer's
+    ``Prologue(normed=...)``): ``stream`` [M, K] the rounded ``y + residual``; ``scaled`` [M, K]
+    ``round(stream * norm_weight)``, the consumer's GEMM input; ``sumsq`` [M, P] float32 partial
+    sums of ``stream^2``, one per producer program (column tile), which every consumer program
+    adds in column order for ``rstd`` (no first pass over the rows, no atomics); ``eps`` the
+    norm's. The consumer scales its float32 sums by ``rstd``: the one-pass norm's rounding."""
+
+    stream: torch.Tensor
+    scaled: torch.Tensor
+    sumsq: torch.Tensor
+    eps: float
+
+
+@dataclass(frozen=True)
 class Prologue:
     """The GEMM's input rows, built per program: rows ``ids`` of ``x`` (and of ``residual``) when
     given, else ``x`` itself; plus ``residual`` (rounded sum); then RMSNorm with ``norm_weight``
@@ -385,6 +135,9 @@ class Prologue:
     #: EAGLE-3's second input (QKV only): the row is ``concat(the above, norm(x2) * norm_weight2)``
     x2: torch.Tensor | None = None
     norm_weight2: torch.Tensor | None = None
+    #: the rows are ``normed.scaled`` (the ``x`` passed), already multiplied by the norm weight;
+    #: ``rstd`` comes from ``normed.sumsq`` (nothing else may be set)
+    normed: NormedRows | None = None
 
 
 NO_PROLOGUE = Prologue()
@@ -424,18 +177,30 @@ def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE
         ok = ok and pro.residual.dtype == x.dtype and pro.residual.shape == x.shape and pro.residual.stride(1) == 1
     if pro.ids is not None:
         ok = ok and pro.ids.dim() == 1 and not pro.ids.is_floating_point()
+    if pro.normed is not None:
+        nr = pro.normed
+        ok = (ok and nr.scaled is x and x.is_contiguous() and nr.sumsq.dtype == torch.float32
+              and nr.sumsq.dim() == 2 and nr.sumsq.shape[0] == m and nr.sumsq.is_contiguous()
+              and pro.norm_weight is None and pro.residual is None and pro.ids is None and not pro.write_residual
+              and pro.x2 is None)
     return ok
 
 
 def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple[int, int], dict, torch.Tensor | None]:
-    """(pointer args X, Ids, Res, ResOut, NW; strides of x and residual; flags; new residual)."""
+    """(args X, Ids, Res, ResOut, NW, Sq, NSQ; strides of x and residual; flags; new residual)."""
     new_res = torch.empty(m, x.shape[1], dtype=x.dtype, device=x.device) if pro.write_residual else None
     res = pro.residual if pro.residual is not None else x
+    sq = pro.normed.sumsq if pro.normed is not None else x
     ptrs = (x, pro.ids if pro.ids is not None else x, res, new_res if new_res is not None else x,
-            pro.norm_weight if pro.norm_weight is not None else x)
+            pro.norm_weight if pro.norm_weight is not None else x, sq, sq.shape[1] if pro.normed is not None else 0)
     flags = dict(GATHER=pro.ids is not None, HAS_RES=pro.residual is not None, HAS_NORM=pro.norm_weight is not None,
-                 WRITE_RES=pro.write_residual)
+                 WRITE_RES=pro.write_residual, PRE_RSTD=pro.normed is not None,
+                 BLOCK_S=triton.next_power_of_2(sq.shape[1]) if pro.normed is not None else 1)
     return ptrs, (x.stride(0), res.stride(0)), flags, new_res
+
+
+def _eps(pro: Prologue) -> float:
+    return float(pro.normed.eps if pro.normed is not None else pro.eps)
 
 
 #: The tensor-core path over rows shorter than this takes the two-pass norm prologue (see the
@@ -477,8 +242,6 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     assert not argmax or m <= ARGMAX_MAX_M, f"gemv.linear: argmax over {m} rows (at most {ARGMAX_MAX_M})"
     # FP8 rows are tuned apart (their own cache key): a K chunk holds half the bytes
     cfg = config or gemv_config.lookup("linear", n, k, m, FP8 if w_scale is not None else x.dtype, x.device)
-    bucket = gemv_config.m_bucket(m)
-    ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     out = torch.empty(m, n, dtype=out_dtype or x.dtype, device=x.device)
     nprog = triton.cdiv(n, cfg.block_n)
     if argmax:
@@ -488,13 +251,46 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         sem = semaphore(x.device)
     else:
         pmax = pidx = best = sem = out
-    _linear_kernel[(nprog,)](
-        *ptrs, weight, w_scale if w_scale is not None else out, bias if bias is not None else x, out, pmax, pidx,
-        best, sem, m, n, k, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_N=cfg.block_n,
-        BLOCK_P=min(1024, triton.next_power_of_2(nprog)), HAS_WSCALE=w_scale is not None, HAS_BIAS=bias is not None,
-        ARGMAX=argmax, ROUND=not exact_f32, **flags, **_launch_opts(cfg, bucket, x, k, weight.element_size()),
-    )
+    new_res = _launch_linear(x, weight, bias, pro, cfg, out, (pmax, pidx, best, sem), None, w_scale=w_scale,
+                             argmax=argmax, exact_f32=exact_f32)
     return out, new_res, best if argmax else None
+
+
+def linear_add_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                    eps: float, pro: Prologue = NO_PROLOGUE, *, config: GemvConfig | None = None) -> NormedRows:
+    """``prologue(x) @ weight.T`` added to the residual stream ``residual`` [M, N], made ready for
+    the RMSNorm (``norm_weight`` [N], ``eps``) that follows (``NormedRows``): the next GEMM's
+    ``Prologue(normed=...)`` reads it without a pass of its own over the rows. The sum is rounded
+    as the unfused ``round(round(y) + residual)``."""
+    assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear_add_norm: unsupported inputs"
+    m, (n, k) = num_rows(x, pro), weight.shape
+    assert (residual.shape == (m, n) and residual.dtype == x.dtype and residual.is_contiguous()
+            and norm_weight.shape == (n,) and norm_weight.dtype == x.dtype), "gemv.linear_add_norm: unsupported inputs"
+    cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
+    nprog = triton.cdiv(n, cfg.block_n)
+    stream = torch.empty(m, n, dtype=x.dtype, device=x.device)
+    scaled = torch.empty_like(stream)
+    sumsq = torch.empty(m, nprog, dtype=torch.float32, device=x.device)
+    _launch_linear(x, weight, None, pro, cfg, stream, (stream,) * 4, (residual, norm_weight, scaled, sumsq))
+    return NormedRows(stream, scaled, sumsq, float(eps))
+
+
+def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pro: Prologue, cfg: GemvConfig,
+                   out: torch.Tensor, argmax_bufs: tuple[torch.Tensor, ...], add_norm: tuple[torch.Tensor, ...] | None,
+                   *, w_scale: torch.Tensor | None = None, argmax: bool = False, exact_f32: bool = False,
+                   ) -> torch.Tensor | None:
+    m, (n, k) = num_rows(x, pro), weight.shape
+    ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
+    nprog = triton.cdiv(n, cfg.block_n)
+    epi = add_norm if add_norm is not None else (out,) * 4
+    gemv_kernels.linear_kernel[(nprog,)](
+        *ptrs, weight, w_scale if w_scale is not None else out, bias if bias is not None else x, out, *argmax_bufs,
+        *epi, m, n, k, sx, sr, weight.stride(0), out.stride(0), epi[0].stride(0), _eps(pro), BLOCK_N=cfg.block_n,
+        BLOCK_P=min(1024, triton.next_power_of_2(nprog)), HAS_WSCALE=w_scale is not None, HAS_BIAS=bias is not None,
+        ARGMAX=argmax, ADD_NORM=add_norm is not None, ROUND=not exact_f32, **flags,
+        **_launch_opts(cfg, gemv_config.m_bucket(m), x, k, weight.element_size()),
+    )
+    return new_res
 
 
 #: FP8 weights of ``linear(..., w_scale=)``: e4m3 (max 448), one float32 scale per weight row.
@@ -533,10 +329,10 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     opts = _launch_opts(cfg, gemv_config.m_bucket(m), x, k)
     if pro.x2 is not None:
         opts["TWO_PASS"] = False  # each half keeps its own sum of squares: one pass each
-    _qkv_rope_kernel[(grid,)](
+    gemv_kernels.qkv_rope_kernel[(grid,)](
         *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, x2, nw2, m,
         k1, k2, sx, sr, x2.stride(0), weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1),
-        v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), float(pro.eps), HQ=num_heads, HKV=num_kv_heads,
+        v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), _eps(pro), HQ=num_heads, HKV=num_kv_heads,
         HEAD_DIM=head_dim, BLOCK_P=cfg.block_n, HAS_BIAS=bias is not None, DUAL=pro.x2 is not None, **flags, **opts,
     )
     return out, new_res
@@ -568,8 +364,8 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLO
     cfg = config or gemv_config.lookup("gate_up", inter, k, m, x.dtype, x.device)
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     out = torch.empty(m, inter, dtype=x.dtype, device=x.device)
-    _gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
-        *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), float(pro.eps), BLOCK_P=cfg.block_n,
+    gemv_kernels.gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
+        *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), _eps(pro), BLOCK_P=cfg.block_n,
         **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x, k),
     )
     return out, new_res
