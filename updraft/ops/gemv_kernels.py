@@ -184,31 +184,47 @@ def _add_norm_epilogue(y, ERes, ENW, EU, ESq, n, nmask, m, mmask, pid, nprog, st
     return s
 
 
+@triton.jit
+def _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, wmask, M, K, stride_x, stride_r, stride_w, eps,
+                   BLOCK_R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_S: tl.constexpr,
+                   GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
+                   PRE_RSTD: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr,
+                   RNE: tl.constexpr, TWO_PASS: tl.constexpr):
+    """What every kernel here does after ``pdl_enter``: its weight rows ``wrow`` against the
+    prologue's input rows, normalised -> (acc [BLOCK_R, BLOCK_M] float32, token rows m, their
+    mask). PRE_RSTD: the producer's partial sums of squares are loaded before the K loop and
+    reduced after it."""
+    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
+    if PRE_RSTD:
+        part = _partials(Sq, NSQ, m, mmask, BLOCK_S)
+    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
+                           WRITE_RES, RNE, TWO_PASS)
+    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m, mmask, K, eps, BLOCK_R,
+                     BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    if PRE_RSTD:
+        acc = acc * _rstd_of(part, K, eps)[None, :]
+    return acc, m, mmask
+
+
 @triton.jit(do_not_specialize=["M"])
 def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, PIdx, Argmax, Sem,
-                   ERes, ENW, EU, ESq, M, N, K, stride_x, stride_r, stride_w, stride_o, stride_er, eps,
-                   BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
-                   GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
-                   PRE_RSTD: tl.constexpr, BLOCK_S: tl.constexpr, HAS_WSCALE: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, ADD_NORM: tl.constexpr, DOT: tl.constexpr,
-                   DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
-                   PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr, ROUND: tl.constexpr):
+                  ERes, ENW, EU, ESq, M, N, K, stride_x, stride_r, stride_w, stride_o, stride_er, eps,
+                  BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
+                  GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
+                  PRE_RSTD: tl.constexpr, BLOCK_S: tl.constexpr, HAS_WSCALE: tl.constexpr,
+                  HAS_BIAS: tl.constexpr, ARGMAX: tl.constexpr, ADD_NORM: tl.constexpr, DOT: tl.constexpr,
+                  DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
+                  PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr, ROUND: tl.constexpr):
     pid = tl.program_id(0)
     n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
     if PREFETCH:
         _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if PRE_RSTD:
-        part = _partials(Sq, NSQ, m, mmask, BLOCK_S)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, n.to(tl.int64), nmask, stride_w, m, mmask, K, eps,
-                     BLOCK_N, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, n.to(tl.int64), nmask, M, K, stride_x,
+                                   stride_r, stride_w, eps, BLOCK_N, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES,
+                                   HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     pdl_release_late(PDL)
-    if PRE_RSTD:
-        acc = acc * _rstd_of(part, K, eps)[None, :]
     if HAS_WSCALE:
         acc = acc * tl.load(WScale + n, mask=nmask, other=0.0)[:, None]
     if HAS_BIAS:
@@ -234,13 +250,13 @@ def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, 
 
 @triton.jit(do_not_specialize=["M"])
 def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
-                     M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
-                     stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
-                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
-                     BLOCK_S: tl.constexpr, HAS_BIAS: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
-                     PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, DUAL: tl.constexpr,
-                     PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                    M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
+                    stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
+                    HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
+                    BLOCK_S: tl.constexpr, HAS_BIAS: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
+                    PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, DUAL: tl.constexpr,
+                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
     DUAL: the input row is ``concat(prologue(x)[:K], norm2(x2)[:K2])`` (one pass each)."""
     HALF: tl.constexpr = HEAD_DIM // 2
@@ -253,18 +269,13 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool
     if PREFETCH:
         _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if PRE_RSTD:
-        part = _partials(Sq, NSQ, m, mmask, BLOCK_S)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K, eps,
-                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
-    if PRE_RSTD:
-        acc = acc * _rstd_of(part, K, eps)[None, :]
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, r < 2 * BLOCK_P, M, K, stride_x,
+                                   stride_r, stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES,
+                                   HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
         x2off = m.to(tl.int64) * stride_x2
-        acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, rstd, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
+        one = tl.full([BLOCK_M], 1.0, tl.float32)  # its one-pass norm makes its own rstd
+        acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, one, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
                           eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE, False)
     pdl_release_late(PDL)
     if HAS_BIAS:
@@ -295,11 +306,11 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool
 
 @triton.jit(do_not_specialize=["M"])
 def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o,
-                    eps, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
-                    HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
-                    BLOCK_S: tl.constexpr, DOT: tl.constexpr,
-                    DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
-                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                   eps, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
+                   HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
+                   BLOCK_S: tl.constexpr, DOT: tl.constexpr,
+                   DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr,
+                   PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
     pid = tl.program_id(0)
     r = tl.arange(0, 2 * BLOCK_P)
@@ -308,16 +319,10 @@ def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Out, M, K, INTER, stride
     if PREFETCH:
         _prefetch_rows(W, wrow, ri < INTER, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
-    if PRE_RSTD:
-        part = _partials(Sq, NSQ, m, mmask, BLOCK_S)
-    rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
-                           WRITE_RES, RNE, TWO_PASS)
-    acc = _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, ri < INTER, stride_w, m, mmask, K, eps,
-                     2 * BLOCK_P, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM, WRITE_RES, DOT, DOT_F32, PREC, RNE, TWO_PASS)
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, ri < INTER, M, K, stride_x, stride_r,
+                                   stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES, HAS_NORM,
+                                   WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     pdl_release_late(PDL)
-    if PRE_RSTD:
-        acc = acc * _rstd_of(part, K, eps)[None, :]
     gate, up = _halves(acc, BLOCK_P, BLOCK_M)
     dt = X.dtype.element_ty
     y = silu_mul(round_to(gate, dt, RNE), round_to(up, dt, RNE), dt, RNE)
