@@ -6,6 +6,10 @@ launch). Also the difference sampled minus greedy per kernel name: what the samp
     python benchmarks/cycle_profile.py --smollm SmolLM2-135M-Instruct.Q4_1.gguf --out OUT
     python benchmarks/cycle_profile.py --eight-b --sizes 1 --out OUT   # random Llama-3.1-8B shape,
                                                 # random EAGLE-3 head with a 32k draft vocabulary
+    python benchmarks/cycle_profile.py --random-smollm --out OUT       # SmolLM2's shape, random weights
+
+With ``UPDRAFT_PDL=0`` each kernel's time is its own (under PDL a kernel's time includes its wait
+for the one before it, so only differences between variants read true).
 
 Prints a short table per variant; writes ``cycle_profile.json`` to --out.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -37,6 +42,7 @@ from spec_iteration import (  # noqa: E402
     write_random_eagle3,
 )
 
+from updraft.bench.models import random_model  # noqa: E402
 from updraft.config import SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
 from updraft.models.config import ModelConfig  # noqa: E402
@@ -110,9 +116,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_cost_args(ap, "1,8", smollm_required=False)
     ap.add_argument("--eight-b", action="store_true", help="the random Llama-3.1-8B shape instead of SmolLM2")
+    ap.add_argument("--random-smollm", action="store_true",
+                    help="SmolLM2's shape with random weights (no GGUF needed) and --head; the KV stays unwritten")
     args = ap.parse_args()
-    if not args.eight_b and not args.smollm:
-        ap.error("give --smollm GGUF or --eight-b")
+    if not args.eight_b and not args.smollm and not args.random_smollm:
+        ap.error("give --smollm GGUF, --random-smollm or --eight-b")
     sizes = [int(x) for x in args.sizes.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         if args.eight_b:  # random weights: the requests' KV stays unwritten (no text to encode)
@@ -121,17 +129,22 @@ def main() -> None:
             loaded = random_llama(cfg, torch.bfloat16)
             base = smollm_engine_config("random", sizes, args.context)
             spec = SpeculativeConfig(method="eagle3", draft_model=head, num_steps=5, adaptive=False)
+        elif args.random_smollm:  # the cycle's kernels do not depend on the weights (S pinned)
+            head, loaded = args.head, random_model("random:smollm2-135m", torch.bfloat16, "cuda")
+            base = smollm_engine_config("random", sizes, args.context)
+            spec = SpeculativeConfig(method=head_method(head), draft_model=head, num_steps=5, adaptive=False)
         else:
             head, loaded = args.head, None
             base = smollm_engine_config(args.smollm, sizes, args.context)
             spec = SpeculativeConfig(method=head_method(head), draft_model=head, num_steps=5, adaptive=False)
         plain = Engine(base, loaded=loaded)  # its S = 0 step is plain decoding (the speculative engine's also runs the draft)
         eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
-        text = None if args.eight_b else args_text(args, plain, sizes)
+        text = None if args.eight_b or args.random_smollm else args_text(args, plain, sizes)
         out = profile_all(plain, eng, sizes, args.context, args.iters, text)
     out = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-           "model": "random Llama-3.1-8B shape" if args.eight_b else "SmolLM2-135M", "head": "random EAGLE-3, 32k" if args.eight_b else args.head,
-           "context": "unwritten KV" if text is None else "mt_bench text"} | out
+           "model": "random Llama-3.1-8B shape" if args.eight_b else "random SmolLM2-135M shape" if args.random_smollm else "SmolLM2-135M", "head": "random EAGLE-3, 32k" if args.eight_b else args.head,
+           "context": "unwritten KV" if text is None else "mt_bench text",
+           "pdl": os.environ.get("UPDRAFT_PDL", "1")} | out
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "cycle_profile.json").write_text(json.dumps(out, indent=1))
 

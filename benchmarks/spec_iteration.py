@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from graph_phases import LLAMA8B, context_text, fake_requests, random_llama  # noqa: E402
 
 from updraft.batch import ForwardMode  # noqa: E402
+from updraft.bench.models import random_model  # noqa: E402
 from updraft.bench.offline import make_prompts, run_one  # noqa: E402
 from updraft.config import DRAFT_LM_HEADS, EngineConfig, SpeculativeConfig  # noqa: E402
 from updraft.engine.engine import Engine  # noqa: E402
@@ -467,6 +468,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smollm", default=None, help="SmolLM2 GGUF path (parts 1 and 2)")
     ap.add_argument("--eight-b", action="store_true", help="part 1 on the random Llama-3.1-8B shape")
+    ap.add_argument("--random-smollm", action="store_true",
+                    help="part 1 on SmolLM2's shape with random weights and --head (no GGUF; the requests' KV unwritten)")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--sizes", default="1,8,32,64")
@@ -498,6 +501,13 @@ def main() -> None:
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
+    if args.random_smollm:  # the cycle's kernels do not depend on the weights (S pinned)
+        loaded = random_model("random:smollm2-135m", torch.bfloat16, "cuda")
+        results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), [1, 8], args.context,
+                                              args.iters, draft_lm_head=args.draft_lm_head)
+        print(json.dumps(results["cost_smollm2_random"], indent=1), flush=True)
+        del loaded
+        torch.cuda.empty_cache()
     if args.smollm and args.ngram_only:
         results["ngram_lossless_fp32"] = ngram_lossless(args.smollm)
         base = EngineConfig(model=args.smollm, device="cuda", dtype="bfloat16", progress=False, max_running_requests=64,

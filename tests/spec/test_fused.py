@@ -286,3 +286,23 @@ def test_fused_lossless_with_an_fp8_draft_lm_head(target, reference, eagle3_head
     assert [o.outputs[0].token_ids for o in outs] == reference(ps)
     assert llm.engine.driver.launches > 0 and served, "the FP8 LM head never ran"
     assert llm.engine.allocator.used_tokens == 0
+
+
+def test_greedy_bodies_take_logits_in_the_model_dtype(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """A bf16 engine's iteration hands its LM heads' rows to the argmax / top-k kernels as bf16
+    (``ForwardBatch.fp32_logits`` off): in the greedy body none of the S + 1 LM heads' outputs is
+    widened (on a GPU each widening was a torch kernel between the head's GEMM and its reader);
+    the sampled body widens only the verify's rows (its acceptance reads float32)."""
+    from updraft.spec import rejection_kernels
+    from updraft.testing import count_ops
+
+    monkeypatch.setattr(rejection_kernels, "INTERPRET", True)
+    fused = fused_llm(target, eagle3_head, "eagle3", adaptive=False, steps=5, dtype="bfloat16").engine.driver.fused
+    conversions = {}
+    for sampled in (False, True):
+        g = fused._build(5, sampled, 1)
+        assert not any(b.fp32_logits for b in g.chain) and g.verify.fp32_logits == sampled
+        with torch.inference_mode():
+            fused._body(g)
+            conversions[sampled] = count_ops(lambda g=g: fused._body(g)).names.get("to", 0)
+    assert conversions[True] - conversions[False] == 1, conversions

@@ -1,4 +1,4 @@
-"""``write_rows`` (one launch for a fixed-stride batch's inputs) against its torch reference, on
+"""``write_rows`` (one launch for a fixed-stride batch's inputs) and ``read_rows`` against torch, on
 the Triton interpreter: every field, both id layouts, mixed dtypes, table rows out of order."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
 
-from updraft.spec.write_rows import write_rows, write_rows_torch  # noqa: E402
+from updraft.spec.write_rows import read_rows, write_rows, write_rows_torch  # noqa: E402
 
 
 def batch(bs: int, w: int) -> SimpleNamespace:
@@ -41,3 +41,23 @@ def test_write_rows_matches_torch(w: int, flat_ids: bool, offset: int) -> None:
         assert torch.equal(getattr(got, field), getattr(want, field)), field
     assert torch.equal(got.out_cache_loc.view(bs, w)[:, 0], table[rows, first + offset])
     assert torch.equal(got.seq_lens, (first + offset + w).int())
+
+
+@pytest.mark.parametrize("feat_dim,with_params", [(0, False), (24, True), (5000, False)])
+def test_read_rows_matches_gathers(feat_dim: int, with_params: bool) -> None:
+    """``read_rows`` against the torch gathers: every output, rows out of order and repeated (the
+    padding row), a feature wider than one block (5000 > 4096), bf16 features."""
+    gen = torch.Generator().manual_seed(feat_dim)
+    num = 9
+    seq_len = torch.randint(1, 1000, (num,), generator=gen)
+    bonus = torch.randint(0, 50000, (num,), generator=gen)
+    feat = torch.randn(num, feat_dim, generator=gen).to(torch.bfloat16) if feat_dim else None
+    params = torch.rand(num, 7, generator=gen) if with_params else None
+    rows = torch.tensor([4, 0, 8, 0, 2])
+    n, b, f, p = read_rows(rows, seq_len, bonus, feat, params)
+    assert torch.equal(n, seq_len[rows]) and torch.equal(b, bonus[rows])
+    assert (f is None) == (feat is None) and (p is None) == (params is None)
+    if feat is not None:
+        assert f is not None and f.dtype == feat.dtype and torch.equal(f, feat[rows])
+    if params is not None:
+        assert p is not None and torch.equal(p, params[rows])

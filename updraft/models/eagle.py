@@ -178,13 +178,14 @@ class EagleHead(nn.Module):
             h, residual = layer(h, residual, batch, self.rotary)
         h = finish_residual(h, residual)  # no final norm: the output feature is the residual stream
         rows = batch.logit_rows(h)
-        logits = ops.dense(rows, self._lm_weight()).float()
-        return ModelOutput(logits=logits, hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
+        return ModelOutput(logits=self.logits_from_feature(rows, batch.fp32_logits),
+                           hidden=h if batch.capture_hidden == CaptureHidden.FULL else rows)
 
-    def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
+    def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """The logits ``forward`` computes for rows whose output feature is ``feat`` (over the
-        token map when one is set)."""
-        return ops.dense(feat, self._lm_weight()).float()
+        token map when one is set); float32, or the model's dtype (``fp32`` off)."""
+        logits = ops.dense(feat, self._lm_weight())
+        return logits.float() if fp32 else logits
 
 
 class Eagle3Layer(nn.Module):
@@ -235,12 +236,13 @@ class Eagle3Head(nn.Module):
 
         self.lm_head_fp8 = quantize_rows_fp8(self.lm_head.weight)
 
-    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
+    def _logits(self, rows: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         if self.lm_head_fp8 is not None:
             out = fused.lm_head_fp8(rows, *self.lm_head_fp8)
             if out is not None:
-                return out
-        return self.lm_head(rows).float()
+                return out  # float32 from the kernel either way
+        logits = self.lm_head(rows)
+        return logits.float() if fp32 else logits
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
@@ -255,13 +257,15 @@ class Eagle3Head(nn.Module):
         # One pass gives the pre-norm output feature (next step's input) and its norm (the
         # logits' input); normalising every row and then selecting equals selecting first.
         normed, out = self.norm.forward_add(x, residual)
-        logits = self._logits(batch.logit_rows(normed))
+        logits = self._logits(batch.logit_rows(normed), batch.fp32_logits)
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
         return ModelOutput(logits=logits, hidden=hidden)
 
-    def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
-        """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat``."""
-        return self.lm_head(self.norm(feat)).float()
+    def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat`` (float32, or
+        the model's dtype with ``fp32`` off)."""
+        logits = self.lm_head(self.norm(feat))
+        return logits.float() if fp32 else logits
 
     @property
     def draft_vocab_size(self) -> int:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class ModelOutput:
-    """``logits`` [R, V] float32 for the rows in ``batch.logits_indices``; ``hidden`` the final
+    """``logits`` [R, V] for the rows in ``batch.logits_indices`` (float32, or the model's dtype
+    where ``batch.fp32_logits`` is off); ``hidden`` the final
     (normed) hidden states of those rows (CaptureHidden.LAST) or of every row (FULL);
     ``aux_hidden`` the concatenated outputs of the captured layers (EAGLE-3), same rows as
     ``hidden``."""
@@ -170,8 +171,9 @@ class DecoderLM(nn.Module):
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.model.embed_tokens(input_ids)
 
-    def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return ops.dense(hidden, self.lm_head_weight).float()
+    def compute_logits(self, hidden: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        logits = ops.dense(hidden, self.lm_head_weight)
+        return logits.float() if fp32 else logits
 
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
@@ -196,7 +198,8 @@ class DecoderLM(nn.Module):
             return ModelOutput(logits=logits, argmax=best)
         h = self.model.norm(h) if residual is None else self.model.norm.forward_add(h, residual)[0]
         rows = batch.logit_rows(h)
-        logits = self.compute_logits(rows) if batch.logits_indices.numel() else rows.new_zeros(0, self.config.vocab_size).float()
+        logits = (self.compute_logits(rows, batch.fp32_logits) if batch.logits_indices.numel()
+                  else rows.new_zeros(0, self.config.vocab_size).float())
         out = ModelOutput(logits=logits)
         if batch.capture_hidden == CaptureHidden.LAST:
             out.hidden = rows

@@ -177,15 +177,17 @@ class MtpHead(nn.Module):
         return self.layers[0].eh_proj.weight
 
     # ---- forward --------------------------------------------------------------------------
-    def _logits(self, m: int, rows: torch.Tensor) -> torch.Tensor:
+    def _logits(self, m: int, rows: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         mod = self.layers[m]
         head = mod.shared_head
         w = head.head.weight if head.head is not None else self.shared.lm_head_weight()
-        return ops.dense(head.norm(rows), w).float()
+        logits = ops.dense(head.norm(rows), w)
+        return logits.float() if fp32 else logits
 
-    def logits_from_feature(self, feat: torch.Tensor) -> torch.Tensor:
-        """The first draft's logits from module 0's output rows ``feat``."""
-        return self._logits(0, feat)
+    def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """The first draft's logits from module 0's output rows ``feat`` (float32, or the model's
+        dtype with ``fp32`` off)."""
+        return self._logits(0, feat, fp32)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids
@@ -202,7 +204,7 @@ class MtpHead(nn.Module):
         aux = torch.cat(outs[:-1], dim=-1) if len(outs) > 1 else None
         sel = batch.logit_rows(outs[0])
         return ModelOutput(
-            logits=self._logits(0, sel),
+            logits=self._logits(0, sel, batch.fp32_logits),
             hidden=outs[0] if full else sel,
             aux_hidden=None if aux is None else (aux if full else batch.logit_rows(aux)),
         )
@@ -235,4 +237,4 @@ class MtpHead(nn.Module):
         b = dataclasses.replace(batch, positions=batch.positions + delta) if delta else batch
         out = self.layers[m](emb, batch.feature, b, self.rotary)
         sel = batch.logit_rows(out)
-        return ModelOutput(logits=self._logits(m, sel), hidden=out if full else sel)
+        return ModelOutput(logits=self._logits(m, sel, batch.fp32_logits), hidden=out if full else sel)

@@ -9,8 +9,9 @@ tokens to that history.
 For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts (0 allowed: a
 plain target step that keeps the draft's KV and feature current), the captured body does:
 
-1. read each row's committed length ``N``, bonus token and draft feature from ``RowState`` and
-   the proposer's ``next_hidden``;
+1. read each row's committed length ``N``, bonus token, draft feature (the proposer's
+   ``next_hidden``) and, sampled, its sampling parameters (``RowState``): one launch,
+   ``write_rows.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
@@ -24,6 +25,10 @@ plain target step that keeps the draft's KV and feature current), the captured b
    row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
    holds ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a
    sync. An MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``).
+
+Draft logits, and a greedy verify's, stay in the model's dtype (``ForwardBatch.fp32_logits``
+off): the argmax and top-k kernels widen as they load, so no conversion kernel sits between those
+LM heads and their readers (a sampled verify's acceptance reads float32).
 
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
@@ -61,7 +66,7 @@ from updraft.spec.commit import Commit, commit
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
-from updraft.spec.write_rows import write_rows
+from updraft.spec.write_rows import read_rows, write_rows
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -278,6 +283,11 @@ class FusedIteration:
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
             for b in chain + [extend]:
                 d.runner.backend.init_capture_metadata(b)
+        # The draft's logits go to argmax / top-k kernels and a greedy verify's to argmax: kernels
+        # that widen as they load (a sampled verify's acceptance reads float32).
+        chain = [dataclasses.replace(b, fp32_logits=False) for b in chain]
+        if not sampled:
+            verify = dataclasses.replace(verify, fp32_logits=False)
         self.target.backend.init_capture_metadata(verify)
         g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
@@ -365,6 +375,7 @@ class FusedIteration:
             vals, cand = sampling_kernels.topk_rows(logits, k, target=table)
         else:
             vals, cand = logits.topk(k, dim=-1)
+            vals = vals.float()
             if self.to_target:
                 cand = self.to_target(cand)
         _, tok = sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
@@ -373,13 +384,15 @@ class FusedIteration:
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
-        n = st.seq_len[rows]
-        bonus = st.bonus[rows]
-        prm = _RowParams(st.sampling[rows]) if g.sampled else None
+        d = self.drafter
+        n, bonus, feat, table = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
+                                          st.sampling if g.sampled else None)
+        prm = _RowParams(table) if table is not None else None
         # the RNG keys read in the uniforms' launch (no gather); the offsets advance in ``commit``
         u = sampling_kernels.uniform(st.seed, st.offset, _STREAM_ITER, 2 * s + 2, rows=rows) if prm is not None else None
-        if self.drafter is not None:
-            res = self._speculate(g, self.drafter, n, bonus, prm, u)
+        if d is not None:
+            assert feat is not None
+            res = self._speculate(g, d, n, bonus, feat, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
             ng = self.ngram
             drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
@@ -389,20 +402,19 @@ class FusedIteration:
         # accept lengths, the rows' length / last token / RNG offset, the output block and the
         # next draft feature: one launch (the uniforms above read the offsets before it advances them)
         accept = commit(g.out, rows, n, res, st)
-        d = self.drafter
         if d is not None and isinstance(d.head, MtpHead) and res.layer_states is not None:
             ar = torch.arange(bs, device=rows.device)
             d.head.keep_layer_states(rows, res.layer_states.view(bs, s + 1, -1)[ar, accept - 1])
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, bonus: torch.Tensor, prm: _RowParams | None,
-                   u: torch.Tensor | None) -> Commit:
-        """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend."""
+    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor,
+                   prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
+        """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
+        ``feat``: the rows' draft features."""
         rows, s, bs = g.rows, g.num_steps, g.bs
         ndt = s + 1
         table = self.target.req_pool.req_to_token
-        feat = d.next_hidden[rows]
         toks: list[torch.Tensor] = []
         # sampled: each draft's q and its candidates, written in place by the draft steps
         k_cand = min(DRAFT_CANDIDATES, d.head.draft_vocab_size)
@@ -414,7 +426,7 @@ class FusedIteration:
             toks.append(self._choose(logits, prm, u[:, k] if u is not None else None, out))
 
         if s >= 1:
-            choose(d.head.logits_from_feature(feat), 0)
+            choose(d.head.logits_from_feature(feat, fp32=False), 0)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
             write_rows(b, rows, n, toks[-1], table, offset=chain_step(d.head, k).offset - 2)
             d.runner.backend.init_replay_metadata(b)

@@ -9,6 +9,9 @@ and ``seq_lens`` (``p + W``) are written in place. Inside a CUDA graph every tor
 a kernel node: the torch version below is nine of them (an arange, an add, a gather, six copies),
 this kernel one, and a speculative iteration at S = 5 runs it six times.
 
+``read_rows`` goes the other way at the start of the iteration: the rows' committed length, bonus
+token, draft feature and sampling parameters from their tables, one launch for four gathers.
+
 Hazards: positions and table rows are not bounds-checked (as the torch gather on CUDA, which
 fails asynchronously); ``ids`` must be ``[bs, W]`` or ``[bs]`` (``W`` = 1).
 
@@ -76,3 +79,53 @@ def write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor,
         batch.req_pool_indices, batch.seq_lens, ids2.stride(0), req_to_token.stride(0), offset,
         W=w, BLOCK_W=triton.next_power_of_2(w), num_warps=1, **pdl_opts(rows.device, "sampling"),
     )
+
+
+# ---- the other way: a batch's per-row state, read in one launch -------------------------------
+@triton.jit
+def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, BonusOut, stride_f, stride_p,
+                      D: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
+    b = tl.program_id(0)
+    row = tl.load(Rows + b).to(tl.int64)
+    tl.store(NOut + b, tl.load(SeqLen + row))
+    tl.store(BonusOut + b, tl.load(Bonus + row))
+    if D > 0:
+        for d0 in range(0, D, BLOCK_D):
+            d = d0 + tl.arange(0, BLOCK_D)
+            tl.store(FeatOut + b * D + d, tl.load(Feat + row * stride_f + d, mask=d < D), mask=d < D)
+    if P > 0:
+        p = tl.arange(0, BLOCK_P)
+        tl.store(PrmOut + b * P + p, tl.load(Prm + row * stride_p + p, mask=p < P), mask=p < P)
+
+
+def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None = None,
+              params: torch.Tensor | None = None,
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``(seq_len[rows], bonus[rows], feat[rows], params[rows])`` (the last two None where not
+    given): the fused iteration's per-row state at the start of its body, in one launch where
+    Triton runs (inside a graph, torch's gathers are one kernel node each, and none of them
+    overlaps its neighbours under PDL). ``seq_len`` / ``bonus`` [rows] and ``feat`` / ``params``
+    [rows, D] with contiguous rows; same hazards as ``write_rows``."""
+    if not use_triton(rows):
+        return (seq_len[rows], bonus[rows], feat[rows] if feat is not None else None,
+                params[rows] if params is not None else None)
+    bs = rows.shape[0]
+    n_out, b_out = torch.empty(bs, dtype=seq_len.dtype, device=rows.device), torch.empty(bs, dtype=bonus.dtype, device=rows.device)
+    f_out = torch.empty(bs, feat.shape[1], dtype=feat.dtype, device=rows.device) if feat is not None else None
+    p_out = torch.empty(bs, params.shape[1], dtype=params.dtype, device=rows.device) if params is not None else None
+    for t in (feat, params):
+        if t is not None and t.stride(1) != 1:
+            raise ValueError("read_rows needs rows contiguous along their last dimension")
+    d = feat.shape[1] if feat is not None else 0
+    p = params.shape[1] if params is not None else 0
+    if bs:
+        block_d = min(triton.next_power_of_2(max(d, 1)), 4096)
+        _read_rows_kernel[(bs,)](
+            rows, seq_len, bonus, feat if feat is not None else seq_len, f_out if f_out is not None else n_out,
+            params if params is not None else seq_len, p_out if p_out is not None else n_out, n_out, b_out,
+            feat.stride(0) if feat is not None else 0, params.stride(0) if params is not None else 0,
+            D=d, BLOCK_D=block_d, P=p, BLOCK_P=triton.next_power_of_2(max(p, 1)),
+            num_warps=4 if block_d >= 1024 else 1, **pdl_opts(rows.device, "sampling"),
+        )
+    return n_out, b_out, f_out, p_out
