@@ -1,5 +1,6 @@
 """Prompt sets: v3 is frozen (the shipped head's recipe must reproduce from a fresh checkout);
-v4 adds ``self_instruct`` prompts, whose second stage is the target's own request, cleaned."""
+v4 adds ``self_instruct`` prompts, whose second stage is the target's own request, cleaned; v5
+adds ``brief`` prompts (tests/data/test_briefs.py)."""
 
 from __future__ import annotations
 
@@ -35,11 +36,11 @@ def test_v3_is_unchanged_byte_for_byte(n: int, seed: int) -> None:
 
 
 def test_prompt_set_names_and_versions() -> None:
-    assert PROMPT_SETS == ("v3", "v4")
-    assert prompts_version("v3") == 3 and prompts_version("v4") == 4
-    with pytest.raises(ValueError, match=r"prompt_set='v5' is invalid: choose one of v3, v4"):
-        build_prompts(10, 0, "v5")
-    with pytest.raises(ValueError, match="v3, v4"):
+    assert PROMPT_SETS == ("v3", "v4", "v5")
+    assert prompts_version("v3") == 3 and prompts_version("v4") == 4 and prompts_version("v5") == 5
+    with pytest.raises(ValueError, match=r"prompt_set='v6' is invalid: choose one of v3, v4, v5"):
+        build_prompts(10, 0, "v6")
+    with pytest.raises(ValueError, match="v3, v4, v5"):
         prompts_version("V4")
 
 

@@ -39,7 +39,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--precision", "fp8"], "precision='fp8' is invalid"),
         (["--time-budget", "-3"], "time_budget=-3.0 is invalid"),
         (["--save-dtype", "int8"], "save_dtype='int8' is invalid"),
-        (["--prompt-set", "v5"], "prompt_set='v5' is invalid: choose one of v3, v4"),
+        (["--prompt-set", "v6"], "prompt_set='v6' is invalid: choose one of v3, v4, v5"),
         (["--head-intermediate-size", "0"], "head_intermediate_size=0 is invalid: must be an integer >= 1"),
     ],
 )

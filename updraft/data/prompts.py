@@ -20,13 +20,20 @@ text, multi-turn reworks). Two kinds are two-stage:
   when it is unusable), as the only user turn of a NEW conversation: requests in the target's
   own phrasing rather than our templates'.
 
+* brief (set v5 only, ``updraft.data.briefs``): long first-turn requests as real users write
+  them (single stage): an optional "who I am / why" framing, a concrete task in one of many
+  domains (writing, role play, reasoning, math, coding, extraction from or rewriting of a short
+  pasted text, STEM and humanities explanations, plans and advice), then 1-4 constraints on
+  length, format, tone, audience, what to include or avoid.
+
 (``news`` is a passage task with a long article; ``multiturn`` a second turn after any first.)
 Both stages of every two-stage kind are training sequences (``updraft.train.data``).
 
 Prompt sets (``build_prompts(n, seed, prompt_set)``, ``TrainConfig.prompt_set``): ``v3``
 (``WEIGHTS``, the default and the shipped head's recipe: its output for every ``(n, seed)`` is
-frozen, pinned by hash in tests/data/test_prompt_sets.py) and ``v4`` (``WEIGHTS_V4``: v3 plus
-self_instruct at a third of the prompts). Everything is generated from ``updraft.data.material`` /
+frozen, pinned by hash in tests/data/test_prompt_sets.py), ``v4`` (``WEIGHTS_V4``: v3 plus
+self_instruct at a third of the prompts) and ``v5`` (``WEIGHTS_V5``: v3 plus brief at 40% of the
+prompts). Everything is generated from ``updraft.data.material`` /
 ``facts`` by a seeded ``random.Random``: the same ``(n, seed, prompt_set)`` always gives the same
 list (the order of the lists and templates is part of the contract; a new category goes into a
 new set, never into an old one). The EAGLE evaluation sets are held out and never read here.
@@ -39,11 +46,12 @@ from collections.abc import Callable
 
 from updraft.data import material as m
 from updraft.data import styles
+from updraft.data.briefs import brief
 from updraft.data.self_instruct import self_instruct
 from updraft.data.types import Message, TrainPrompt
 
 __all__ = [
-    "PROMPTS_VERSION", "PROMPT_SETS", "WEIGHTS", "WEIGHTS_V4", "Message", "TrainPrompt", "build_prompts",
+    "PROMPTS_VERSION", "PROMPT_SETS", "WEIGHTS", "WEIGHTS_V4", "WEIGHTS_V5", "Message", "TrainPrompt", "build_prompts",
     "check_prompt_set", "prompts_version", "split_prompts",
 ]
 
@@ -285,6 +293,7 @@ _STAGED: dict[str, Callable[[random.Random], TrainPrompt]] = {
     "extraction": styles.extraction,
     "multiturn": lambda r: styles.multiturn(r, _FIRST_TURNS),
     "self_instruct": self_instruct,
+    "brief": brief,
 }
 #: Category weights (passage, news, advice and multi-turn tasks produce two training responses
 #: each). Version 3 leans toward the evaluation styles: short instructions, factual questions,
@@ -297,8 +306,13 @@ WEIGHTS = {
 #: Set v4: v3's categories and weights plus self-instruct requests at half their total weight
 #: (a third of the prompts).
 WEIGHTS_V4 = WEIGHTS | {"self_instruct": sum(WEIGHTS.values()) // 2}
+#: Set v5: v3's categories and weights plus long first-turn requests (``brief``) at two thirds
+#: of their total weight (40% of the prompts): real users' prompts, where v3's head drafts worst.
+WEIGHTS_V5 = WEIGHTS | {"brief": round(sum(WEIGHTS.values()) * 2 / 3)}
 #: Prompt sets by name: (category weights, version).
-_SETS: dict[str, tuple[dict[str, int], int]] = {"v3": (WEIGHTS, PROMPTS_VERSION), "v4": (WEIGHTS_V4, 4)}
+_SETS: dict[str, tuple[dict[str, int], int]] = {
+    "v3": (WEIGHTS, PROMPTS_VERSION), "v4": (WEIGHTS_V4, 4), "v5": (WEIGHTS_V5, 5),
+}
 PROMPT_SETS = tuple(_SETS)
 
 
