@@ -1,0 +1,2 @@
+# call 4 (same machine as call 3): GGUF part 2; the cycle's kernels with PDL off after the change
+source benchmarks/results/2026-11-27-h100-cycle-kernels/env.sh; cp .stage/b/gguf.part.ab /tmp/c/ && ls /tmp/c/; UPDRAFT_PDL=0 timeout 150 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --out /tmp/cp4 2>&1 | grep -v Warn | tail -16; cp /tmp/cp4/cycle_profile.json $OUT/run4-cycle_profile-pdl0.json

@@ -1,0 +1,3 @@
+# call 5 (same machine): GGUF part 3 and the join; the engine-graph tests that need it; host work
+# per step with the real model and head (bs 1, 32, then 1 again in the same engine)
+source benchmarks/results/2026-11-27-h100-cycle-kernels/env.sh; cp .stage/c/gguf.part.ac /tmp/c/ && cp -r .stage/c/eagle-eval /tmp/c/ 2>/dev/null; cat /tmp/c/gguf.part.aa /tmp/c/gguf.part.ab /tmp/c/gguf.part.ac > $GGUF && sha256sum $GGUF | cut -c1-16; timeout 150 python -m pytest -q -m gpu tests/runtime/test_gpu_graphs.py 2>&1 | tail -2; timeout 120 python benchmarks/host_profile.py --model $GGUF --head builtin:smollm2 --bs 1 32 1 --steps 150 --out $OUT/run5-host_profile.json 2>&1 | grep "^bs "

@@ -1,0 +1,2 @@
+# call 8 (same machine, after calls 6-7 of ../2026-11-27-h100-eagle3-v5-finetune/): speed, spec / plain in one run
+source benchmarks/results/2026-11-27-h100-cycle-kernels/env.sh; timeout 330 python benchmarks/spec_iteration.py --smollm $GGUF --skip-lossless --variants plain,eagle_adaptive,eagle_s5 --num-prompts 64 --bs1-prompts 64 --output-len 256 --out /tmp/si9 2>&1 | grep -v Warn | tail -22; cp /tmp/si9/*.json $OUT/run9-spec_iteration-speed.json
