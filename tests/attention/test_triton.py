@@ -445,3 +445,33 @@ def test_kernels_compile_for_h100() -> None:
     if proc.returncode != 0 and not any(line.startswith("ok ") for line in proc.stdout.splitlines()):
         pytest.skip(f"no CUDA compile toolchain in this triton install: {log[-400:]}")
     assert proc.returncode == 0, log[-3000:]
+
+
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
+@pytest.mark.parametrize("rows,pdl", [((1, 7), True), ((8, 8), False), ((2, 8), False), ((9, 64), True)])
+def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
+    monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, ext: int, rows: tuple[int, int], pdl: bool
+) -> None:
+    """A verify block whose token rows (here 2 requests x 4 = 8) fall in ``verify_no_pdl_rows``
+    asks the decode kernel and its merge for no PDL; one-token decode and other blocks keep it.
+    The output is the reference's either way."""
+    from updraft.attention import triton_backend as tb
+
+    seen: list[bool] = []
+    real = tb.decode_kernels.decode_attention
+
+    def spy(*args: object, pdl: bool = True, **kwargs: object) -> None:
+        seen.append(pdl)
+        real(*args, pdl=pdl, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
+    monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", rows)
+    case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
+    setup = harness.build_case(case)
+    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    assert seen == [mode == ForwardMode.DECODE or pdl]
+    assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4

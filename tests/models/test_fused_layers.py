@@ -188,7 +188,9 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     assert all(p.takes(r, 576, cuda) for r in range(1, 65)) and not p.takes(65, 576, cuda)
     assert not ops.FusedPolicy(max_rows=16).takes(17, 576, cuda)
     v = p.for_verify()
-    assert v.takes(40, 576, cuda) and not v.takes(41, 576, cuda) and v.for_verify() == v
+    assert v.takes(64, 576, cuda) and not v.takes(65, 576, cuda) and v.for_verify() == v
+    v40 = ops.FusedPolicy(verify_max_rows=40).for_verify()
+    assert v40.takes(40, 576, cuda) and not v40.takes(41, 576, cuda) and p.takes(41, 576, cuda)
     assert v.takes(8, 4096, cuda, bf16, llama8b) and not v.takes(9, 4096, cuda, bf16, llama8b)
     assert ops.FusedPolicy(max_rows=16).for_verify().max_rows == 16
     assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in range(1, 9))  # buckets 1, 2, 4, 8 shipped
@@ -293,7 +295,8 @@ def test_verify_forward_takes_the_verify_policy(tiny_checkpoint, monkeypatch: py
     model = load(tiny_checkpoint, "llama", torch.float32)
     seen: list[ops.FusedPolicy] = []
     monkeypatch.setattr(model, "_forward", lambda batch: seen.append(ops.fused_policy()))
-    for mode in (ForwardMode.TARGET_VERIFY, ForwardMode.DECODE, ForwardMode.EXTEND):
-        model.forward(type("B", (), {"mode": mode})())
-    base = ops.fused_policy()
+    with ops.use_fused_policy(ops.FusedPolicy(verify_max_rows=40)):  # the default's limits are equal
+        for mode in (ForwardMode.TARGET_VERIFY, ForwardMode.DECODE, ForwardMode.EXTEND):
+            model.forward(type("B", (), {"mode": mode})())
+        base = ops.fused_policy()
     assert seen == [base.for_verify(), base, base] and base.for_verify() != base

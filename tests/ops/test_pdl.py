@@ -26,6 +26,7 @@ def test_off_on_cpu_and_under_the_interpreter(monkeypatch: pytest.MonkeyPatch) -
     ("1", "gemv", 9, True), ("1", "attention", 10, True), ("1", "sampling", 9, True), ("1", "elementwise", 9, False),
     ("all", "elementwise", 9, True), ("1", "gemv", 8, False), ("0", "gemv", 9, False), ("", "gemv", 9, False),
     ("gemv,sampling", "gemv", 9, True), ("gemv,sampling", "attention", 9, False),
+    ("1", "verify_attention", 9, True), ("gemv,attention,sampling", "verify_attention", 9, False),
 ])
 def test_policy(monkeypatch: pytest.MonkeyPatch, env: str, family: str, major: int, want: bool) -> None:
     """sm_90+ only; ``UPDRAFT_PDL`` = 0 / 1 (the default families: not elementwise) / all / the

@@ -117,6 +117,15 @@ class TritonBackend(AttentionBackend):
     #: The most query rows (verify tokens x query heads per KV head) a decode-kernel program holds
     #: (its tile is that, padded to a power of two >= 16); a wider verify takes the extend kernel.
     max_decode_rows: ClassVar[int] = 64
+    #: Verify blocks of this many token rows (batch x stride, frozen at capture; both ends
+    #: included) launch their decode kernel and merge without PDL: the blocks past the 40 rows
+    #: where the fused layers ran without a loss, up to their 64. H100, 2026-11-27, SmolLM2
+    #: 6-token verify on the fused layers (benchmarks/results/2026-11-27-h100-cycle-kernels):
+    #: bs 8 (48 rows) 1.171 ms with PDL there, 0.984 without (0.995 with PDL off everywhere; 0.972
+    #: / 0.981 with it on for the GEMMs alone / the attention alone: the pair of them loses);
+    #: bs 1 (6 rows) 0.662 with it, 0.694 without. Blocks over 64 rows run the unfused layers,
+    #: where the attention's PDL made no difference at 48 rows (1.132 / 1.137 ms): unchanged.
+    verify_no_pdl_rows: ClassVar[tuple[int, int]] = (41, 64)
 
     def __init__(
         self,
@@ -381,6 +390,7 @@ class TritonBackend(AttentionBackend):
             self._dot_f32(q),
             md.sem,
             max(md.plan.stride, 1),
+            pdl=md.plan.stride <= 1 or not self.verify_no_pdl_rows[0] <= md.plan.num_tokens <= self.verify_no_pdl_rows[1],
         )
         return out
 

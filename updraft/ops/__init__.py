@@ -111,9 +111,12 @@ class FusedPolicy:
       producer GEMM leaves the rows ready for the norm (``gemv.NormedRows``, 2026-11-27) they win
       to 64 rows: decode at bs 32 / 48 / 64 0.994 / 1.218 / 1.366 against 1.244 / 1.453 / 1.591,
       verify at bs 4 / 5 / 6 (24-36 rows) 0.777 / 0.873 / 0.884 against 1.00 / 0.936 / 1.061;
-      at bs 8 / 10 (48 / 60 rows) the verify does not gain (1.122-1.156 against 1.023-1.126;
-      1.155 against 1.147) and the bs-8 S = 5 cycle took 1.476 ms against 1.33, so a
-      TARGET_VERIFY forward takes at most ``verify_max_rows`` (``for_verify``).
+      at bs 8 / 10 (48 / 60 rows) the verify did not gain (1.122-1.156 against 1.023-1.126;
+      1.155 against 1.147), so a TARGET_VERIFY forward took at most 40 rows (``for_verify``).
+      The cause was PDL on both the fused GEMMs and the verify block's attention: with the
+      attention of a 41-64-row block launched without it (``TritonBackend.verify_no_pdl_rows``,
+      2026-11-27) the 48-row verify takes 0.984 ms on the fused layers against 1.132 unfused, and
+      ``verify_max_rows`` is 64 (``UPDRAFT_FUSED_MAX_ROWS`` still sets both limits).
     * 8B shape (4096 wide): with the tuned 1- and 8-row configs, decode 5.85 ms against
       6.16-6.21 and a 6-token verify 6.10-6.22 against 6.32-6.40; at buckets with no tuned config
       the heuristic's launches lost badly (bs 2 decode 16.4 ms against 6.19; bs 3 8.16 against
@@ -126,7 +129,7 @@ class FusedPolicy:
     wide_max_rows: int = 8
     max_width: int = 4096
     wide_needs_tuned: bool = True
-    verify_max_rows: int = 40
+    verify_max_rows: int = 64
 
     def for_verify(self) -> FusedPolicy:
         """The policy of a TARGET_VERIFY forward (``DecoderLM.forward`` scopes it)."""

@@ -60,9 +60,11 @@ def _major(index: int) -> int:
 #: unfused layers' kernels between cuBLAS GEMMs) is not: H100, SmolLM2 + its EAGLE-3 head
 #: (benchmarks/results/2026-11-26-h100-pdl, run 7), the bs-8 S = 5 cycle took 1.442 ms with it,
 #: 1.395 without, 1.432 with PDL off; the plain step and the bs-1 cycle were the same either way.
-Family = Literal["gemv", "attention", "sampling", "elementwise"]
+#: ``verify_attention``: the GQA decode kernel and its merge over a verify block (more than one
+#: query token per request); ``attention`` every other attention launch.
+Family = Literal["gemv", "attention", "verify_attention", "sampling", "elementwise"]
 FAMILIES: tuple[Family, ...] = get_args(Family)
-DEFAULT_FAMILIES: tuple[Family, ...] = ("gemv", "attention", "sampling")
+DEFAULT_FAMILIES: tuple[Family, ...] = ("gemv", "attention", "verify_attention", "sampling")
 
 
 @functools.cache
@@ -79,7 +81,7 @@ def pdl_enabled(device: torch.device, family: Family) -> bool:
     """Whether kernels of ``family`` on ``device`` launch with PDL: CUDA sm_90+, compiled (not
     the interpreter), a family in ``DEFAULT_FAMILIES``, unless ``use_pdl`` says otherwise or
     ``UPDRAFT_PDL`` is set: 0 (off), 1 (the default families), all, or a comma list of
-    families (gemv, attention, sampling, elementwise)."""
+    families (gemv, attention, verify_attention, sampling, elementwise)."""
     if device.type != "cuda" or emulate_rne():  # emulate_rne(): the interpreter is on
         return False
     override = _PDL_OVERRIDE[0]

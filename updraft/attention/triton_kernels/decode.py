@@ -37,7 +37,7 @@ import triton.language as tl
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
 from updraft.attention.triton_kernels.slots import block_slots, first_slots
-from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
+from updraft.ops.triton_utils import Family, pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -191,6 +191,7 @@ def decode_attention(
     dot_f32: bool,
     sem: torch.Tensor | None = None,
     stride: int = 1,
+    pdl: bool = True,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -200,6 +201,8 @@ def decode_attention(
     under a CUDA graph they are the values seen at capture. ``sem``: int32 [B * num_kv_heads]
     counters at 0: the last split program of each (request, KV head) merges the partials in the
     same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
+    ``pdl``: False launches both without PDL whatever the family allows (``TritonBackend``'s
+    verify blocks of 41-64 rows).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -213,6 +216,8 @@ def decode_attention(
     if not direct:
         assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
     log2e = 1.4426950408889634
+    family: Family = "attention" if stride == 1 else "verify_attention"
+    launch = pdl_opts(q.device, family, late=True) if pdl else {"PDL": 0}
     _decode_kernel[(bsz, hkv, num_splits)](
         q,
         k_pool,
@@ -253,7 +258,7 @@ def decode_attention(
         MERGE=sem is not None and not direct,
         PREFETCH=cfg.num_stages >= 3,
         num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
+        num_stages=cfg.num_stages, **launch,
     )
     if not direct and sem is None:
-        merge_splits(mid_o, mid_lse, out)
+        merge_splits(mid_o, mid_lse, out, family, pdl)

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from updraft.attention.triton_kernels import interpreting, next_pow2
-from updraft.ops.triton_utils import pdl_enter, pdl_opts
+from updraft.ops.triton_utils import Family, pdl_enter, pdl_opts
 
 
 @triton.jit
@@ -65,8 +65,11 @@ def _merge_kernel(
     tl.store(Out + t * stride_ot + h[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=o_mask)
 
 
-def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor) -> None:
-    """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype)."""
+def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, family: Family = "attention",
+                 pdl: bool = True) -> None:
+    """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype);
+    ``family``: the PDL family of the launch (the attention kernel's before it); ``pdl`` False:
+    no PDL whatever the family allows."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
@@ -95,5 +98,5 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor) 
         BLOCK_HM=block_hm,
         BLOCK_S=block_s,
         BLOCK_D=block_d,
-        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **pdl_opts(mid_o.device, "attention"),
+        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **(pdl_opts(mid_o.device, family) if pdl else {"PDL": 0}),
     )

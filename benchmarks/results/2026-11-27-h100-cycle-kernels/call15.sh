@@ -1,0 +1,4 @@
+# call 15 (same machine as call 14): which PDL family makes the fused 48-row verify lose
+source benchmarks/results/2026-11-27-h100-cycle-kernels/env.sh; for fam in gemv,sampling attention,sampling gemv,attention,sampling; do for rows in 40 64; do UPDRAFT_PDL=$fam UPDRAFT_FUSED_MAX_ROWS=$rows timeout 100 python benchmarks/decode_kernels.py --models smollm2 --skip-gemms --variants fused --batch-sizes 8 --out /tmp/dkf 2>&1 > /dev/null; python -c "
+import json; rows=json.load(open('/tmp/dkf/decode_kernels.json')); rows=rows if isinstance(rows, list) else rows['steps']
+print('pdl $fam rows $rows', [(r['mode'], round(r['ms'], 3), r['kernels']) for r in rows if r['model'] == 'smollm2'])"; cp /tmp/dkf/decode_kernels.json $OUT/run15-decode_kernels-bs8-pdl-$(echo $fam | tr , -)-rows$rows.json; done; done
