@@ -168,8 +168,8 @@ class ForwardBatch:
     feature: torch.Tensor | None = None
     feature_kind: FeatureKind = FeatureKind.NONE
     # Whether the logits come back as float32 (the default) or in the model's dtype: the fused
-    # iteration's greedy graphs take the argmax of them in a kernel that widens as it loads, so
-    # the widening copy (a torch kernel between the LM head and the argmax) is left out there.
+    # iteration's draft steps and greedy verify hand them to argmax / top-k kernels that widen as
+    # they load, so the widening copy (a torch kernel after the LM head) is left out there.
     fp32_logits: bool = True
     # DRAFT_DECODE of a multi-layer draft (MTP): which chain step this forward is, so the model
     # runs that step's layer (``updraft.models.mtp``). 0 for every other forward and for drafts
