@@ -8,7 +8,13 @@ import torch
 
 from updraft.train.data import TrainBatch
 from updraft.train.heads import new_head
-from updraft.train.losses import LossConfig, TargetHead, compute_loss, expected_accept_length
+from updraft.train.losses import (
+    LossConfig,
+    TargetHead,
+    compute_loss,
+    expected_accept_length,
+    position_weights,
+)
 
 
 def _batch(target, g: torch.Generator, eagle3: bool) -> TrainBatch:  # noqa: ANN001
@@ -90,3 +96,47 @@ def test_mixed_precision_configuration_runs(tiny_checkpoint) -> None:  # noqa: A
         loss.backward()
         assert torch.isfinite(loss) and m["rows2"] > 0
         assert all(p.grad is not None and p.grad.dtype == torch.float32 for p in head.parameters())
+
+
+def test_position_weights_count_training_positions() -> None:
+    mask = torch.tensor([[False, False, True, True, True, False, True], [True] * 7])
+    w = position_weights(mask, LossConfig(early_weight=3.0, early_tokens=2))
+    assert w is not None and w.dtype == torch.float32
+    assert w.tolist() == [[3, 3, 3, 3, 1, 1, 1], [3, 3, 1, 1, 1, 1, 1]]  # prompt positions are never rows
+    assert position_weights(mask, LossConfig()) is None
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_early_weight_shifts_the_loss_to_the_opening(tiny_target, method: str) -> None:  # noqa: ANN001
+    """Weighting every position alike changes nothing; a very large weight on the first 3
+    training positions of each sequence gives the loss of those positions alone (one step, so
+    the rows are exactly the training positions)."""
+    target = tiny_target.model
+    target.requires_grad_(False)
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
+    batch = _batch(target, torch.Generator().manual_seed(2), method == "eagle3")
+    labels = TargetHead(head)
+    with torch.no_grad():
+        plain, _ = compute_loss(head, batch, LossConfig(steps=1), labels)
+        same, _ = compute_loss(head, batch, LossConfig(steps=1, early_weight=5.0, early_tokens=1000), labels)
+        heavy, _ = compute_loss(head, batch, LossConfig(steps=1, early_weight=1e7, early_tokens=3), labels)
+        first = batch.target_mask & (torch.cumsum(batch.target_mask.long(), 1) <= 3)
+        alone, _ = compute_loss(head, TrainBatch(batch.ids, batch.hidden, batch.argmax, first, batch.feature, batch.size),
+                                LossConfig(steps=1), labels)
+    torch.testing.assert_close(same, plain)
+    torch.testing.assert_close(heavy, alone, rtol=1e-4, atol=1e-5)
+    assert not torch.allclose(alone, plain)
+
+
+def test_resume_keys_added_later_default_to_their_old_value() -> None:
+    """A checkpoint written before ``early_weight`` / ``early_tokens`` existed resumes under
+    their defaults and is refused under other values."""
+    from updraft.train.checkpoint import RESUME_KEYS, _check_keys
+    from updraft.train.config import TrainConfig
+
+    cfg = TrainConfig()
+    old = {k: getattr(cfg, k) for k in RESUME_KEYS if k not in ("early_weight", "early_tokens")}
+    _check_keys("resume_from", old, cfg)
+    with pytest.raises(ValueError, match="early_weight=2.0 but the checkpoint was trained with early_weight=1.0"):
+        _check_keys("resume_from", old, TrainConfig(early_weight=2.0))

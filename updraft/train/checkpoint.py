@@ -34,8 +34,10 @@ from updraft.train.heads import Head, new_head, resize_draft_vocab, select_draft
 RESUME_KEYS = (
     "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
     "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
-    "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds",
+    "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds", "early_weight", "early_tokens",
 )
+#: RESUME_KEYS added after checkpoints were written without them: their value in those runs.
+_ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128}
 STATE_NAME = "train_state.json"
 
 
@@ -86,8 +88,9 @@ def data_fingerprint(data: DistillData) -> list[int]:
 
 def _check_keys(what: str, saved: dict[str, Any], cfg: TrainConfig) -> None:
     for k in RESUME_KEYS:
-        if saved.get(k) != getattr(cfg, k):
-            raise ValueError(f"{what}: {k}={getattr(cfg, k)!r} but the checkpoint was trained with {k}={saved.get(k)!r}")
+        was = saved.get(k, _ADDED_KEYS.get(k))
+        if was != getattr(cfg, k):
+            raise ValueError(f"{what}: {k}={getattr(cfg, k)!r} but the checkpoint was trained with {k}={was!r}")
 
 
 def carried_state(cfg: TrainConfig, fp: list[int], prompts_version: int) -> TrainState:

@@ -70,6 +70,10 @@ class TrainConfig:
     grad_clip: float = _opt("gradient norm clip (0 = off)", default=0.5)
     ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=5)
     step_decay: float = _opt("loss weight decay per unrolled step", default=0.8)
+    early_weight: float = _opt(
+        "loss weight of each sequence's first --early-tokens training positions (an answer's opening) against 1 "
+        "for the rest; 1 = off", default=1.0)
+    early_tokens: int = _opt("training positions at the start of each sequence that --early-weight weighs", default=128)
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
@@ -164,6 +168,10 @@ class TrainConfig:
                 raise bad(name, "must be >= 0")
         if not 0 < self.step_decay <= 1:
             raise bad("step_decay", "must be in (0, 1]")
+        if not self.early_weight > 0:
+            raise bad("early_weight", "must be > 0")
+        if not self.early_tokens >= 1:
+            raise bad("early_tokens", "must be an integer >= 1")
         return self
 
     def as_dict(self) -> dict[str, Any]:

@@ -11,7 +11,10 @@ padding, last token) are left out. Per step:
   vocabulary and renormalised; positions whose target argmax lies outside the draft vocabulary
   are left out (the head cannot produce that token).
 
-Steps are weighted ``decay**k`` (0.8, as EAGLE-3's training-time test) and summed. The
+Steps are weighted ``decay**k`` (0.8, as EAGLE-3's training-time test) and summed. Within a
+step, the first ``early_tokens`` training positions of each sequence (an answer's opening: the
+engine accepts worst there on prompts unlike the training set's) weigh ``early_weight`` times
+the others (1.0: a plain mean). The
 per-step top-1 accuracy (head argmax == target argmax, in target ids) is the acceptance rate of
 draft ``k+1`` given drafts ``1..k`` were accepted, which is what the engine measures.
 """
@@ -34,6 +37,21 @@ class LossConfig:
     feature_weight: float = 1.0  # EAGLE-1 regression
     token_weight: float = 0.1  # EAGLE-1 cross-entropy (EAGLE-3 uses 1.0: CE is its only loss)
     step_decay: float = 0.8
+    early_weight: float = 1.0  # weight of each sequence's first early_tokens training positions
+    early_tokens: int = 128
+
+
+def position_weights(target_mask: torch.Tensor, cfg: LossConfig) -> torch.Tensor | None:
+    """[B, L] float32: ``early_weight`` at each sequence's first ``early_tokens`` training
+    positions (counted along ``target_mask``), 1 elsewhere; None when the weight is 1."""
+    if cfg.early_weight == 1.0:
+        return None
+    index = torch.cumsum(target_mask.to(torch.int64), dim=1) - 1  # training positions before p
+    return torch.where(index < cfg.early_tokens, cfg.early_weight, 1.0).to(torch.float32)
+
+
+def _mean(x: torch.Tensor, w: torch.Tensor | None) -> torch.Tensor:
+    return x.mean() if w is None else (w * x).sum() / w.sum()
 
 
 class TargetHead:
@@ -68,6 +86,7 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
     index = torch.full(mask.shape, -1, dtype=torch.long, device=mask.device)
     index[mask] = torch.arange(int(mask.sum()), device=mask.device)
     p_all = labels.probs(batch.hidden[mask])
+    weights = position_weights(batch.target_mask, cfg)
     outs = unroll(head, batch.ids, batch.head_input(), cfg.steps)
     total = torch.zeros((), device=mask.device)
     metrics: dict[str, float] = {}
@@ -80,11 +99,12 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
         pred = out[rows]
         logits = head_logits(head, pred).float()
         p = p_all[shift_left(index, k + 1, fill=-1)[rows]]
-        ploss = -(p * torch.log_softmax(logits, dim=-1)).sum(-1).mean()
+        w = shift_left(weights, k + 1)[rows] if weights is not None else None
+        ploss = _mean(-(p * torch.log_softmax(logits, dim=-1)).sum(-1), w)
         step_loss = ploss if labels.eagle3 else cfg.token_weight * ploss
         if not labels.eagle3:
             tgt = shift_left(batch.hidden, k + 1)[rows]
-            vloss = F.smooth_l1_loss(pred.float(), tgt.float(), reduction="none").mean(-1).mean()
+            vloss = _mean(F.smooth_l1_loss(pred.float(), tgt.float(), reduction="none").mean(-1), w)
             step_loss = step_loss + cfg.feature_weight * vloss
             metrics[f"vloss{k}"] = float(vloss.detach())
         total = total + (cfg.step_decay**k) * step_loss
