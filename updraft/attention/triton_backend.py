@@ -372,6 +372,12 @@ class TritonBackend(AttentionBackend):
         alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
         return alloc((q.shape[0], self.num_heads, self.kv_pool.v_head_dim), dtype=q.dtype, device=q.device)
 
+    def _attention_pdl(self, plan: LaunchPlan) -> bool:
+        """Whether the decode kernel and its merge may launch with PDL: not for a verify block
+        in ``verify_no_pdl_rows`` (host scalars only: frozen at capture with the plan)."""
+        lo, hi = self.verify_no_pdl_rows
+        return plan.stride <= 1 or not lo <= plan.num_tokens <= hi
+
     def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         decode_kernels.decode_attention(
@@ -390,7 +396,7 @@ class TritonBackend(AttentionBackend):
             self._dot_f32(q),
             md.sem,
             max(md.plan.stride, 1),
-            pdl=md.plan.stride <= 1 or not self.verify_no_pdl_rows[0] <= md.plan.num_tokens <= self.verify_no_pdl_rows[1],
+            pdl=self._attention_pdl(md.plan),
         )
         return out
 
