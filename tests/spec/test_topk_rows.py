@@ -77,6 +77,27 @@ def test_many_ties_at_the_kth(v: int) -> None:
         assert torch.equal(idx[3].cpu(), torch.arange(64))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_search_bounds_at_the_extremes(dtype: torch.dtype) -> None:
+    """The search starts between the smallest of the group maxima and the largest value: rows
+    whose top spans every magnitude of the dtype (float32 keys whose range overflows int32), rows
+    where one group holds the whole top (the bound sits far below it), a row whose groups all
+    peak at one value (the bound is the answer) and rows shorter than a power of two (padding
+    groups at the minimum)."""
+    g = torch.Generator().manual_seed(3)
+    v = 4096
+    big = torch.finfo(dtype).max
+    x = torch.randn(6, v, generator=g) * 4
+    x[0] = torch.logspace(-30, 30, v) * torch.where(torch.arange(v) % 2 == 0, 1.0, -1.0)
+    x[0, :5] = torch.tensor([big, -big, 1e-38, -1e-38, 0.0])
+    x[1] = -1000.0
+    x[1, 100:300] = torch.linspace(50, 60, 200)  # the whole top in two of 64 groups
+    x[2] = torch.arange(v) % 64 == 0  # every group of 64 peaks at 1.0, exactly 64 ones
+    for k in (1, 64):
+        check(x.to(dtype).to(DEV), k)
+        check(x[:, :v - 7].to(dtype).to(DEV), k)
+
+
 def test_inf_rows() -> None:
     # -inf is an ordinary (smallest) value: selected, by index, when fewer than k are finite.
     g = torch.Generator().manual_seed(3)

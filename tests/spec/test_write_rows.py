@@ -12,7 +12,8 @@ import torch
 if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
 
-from updraft.spec.write_rows import read_rows, write_rows, write_rows_torch  # noqa: E402
+from updraft.spec import device_rng  # noqa: E402
+from updraft.spec.write_rows import UniformDraw, read_rows, write_rows, write_rows_torch  # noqa: E402
 
 
 def batch(bs: int, w: int) -> SimpleNamespace:
@@ -54,10 +55,29 @@ def test_read_rows_matches_gathers(feat_dim: int, with_params: bool) -> None:
     feat = torch.randn(num, feat_dim, generator=gen).to(torch.bfloat16) if feat_dim else None
     params = torch.rand(num, 7, generator=gen) if with_params else None
     rows = torch.tensor([4, 0, 8, 0, 2])
-    n, b, f, p = read_rows(rows, seq_len, bonus, feat, params)
+    got = read_rows(rows, seq_len, bonus, feat, params)
+    n, b, f, p = got.seq_len, got.bonus, got.feat, got.params
+    assert got.uniforms is None
     assert torch.equal(n, seq_len[rows]) and torch.equal(b, bonus[rows])
     assert (f is None) == (feat is None) and (p is None) == (params is None)
     if feat is not None:
         assert f is not None and f.dtype == feat.dtype and torch.equal(f, feat[rows])
     if params is not None:
         assert p is not None and torch.equal(p, params[rows])
+
+
+@pytest.mark.parametrize("n", [2, 12, 33])
+def test_read_rows_draws_the_uniforms_bit_for_bit(n: int) -> None:
+    """With a draw, ``read_rows`` also returns ``device_rng.uniform`` of the rows' RNG keys, bit
+    for bit: keys read in place from strided columns of a [rows, 2] table (as ``RowState.rng``),
+    rows out of order and repeated, seeds past 2**32, a stream whose constant needs 64 bits."""
+    gen = torch.Generator().manual_seed(n)
+    num = 9
+    rng = torch.stack([torch.randint(0, 2**40, (num,), generator=gen), torch.randint(0, 1000, (num,), generator=gen)], 1)
+    rows = torch.tensor([4, 0, 8, 0, 2])
+    for stream in (1000, 2**33 + 5):
+        got = read_rows(rows, torch.zeros(num, dtype=torch.long), torch.zeros(num, dtype=torch.long),
+                        draw=UniformDraw(rng[:, 0], rng[:, 1], stream, n))
+        want = device_rng.uniform(rng[rows, 0], rng[rows, 1], stream, n)
+        assert got.uniforms is not None and got.uniforms.dtype == torch.float32
+        assert torch.equal(got.uniforms, want)

@@ -1,4 +1,4 @@
-"""``filter_rows`` for rows of bf16 values (a bf16 target's logits, widened to float32): three
+"""``filter_rows`` for rows of bf16 values (a bf16 target's logits, bf16 or widened to float32): three
 launches that spread each row over many programs, where ``rejection_kernels``'s filter walks
 the row from one program (its passes are serial: on the H100 a 6-row verify of the 8B shape's
 128k vocabulary spent 874 us there, SmolLM2's 49k 61 us).

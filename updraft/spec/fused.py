@@ -10,15 +10,16 @@ For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts
 plain target step that keeps the draft's KV and feature current), the captured body does:
 
 1. read each row's committed length ``N``, bonus token, draft feature (the proposer's
-   ``next_hidden``) and, sampled, its sampling parameters (``RowState``): one launch,
-   ``write_rows.read_rows``;
+   ``next_hidden``) and, sampled, its sampling parameters (``RowState``) and the iteration's
+   uniforms from its RNG key: one launch, ``write_rows.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job);
 4. sampled: lossless rejection sampling with counter-based uniforms, one draw of ``2 S + 2`` per
-   row per iteration (``updraft.spec.sampling_kernels``; the row's offset advances in the graph);
+   row per iteration (``updraft.spec.device_rng``, drawn in step 1; the row's offset advances in
+   the graph);
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; the draft extend's feature at row ``accept_len - 1`` becomes the
@@ -26,9 +27,9 @@ plain target step that keeps the draft's KV and feature current), the captured b
    holds ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a
    sync. An MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``).
 
-Draft logits, and a greedy verify's, stay in the model's dtype (``ForwardBatch.fp32_logits``
-off): the argmax and top-k kernels widen as they load, so no conversion kernel sits between those
-LM heads and their readers (a sampled verify's acceptance reads float32).
+Every LM head's logits stay in the model's dtype (``ForwardBatch.fp32_logits`` off): the argmax,
+top-k and acceptance kernels widen as they load, so no conversion kernel sits between an LM head
+and its reader (the dense acceptance, where the kernels do not run, widens them itself).
 
 Every phase's inputs are written by device ops into the static buffers its attention metadata
 was captured with, and each backend's replay-init runs INSIDE the graph (fixed-stride metadata
@@ -66,7 +67,7 @@ from updraft.spec.commit import Commit, commit
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
-from updraft.spec.write_rows import read_rows, write_rows
+from updraft.spec.write_rows import UniformDraw, read_rows, write_rows
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -212,6 +213,9 @@ class FusedIteration:
         #: events and stream made once (CUDA), see ``updraft.runtime.launcher``
         self.launcher = make_launcher(self.device)
         self._bucket_of = [next(b for b in self.sizes if b >= n) for n in range(self.sizes[-1] + 1)]
+        #: the sampled acceptance's per-request tickets (at 0 between launches; one set serves
+        #: every graph: replays run in stream order)
+        self._tickets = torch.zeros(self.sizes[-1], dtype=torch.int32, device=self.device)
 
     @property
     def speculative(self) -> bool:
@@ -283,11 +287,10 @@ class FusedIteration:
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
             for b in chain + [extend]:
                 d.runner.backend.init_capture_metadata(b)
-        # The draft's logits go to argmax / top-k kernels and a greedy verify's to argmax: kernels
-        # that widen as they load (a sampled verify's acceptance reads float32).
+        # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
+        # one's to the acceptance kernels: all widen as they load.
         chain = [dataclasses.replace(b, fp32_logits=False) for b in chain]
-        if not sampled:
-            verify = dataclasses.replace(verify, fp32_logits=False)
+        verify = dataclasses.replace(verify, fp32_logits=False)
         self.target.backend.init_capture_metadata(verify)
         g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
@@ -385,11 +388,12 @@ class FusedIteration:
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         d = self.drafter
-        n, bonus, feat, table = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
-                                          st.sampling if g.sampled else None)
-        prm = _RowParams(table) if table is not None else None
-        # the RNG keys read in the uniforms' launch (no gather); the offsets advance in ``commit``
-        u = sampling_kernels.uniform(st.seed, st.offset, _STREAM_ITER, 2 * s + 2, rows=rows) if prm is not None else None
+        # sampled: the RNG keys are read at the rows in the same launch (the offsets advance in ``commit``)
+        draw = UniformDraw(st.seed, st.offset, _STREAM_ITER, 2 * s + 2) if g.sampled else None
+        got = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
+                        st.sampling if g.sampled else None, draw)
+        n, bonus, feat, u = got.seq_len, got.bonus, got.feat, got.uniforms
+        prm = _RowParams(got.params) if got.params is not None else None
         if d is not None:
             assert feat is not None
             res = self._speculate(g, d, n, bonus, feat, prm, u)
@@ -490,10 +494,10 @@ class FusedIteration:
             cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=dev)
             q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=dev)
         u_residual = u[:, 2 * s] if s else u[:, 1]
-        # a bf16 target's logits are bf16 values widened (the LM head rounds to the model dtype)
+        # a bf16 target's logits are bf16 values (the LM head rounds to the model dtype)
         return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.col(rs.TEMP), prm.col(rs.TOP_K),
                                                 prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual,
-                                                bf16_values=self.target.dtype == torch.bfloat16)
+                                                bf16_values=self.target.dtype == torch.bfloat16, tickets=self._tickets)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

@@ -25,13 +25,8 @@ nucleus sits inside it), each pass also compacting the tokens above its probe in
 tile, until at most ``TILE`` tokens remain in the bracket; the cut-off is then found among them
 by a pairwise comparison (no sort). Typical rows take two passes (statistics, one probe).
 
-``rejection_sample`` (one program per request) walks the drafts: accept ``d_k`` iff
-``u_k * max(q_k(d_k), 1e-20) <= p_k(d_k)``; at the first rejection it draws the correction from
-``max(p_k - q_k, 0)`` (``q_k`` sparse: the draft's candidates), after ``S`` acceptances the bonus
-from ``p_S``, by inverse CDF in vocabulary order with the given uniform, as
-``device_rng.inverse_cdf`` does. The residual is summed in integer units of ``2**-44`` (every
-sum exact, so the block, sub-block and token levels of the search agree and the draw always
-lands on a positive residual; each probability loses less than ``2**-44`` to the truncation).
+``rejection_sample`` (``updraft.spec.accept_kernel``) then walks the drafts against those
+statistics and draws the correction or bonus token.
 
 Numerics: float32 like the sampler. Masses are summed in another order than the sampler's
 ``cumsum``, so a row whose cumulative mass sits within float32 rounding of ``top_p`` (or a token
@@ -60,6 +55,7 @@ import triton.language as tl
 from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, filter_hist
+from updraft.spec.accept_kernel import rejection_sample
 from updraft.spec.sampling_kernels import interpreter_on
 from updraft.spec.verify import rejection_accept
 
@@ -82,9 +78,6 @@ _KEY_AFTER = 24
 #: (benchmarks/results/2026-11-25-h100-filter).
 _BLOCK = 2048
 _WARPS = 8
-#: ``rejection_sample``'s search: a block of ``_NSUB x _SUB`` tokens.
-_NSUB = 64
-_SUB = 64
 #: Most rows ``filter_hist`` takes (bf16 values): up to bs 10 at S = 5. Its zeroed bins cost 256 KB
 #: a row; on the H100 (benchmarks/filter_hist_bench.py, 2026-11-26) at 384 rows its launches took
 #: 350 / 790 us (49k / 128k vocabulary) whatever the filter, the one-program filter 500 / 1800 us
@@ -399,161 +392,25 @@ def probs_from_stats(logits: torch.Tensor, ndt: int, temperature: torch.Tensor,
     return torch.where(greedy[:, None], one_hot, p)
 
 
-# ---- kernel 2: acceptance and the correction / bonus draw per request ------------------------
-@triton.jit
-def _prob(Row, St, tok, valid, c, greedy):
-    """p(tok) of a row from its statistics (``tok`` a scalar or a vector; 0 where not valid)."""
-    x = tl.load(Row + tok, mask=valid, other=float("-inf")).to(tl.float32)
-    x = tl.where(tl.load(St + 4) > 0, 0.0, x)  # a bad row reads as zeros (invalid: 0 below)
-    e = tl.where(x >= tl.load(St + 1), tl.exp2((x - tl.load(St + 0)) * c), 0.0)
-    p = e * tl.math.div_rn(1.0, tl.load(St + 2))
-    one = (tok == tl.load(St + 3).to(tl.int64)).to(tl.float32)
-    return tl.where(valid, tl.where(greedy, one, p), 0.0)
-
-
-@triton.jit
-def _units(p):
-    """Probabilities in integer units of 2**-44 (truncated; exact sums from here on)."""
-    return (p * 17592186044416.0).to(tl.int64)
-
-
-@triton.jit
-def _block_sums(Row, St, c, greedy, cid, corr, V: tl.constexpr, BLOCK: tl.constexpr,
-                NBLK: tl.constexpr):
-    """[NBLK] int64: the residual's units per vocabulary block (one pass over the row)."""
-    bi = tl.arange(0, NBLK)
-    sums = tl.zeros([NBLK], dtype=tl.int64)
-    for blk in range(0, tl.cdiv(V, BLOCK)):
-        offs = blk * BLOCK + tl.arange(0, BLOCK)
-        s = tl.sum(_units(_prob(Row, St, offs, offs < V, c, greedy)), axis=0)
-        inside = (cid >= blk * BLOCK) & (cid < blk * BLOCK + BLOCK)
-        s -= tl.sum(tl.where(inside, corr, 0), axis=0)
-        sums = tl.where(bi == blk, s, sums)
-    return sums
-
-
-@triton.jit
-def _pick(sums, target, N: tl.constexpr):
-    """Index of the first entry whose running sum exceeds ``target``, and the sum before it."""
-    i = tl.arange(0, N)
-    cum = tl.cumsum(sums, axis=0)
-    at = tl.sum((cum <= target).to(tl.int32), axis=0)
-    return at, tl.sum(tl.where(i == at, cum - sums, 0), axis=0)
-
-
-@triton.jit
-def _draw(Row, St, c, greedy, cid, corr, target, sums, V: tl.constexpr, NSUB: tl.constexpr,
-          SUB: tl.constexpr, NBLK: tl.constexpr):
-    """Inverse CDF over the residual: block, then sub-block, then token (integer units)."""
-    blk, before = _pick(sums, target, NBLK)
-    target -= before
-    start = blk * (NSUB * SUB)
-    si = tl.arange(0, NSUB)
-    li = tl.arange(0, SUB)
-    offs = start + si[:, None] * SUB + li[None, :]
-    units = _units(_prob(Row, St, offs, offs < V, c, greedy))  # [NSUB, SUB]
-    rel = cid - start
-    in_blk = (rel >= 0) & (rel < NSUB * SUB)
-    sub_corr = tl.where((rel[None, :] // SUB == si[:, None]) & in_blk[None, :], corr[None, :], 0)
-    sb, before = _pick(tl.sum(units, axis=1) - tl.sum(sub_corr, axis=1), target, NSUB)
-    target -= before
-    row_units = tl.sum(tl.where(si[:, None] == sb, units, 0), axis=0)  # [SUB]
-    el_corr = tl.where((rel[None, :] == (sb * SUB + li)[:, None]) & in_blk[None, :], corr[None, :], 0)
-    idx, _ = _pick(row_units - tl.sum(el_corr, axis=1), target, SUB)
-    return (start + sb * SUB + idx).to(tl.int64)
-
-
-@triton.jit(do_not_specialize=["sd_b", "sua_b", "sua_k", "sur_b", "S"])  # one for every S
-def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
-                   sur_b, Accept, Emitted, greedy_below, S, V: tl.constexpr,
-                   K: tl.constexpr, KP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
-                   NBLK: tl.constexpr, NS: tl.constexpr, PDL: tl.constexpr):
-    pdl_enter(PDL)
-    b = tl.program_id(0).to(tl.int64)
-    _, greedy, c = filter_hist.temperature_scale(Temp, s_temp, b, greedy_below)  # as filter_rows
-    kk = tl.arange(0, KP2)
-    acc = tl.full([], 0, tl.int32)  # a tensor even when S = 0 (no draft to walk)
-    going = acc + 1
-    for k in range(0, S):  # accept d_k iff u_k * q_k(d_k) <= p_k(d_k), first failure stops
-        row = b * (S + 1) + k
-        d = tl.load(Drafts + b * sd_b + k)
-        p_d = _prob(Logits + row * stride_row, Stats + row * NS, d, d >= 0, c, greedy)
-        base = (b * S + k) * K
-        cid = tl.load(Cand + base + kk, mask=kk < K, other=-1)
-        q_d = tl.sum(tl.where(cid == d, tl.load(Q + base + kk, mask=kk < K, other=0.0), 0.0), axis=0)
-        ok = tl.load(UA + b * sua_b + k * sua_k) * tl.maximum(q_d, 1e-20) <= p_d
-        going = going * ok.to(tl.int32)
-        acc += going
-    row = b * (S + 1) + acc
-    Row = Logits + row * stride_row
-    St = Stats + row * NS
-    extra = tl.load(St + 3).to(tl.int64)  # greedy rows: the residual of a one-hot p is its argmax
-    if greedy == 0:
-        # The residual max(p - q, 0) = p - min(p, q): q lives on the draft's candidates only.
-        has_q = kk < tl.where(acc < S, K, 0)
-        base = (b * S + tl.minimum(acc, S - 1)) * K
-        cid = tl.load(Cand + base + kk, mask=has_q, other=-1)
-        q = tl.load(Q + base + kk, mask=has_q, other=0.0)
-        corr = tl.minimum(_units(_prob(Row, St, cid, cid >= 0, c, greedy)), _units(q))
-        sums = _block_sums(Row, St, c, greedy, cid, corr, V, NSUB * SUB, NBLK)
-        if tl.sum(sums, axis=0) <= 0:  # p <= q everywhere (a rejection of probability 0): p
-            corr = corr * 0
-            sums = _block_sums(Row, St, c, greedy, cid, corr, V, NSUB * SUB, NBLK)
-        # u < 1 and float64 keep the target below the total, so the draw lands on a unit of mass.
-        target = (tl.load(UR + b * sur_b).to(tl.float64) * tl.sum(sums, axis=0).to(tl.float64))
-        extra = _draw(Row, St, c, greedy, cid, corr, target.to(tl.int64), sums, V, NSUB, SUB,
-                      NBLK)
-    for j in range(0, S + 1):  # the dense path's layout: drafts, then d_1 again
-        dj = tl.load(Drafts + b * sd_b + tl.where(j < S, j, 0), mask=S > 0, other=0)
-        tl.store(Emitted + b * (S + 1) + j, tl.where(acc == j, extra, dj))
-    tl.store(Accept + b, (acc + 1).to(tl.int64))
-
-
-def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: torch.Tensor,
-                     drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
-                     u_accept: torch.Tensor, u_residual: torch.Tensor
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lossless rejection sampling of ``drafts`` [B, S] against the rows ``filter_rows``
-    described (``logits`` [B * (S + 1), V], ``stats``), the drafts' candidate distributions
-    ``cand`` [B, S, K] (target ids, distinct per row) / ``q`` [B, S, K], uniforms ``u_accept``
-    [B, S] and ``u_residual`` [B] (any strides; ``temperature`` too). Returns ``accept_len`` [B] int64 in 1..S+1 and
-    ``emitted`` [B, S+1] int64 in ``rejection_accept``'s layout (columns past the accepted ones
-    hold drafts, the last one d_1)."""
-    bs, s = drafts.shape
-    vocab = logits.shape[1]
-    k = cand.shape[2]
-    accept = torch.empty(bs, dtype=torch.int64, device=logits.device)
-    emitted = torch.empty((bs, s + 1), dtype=torch.int64, device=logits.device)
-    block = _NSUB * _SUB
-    _accept_kernel[(bs,)](
-        logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,
-        drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
-        u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted,
-        GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), NSUB=_NSUB,
-        SUB=_SUB, NBLK=triton.next_power_of_2(triton.cdiv(vocab, block)), NS=NUM_STATS,
-        num_warps=8, **pdl_opts(logits.device, "sampling"),
-    )
-    return accept, emitted
-
-
 # ---- the whole acceptance --------------------------------------------------------------------
 def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
                    temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                    min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor,
-                   bf16_values: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                   bf16_values: bool = False, tickets: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rejection sampling of a chain of drafts against the target's filtered distribution:
     ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
     parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
     ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
-    (``use_kernels``; four with ``bf16_values``, see ``filter_rows``), else
-    ``sampled_accept_reference``."""
+    (``use_kernels``; four with ``bf16_values``, see ``filter_rows``; ``tickets`` as
+    ``rejection_sample`` takes them), else ``sampled_accept_reference``."""
     if not use_kernels(logits):
         return sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
                                         u_accept, u_residual)
     bs, ndt, vocab = logits.shape
     flat = logits.reshape(bs * ndt, vocab)
     stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p, bf16_values)
-    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual)
+    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual, tickets)
 
 
 def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor,
@@ -562,7 +419,9 @@ def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: t
                              u_residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``sampled_accept`` by dense tensors: ``Sampler.probs`` (a full-vocabulary sort per row),
     q scattered into [B, S, V], ``rejection_accept`` (float64 inverse CDF). The reference the
-    kernels are tested against, and the path where Triton cannot run."""
+    kernels are tested against, and the path where Triton cannot run. Logits of any float dtype
+    are widened to float32 first (the kernels widen as they load)."""
+    logits = logits.float()
     bs, ndt, vocab = logits.shape
     s = ndt - 1
 

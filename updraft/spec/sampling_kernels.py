@@ -33,7 +33,8 @@ vocabulary, for the verify's greedy acceptance: a few).
 topk runs a radix select and a sort of the k (two kernels, ~45 us at batch 1 on an H100 for 64 of
 8,192). Grid: one program per row; the row is one ``BLOCK = next_pow2(V)`` register tile, read
 once. The k-th largest value is found exactly by bisection on an order-preserving integer key of
-its float bits (one count over the tile per key bit: 16 for bf16, 32 for float32); the values
+its float bits, between the smallest of ``next_pow2(k)`` group maxima and the largest key (one
+count over the tile per step: ~8 for a row of logits, at most 16 for bf16 and 32 for float32 keys); the values
 above it and the first of its ties in index order are compacted by one prefix scan into the
 output row, which is then sorted in place by a k x k rank (descending value, ties by index).
 
@@ -87,11 +88,9 @@ def _mix32(x):
 
 
 @triton.jit
-def _uniform_kernel(Seed, s_seed, Offset, s_offset, Rows, Out, stream_c, n, BLOCK_N: tl.constexpr,
-                    GATHER: tl.constexpr, PDL: tl.constexpr):
-    pdl_enter(PDL)
-    row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
-    src = tl.load(Rows + row).to(tl.int64) if GATHER else row
+def uniform_row(Seed, s_seed, Offset, s_offset, src, Out, stream_c, n, BLOCK_N: tl.constexpr):
+    """``Out[:n]`` = the ``n`` uniforms of RNG row ``src`` (``device_rng.uniform``, bit for bit):
+    a jit helper, so another kernel can draw them in its own launch (``write_rows.read_rows``)."""
     seed = tl.load(Seed + src * s_seed).to(tl.int64)
     offset = tl.load(Offset + src * s_offset).to(tl.int64)
     # stream_c may arrive as int32 (small streams) or int64 (>= 2**31): widen before mixing.
@@ -102,7 +101,21 @@ def _uniform_kernel(Seed, s_seed, Offset, s_offset, Rows, Out, stream_c, n, BLOC
     bits = _mix32((key + cols * _COL) ^ (key >> 7))
     # Same float steps as the reference (all exact: 23 bits + 0.5 fit float32's 24).
     u = ((bits >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
-    tl.store(Out + row * n + cols, u, mask=cols < n)
+    tl.store(Out + cols, u, mask=cols < n)
+
+
+def stream_constant(stream: int) -> int:
+    """The host-side constant of RNG stream ``stream`` that ``uniform_row`` takes."""
+    return (stream * 0x9E3779B1) & 0xFFFFFFFF
+
+
+@triton.jit
+def _uniform_kernel(Seed, s_seed, Offset, s_offset, Rows, Out, stream_c, n, BLOCK_N: tl.constexpr,
+                    GATHER: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
+    row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
+    src = tl.load(Rows + row).to(tl.int64) if GATHER else row
+    uniform_row(Seed, s_seed, Offset, s_offset, src, Out + row * n, stream_c, n, BLOCK_N)
 
 
 def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
@@ -126,7 +139,7 @@ def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int, rows:
         offset.stride(0),
         rows if rows is not None else seed,
         out,
-        (stream * 0x9E3779B1) & 0xFFFFFFFF,
+        stream_constant(stream),
         n,
         BLOCK_N=block_n,
         GATHER=rows is not None,
@@ -296,16 +309,25 @@ def _order_key(bits):
 
 
 @triton.jit
-def _kth_key(key, K: tl.constexpr, NB: tl.constexpr):
+def _kth_key(key, K: tl.constexpr, NB: tl.constexpr, G: tl.constexpr, BLOCK: tl.constexpr):
     """The K-th largest of ``key`` (NB-bit signed values; padding lanes hold the minimum, which
-    no real value has and no candidate below reaches): the largest T with at least K keys >= T,
-    built from the sign bit down, one count over the tile per bit."""
-    lo = -(1 << (NB - 1))
-    t = tl.where(tl.sum((key >= 0).to(tl.int32), axis=0) >= K, 0, lo)
-    for b in tl.static_range(NB - 2, -1, -1):
-        cand = t | (1 << b)
-        t = tl.where(tl.sum((key >= cand).to(tl.int32), axis=0) >= K, cand, t)
-    return t
+    no real value has): the largest T with at least K keys >= T, by bisection on [lo, hi] with
+    one count over the tile per step. ``lo`` is the smallest of the maxima of ``G >= K`` groups of
+    the tile (each group has a key >= it, so at least K do) and ``hi`` the largest key: the top of
+    a row of logits spans a few hundred bf16 values, so ~8 steps where bisecting every key bit
+    took NB (16 for bf16)."""
+    gmax = tl.max(tl.reshape(key, [G, BLOCK // G]), axis=1)
+    lo = tl.min(gmax, axis=0)
+    hi = tl.max(gmax, axis=0)
+    if NB > 30:  # float32 keys: hi - lo may not fit in int32
+        lo = lo.to(tl.int64)
+        hi = hi.to(tl.int64)
+    while lo < hi:  # count(key >= lo) >= K throughout; hi >= the answer
+        mid = lo + ((hi - lo + 1) >> 1)
+        ok = tl.sum((key >= mid).to(tl.int32), axis=0) >= K
+        lo = tl.where(ok, mid, lo)
+        hi = tl.where(ok, hi, mid - 1)
+    return lo
 
 
 @triton.jit
@@ -330,7 +352,7 @@ def _topk_rows_kernel(X, s_x, OutV, s_ov, OutI, s_oi, Map, V, K: tl.constexpr, K
     NB: tl.constexpr = 32 - SHIFT
     x = tl.load(x_row + j, mask=valid, other=0.0).to(tl.float32)
     key = tl.where(valid, _order_key(_canonical_bits(x)) >> SHIFT, -(1 << (NB - 1)))
-    t = _kth_key(key, K, NB)
+    t = _kth_key(key, K, NB, KP2, BLOCK)
     gt = key > t
     eq = valid & (key == t)
     # Both prefix counts in one scan: ties in the high half, keys above t in the low half (each

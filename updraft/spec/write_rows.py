@@ -10,7 +10,8 @@ a kernel node: the torch version below is nine of them (an arange, an add, a gat
 this kernel one, and a speculative iteration at S = 5 runs it six times.
 
 ``read_rows`` goes the other way at the start of the iteration: the rows' committed length, bonus
-token, draft feature and sampling parameters from their tables, one launch for four gathers.
+token, draft feature and sampling parameters from their tables, and (sampled) the iteration's
+uniforms from the rows' RNG keys: one launch for four gathers and a draw.
 
 Hazards: positions and table rows are not bounds-checked (as the torch gather on CUDA, which
 fails asynchronously); ``ids`` must be ``[bs, W]`` or ``[bs]`` (``W`` = 1).
@@ -21,13 +22,16 @@ CPU tensors under the Triton interpreter; otherwise the torch code.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 
 from updraft.batch import ForwardBatch
 from updraft.ops.triton_utils import pdl_enter, pdl_opts
-from updraft.spec.sampling_kernels import use_triton
+from updraft.spec import device_rng
+from updraft.spec.sampling_kernels import stream_constant, uniform_row, use_triton
 
 
 @triton.jit
@@ -82,9 +86,36 @@ def write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor,
 
 
 # ---- the other way: a batch's per-row state, read in one launch -------------------------------
+@dataclass(frozen=True)
+class RowsRead:
+    """What ``read_rows`` returns: the rows' committed length and bonus token [bs], their draft
+    feature and sampling parameters [bs, D] (None where not asked for), and their uniforms
+    [bs, n] float32 (None where not asked for)."""
+
+    seq_len: torch.Tensor
+    bonus: torch.Tensor
+    feat: torch.Tensor | None
+    params: torch.Tensor | None
+    uniforms: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class UniformDraw:
+    """``read_rows``'s draw of ``n`` counter-based uniforms per row from RNG ``stream``
+    (``device_rng.uniform``): ``seed`` / ``offset`` are the whole [rows] columns of the RNG
+    table, read at the batch's rows in the launch (any strides)."""
+
+    seed: torch.Tensor
+    offset: torch.Tensor
+    stream: int
+    n: int
+
+
 @triton.jit
 def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, BonusOut, stride_f, stride_p,
-                      D: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, BLOCK_P: tl.constexpr, PDL: tl.constexpr):
+                      Seed, s_seed, Offset, s_offset, UOut, stream_c, n_u,
+                      D: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, BLOCK_P: tl.constexpr,
+                      U: tl.constexpr, BLOCK_U: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     b = tl.program_id(0)
     row = tl.load(Rows + b).to(tl.int64)
@@ -97,23 +128,28 @@ def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, Bon
     if P > 0:
         p = tl.arange(0, BLOCK_P)
         tl.store(PrmOut + b * P + p, tl.load(Prm + row * stride_p + p, mask=p < P), mask=p < P)
+    if U:
+        uniform_row(Seed, s_seed, Offset, s_offset, row, UOut + b.to(tl.int64) * n_u, stream_c, n_u, BLOCK_U)
 
 
 def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None = None,
-              params: torch.Tensor | None = None,
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """``(seq_len[rows], bonus[rows], feat[rows], params[rows])`` (the last two None where not
-    given): the fused iteration's per-row state at the start of its body, in one launch where
-    Triton runs (inside a graph, torch's gathers are one kernel node each, and none of them
-    overlaps its neighbours under PDL). ``seq_len`` / ``bonus`` [rows] and ``feat`` / ``params``
-    [rows, D] with contiguous rows; same hazards as ``write_rows``."""
+              params: torch.Tensor | None = None, draw: UniformDraw | None = None) -> RowsRead:
+    """``seq_len[rows]``, ``bonus[rows]``, ``feat[rows]``, ``params[rows]`` and, with ``draw``,
+    ``device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)`` bit for bit:
+    the fused iteration's per-row state at the start of its body, in one launch where Triton
+    runs (inside a graph, torch's gathers are one kernel node each, and none of them overlaps its
+    neighbours under PDL). ``seq_len`` / ``bonus`` [rows] and ``feat`` / ``params`` [rows, D]
+    with contiguous rows; same hazards as ``write_rows``."""
     if not use_triton(rows):
-        return (seq_len[rows], bonus[rows], feat[rows] if feat is not None else None,
-                params[rows] if params is not None else None)
+        u = (device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)
+             if draw is not None else None)
+        return RowsRead(seq_len[rows], bonus[rows], feat[rows] if feat is not None else None,
+                        params[rows] if params is not None else None, u)
     bs = rows.shape[0]
     n_out, b_out = torch.empty(bs, dtype=seq_len.dtype, device=rows.device), torch.empty(bs, dtype=bonus.dtype, device=rows.device)
     f_out = torch.empty(bs, feat.shape[1], dtype=feat.dtype, device=rows.device) if feat is not None else None
     p_out = torch.empty(bs, params.shape[1], dtype=params.dtype, device=rows.device) if params is not None else None
+    u_out = torch.empty(bs, draw.n, dtype=torch.float32, device=rows.device) if draw is not None else None
     for t in (feat, params):
         if t is not None and t.stride(1) != 1:
             raise ValueError("read_rows needs rows contiguous along their last dimension")
@@ -121,11 +157,16 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
     p = params.shape[1] if params is not None else 0
     if bs:
         block_d = min(triton.next_power_of_2(max(d, 1)), 4096)
+        seed = draw.seed if draw is not None else seq_len
+        offset = draw.offset if draw is not None else seq_len
         _read_rows_kernel[(bs,)](
             rows, seq_len, bonus, feat if feat is not None else seq_len, f_out if f_out is not None else n_out,
             params if params is not None else seq_len, p_out if p_out is not None else n_out, n_out, b_out,
             feat.stride(0) if feat is not None else 0, params.stride(0) if params is not None else 0,
-            D=d, BLOCK_D=block_d, P=p, BLOCK_P=triton.next_power_of_2(max(p, 1)),
+            seed, seed.stride(0), offset, offset.stride(0), u_out if u_out is not None else n_out,
+            stream_constant(draw.stream) if draw is not None else 0, draw.n if draw is not None else 0,
+            D=d, BLOCK_D=block_d, P=p, BLOCK_P=triton.next_power_of_2(max(p, 1)), U=draw is not None,
+            BLOCK_U=triton.next_power_of_2(max(draw.n if draw is not None else 1, 1)),
             num_warps=4 if block_d >= 1024 else 1, **pdl_opts(rows.device, "sampling"),
         )
-    return n_out, b_out, f_out, p_out
+    return RowsRead(n_out, b_out, f_out, p_out, u_out)
