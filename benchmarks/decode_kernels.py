@@ -146,7 +146,7 @@ def bench_gemms(peak: float, tune: bool, models: list[str], gemms: list[str] | N
                 m_values: tuple[int, ...]) -> list[dict[str, Any]]:
     rows = []
     for model in models:
-        cfg = MODELS[model]
+        cfg = MODELS[model] if model in MODELS else DRAFTS[model.removesuffix("-draft")]
         for name, kind, n, k in gemm_cases(cfg):
             if gemms is not None and name not in gemms:
                 continue
@@ -315,10 +315,11 @@ def main() -> None:
         MODELS["custom"] = custom
         DRAFTS["custom"] = replace(custom, num_layers=1, vocab_size=min(custom.vocab_size, 32000),
                                    tie_word_embeddings=False)
-    unknown = [m for m in models if m not in MODELS]
+    # part 1 also takes a model's draft shape ("smollm2-draft": its draft-vocabulary LM head)
+    unknown = [m for m in models if m not in MODELS and not (args.skip_steps and m.removesuffix("-draft") in DRAFTS)]
     if unknown:
         p.error(f"--models {','.join(unknown)}: expected {', '.join(MODELS)}"
-                + ("" if args.hf_config else " (custom needs --hf-config)"))
+                + ("" if args.hf_config else " (custom needs --hf-config)") + " (NAME-draft with --skip-steps)")
     PEAK = args.peak_bw
     torch.manual_seed(0)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,
