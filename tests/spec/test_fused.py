@@ -292,7 +292,8 @@ def test_greedy_bodies_take_logits_in_the_model_dtype(target, eagle3_head, monke
     """A bf16 engine's iteration hands its LM heads' rows to the argmax / top-k / acceptance
     kernels as bf16 (``ForwardBatch.fp32_logits`` off): in neither body is any of the S + 1 LM
     heads' outputs widened (on a GPU each widening was a torch kernel between the head's GEMM and
-    its reader), and the sampled body converts nothing the greedy one does not."""
+    its reader), and the sampled body converts nothing the greedy one does not. The draft tokens
+    and the bonus land in the verify block's ids in place: no stack of them."""
     from updraft.spec import rejection_kernels
     from updraft.testing import count_ops
 
@@ -304,5 +305,7 @@ def test_greedy_bodies_take_logits_in_the_model_dtype(target, eagle3_head, monke
         assert not any(b.fp32_logits for b in g.chain) and not g.verify.fp32_logits
         with torch.inference_mode():
             fused._body(g)
-            conversions[sampled] = count_ops(lambda g=g: fused._body(g)).names.get("to", 0)
+            names = count_ops(lambda g=g: fused._body(g)).names
+        conversions[sampled] = names.get("to", 0)
+        assert names.get("stack", 0) == 0, names
     assert conversions[True] == conversions[False], conversions

@@ -94,7 +94,7 @@ from updraft.spec import accept_kernel as ak
 cons = {"V": 49152, "K": 64, "KP2": 64, "SP2": 8, "NSUB": ak._NSUB, "SUB": ak._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
 triton.compile(src(ak._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
-       "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64"}
+       "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64", "s_pick": "i64"}
 cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True}
 triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
 # the uniforms as the fused iteration draws them: RowState.rng's columns read at the batch's rows
@@ -109,14 +109,14 @@ sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64
 cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
 triton.compile(src(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 # the greedy draft pick (argmax + d2t), and write_rows over a 6-token verify block
-sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "V": "i32"}
+sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
 cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
 triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 from updraft.spec import write_rows as wr
 # read_rows as the sampled iteration launches it: the SmolLM2 head's bf16 feature, RowState's
 # sampling parameters and its RNG columns (strided), the iteration's uniforms drawn in the launch
 sig = {"Rows": "*i64", "SeqLen": "*i64", "Bonus": "*i64", "Feat": "*bf16", "FeatOut": "*bf16", "Prm": "*fp32",
-       "PrmOut": "*fp32", "NOut": "*i64", "BonusOut": "*i64", "stride_f": "i64", "stride_p": "i64", "Seed": "*i64",
+       "PrmOut": "*fp32", "NOut": "*i64", "BonusOut": "*i64", "s_bonus": "i64", "stride_f": "i64", "stride_p": "i64", "Seed": "*i64",
        "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "UOut": "*fp32", "stream_c": "i64", "n_u": "i32"}
 cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16}
 triton.compile(src(wr._read_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
@@ -132,7 +132,7 @@ sig = {"Rows": "*i64", "N": "*i64", "Drafts": "*i64", "s_d": "i64", "Emitted": "
        "s_off": "i64", "Hidden": "*bf16", "s_h": "i64", "NextHidden": "*bf16", "s_nh": "i64", "H": "i32"}
 cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024}
 triton.compile(src(cm._commit_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
-sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "V": "i32"}
+sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
 cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
 triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
 print("compiled")

@@ -209,6 +209,11 @@ def test_choose_packed_params_ids_and_out(kernel: bool, monkeypatch: pytest.Monk
     # ids without out: only the pick changes
     q2, tok2 = sk.choose(vals, temp, top_k, top_p, min_p, u, ids=ids)
     assert torch.equal(q2, q) and torch.equal(tok2, tok)
+    # the pick into a column of a [B, S + 1] block (strided), nothing else of it touched
+    block = torch.full((b, s + 1), -1, dtype=torch.long, device=DEV)
+    _, tok3 = sk.choose(vals, temp, top_k, top_p, min_p, u, ids=ids, pick_out=block[:, 2])
+    assert torch.equal(block[:, 2], tok) and tok3.data_ptr() == block[:, 2].data_ptr()
+    assert bool((block[:, [0, 1, 3]] == -1).all())
 
 
 def test_argmax_rows_matches_torch_and_maps_ids() -> None:
@@ -230,6 +235,11 @@ def test_argmax_rows_matches_torch_and_maps_ids() -> None:
     assert torch.equal(argmax_rows(x, (d2t, True)), ids + d2t[ids])
     assert torch.equal(argmax_rows(x, (hot, False)), hot[ids])
     assert argmax_rows(x[:0]).shape == (0,)
+    # into a column of a [B, S + 1] block (strided), nothing else of it touched
+    block = torch.full((6, 4), -1, dtype=torch.long)
+    got = argmax_rows(x, (d2t, True), out=block[:, 1])
+    assert torch.equal(block[:, 1], ids + d2t[ids]) and got.data_ptr() == block[:, 1].data_ptr()
+    assert bool((block[:, [0, 2, 3]] == -1).all())
 
 
 def test_argmax_rows_over_long_rows() -> None:

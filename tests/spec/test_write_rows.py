@@ -26,7 +26,10 @@ def batch(bs: int, w: int) -> SimpleNamespace:
 
 
 @pytest.mark.parametrize("w,flat_ids,offset", [(1, True, 0), (1, False, -2), (6, False, -1), (3, False, 2)])
-def test_write_rows_matches_torch(w: int, flat_ids: bool, offset: int) -> None:
+@pytest.mark.parametrize("column", [False, True])
+def test_write_rows_matches_torch(w: int, flat_ids: bool, offset: int, column: bool) -> None:
+    """``column``: one token a row read from a column of a wider block (the chain's draft tokens
+    in the verify block's ids: stride S + 1), taken in place."""
     gen = torch.Generator().manual_seed(w)
     bs, width = 5, 40
     table = torch.randperm(8 * width, generator=gen).reshape(8, width)
@@ -35,6 +38,9 @@ def test_write_rows_matches_torch(w: int, flat_ids: bool, offset: int) -> None:
     ids = torch.randint(0, 1000, (bs,) if flat_ids else (bs, w), generator=gen)
     if not flat_ids and w > 1:
         ids = ids.t().contiguous().t()  # a non-contiguous [bs, w] view
+    if column and w == 1:
+        block = torch.randint(0, 1000, (bs, 6), generator=gen)
+        ids = block[:, 3] if flat_ids else block[:, 3:4]
     got, want = batch(bs, w), batch(bs, w)
     write_rows(got, rows, first, ids, table, offset)  # type: ignore[arg-type]
     write_rows_torch(want, rows, first, ids, table, offset)  # type: ignore[arg-type]

@@ -16,7 +16,8 @@ plain target step that keeps the draft's KV and feature current), the captured b
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
-   DECODE forward when S = 0: one token is the decode kernel's job);
+   DECODE forward when S = 0: one token is the decode kernel's job); step 1 writes the bonus and
+   each draft step its token straight into that block's ids (no stack kernel);
 4. sampled: lossless rejection sampling with counter-based uniforms, one draw of ``2 S + 2`` per
    row per iteration (``updraft.spec.device_rng``, drawn in step 1; the row's offset advances in
    the graph);
@@ -346,10 +347,11 @@ class FusedIteration:
 
     # ---- the captured body ---------------------------------------------------------------
     def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None,
-                out: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
-        """Draft token (target ids) from draft logits. Sampled, the distribution q it came from
-        lands in ``out``: (probabilities [B, K], candidate ids in the target vocabulary [B, K]),
-        one draft step's slices of what the acceptance reads.
+                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor) -> None:
+        """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
+        the verify block's ids). Sampled, the distribution q it came from lands in ``out``:
+        (probabilities [B, K], candidate ids in the target vocabulary [B, K]), one draft step's
+        slices of what the acceptance reads.
 
         Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
         draft's top ``K = DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY
@@ -366,9 +368,11 @@ class FusedIteration:
         in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped
         if prm is None or u is None or out is None:
             if mapped:
-                return sampling_kernels.argmax_rows(logits, table)
-            ids = sampling_kernels.argmax_rows(logits)
-            return self.to_target(ids) if self.to_target else ids
+                sampling_kernels.argmax_rows(logits, table, out=dst)
+            else:  # a map the kernel cannot apply: torch ops, then one copy
+                assert self.to_target is not None
+                dst.copy_(self.to_target(sampling_kernels.argmax_rows(logits)))
+            return
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
         # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
         # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.
@@ -381,22 +385,24 @@ class FusedIteration:
             vals = vals.float()
             if self.to_target:
                 cand = self.to_target(cand)
-        _, tok = sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
-                                         prm.col(rs.MIN_P), u, ids=cand, out=out)
-        return tok
+        sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
+                                prm.col(rs.MIN_P), u, ids=cand, out=out, pick_out=dst)
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         d = self.drafter
         # sampled: the RNG keys are read at the rows in the same launch (the offsets advance in ``commit``)
         draw = UniformDraw(st.seed, st.offset, _STREAM_ITER, 2 * s + 2) if g.sampled else None
+        # with a draft model, the verify block's ids [bs, S + 1]: the bonus (written here) and the
+        # drafts (written by their draft steps) land in place, no stack of them
+        ids = torch.empty(bs, s + 1, dtype=torch.long, device=rows.device) if d is not None else None
         got = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
-                        st.sampling if g.sampled else None, draw)
+                        st.sampling if g.sampled else None, draw, bonus_out=ids[:, 0] if ids is not None else None)
         n, bonus, feat, u = got.seq_len, got.bonus, got.feat, got.uniforms
         prm = _RowParams(got.params) if got.params is not None else None
         if d is not None:
-            assert feat is not None
-            res = self._speculate(g, d, n, bonus, feat, prm, u)
+            assert feat is not None and ids is not None
+            res = self._speculate(g, d, n, ids, feat, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
             ng = self.ngram
             drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
@@ -412,14 +418,14 @@ class FusedIteration:
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor,
+    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
                    prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
-        ``feat``: the rows' draft features."""
+        ``ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
+        steps write their tokens into columns 1..S); ``feat``: the rows' draft features."""
         rows, s, bs = g.rows, g.num_steps, g.bs
         ndt = s + 1
         table = self.target.req_pool.req_to_token
-        toks: list[torch.Tensor] = []
         # sampled: each draft's q and its candidates, written in place by the draft steps
         k_cand = min(DRAFT_CANDIDATES, d.head.draft_vocab_size)
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
@@ -427,18 +433,17 @@ class FusedIteration:
 
         def choose(logits: torch.Tensor, k: int) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
-            toks.append(self._choose(logits, prm, u[:, k] if u is not None else None, out))
+            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1])
 
         if s >= 1:
             choose(d.head.logits_from_feature(feat, fp32=False), 0)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
-            write_rows(b, rows, n, toks[-1], table, offset=chain_step(d.head, k).offset - 2)
+            write_rows(b, rows, n, ids[:, k], table, offset=chain_step(d.head, k).offset - 2)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
             choose(out.logits, k)
         v = g.verify
-        ids = torch.stack([bonus] + toks, dim=1)  # [bs, S + 1]: the verify block, drafts after the bonus
         write_rows(v, rows, n, ids, table, offset=-1)
         self.target.backend.init_replay_metadata(v)
         tout = self.target.model(v)

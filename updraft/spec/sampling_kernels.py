@@ -177,7 +177,7 @@ def choose_reference(
 @triton.jit
 def _choose_kernel(
     Vals, s_vals, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, U, s_u, Q, s_q,
-    Ids, s_ids, IdsOut, s_ids_out, Pick, K: tl.constexpr, BLOCK_K: tl.constexpr,
+    Ids, s_ids, IdsOut, s_ids_out, Pick, s_pick, K: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_enter(PDL)
@@ -219,7 +219,7 @@ def _choose_kernel(
         if COPY_IDS:
             tl.store(IdsOut + row * s_ids_out + j, ids, mask=valid)
         pick = tl.sum(tl.where(j == pick, ids, 0), axis=0).to(tl.int64)
-    tl.store(Pick + row, pick)
+    tl.store(Pick + row * s_pick, pick)
 
 
 def choose(
@@ -231,6 +231,7 @@ def choose(
     u: torch.Tensor,
     ids: torch.Tensor | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    pick_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The sampling distribution over each row's candidates and one draw from it.
 
@@ -247,7 +248,9 @@ def choose(
     ``ids`` [B, K] int64 (the candidates' token ids; rows may be strided): the pick is returned
     as ``ids[b, pick]`` instead. ``out`` (needs ``ids``): [B, K] float32 and int64 tensors (rows
     may be strided, e.g. one draft step's slices of a [B, S, K] buffer) that receive ``q`` and a
-    copy of ``ids`` and are returned as ``q``; one kernel where a gather and stacks would be."""
+    copy of ``ids`` and are returned as ``q``; one kernel where a gather and stacks would be.
+    ``pick_out`` [B] int64 (any stride, e.g. a column of the verify block's ids): receives the
+    pick and is returned as it."""
     b, k = vals.shape
     assert 0 < k <= MAX_K, f"choose: {k} candidates (at most {MAX_K})"
     assert out is None or ids is not None, "choose: out needs ids"
@@ -258,9 +261,10 @@ def choose(
             if out is not None:
                 q = out[0].copy_(q)
                 out[1].copy_(ids)
-        return q, pick
+        return q, (pick_out.copy_(pick) if pick_out is not None else pick)
     q = out[0] if out is not None else torch.empty((b, k), dtype=torch.float32, device=vals.device)
-    pick = torch.empty(b, dtype=torch.int64, device=vals.device)
+    pick = pick_out if pick_out is not None else torch.empty(b, dtype=torch.int64, device=vals.device)
+    assert pick.shape == (b,) and pick.dtype == torch.int64, "choose: pick_out must be [B] int64"
     if b == 0:
         return q, pick
     ids_in = ids if ids is not None else pick  # a placeholder pointer when there are no ids
@@ -271,7 +275,7 @@ def choose(
     _choose_kernel[(b,)](
         vals, vals.stride(0), temp, temp.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0),
         min_p, min_p.stride(0), u, u.stride(0), q, q.stride(0), ids_in, ids_in.stride(0), ids_out,
-        ids_out.stride(0), pick, K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None,
+        ids_out.stride(0), pick, pick.stride(0), K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None,
         num_warps=min(4, num_warps(block_k)), **pdl_opts(vals.device, "sampling"),
     )
     return q, pick
@@ -433,7 +437,8 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
 
 # ---- argmax_rows -----------------------------------------------------------------------------
 @triton.jit
-def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, PDL: tl.constexpr):
+def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr,
+                        PDL: tl.constexpr):
     """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
     ``MAX_TOPK_ROW`` values): each chunk's best (first index among ties), kept only where it
     beats the running best strictly, so the first index wins across chunks too."""
@@ -452,25 +457,30 @@ def _argmax_rows_kernel(X, s_x, Map, Out, V, BLOCK: tl.constexpr, MAP: tl.conste
     if MAP:
         m = tl.load(Map + arg).to(tl.int64)
         arg = arg + m if ADD else m
-    tl.store(Out + row, arg)
+    tl.store(Out + row * s_out, arg)
 
 
-def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None = None) -> torch.Tensor:
+def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None = None,
+                out: torch.Tensor | None = None) -> torch.Tensor:
     """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (rows contiguous along V), then, with
     ``target = (table, add)``, ``ids + table[ids]`` (``add``) or ``table[ids]``; one launch where
     Triton runs (``use_triton``), else torch. A row whose values are all -inf picks index 0, as
     torch does. Rows longer than ``MAX_TOPK_ROW`` are read in chunks of it by one program (a
-    target's vocabulary: on the H100 torch's argmax over one 102,400-value row took 23 us, 2026-11-26)."""
+    target's vocabulary: on the H100 torch's argmax over one 102,400-value row took 23 us, 2026-11-26).
+    ``out`` [B] int64 (any stride, e.g. a column of the verify block's ids): receives the result
+    and is returned as it."""
     table, add = target if target is not None else (None, True)
     b, v = logits.shape
     if not use_triton(logits) or logits.stride(1) != 1 or v == 0:
         ids = logits.argmax(-1)
-        if table is None:
-            return ids
-        return ids + table[ids] if add else table[ids]
-    out = torch.empty(b, dtype=torch.int64, device=logits.device)
+        if table is not None:
+            ids = ids + table[ids] if add else table[ids]
+        return out.copy_(ids) if out is not None else ids
+    if out is None:
+        out = torch.empty(b, dtype=torch.int64, device=logits.device)
+    assert out.shape == (b,) and out.dtype == torch.int64, "argmax_rows: out must be [B] int64"
     if b:
         block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
-        _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, v, BLOCK=block,
+        _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, out.stride(0), v, BLOCK=block,
                                   MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16), **pdl_opts(logits.device, "sampling"))
     return out

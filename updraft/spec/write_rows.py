@@ -76,7 +76,7 @@ def write_rows(batch: ForwardBatch, rows: torch.Tensor, first_pos: torch.Tensor,
         write_rows_torch(batch, rows, first_pos, ids, req_to_token, offset)
         return
     ids2 = ids.reshape(bs, w)
-    if ids2.stride(1) != 1:
+    if w > 1 and ids2.stride(1) != 1:  # one token a row: any stride (a column of the verify block's ids)
         ids2 = ids2.contiguous()
     _write_rows_kernel[(bs,)](
         rows, first_pos, ids2, req_to_token, batch.input_ids, batch.positions, batch.out_cache_loc,
@@ -112,7 +112,7 @@ class UniformDraw:
 
 
 @triton.jit
-def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, BonusOut, stride_f, stride_p,
+def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, BonusOut, s_bonus, stride_f, stride_p,
                       Seed, s_seed, Offset, s_offset, UOut, stream_c, n_u,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, BLOCK_P: tl.constexpr,
                       U: tl.constexpr, BLOCK_U: tl.constexpr, PDL: tl.constexpr):
@@ -120,7 +120,7 @@ def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, Bon
     b = tl.program_id(0)
     row = tl.load(Rows + b).to(tl.int64)
     tl.store(NOut + b, tl.load(SeqLen + row))
-    tl.store(BonusOut + b, tl.load(Bonus + row))
+    tl.store(BonusOut + b * s_bonus, tl.load(Bonus + row))
     if D > 0:
         for d0 in range(0, D, BLOCK_D):
             d = d0 + tl.arange(0, BLOCK_D)
@@ -133,20 +133,26 @@ def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, Bon
 
 
 def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None = None,
-              params: torch.Tensor | None = None, draw: UniformDraw | None = None) -> RowsRead:
+              params: torch.Tensor | None = None, draw: UniformDraw | None = None,
+              bonus_out: torch.Tensor | None = None) -> RowsRead:
     """``seq_len[rows]``, ``bonus[rows]``, ``feat[rows]``, ``params[rows]`` and, with ``draw``,
     ``device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)`` bit for bit:
     the fused iteration's per-row state at the start of its body, in one launch where Triton
     runs (inside a graph, torch's gathers are one kernel node each, and none of them overlaps its
     neighbours under PDL). ``seq_len`` / ``bonus`` [rows] and ``feat`` / ``params`` [rows, D]
-    with contiguous rows; same hazards as ``write_rows``."""
+    with contiguous rows; same hazards as ``write_rows``. ``bonus_out`` [bs] (any stride, e.g. the
+    first column of the verify block's ids) receives the bonus tokens and is returned as them."""
     if not use_triton(rows):
         u = (device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)
              if draw is not None else None)
-        return RowsRead(seq_len[rows], bonus[rows], feat[rows] if feat is not None else None,
-                        params[rows] if params is not None else None, u)
+        got = bonus[rows]
+        return RowsRead(seq_len[rows], bonus_out.copy_(got) if bonus_out is not None else got,
+                        feat[rows] if feat is not None else None, params[rows] if params is not None else None, u)
     bs = rows.shape[0]
-    n_out, b_out = torch.empty(bs, dtype=seq_len.dtype, device=rows.device), torch.empty(bs, dtype=bonus.dtype, device=rows.device)
+    n_out = torch.empty(bs, dtype=seq_len.dtype, device=rows.device)
+    b_out = bonus_out if bonus_out is not None else torch.empty(bs, dtype=bonus.dtype, device=rows.device)
+    if b_out.shape != (bs,):
+        raise ValueError(f"read_rows: bonus_out must be [{bs}], got {list(b_out.shape)}")
     f_out = torch.empty(bs, feat.shape[1], dtype=feat.dtype, device=rows.device) if feat is not None else None
     p_out = torch.empty(bs, params.shape[1], dtype=params.dtype, device=rows.device) if params is not None else None
     u_out = torch.empty(bs, draw.n, dtype=torch.float32, device=rows.device) if draw is not None else None
@@ -161,7 +167,7 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
         offset = draw.offset if draw is not None else seq_len
         _read_rows_kernel[(bs,)](
             rows, seq_len, bonus, feat if feat is not None else seq_len, f_out if f_out is not None else n_out,
-            params if params is not None else seq_len, p_out if p_out is not None else n_out, n_out, b_out,
+            params if params is not None else seq_len, p_out if p_out is not None else n_out, n_out, b_out, b_out.stride(0),
             feat.stride(0) if feat is not None else 0, params.stride(0) if params is not None else 0,
             seed, seed.stride(0), offset, offset.stride(0), u_out if u_out is not None else n_out,
             stream_constant(draw.stream) if draw is not None else 0, draw.n if draw is not None else 0,
