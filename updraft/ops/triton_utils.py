@@ -94,13 +94,15 @@ def pdl_enabled(device: torch.device, family: Family) -> bool:
     return _major(device.index if device.index is not None else torch.cuda.current_device()) >= 9
 
 
-def pdl_opts(device: torch.device, family: Family, late: bool = False) -> dict[str, object]:
+def pdl_opts(device: torch.device, family: Family, late: bool = False, allowed: bool = True) -> dict[str, object]:
     """Launch keywords: the kernels' ``PDL`` constexpr (0 off; 1 on, the next kernel may launch
     once every program has passed its wait; 2 (``late``: the kernels with a main loop) on, once
     every program has reached ``pdl_release_late`` after that loop) and ``launch_pdl`` when on.
+    ``allowed`` False: off whatever the family allows (a caller's own window, e.g.
+    ``TritonBackend.verify_no_pdl_rows``).
     H100, 2026-11-26: releasing right after the wait made the MLA decode (two waves of programs)
     10% slower, the next kernel's programs sitting beside its second wave; late release did not."""
-    if not pdl_enabled(device, family):
+    if not allowed or not pdl_enabled(device, family):
         return {"PDL": 0}
     return {"PDL": 2 if late else 1, "launch_pdl": True}
 

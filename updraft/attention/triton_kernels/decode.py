@@ -217,7 +217,6 @@ def decode_attention(
         assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
     log2e = 1.4426950408889634
     family: Family = "attention" if stride == 1 else "verify_attention"
-    launch = pdl_opts(q.device, family, late=True) if pdl else {"PDL": 0}
     _decode_kernel[(bsz, hkv, num_splits)](
         q,
         k_pool,
@@ -258,7 +257,7 @@ def decode_attention(
         MERGE=sem is not None and not direct,
         PREFETCH=cfg.num_stages >= 3,
         num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **launch,
+        num_stages=cfg.num_stages, **pdl_opts(q.device, family, late=True, allowed=pdl),
     )
     if not direct and sem is None:
         merge_splits(mid_o, mid_lse, out, family, pdl)

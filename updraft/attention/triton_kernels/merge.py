@@ -98,5 +98,5 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
         BLOCK_HM=block_hm,
         BLOCK_S=block_s,
         BLOCK_D=block_d,
-        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **(pdl_opts(mid_o.device, family) if pdl else {"PDL": 0}),
+        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **pdl_opts(mid_o.device, family, allowed=pdl),
     )
