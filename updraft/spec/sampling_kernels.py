@@ -34,9 +34,10 @@ topk runs a radix select and a sort of the k (two kernels, ~45 us at batch 1 on 
 8,192). Grid: one program per row; the row is one ``BLOCK = next_pow2(V)`` register tile, read
 once. The k-th largest value is found exactly by bisection on an order-preserving integer key of
 its float bits, between the smallest of ``next_pow2(k)`` group maxima and the largest key (one
-count over the tile per step: ~8 for a row of logits, at most 16 for bf16 and 32 for float32 keys); the values
-above it and the first of its ties in index order are compacted by one prefix scan into the
-output row, which is then sorted in place by a k x k rank (descending value, ties by index).
+count over the tile per step: ~8 for a row of logits, at most 16 for bf16 and 32 for float32
+keys); the values above it and the first of its ties in index order are compacted by one prefix
+scan into the output row, which is then sorted in place by a k x k rank (descending value, ties
+by index).
 
 Dispatch: the launchers run the kernel on CUDA tensors and, for tests, on CPU tensors when the
 Triton interpreter is on; otherwise they fall back to the torch references. The interpreter
