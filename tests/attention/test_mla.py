@@ -199,7 +199,7 @@ def test_tree_masks_in_both_kernels() -> None:
 @pytest.mark.parametrize("mode,ext", [(M.DECODE, 1), (M.TARGET_VERIFY, 4), (M.DRAFT_EXTEND_V2, 4)])
 def test_padded_graph_rows(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, ext: int) -> None:
     """Padded rows as the graph runner writes them (seq_lens = 1, row 0, extend = stride, the
-    scratch slot): kv_lens clamped to 0, outputs finite, real rows right, and the only slot
+    scratch slot): the prefix clamped to 0 in the kernels, outputs finite, real rows right, and the only slot
     written besides the real rows' is the scratch slot 0 (failure class 4)."""
     monkeypatch.setattr(ForwardBatch, "check_conventions", lambda self: None)
     case = mla_case(mode, (19, 6), (ext, ext), page=1)
@@ -210,7 +210,9 @@ def test_padded_graph_rows(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, e
     before = setup.kv_pool.k_buffer[0].clone()
     batch.attn_backend = backend
     backend.init_forward_metadata(batch)
-    assert batch.attn_metadata.kv_lens.tolist() == [19, 6, 0, 0, 0]
+    md = batch.attn_metadata
+    # padded rows: seq_lens - ext < 0 where ext > 1, so the kernels' clamp of the prefix is exercised
+    assert (md.seq_lens - md.ext_lens).tolist() == [19, 6] + [1 - ext] * 3
     out = backend.forward(q, k, k[..., : case.dv], 0, batch)
     real = setup.q.shape[0]
     assert torch.isfinite(out).all()
@@ -239,7 +241,7 @@ def test_unseeded_zero_metadata_gives_zeros(monkeypatch: pytest.MonkeyPatch, mod
     batch = harness.make_batch(setup)
     backend.init_forward_metadata(batch)
     md = batch.attn_metadata
-    for t in (md.seq_lens, md.kv_lens, md.ext_lens, md.ext_start, md.req_pool_indices):
+    for t in (md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices):
         t.zero_()
     out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
     assert torch.equal(out, torch.zeros_like(out))

@@ -306,7 +306,11 @@ def test_padded_graph_rows(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, e
     k_before = setup.kv_pool.k_buffer[0].clone()
     batch.attn_backend = backend
     backend.init_forward_metadata(batch)
-    assert batch.attn_metadata.kv_lens.tolist() == [19, 6, 0, 0, 0]  # clamped in padded rows
+    md = batch.attn_metadata
+    # the metadata is the batch's own tensors; padded rows have seq_lens - ext < 0 where ext > 1,
+    # so the kernels' clamp of the prefix is exercised
+    assert md.seq_lens.data_ptr() == batch.seq_lens.data_ptr()
+    assert (md.seq_lens - md.ext_lens).tolist() == [19, 6] + [1 - ext] * 3
     out = backend.forward(q, k, v, 0, batch)
     real = setup.q.shape[0]
     assert torch.isfinite(out).all()
@@ -341,7 +345,7 @@ def test_unseeded_zero_metadata_gives_zeros(
     batch.attn_backend = backend
     backend.init_forward_metadata(batch)
     md = batch.attn_metadata
-    for t in (md.seq_lens, md.kv_lens, md.ext_lens, md.ext_start, md.req_pool_indices):
+    for t in (md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices):
         t.zero_()
     out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch, save_kv=save_kv)
     assert torch.equal(out, torch.zeros_like(out))

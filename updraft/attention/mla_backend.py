@@ -27,8 +27,8 @@ Metadata, graphs and host scalars are the triton backend's (this class extends i
 (``_fill_metadata``) for eager, capture and replay; the launch plan of the fixed-stride modes
 depends on the mode, batch size, stride, tree-ness, dtype, head count, table width and SM count
 only, and a replay that would need other host scalars is refused (failure class 6);
-``kv_lens = clamp(seq_lens - extend_seq_lens, 0)`` (class 4); the fixed-stride modes' query
-starts are the uniform stride the builder writes at capture and replay alike (class 1; the
+``kv_lens = max(seq_lens - extend_seq_lens, 0)``, derived by the kernels (class 4); the
+fixed-stride modes' query starts are the uniform stride the builder writes at capture and replay alike (class 1; the
 decode kernel even takes them from the frozen stride, not from the metadata).
 """
 
@@ -194,7 +194,7 @@ class MLABackend(TritonBackend):
     ) -> torch.Tensor:
         out = self._extend_out(q, md)
         mla_extend_attention(
-            q, k, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.kv_lens,
+            q, k, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.ext_lens, md.ext_start, md.tree_mask, md.mid_o, md.mid_lse, md.plan.max_ext, md.plan.num_kv_splits,
             self.scale, md.plan.tile, self._dot_f32(q),
         )
@@ -204,7 +204,7 @@ class MLABackend(TritonBackend):
         # Every row is written (the grid covers B x stride rows at the frozen uniform stride).
         out = torch.empty((q.shape[0], self.num_heads, self.v_head_dim), dtype=q.dtype, device=q.device)
         mla_decode_attention(
-            q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens, md.kv_lens,
+            q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
             self._dot_f32(q),
         )

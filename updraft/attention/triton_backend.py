@@ -21,8 +21,13 @@ Numerics: fp32 dot products are IEEE fp32 (``input_precision="ieee"``, no TF32),
 the kit's 1e-4 tolerance; bf16/fp16 accumulate in fp32 (see ``triton_kernels``).
 
 Metadata: ``TritonMetadata`` = device buffers + a ``LaunchPlan`` of host scalars that the kernels
-take by value (grid sizes, splits, tiles). It is built once per forward by ``_fill_metadata``
-(from host copies; no device sync) and shared by every layer. Under CUDA graphs those host
+take by value (grid sizes, splits, tiles). It is built once per forward (no device sync) and
+shared by every layer. Its lengths, starts and request rows ARE the batch's own tensors (bound by
+``_bind_metadata``, no copies): the builders that write a batch's static inputs (the runner's
+``PhaseInputs.write``, the fused iteration's layout launch) write the metadata with them, so a
+graph replay's metadata costs no launch. The kernels derive the prefix length ``kv_lens =
+max(seq_lens - ext_lens, 0)`` themselves (the clamp matters in padded graph rows, failure class
+4). Under CUDA graphs those host
 scalars are FROZEN at capture; for the fixed-stride modes (DECODE, DRAFT_DECODE, TARGET_VERIFY,
 DRAFT_EXTEND_V2) ``_plan`` derives them only from the mode, batch size, stride, tree-ness, dtype,
 head layout, the ``req_to_token`` width and the SM count: never from per-step lengths. A replay
@@ -42,12 +47,21 @@ from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
 from updraft.attention.triton_kernels.kv_store import store_kv
-from updraft.attention.triton_kernels.metadata import fill as fill_metadata
 from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
 
 #: Upper bound on KV splits (the merge loads all splits of a row at once: keep it small).
 MAX_KV_SPLITS = 64
+
+
+def _bound(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` itself where the kernels can read it as it is (its dtype, contiguous), else a
+    converted copy (batches built outside the runners' builders; eager only)."""
+    return t if t.dtype == dtype and t.is_contiguous() else t.to(dtype).contiguous()
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.dtype == b.dtype
 
 
 @dataclass(frozen=True)
@@ -70,7 +84,6 @@ class TritonMetadata:
     """Per-forward metadata: device buffers (static under graphs) plus the launch plan."""
 
     seq_lens: torch.Tensor  # [B] int32: prefix + new tokens (the batch convention)
-    kv_lens: torch.Tensor  # [B] int32: clamp(seq_lens - ext_lens, min=0), prefix read from the pool
     ext_lens: torch.Tensor  # [B] int32: new tokens
     ext_start: torch.Tensor  # [B] int32: first token row of each request
     req_pool_indices: torch.Tensor  # [B] int64: rows of req_to_token
@@ -83,9 +96,9 @@ class TritonMetadata:
 
 
 class TritonBackend(AttentionBackend):
-    """Triton paged attention. Graphs: ``init_capture_metadata`` allocates the buffers of one
-    captured batch size and fills them; ``init_replay_metadata`` refills the same buffers with
-    ``_fill_metadata`` (which refuses a batch needing other host scalars)."""
+    """Triton paged attention. Graphs: ``init_capture_metadata`` builds the metadata of one
+    captured batch (bound to its tensors); ``init_replay_metadata`` checks the replayed batch
+    against it with ``_fill_metadata`` (which refuses a batch needing other host scalars)."""
 
     name = "triton"
     supported_modes = frozenset(REAL_MODES)
@@ -241,13 +254,11 @@ class TritonBackend(AttentionBackend):
         )
 
     # ---- metadata ----------------------------------------------------------------------
-    def _alloc_metadata(self, plan: LaunchPlan, device: torch.device) -> TritonMetadata:
-        """Buffers for ``plan`` (eager: fresh per forward; graphs: once, then refilled)."""
+    def _alloc_metadata(self, plan: LaunchPlan, batch: ForwardBatch) -> TritonMetadata:
+        """Metadata for ``plan`` over ``batch``'s tensors (eager: per forward; graphs: once, at
+        capture) and its scratch buffers."""
+        device = batch.device
         bsz, tokens, splits = plan.batch_size, plan.num_tokens, plan.num_kv_splits
-
-        def i32() -> torch.Tensor:
-            return torch.zeros(bsz, dtype=torch.int32, device=device)
-
         if splits > 1:
             dv = self.kv_pool.v_head_dim  # the output's width (head_dim here; the latent rank in mla)
             mid_o = torch.empty(tokens, self.num_heads, splits, dv, dtype=torch.float32, device=device)
@@ -260,11 +271,10 @@ class TritonBackend(AttentionBackend):
         s = plan.tree_stride
         merge_in_kernel = self.merge_in_kernel and plan.use_decode_kernel and splits > 1
         return TritonMetadata(
-            seq_lens=i32(),
-            kv_lens=i32(),
-            ext_lens=i32(),
-            ext_start=i32(),
-            req_pool_indices=torch.zeros(bsz, dtype=torch.int64, device=device),
+            seq_lens=_bound(batch.seq_lens, torch.int32),
+            ext_lens=_bound(batch.extend_seq_lens, torch.int32),
+            ext_start=_bound(batch.extend_start_loc, torch.int32),
+            req_pool_indices=_bound(batch.req_pool_indices, torch.int64),
             tree_mask=torch.zeros(bsz, s, s, dtype=torch.uint8, device=device) if s else None,
             mid_o=mid_o,
             mid_lse=mid_lse,
@@ -273,10 +283,13 @@ class TritonBackend(AttentionBackend):
         )
 
     def _fill_metadata(self, batch: ForwardBatch, md: TritonMetadata) -> None:
-        """THE metadata builder: writes ``batch``'s values into ``md``'s buffers, in place.
+        """THE metadata builder: ``batch``'s values into ``md``, in place.
 
         Asserts the seq_lens convention, and that the host scalars this batch needs are the ones
-        ``md`` was built (captured) with. Device work only; no host sync.
+        ``md`` was built (captured) with. ``md`` built over this batch's tensors (every forward
+        and replay in production) needs nothing else: no launch; a batch over other tensors (a
+        test refilling one batch's metadata from another) is copied in. Device work only; no
+        host sync.
         """
         batch.check_conventions()
         self.check_mode(batch.mode)
@@ -286,9 +299,10 @@ class TritonBackend(AttentionBackend):
                 "triton metadata: this batch needs different host scalars than the buffers were "
                 f"built with (frozen at capture under graphs): {plan} != {md.plan}"
             )
-        # kv_lens = clamp(seq_lens - ext, 0): padded graph rows have seq_lens = 1 < ext = stride.
-        fill_metadata(batch.seq_lens, batch.extend_seq_lens, batch.extend_start_loc, batch.req_pool_indices,
-                      md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices, md.kv_lens)
+        for src, dst in ((batch.seq_lens, md.seq_lens), (batch.extend_seq_lens, md.ext_lens),
+                         (batch.extend_start_loc, md.ext_start), (batch.req_pool_indices, md.req_pool_indices)):
+            if not _same(src, dst):
+                dst.copy_(src)
         if md.tree_mask is not None:
             assert batch.custom_mask is not None
             s = plan.tree_stride
@@ -296,7 +310,7 @@ class TritonBackend(AttentionBackend):
 
     def init_forward_metadata(self, batch: ForwardBatch) -> None:
         self.check_mode(batch.mode)
-        md = self._alloc_metadata(self._plan(batch), batch.device)
+        md = self._alloc_metadata(self._plan(batch), batch)
         self._fill_metadata(batch, md)
         batch.attn_metadata = md
 
@@ -349,7 +363,7 @@ class TritonBackend(AttentionBackend):
             out,
             self.req_to_token,
             md.req_pool_indices,
-            md.kv_lens,
+            md.seq_lens,
             md.ext_lens,
             md.ext_start,
             md.tree_mask,

@@ -48,7 +48,7 @@ RUNNER = "updraft/runtime/graphs/phase_graph.py"
 BUILDER = "updraft/runtime/phase_inputs.py"
 TN = "updraft/attention/torch_native.py"
 TB = "updraft/attention/triton_backend.py"
-TBMD = "updraft/attention/triton_kernels/metadata.py"
+TBEXT = "updraft/attention/triton_kernels/extend.py"
 PROP = "updraft/spec/proposers.py"
 
 ENGINE = "updraft/engine/engine.py"
@@ -70,10 +70,8 @@ MUTATIONS: tuple[Mutation, ...] = (
        "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
        f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
     _m("c1-mla-v2-starts-from-accept-lengths", "1", "the mla backend's V2 draft-extend replay-init packs the query starts (cu_seqlens_q) from the accept lengths (the selected rows) while capture used the uniform stride",
-       TB, "        fill_metadata(batch.seq_lens, batch.extend_seq_lens, batch.extend_start_loc, batch.req_pool_indices,\n"
-       "                      md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices, md.kv_lens)\n",
-       "        fill_metadata(batch.seq_lens, batch.extend_seq_lens, batch.extend_start_loc, batch.req_pool_indices,\n"
-       "                      md.seq_lens, md.ext_lens, md.ext_start, md.req_pool_indices, md.kv_lens)\n"
+       TB, "            if not _same(src, dst):\n                dst.copy_(src)\n",
+       "            if not _same(src, dst):\n                dst.copy_(src)\n"
        "        if self.name == \"mla\" and batch.mode == ForwardMode.DRAFT_EXTEND_V2 and batch.replay_bs is not None:  # MUTATION\n"
        "            accept = batch.logits_indices[: plan.batch_size] - batch.extend_start_loc + 1  # select rows -> accept lengths\n"
        "            md.ext_start[1:].copy_(torch.cumsum(accept, 0)[:-1])\n",
@@ -100,13 +98,9 @@ MUTATIONS: tuple[Mutation, ...] = (
        'PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, w, "all",',
        "kit --backend torch_native --mode 'draft extend v2'",
        f"{GC}::test_class3_v2_graph_outputs_only_selected_rows"),
-    _m("c4-kv-lens-unclamped", "4", "triton's kv_lens = seq_lens - extend is not clamped (negative in padded graph rows)",
-       TBMD, "    tl.store(KvLens + i, tl.maximum(seq - ext, 0).to(KvLens.dtype.element_ty), mask=m)\n",
-       "    tl.store(KvLens + i, (seq - ext).to(KvLens.dtype.element_ty), mask=m)  # MUTATION: kv_lens not clamped\n",
-       "kit --backend triton --mode DRAFT_EXTEND_V2 --runner graph-metadata"),
     _m("c4-split-kv-double-count", "4", "triton reads seq_lens (prefix + new) from the pool as the prefix: the extend is counted twice",
-       TBMD, "    tl.store(KvLens + i, tl.maximum(seq - ext, 0).to(KvLens.dtype.element_ty), mask=m)\n",
-       "    tl.store(KvLens + i, seq.to(KvLens.dtype.element_ty), mask=m)  # MUTATION\n",
+       TBEXT, "    kv = tl.maximum(tl.load(SeqLens + b) - ext, 0)  # the prefix (0 in padded rows: seq 1 < ext)\n",
+       "    kv = tl.load(SeqLens + b)  # MUTATION\n",
        "kit --backend triton --mode DRAFT_EXTEND_V2 --runner eager"),
     _m("c4-v2-prefix-only-seq-lens", "4", "the v2 draft extend passes the committed prefix as seq_lens (the other convention)",
        PROP, "                [n + ndt - 1 + off for n in seq_lens],\n",

@@ -25,7 +25,6 @@ from updraft.attention.triton_kernels import (
     interpreting,
     kv_store,
     merge,
-    metadata,
     mla_decode,
     mla_extend,
     next_pow2,
@@ -98,7 +97,7 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
                 f"extend {dt} hd={hd} group={group} rows={bt * gp} tree={tree} direct={direct}",
                 extend._extend_kernel,
                 dict(Q=d, KNew=d, VNew=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32",
-                     ReqPoolIdx="i64", KvLens="i32", ExtLens="i32", ExtStart="i32", TreeMask="u8" if tree else "i32"),
+                     ReqPoolIdx="i64", SeqLens="i32", ExtLens="i32", ExtStart="i32", TreeMask="u8" if tree else "i32"),
                 dict(GROUP=group, GROUP_PAD=gp, BLOCK_T=bt, ROWS=bt * gp, BLOCK_N=bn_e, HEAD_DIM=hd,
                      BLOCK_D=max(16, next_pow2(hd)), MIN_SPLIT=2 * bn_e, TREE=tree, DIRECT=direct, DOT_F32=False, DOT_PREC=prec),
                 8 if bt * gp >= 128 else 4,
@@ -112,9 +111,6 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
         out.append((f"rope_store {dt}", rope_store._rope_store_kernel,
                     dict(Q=d, K=d, V=d, KPool=d, VPool=d, Loc="i64", Pos="i64", CosSin=d),
                     dict(HQ=32, HK=8, HALF=64, BLOCK_HQ=32, BLOCK_HK=8, BLOCK_HALF=64, RNE=False), 8))
-    out.append(("metadata fill", metadata._fill_kernel,
-                dict(SeqIn="i32", ExtIn="i32", StartIn="i32", RowsIn="i64", Seq="i32", Ext="i32", Start="i32", Rows="i64",
-                     KvLens="i32"), dict(BLOCK=64), 1))
     return out
 
 
@@ -125,10 +121,9 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
     d, fp32 = _SHORT[dt], dt == "float32"
     prec = "ieee" if fp32 else "tf32"
     lat = dict(DV=512, DR=64, BLOCK_DV=512, BLOCK_DR=64, DOT_F32=False, DOT_PREC=prec)
-    decode_ptrs = dict(Q=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64", SeqLens="i32",
-                       KvLens="i32")
+    decode_ptrs = dict(Q=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64", SeqLens="i32")
     extend_ptrs = dict(Q=d, KNew=d, KPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32", ReqPoolIdx="i64",
-                       KvLens="i32", ExtLens="i32", ExtStart="i32")
+                       SeqLens="i32", ExtLens="i32", ExtStart="i32")
     # (heads, stride, rows, keys, tree, direct, warps) decode; (heads, rows, keys, tree, direct, warps) extend;
     # the bf16 decode tiles run 3 stages with the slots prefetched (MLABackend._tile)
     dec = [(16, 1, 16, 64, False, False, 4), (128, 1, 32, 64, False, False, 8), (16, 4, 32, 64, True, False, 8)]

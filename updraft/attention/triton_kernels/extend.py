@@ -5,9 +5,10 @@ and ``ext_lens[b]`` new tokens whose K/V are passed as tensors (rows
 ``ext_start[b] .. ext_start[b] + ext_lens[b]``), like production engines do: the kernel never
 reads this forward's own tokens from the pool, so it is correct whether or not they were stored.
 New token ``i`` sees every prefix position and new tokens ``j <= i`` (causal in the block),
-further restricted by ``tree_mask[b, i, j]`` when ``TREE``. ``kv_lens`` is
-``clamp(seq_lens - ext_lens, min=0)``: padded graph rows (seq_lens = 1, ext = stride) have no
-prefix and attend only inside their own (scratch) block.
+further restricted by ``tree_mask[b, i, j]`` when ``TREE``. The kernel takes ``seq_lens`` (the
+batch's own, prefix + new) and derives ``kv_lens = max(seq_lens - ext_lens, 0)`` itself: padded
+graph rows (seq_lens = 1, ext = stride) have no prefix and attend only inside their own (scratch)
+block. (The clamp is here, not in a metadata launch: see ``TritonBackend._bind_metadata``.)
 
 Grid: ``(cdiv(max_ext, BLOCK_T), B, num_kv_heads * num_splits)``. GQA: a tile's rows are
 ``BLOCK_T`` tokens x ``GROUP_PAD`` query heads of one KV head (row ``r`` = token ``r // GROUP_PAD``,
@@ -84,7 +85,7 @@ def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_
 
 @triton.jit
 def _extend_kernel(
-    Q, KNew, VNew, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, KvLens, ExtLens, ExtStart, TreeMask,
+    Q, KNew, VNew, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, ExtLens, ExtStart, TreeMask,
     stride_qt, stride_qh, stride_knt, stride_knh, stride_vnt, stride_vnh, stride_ks, stride_kh, stride_vs, stride_vh,
     stride_rt, stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, stride_tb, stride_ti,
     scale_log2, num_splits,
@@ -100,7 +101,7 @@ def _extend_kernel(
     split = tl.program_id(2) % num_splits
 
     ext = tl.load(ExtLens + b)
-    kv = tl.load(KvLens + b)
+    kv = tl.maximum(tl.load(SeqLens + b) - ext, 0)  # the prefix (0 in padded rows: seq 1 < ext)
     row0 = tl.load(ExtStart + b).to(tl.int64)
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
     t0 = tile * BLOCK_T
@@ -179,7 +180,7 @@ def extend_attention(
     out: torch.Tensor,
     req_to_token: torch.Tensor,
     req_pool_indices: torch.Tensor,
-    kv_lens: torch.Tensor,
+    seq_lens: torch.Tensor,
     ext_lens: torch.Tensor,
     ext_start: torch.Tensor,
     tree_mask: torch.Tensor | None,
@@ -217,7 +218,7 @@ def extend_attention(
     log2e = 1.4426950408889634
     grid = (triton.cdiv(max_ext, block_t), bsz, hkv * num_splits)
     _extend_kernel[grid](
-        q, k_new, v_new, k_pool, v_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, kv_lens,
+        q, k_new, v_new, k_pool, v_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens,
         ext_lens, ext_start, tm,
         *_two_strides(q), *_two_strides(k_new), *_two_strides(v_new), *_two_strides(k_pool), *_two_strides(v_pool),
         req_to_token.stride(0), *_two_strides(out), *_two_strides(mid_o), mid_o.stride(2), *_two_strides(mid_lse),

@@ -4,7 +4,7 @@ DRAFT_DECODE, TARGET_VERIFY).
 Every key this forward needs is in the pool already (the backend stores the new latent rows
 first), so the kernel reads positions ``[0, seq_lens[b])`` through ``req_to_token`` and nothing
 else. Request ``b``'s ``STRIDE`` query tokens (1 in decode, ndt in verify) sit at positions
-``kv_lens[b] + i`` (``kv_lens = clamp(seq_lens - STRIDE, 0)``); token ``i`` sees positions
+``kv_lens[b] + i`` (``kv_lens = max(seq_lens - STRIDE, 0)``, derived here); token ``i`` sees positions
 ``<= kv_lens[b] + i`` (causal in the verify block), and with ``TREE`` a block position
 ``kv_lens[b] + j`` only where ``tree_mask[b, i, j]``. Padded graph rows (``seq_lens`` = 1,
 ``req_pool_indices`` = 0) see position 0 of the padding row: the scratch slot.
@@ -49,7 +49,7 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 @triton.jit
 def _mla_decode_kernel(
-    Q, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, KvLens, TreeMask,
+    Q, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, TreeMask,
     stride_qt, stride_qh, stride_ks, stride_rt, stride_ot, stride_oh, stride_mt, stride_mh, stride_ms,
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
@@ -62,7 +62,7 @@ def _mla_decode_kernel(
     split = tl.program_id(2)
 
     seq = tl.load(SeqLens + b)
-    kv = tl.load(KvLens + b)  # keys before the query block: every query row sees them
+    kv = tl.maximum(seq - STRIDE, 0)  # keys before the query block: every query row sees them
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
 
     r = mblk * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -109,7 +109,6 @@ def mla_decode_attention(
     req_to_token: torch.Tensor,
     req_pool_indices: torch.Tensor,
     seq_lens: torch.Tensor,
-    kv_lens: torch.Tensor,
     tree_mask: torch.Tensor | None,
     mid_o: torch.Tensor,
     mid_lse: torch.Tensor,
@@ -143,7 +142,7 @@ def mla_decode_attention(
     log2e = 1.4426950408889634
     grid = (grid_rows(stride, num_heads, cfg.block_rows), bsz, num_splits)
     _mla_decode_kernel[grid](
-        q, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, kv_lens, tm,
+        q, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, tm,
         q.stride(0), q.stride(1), k_pool.stride(0), req_to_token.stride(0), out.stride(0), out.stride(1),
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb, ti,
         scale * log2e, num_splits,

@@ -6,8 +6,8 @@ Request ``b`` has ``kv_lens[b]`` prefix positions in the pool (read through ``re
 ext_start[b] + ext_lens[b]`` of ``k_new``), as the ``extend`` kernel of the triton backend does:
 this forward's own rows are never read from the pool, so the result does not depend on whether
 they were stored. New token ``i`` sees every prefix position and new tokens ``j <= i``, further
-restricted by ``tree_mask[b, i, j]`` when ``TREE``. ``kv_lens = clamp(seq_lens - ext_lens, 0)``:
-padded graph rows (``seq_lens`` = 1, ``ext_lens`` = the stride) have no prefix and attend inside
+restricted by ``tree_mask[b, i, j]`` when ``TREE``. The kernel derives ``kv_lens = max(seq_lens -
+ext_lens, 0)`` from the batch's ``seq_lens``: padded graph rows (``seq_lens`` = 1, ``ext_lens`` = the stride) have no prefix and attend inside
 their own scratch block only.
 
 This is MQA over the latent (prefill included: the K/V up-projections are not expanded per head,
@@ -39,7 +39,7 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 @triton.jit
 def _mla_extend_kernel(
-    Q, KNew, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, KvLens, ExtLens, ExtStart, TreeMask,
+    Q, KNew, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, ExtLens, ExtStart, TreeMask,
     stride_qt, stride_qh, stride_knt, stride_ks, stride_rt, stride_ot, stride_oh, stride_mt, stride_mh, stride_ms,
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr, DR: tl.constexpr,
@@ -53,7 +53,7 @@ def _mla_extend_kernel(
     split = tl.program_id(2)
 
     ext = tl.load(ExtLens + b)
-    kv = tl.load(KvLens + b)
+    kv = tl.maximum(tl.load(SeqLens + b) - ext, 0)  # the prefix (0 in padded rows: seq 1 < ext)
     row0 = tl.load(ExtStart + b).to(tl.int64)
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
     r0 = mblk * BLOCK_M
@@ -110,7 +110,7 @@ def mla_extend_attention(
     out: torch.Tensor,
     req_to_token: torch.Tensor,
     req_pool_indices: torch.Tensor,
-    kv_lens: torch.Tensor,
+    seq_lens: torch.Tensor,
     ext_lens: torch.Tensor,
     ext_start: torch.Tensor,
     tree_mask: torch.Tensor | None,
@@ -145,7 +145,7 @@ def mla_extend_attention(
     log2e = 1.4426950408889634
     grid = (grid_rows(max_ext, num_heads, cfg.block_rows), bsz, num_splits)
     _mla_extend_kernel[grid](
-        q, k_new, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, kv_lens, ext_lens, ext_start, tm,
+        q, k_new, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, ext_lens, ext_start, tm,
         q.stride(0), q.stride(1), k_new.stride(0), k_pool.stride(0), req_to_token.stride(0), out.stride(0),
         out.stride(1), mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb,
         ti, scale * log2e, num_splits,
