@@ -171,6 +171,12 @@ class ForwardBatch:
     # iteration's draft steps and greedy verify hand them to argmax / top-k kernels that widen as
     # they load, so the widening copy (a torch kernel after the LM head) is left out there.
     fp32_logits: bool = True
+    # Whether the logits' reader applies each row's positive factor itself (the fused iteration's
+    # draft steps: an argmax ignores it, the sampled draw's ``choose`` multiplies its candidates
+    # by it): a model may then leave it out and report it (``ModelOutput.row_scale``). An EAGLE-3
+    # head leaves out its final norm's 1 / rms, and with it the norm's launch: the down
+    # projection's epilogue already writes the rows times the norm weight.
+    unscaled_logits: bool = False
     # DRAFT_DECODE of a multi-layer draft (MTP): which chain step this forward is, so the model
     # runs that step's layer (``updraft.models.mtp``). 0 for every other forward and for drafts
     # whose steps are all alike. A graph bakes it in: part of PhaseSpec / BatchShape.

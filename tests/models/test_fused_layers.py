@@ -80,8 +80,8 @@ def generate(model: torch.nn.Module, backend: str, page: int, steps: int, verify
     return toks, logits
 
 
-def load(tiny_checkpoint, arch: str, dtype: torch.dtype) -> torch.nn.Module:  # noqa: ANN001
-    return load_checkpoint(tiny_checkpoint(arch), dtype=dtype, device="cpu", progress=False).model
+def load(tiny_checkpoint, arch: str, dtype: torch.dtype, **config: object) -> torch.nn.Module:  # noqa: ANN001
+    return load_checkpoint(tiny_checkpoint(arch, **config), dtype=dtype, device="cpu", progress=False).model
 
 
 @pytest.mark.parametrize("arch,backend,page", [("llama", "torch_native", 1), ("llama", "triton", 4),
@@ -287,6 +287,89 @@ def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls
     assert len(mid) == (kind == "eagle3")
     for a, b in zip(got, ref):
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5
+
+
+def test_eagle3_unscaled_logits_skip_the_final_norm(tiny_checkpoint, tmp_path, calls: Calls, monkeypatch) -> None:  # noqa: ANN001
+    """A draft step whose reader applies each row's scale itself (``ForwardBatch.unscaled_logits``,
+    the fused iteration's chain): the EAGLE-3 head's down projection adds the residual and writes
+    the rows times the final norm's weight, the LM head reads those, and no norm runs. Each row
+    of logits is the normal one divided by that row's 1 / rms (> 0), which ``row_scale`` gives:
+    the same argmax, the same output feature."""
+    import dataclasses
+
+    from updraft.batch import CaptureHidden, FeatureKind
+    from updraft.models import layers
+    from updraft.models.eagle import load_draft_head
+    from updraft.testing import write_eagle3_head
+
+    target = load(tiny_checkpoint, "llama", torch.float32)
+    head = load_draft_head(write_eagle3_head(tmp_path / "e3"), target, torch.float32, torch.device("cpu"))
+    feat = torch.randn(3, target.config.hidden_size, generator=torch.Generator().manual_seed(7))
+    norms = []
+    real_add = layers.RMSNorm.forward_add
+    monkeypatch.setattr(layers.RMSNorm, "forward_add", lambda self, *a: norms.append(1) or real_add(self, *a))
+
+    def run(unscaled: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        pool = ReqToTokenPool(4, 64, "cpu")
+        alloc = PagedAllocator(pool, 64, 1)
+        runner = ModelRunner(head, pool, 64, 1, "torch_native")
+        rows = [pool.alloc() for _ in range(3)]
+        assert all(r is not None and alloc.ensure(r, 16) for r in rows)
+        batch = runner.make_batch(ForwardMode.DRAFT_DECODE, [4, 9, 30], rows, [7, 11, 5], [1, 1, 1], logits="last", stride=1,
+                                  capture_hidden=CaptureHidden.LAST, feature=feat, feature_kind=FeatureKind.DRAFT)
+        out = runner.forward(dataclasses.replace(batch, unscaled_logits=unscaled))
+        assert (out.row_scale is not None) == unscaled
+        if out.row_scale is not None:
+            scales.append(out.row_scale.factor())
+        return out.logits, out.hidden
+
+    scales: list[torch.Tensor] = []
+    with ops.use_backend("triton"):
+        ref_logits, ref_hidden = run(False)
+        assert norms == [1] and calls.counts.get("linear_add_norm") == 1  # o_proj only
+        logits, hidden = run(True)
+    assert norms == [1], "the unscaled step ran a norm"
+    assert calls.counts.get("linear_add_norm") == 3  # o_proj and down
+    assert torch.equal(logits.argmax(-1), ref_logits.argmax(-1))
+    assert ((hidden - ref_hidden).abs().max() / ref_hidden.abs().max()).item() <= 1e-5
+    rstd = torch.rsqrt(hidden.double().pow(2).mean(-1) + head.norm.eps)
+    torch.testing.assert_close(scales[0].double(), rstd, rtol=1e-5, atol=0)
+    assert torch.allclose(logits.double() * rstd[:, None], ref_logits.double(), rtol=1e-4,
+                          atol=1e-4 * ref_logits.abs().max().item())
+
+
+def test_captured_eagle3_features_written_in_place(tiny_checkpoint, calls: Calls) -> None:  # noqa: ANN001
+    """A verify that captures EAGLE-3's features (``CaptureHidden.FULL``) on the fused layers:
+    each captured layer's down projection writes the new residual stream straight into its
+    column block of the features, the next layer reads it there, and no concatenation runs; the
+    features and logits equal the torch path's."""
+    from updraft.batch import CaptureHidden
+    from updraft.testing import count_ops
+
+    model = load(tiny_checkpoint, "llama", torch.float32, num_hidden_layers=4)
+    model.aux_layers = (2, 0, 1)
+
+    def verify() -> tuple[torch.Tensor, torch.Tensor, dict[str, int]]:
+        pool = ReqToTokenPool(2, 64, "cpu")
+        alloc = PagedAllocator(pool, 64, 1)
+        runner = ModelRunner(model, pool, 64, 1, "triton")
+        row = pool.alloc()
+        assert row is not None and alloc.ensure(row, 40)
+        runner.forward(runner.make_batch(ForwardMode.EXTEND, PROMPT, [row], [len(PROMPT)], [len(PROMPT)]))
+        batch = runner.make_batch(ForwardMode.TARGET_VERIFY, PROMPT[:4], [row], [len(PROMPT) + 4], [4], stride=4,
+                                  logits="all", capture_hidden=CaptureHidden.FULL)
+        got: list = []
+        names = count_ops(lambda: got.append(runner.forward(batch))).names
+        return got[0].logits, got[0].aux_hidden, names
+
+    with ops.use_backend("torch"):
+        ref_logits, ref_aux, _ = verify()
+    with ops.use_backend("triton"):
+        logits, aux, names = verify()
+    assert names.get("cat", 0) == 0, names
+    assert aux.shape == ref_aux.shape == (4, 3 * model.config.hidden_size)
+    for a, b in ((logits, ref_logits), (aux, ref_aux)):
+        assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-4
 
 
 def test_verify_forward_takes_the_verify_policy(tiny_checkpoint, monkeypatch: pytest.MonkeyPatch) -> None:

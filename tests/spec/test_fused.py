@@ -133,6 +133,22 @@ def test_sampled_body_kernels_within_budget(target, eagle3_head, body_kernels) -
         assert sampled - greedy <= 8, f"bs {bs}: sampled {sampled} vs greedy {greedy} kernels (budget +8)"
 
 
+def test_sampled_body_above_the_largest_graph(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """The body at a batch above every captured size (the kit's eager check of a batch that
+    falls back) runs its acceptance kernels on tickets of its own: the iteration's owned ones
+    cover the captured sizes only (an H100 kit run caught the body asserting on them)."""
+    from updraft.spec import rejection_kernels
+
+    monkeypatch.setattr(rejection_kernels, "INTERPRET", True)
+    fused = fused_llm(target, eagle3_head, "eagle3", adaptive=False, steps=3).engine.driver.fused
+    bs = fused.sizes[-1] + 1
+    g = fused._build(3, True, bs)
+    with torch.inference_mode():
+        out = fused._body(g)
+    assert out.shape == (bs, 5) and bool((out[:, 0] >= 1).all())
+    assert not fused._tickets.any()
+
+
 def test_commit_is_one_launch_in_both_bodies(target, eagle3_head, body_kernels, monkeypatch) -> None:  # noqa: ANN001
     """The iteration's end (acceptance, row state, output block, next draft feature) is one launch
     (``spec.commit``) where its torch reference is ~20 kernel nodes: each body, greedy and
@@ -218,12 +234,12 @@ def test_fused_launch_copies_the_rows_only_when_the_batch_changes(target, eagle_
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from updraft.spec import commit, write_rows
+    from updraft.spec import commit, row_io
 
     # The Triton interpreter writes every tensor argument back with copy_ after a launch, which
-    # the count below would take for a host copy into the rows: fill the batches and commit the
-    # results with torch here.
-    monkeypatch.setattr(write_rows, "use_triton", lambda t: False)
+    # the count below would take for a host copy into the rows: read the rows, lay out the
+    # batches and commit the results with torch here.
+    monkeypatch.setattr(row_io, "use_triton", lambda t: False)
     monkeypatch.setattr(commit, "use_triton", lambda t: False)
     llm = fused_llm(target, eagle_head, "eagle", adaptive=False)
     eng = llm.engine
@@ -286,6 +302,40 @@ def test_fused_lossless_with_an_fp8_draft_lm_head(target, reference, eagle3_head
     assert [o.outputs[0].token_ids for o in outs] == reference(ps)
     assert llm.engine.driver.launches > 0 and served, "the FP8 LM head never ran"
     assert llm.engine.allocator.used_tokens == 0
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_forwards_read_one_layout_and_their_ids_where_they_land(target, eagle3_head, sampled: bool) -> None:  # noqa: ANN001
+    """No forward of the iteration sets up its own inputs: every batch's positions, KV slots and
+    lengths are views of the one ``IterLayout`` that ``read_rows`` writes (the verify block and
+    the draft extend share theirs), every ``req_pool_indices`` is the graph's row list, draft
+    step k reads its token from column k of the verify block's ids, and the emitted tokens the
+    iteration reports are the ones the draft extend read."""
+    fused = fused_llm(target, eagle3_head, "eagle3", adaptive=False, steps=5).engine.driver.fused
+    bs, s = 8, 5
+    g = fused._build(s, sampled, bs)
+    lay = g.layout
+    assert lay.widths == (1, 1, 1, 1, s + 1) and lay.seq_lens.shape == (s, bs)
+
+    def inside(t: torch.Tensor, storage: torch.Tensor) -> bool:
+        lo = storage.data_ptr()
+        return lo <= t.data_ptr() and t.data_ptr() + t.numel() * t.element_size() <= lo + storage.numel() * storage.element_size()
+
+    assert g.extend is not None
+    for b in [*g.chain, g.verify, g.extend]:
+        assert b.req_pool_indices is g.rows
+        assert inside(b.positions, lay.positions) and inside(b.out_cache_loc, lay.out_cache_loc)
+        assert inside(b.seq_lens, lay.seq_lens)
+    for name in ("positions", "out_cache_loc", "seq_lens"):
+        assert getattr(g.extend, name).data_ptr() == getattr(g.verify, name).data_ptr(), name
+    assert g.ids.data_ptr() == g.verify.input_ids.data_ptr()
+    for k, b in enumerate(g.chain, start=1):
+        assert b.input_ids.data_ptr() == g.ids[:, k].data_ptr() and b.input_ids.stride(0) == s + 1
+    n = fused.state.seq_len[g.rows].clone()  # padding rows (row 0): length 1
+    with torch.inference_mode():
+        fused._body(g)
+    assert torch.equal(g.out[:, 1:], g.extend.input_ids.view(bs, s + 1))
+    assert torch.equal(g.verify.positions.view(bs, s + 1), n[:, None] - 1 + torch.arange(s + 1))
 
 
 def test_greedy_bodies_take_logits_in_the_model_dtype(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001

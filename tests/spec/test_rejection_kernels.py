@@ -94,8 +94,10 @@ from updraft.spec import accept_kernel as ak
 cons = {"V": 49152, "K": 64, "KP2": 64, "SP2": 8, "NSUB": ak._NSUB, "SUB": ak._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
 triton.compile(src(ak._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
-       "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64", "s_pick": "i64"}
-cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True}
+       "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64", "s_pick": "i64",
+       "Sq": "*fp32", "s_sq": "i64", "n_sq": "i32", "width": "i32", "eps": "fp32"}
+# a draft step's candidates without its final norm's factor (the row's 36 partial sums of squares)
+cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True, "SCALE": True, "BLOCK_SQ": 64}
 triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
 # the uniforms as the fused iteration draws them: RowState.rng's columns read at the batch's rows
 sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Rows": "*i64", "Out": "*fp32",
@@ -108,22 +110,20 @@ sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64
        "V": "i32"}
 cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
 triton.compile(src(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
-# the greedy draft pick (argmax + d2t), and write_rows over a 6-token verify block
+# the greedy draft pick (argmax + d2t)
 sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
 cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
 triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
-from updraft.spec import write_rows as wr
-# read_rows as the sampled iteration launches it: the SmolLM2 head's bf16 feature, RowState's
-# sampling parameters and its RNG columns (strided), the iteration's uniforms drawn in the launch
+from updraft.spec import row_io as ri
+# read_rows as the sampled S = 5 iteration launches it: the SmolLM2 head's bf16 feature, RowState's
+# sampling parameters and its RNG columns (strided), the iteration's uniforms drawn in the launch,
+# and the layout of its forwards (four draft steps, the verify block / draft extend)
 sig = {"Rows": "*i64", "SeqLen": "*i64", "Bonus": "*i64", "Feat": "*bf16", "FeatOut": "*bf16", "Prm": "*fp32",
        "PrmOut": "*fp32", "NOut": "*i64", "BonusOut": "*i64", "s_bonus": "i64", "stride_f": "i64", "stride_p": "i64", "Seed": "*i64",
-       "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "UOut": "*fp32", "stream_c": "i64", "n_u": "i32"}
-cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16}
-triton.compile(src(wr._read_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-sig = {"Rows": "*i64", "FirstPos": "*i64", "Ids": "*i64", "Table": "*i32", "InputIds": "*i64", "Positions": "*i64",
-       "OutLoc": "*i64", "ReqIdx": "*i64", "SeqLens": "*i32", "stride_ids": "i64", "stride_table": "i64", "offset": "i32"}
-triton.compile(src(wr._write_rows_kernel, sig, {"W": 6, "BLOCK_W": 8}), target=GPUTarget("cuda", 90, 32),
-               options={"num_warps": 1})
+       "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "UOut": "*fp32", "stream_c": "i64", "n_u": "i32",
+       "Table": "*i32", "s_table": "i64", "Pos": "*i64", "Loc": "*i64", "Seq": "*i32", "Seg": "*i32", "bs": "i32"}
+cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16, "J": 5, "BLOCK_W": 8}
+triton.compile(src(ri._read_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 # the iteration's commit (greedy, the SmolLM2 head's 576-wide bf16 feature) and the greedy
 # acceptance's argmax over a target's vocabulary (longer than one tile)
 from updraft.spec import commit as cm
@@ -143,7 +143,7 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows``, ``write_rows``, ``read_rows`` and ``commit``) for sm_90,
+    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows``, ``read_rows`` and ``commit``) for sm_90,
     as the H100 will, with the ptxas triton ships (no GPU needed)."""
     import os
     import subprocess

@@ -127,6 +127,27 @@ def test_choose_matches_reference(k: int) -> None:
     assert compared >= total - 2
 
 
+def test_choose_applies_a_row_scale() -> None:
+    """Candidates without each row's positive factor (``RowScale``: a draft step that left its
+    final norm's 1 / rms out) give the distribution and pick of the scaled candidates: the
+    kernel reduces the partial sums of squares itself, the reference by ``factor()``."""
+    from updraft.models.llama import RowScale
+
+    g = torch.Generator().manual_seed(11)
+    vals, temp, top_k, top_p, min_p, u = _rows(16, 64, g)
+    sumsq = (torch.rand(16, 9, generator=g) * 50).to(DEV)
+    scale = RowScale(sumsq, 576, 1e-5)
+    scaled = vals * scale.factor()[:, None]
+    q, pick = sk.choose(vals, temp, top_k, top_p, min_p, u, row_scale=scale)
+    q_ref, pick_ref = sk.choose_reference(scaled, temp, top_k, top_p, min_p, u)
+    q_ref2, pick_ref2 = sk.choose_reference(vals, temp, top_k, top_p, min_p, u, scale)
+    assert torch.equal(q_ref, q_ref2) and torch.equal(pick_ref, pick_ref2)
+    torch.testing.assert_close(q, q_ref, atol=1e-6, rtol=0)
+    ok = ~_near_boundary(q_ref, u)
+    assert torch.equal(pick[ok], pick_ref[ok]) and int(ok.sum()) >= 14
+    assert not torch.allclose(q_ref, sk.choose_reference(vals, temp, top_k, top_p, min_p, u)[0]), "the scale mattered"
+
+
 def test_choose_edges_of_u() -> None:
     # u at the ends of the uniforms' range, and 1.0 (a target past every running sum): the pick
     # is the first entry, resp. the last one with q > 0 (never the zero tail).

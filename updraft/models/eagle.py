@@ -48,6 +48,7 @@ from updraft.models.llama import (
     LlamaDecoderLayer,
     LlamaForCausalLM,
     ModelOutput,
+    RowScale,
     finish_residual,
 )
 
@@ -250,16 +251,26 @@ class Eagle3Head(nn.Module):
         if batch.feature_kind == FeatureKind.TARGET:
             feat = self.fc(feat.to(self.fc.weight.dtype))
         table, ids = self.shared.embed_table(), batch.input_ids
-        if fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary):
-            x, residual = fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary)
+        fast = fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary)
+        scale = None
+        if fast and batch.unscaled_logits:
+            # The reader applies each row's 1 / rms (> 0) itself: the rows times the norm weight,
+            # which the down projection writes with the feature, feed the LM head, and the norm's
+            # launch is left out.
+            nr = fused.eagle3_midlayer_normed(self.midlayer, table, ids, feat, batch, self.rotary, self.norm)
+            normed, out = nr.scaled, nr.stream
+            scale = RowScale(batch.logit_rows(nr.sumsq), nr.stream.shape[1], nr.eps)
         else:
-            x, residual = self.midlayer(self.shared.embed(ids), feat, batch, self.rotary)
-        # One pass gives the pre-norm output feature (next step's input) and its norm (the
-        # logits' input); normalising every row and then selecting equals selecting first.
-        normed, out = self.norm.forward_add(x, residual)
+            if fast:
+                x, residual = fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary)
+            else:
+                x, residual = self.midlayer(self.shared.embed(ids), feat, batch, self.rotary)
+            # One pass gives the pre-norm output feature (next step's input) and its norm (the
+            # logits' input); normalising every row and then selecting equals selecting first.
+            normed, out = self.norm.forward_add(x, residual)
         logits = self._logits(batch.logit_rows(normed), batch.fp32_logits)
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
-        return ModelOutput(logits=logits, hidden=hidden)
+        return ModelOutput(logits=logits, hidden=hidden, row_scale=scale)
 
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat`` (float32, or

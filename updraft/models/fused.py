@@ -132,7 +132,8 @@ def _attention_half(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro
     stream = new_res if new_res is not None else residual
     assert stream is not None
     post = layer.post_attention_layernorm
-    return _gemv().linear_add_norm(o, layer.self_attn.o_proj.weight, stream.contiguous(), post.weight, post.eps)
+    stream = stream if stream.stride(1) == 1 else stream.contiguous()  # any row stride (a captured feature's block)
+    return _gemv().linear_add_norm(o, layer.self_attn.o_proj.weight, stream, post.weight, post.eps)
 
 
 def _layer_input(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None,
@@ -168,12 +169,14 @@ def decoder_layer(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Ten
 
 def decoder_layer_normed(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None,
                          batch: ForwardBatch, rotary: RotaryEmbedding, next_norm: RMSNorm,
-                         ids: torch.Tensor | None = None, normed: NormedRows | None = None) -> NormedRows:
+                         ids: torch.Tensor | None = None, normed: NormedRows | None = None,
+                         stream_out: torch.Tensor | None = None) -> NormedRows:
     """``decoder_layer`` whose down projection adds to the residual stream and leaves it ready for
     ``next_norm`` (the next fused layer's input norm): that layer's QKV makes no pass of its own
-    over the rows for the norm."""
+    over the rows for the norm. ``stream_out``: where the new stream lands (any row stride)."""
     act, mid = _layer_act(layer, *_layer_input(layer, x, residual, ids, normed), batch, rotary)
-    return _gemv().linear_add_norm(act, layer.mlp.down_proj.weight, mid.stream, next_norm.weight, next_norm.eps)
+    return _gemv().linear_add_norm(act, layer.mlp.down_proj.weight, mid.stream, next_norm.weight, next_norm.eps,
+                                   stream_out=stream_out)
 
 
 def _eagle3_qkv_prologue(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor) -> Prologue:
@@ -203,6 +206,15 @@ def eagle3_midlayer(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, 
     act, mid = _layer_act(layer, table, _eagle3_qkv_prologue(layer, table, ids, feat), feat, batch, rotary)
     out, _, _ = _gemv().linear(act, layer.mlp.down_proj.weight)
     return out, mid.stream
+
+
+def eagle3_midlayer_normed(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
+                           batch: ForwardBatch, rotary: RotaryEmbedding, norm: RMSNorm) -> NormedRows:
+    """``eagle3_midlayer`` whose down projection adds the residual in its epilogue and leaves the
+    sum ready for ``norm`` (the head's final norm): ``stream`` is the output feature, ``scaled``
+    its rows times the norm weight (the normalised rows up to each row's positive ``rstd``)."""
+    act, mid = _layer_act(layer, table, _eagle3_qkv_prologue(layer, table, ids, feat), feat, batch, rotary)
+    return _gemv().linear_add_norm(act, layer.mlp.down_proj.weight, mid.stream, norm.weight, norm.eps)
 
 
 def norm_lm_head(h: torch.Tensor, residual: torch.Tensor | None, norm: RMSNorm, weight: torch.Tensor,

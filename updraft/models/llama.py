@@ -47,6 +47,24 @@ class ModelOutput:
     graph: bool = False  # produced by a graph replay (views into static buffers)
     #: ``logits.argmax(-1)`` where the LM head computed it in the same launch (small-M path).
     argmax: torch.Tensor | None = None
+    #: Set where the batch allowed unscaled logits (``ForwardBatch.unscaled_logits``) and the
+    #: model left each row's positive factor out: the logits are ``logits * row_scale.factor()``.
+    row_scale: RowScale | None = None
+
+
+@dataclass(frozen=True)
+class RowScale:
+    """Each logits row's positive factor ``rsqrt(sum(sumsq[r]) / width + eps)``: the final
+    RMSNorm's 1 / rms of the row, from the partial sums of squares its producer wrote
+    (``NormedRows.sumsq`` [R, P] float32)."""
+
+    sumsq: torch.Tensor
+    width: int
+    eps: float
+
+    def factor(self) -> torch.Tensor:
+        """[R] float32 (torch ops: the reference; kernels reduce ``sumsq`` themselves)."""
+        return torch.rsqrt(self.sumsq.sum(-1) / self.width + self.eps)
 
 
 class LlamaAttention(nn.Module):
@@ -189,7 +207,13 @@ class DecoderLM(nn.Module):
         first = self.model.layers[0] if len(self.model.layers) else None
         small = (isinstance(first, LlamaDecoderLayer)  # the fused layer is Llama's
                  and ops.small_m_rows(batch.num_tokens, table.dtype, table.device, table.shape[1], first.gemms))
-        h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small)
+        # A verify's EAGLE-3 features: the fused layers write the captured streams straight into
+        # their column blocks (no concatenation kernel) where the ids are distinct
+        aux_buf = None
+        if (batch.capture_hidden == CaptureHidden.FULL and self.aux_layers
+                and len(set(self.aux_layers)) == len(self.aux_layers)):
+            aux_buf = table.new_empty(batch.num_tokens, len(self.aux_layers) * table.shape[1])
+        h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small, aux_buf)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
         head = ("linear", self.lm_head_weight.shape[0], self.lm_head_weight.shape[1], 0)
         if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h, (head,))
@@ -207,16 +231,20 @@ class DecoderLM(nn.Module):
                 out.aux_hidden = batch.logit_rows(torch.cat(aux, dim=-1))
         elif batch.capture_hidden == CaptureHidden.FULL:
             out.hidden = h
-            if aux:
+            if aux_buf is not None and all(a.data_ptr() == aux_buf[:, j * h.shape[1]:].data_ptr() for j, a in enumerate(aux)):
+                out.aux_hidden = aux_buf  # every captured stream was written in place
+            elif aux:
                 out.aux_hidden = torch.cat(aux, dim=-1)
         return out
 
-    def _layers(self, h: torch.Tensor, batch: ForwardBatch, small: bool,
+    def _layers(self, h: torch.Tensor, batch: ForwardBatch, small: bool, aux_buf: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
         """The decoder stack on the residual stream: ``(x, residual, captured layer outputs)``.
         ``small``: ``h`` is the embedding table and layer 0 gathers its rows; a fused layer
         followed by another hands it ``NormedRows`` (its down projection adds the residual and
-        prepares the next input norm), so no layer's QKV makes a pass over its rows for the norm."""
+        prepares the next input norm), so no layer's QKV makes a pass over its rows for the norm.
+        ``aux_buf`` [T, len(aux_layers) * hidden]: such a layer that is captured writes its stream
+        into its column block (the next layer reads it there)."""
         residual: torch.Tensor | None = None
         normed: NormedRows | None = None  # set: the stream is here, ``h`` and ``residual`` are stale
         captured: dict[int, torch.Tensor] = {}
@@ -225,7 +253,11 @@ class DecoderLM(nn.Module):
                 ids = batch.input_ids if i == 0 else None
                 nxt = self._next_fused_norm(i, batch.num_tokens, h)
                 if nxt is not None:
-                    normed = fused.decoder_layer_normed(layer, h, residual, batch, self.rotary, nxt, ids, normed)
+                    into = None
+                    if aux_buf is not None and i in self.aux_layers:
+                        j, w = self.aux_layers.index(i), aux_buf.shape[1] // len(self.aux_layers)
+                        into = aux_buf[:, j * w : (j + 1) * w]
+                    normed = fused.decoder_layer_normed(layer, h, residual, batch, self.rotary, nxt, ids, normed, into)
                 else:
                     h, residual = fused.decoder_layer(layer, h, residual, batch, self.rotary, ids, normed)
                     normed = None

@@ -187,12 +187,14 @@ def supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLOGUE
 
 
 def _prologue_args(x: torch.Tensor, pro: Prologue, m: int) -> tuple[tuple, tuple[int, int], dict, torch.Tensor | None]:
-    """(args X, Ids, Res, ResOut, NW, Sq, NSQ; strides of x and residual; flags; new residual)."""
+    """(args X, Ids, Res, ResOut, NW, Sq, NSQ, SIds; strides of x and residual; flags; new
+    residual). ``ids`` may be strided (a column of a [B, W] id block)."""
     new_res = torch.empty(m, x.shape[1], dtype=x.dtype, device=x.device) if pro.write_residual else None
     res = pro.residual if pro.residual is not None else x
     sq = pro.normed.sumsq if pro.normed is not None else x
     ptrs = (x, pro.ids if pro.ids is not None else x, res, new_res if new_res is not None else x,
-            pro.norm_weight if pro.norm_weight is not None else x, sq, sq.shape[1] if pro.normed is not None else 0)
+            pro.norm_weight if pro.norm_weight is not None else x, sq, sq.shape[1] if pro.normed is not None else 0,
+            pro.ids.stride(0) if pro.ids is not None else 1)
     flags = dict(GATHER=pro.ids is not None, HAS_RES=pro.residual is not None, HAS_NORM=pro.norm_weight is not None,
                  WRITE_RES=pro.write_residual, PRE_RSTD=pro.normed is not None,
                  BLOCK_S=triton.next_power_of_2(sq.shape[1]) if pro.normed is not None else 1)
@@ -257,19 +259,24 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 def linear_add_norm(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
-                    eps: float, pro: Prologue = NO_PROLOGUE, *, config: GemvConfig | None = None) -> NormedRows:
+                    eps: float, pro: Prologue = NO_PROLOGUE, *, config: GemvConfig | None = None,
+                    stream_out: torch.Tensor | None = None) -> NormedRows:
     """``prologue(x) @ weight.T`` added to the residual stream ``residual`` [M, N], made ready for
     the RMSNorm (``norm_weight`` [N], ``eps``) that follows (``NormedRows``): the next GEMM's
     ``Prologue(normed=...)`` reads it without a pass of its own over the rows. The sum is rounded
-    as the unfused ``round(round(y) + residual)``."""
+    as the unfused ``round(round(y) + residual)``. ``residual`` and ``stream_out`` (where the sum
+    lands, e.g. a column block of the EAGLE-3 features a verify captures; default a new tensor)
+    may have any row stride."""
     assert supported(x, weight, pro) and pro.x2 is None, "gemv.linear_add_norm: unsupported inputs"
     m, (n, k) = num_rows(x, pro), weight.shape
-    assert (residual.shape == (m, n) and residual.dtype == x.dtype and residual.is_contiguous()
+    assert (residual.shape == (m, n) and residual.dtype == x.dtype and residual.stride(1) == 1
             and norm_weight.shape == (n,) and norm_weight.dtype == x.dtype), "gemv.linear_add_norm: unsupported inputs"
+    assert stream_out is None or (stream_out.shape == (m, n) and stream_out.dtype == x.dtype
+                                  and stream_out.stride(1) == 1), "gemv.linear_add_norm: unsupported stream_out"
     cfg = config or gemv_config.lookup("linear", n, k, m, x.dtype, x.device)
     nprog = triton.cdiv(n, cfg.block_n)
-    stream = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    scaled = torch.empty_like(stream)
+    stream = stream_out if stream_out is not None else torch.empty(m, n, dtype=x.dtype, device=x.device)
+    scaled = torch.empty(m, n, dtype=x.dtype, device=x.device)  # contiguous: the next GEMM's rows
     sumsq = torch.empty(m, nprog, dtype=torch.float32, device=x.device)
     _launch_linear(x, weight, None, pro, cfg, stream, (stream,) * 4, (residual, norm_weight, scaled, sumsq))
     return NormedRows(stream, scaled, sumsq, float(eps))
@@ -285,7 +292,8 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     epi = add_norm if add_norm is not None else (out,) * 4
     gemv_kernels.linear_kernel[(nprog,)](
         *ptrs, weight, w_scale if w_scale is not None else out, bias if bias is not None else x, out, *argmax_bufs,
-        *epi, m, n, k, sx, sr, weight.stride(0), out.stride(0), epi[0].stride(0), _eps(pro), BLOCK_N=cfg.block_n,
+        *epi, m, n, k, sx, sr, weight.stride(0), out.stride(0), epi[0].stride(0), epi[2].stride(0), _eps(pro),
+        BLOCK_N=cfg.block_n,
         BLOCK_P=min(1024, triton.next_power_of_2(nprog)), HAS_WSCALE=w_scale is not None, HAS_BIAS=bias is not None,
         ARGMAX=argmax, ADD_NORM=add_norm is not None, ROUND=not exact_f32, **flags,
         **_launch_opts(cfg, gemv_config.m_bucket(m), x, k, weight.element_size()),

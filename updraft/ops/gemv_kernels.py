@@ -14,12 +14,13 @@ from updraft.ops.triton_utils import pdl_enter, pdl_release_late, prefetch_l2, r
 
 
 @triton.jit
-def _rows(Ids, M, stride_x, stride_r, BLOCK_M: tl.constexpr, GATHER: tl.constexpr):
-    """Token rows ``m`` [BLOCK_M], their mask, and the offsets of their x and residual rows."""
+def _rows(Ids, s_ids, M, stride_x, stride_r, BLOCK_M: tl.constexpr, GATHER: tl.constexpr):
+    """Token rows ``m`` [BLOCK_M], their mask, and the offsets of their x and residual rows
+    (``Ids`` read at stride ``s_ids``: a column of a [B, W] block of ids is a valid ``ids``)."""
     m = tl.arange(0, BLOCK_M)
     mmask = m < M
     if GATHER:
-        src = tl.load(Ids + m, mask=mmask, other=0).to(tl.int64)
+        src = tl.load(Ids + m * s_ids, mask=mmask, other=0).to(tl.int64)
     else:
         src = m.to(tl.int64)
     return m, mmask, src * stride_x, src * stride_r
@@ -185,7 +186,7 @@ def _add_norm_epilogue(y, ERes, ENW, EU, ESq, n, nmask, m, mmask, pid, nprog, st
 
 
 @triton.jit
-def _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, wmask, M, K, stride_x, stride_r, stride_w, eps,
+def _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, wrow, wmask, M, K, stride_x, stride_r, stride_w, eps,
                    BLOCK_R: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_S: tl.constexpr,
                    GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
                    PRE_RSTD: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr,
@@ -194,7 +195,7 @@ def _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, wmask, M, K, strid
     prologue's input rows, normalised -> (acc [BLOCK_R, BLOCK_M] float32, token rows m, their
     mask). PRE_RSTD: the producer's partial sums of squares are loaded before the K loop and
     reduced after it."""
-    m, mmask, xoff, roff = _rows(Ids, M, stride_x, stride_r, BLOCK_M, GATHER)
+    m, mmask, xoff, roff = _rows(Ids, SIds, M, stride_x, stride_r, BLOCK_M, GATHER)
     if PRE_RSTD:
         part = _partials(Sq, NSQ, m, mmask, BLOCK_S)
     rstd = _prologue_stats(X, xoff, Res, roff, ResOut, m, mmask, K, eps, BLOCK_M, BLOCK_K, HAS_RES, HAS_NORM,
@@ -207,8 +208,8 @@ def _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, wmask, M, K, strid
 
 
 @triton.jit(do_not_specialize=["M"])
-def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, PIdx, Argmax, Sem,
-                  ERes, ENW, EU, ESq, M, N, K, stride_x, stride_r, stride_w, stride_o, stride_er, eps,
+def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, WScale, Bias, Out, PMax, PIdx, Argmax, Sem,
+                  ERes, ENW, EU, ESq, M, N, K, stride_x, stride_r, stride_w, stride_o, stride_er, stride_eu, eps,
                   BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_P: tl.constexpr,
                   GATHER: tl.constexpr, HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr,
                   PRE_RSTD: tl.constexpr, BLOCK_S: tl.constexpr, HAS_WSCALE: tl.constexpr,
@@ -221,7 +222,7 @@ def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, 
     if PREFETCH:
         _prefetch_rows(W, n.to(tl.int64), nmask, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, n.to(tl.int64), nmask, M, K, stride_x,
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, n.to(tl.int64), nmask, M, K, stride_x,
                                    stride_r, stride_w, eps, BLOCK_N, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES,
                                    HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     pdl_release_late(PDL)
@@ -236,7 +237,7 @@ def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, 
     omask = nmask[:, None] & mmask[None, :]
     if ADD_NORM:
         y = _add_norm_epilogue(y, ERes, ENW, EU, ESq, n, nmask, m, mmask, pid, tl.num_programs(0), stride_er,
-                               stride_o, X.dtype.element_ty, RNE)
+                               stride_eu, X.dtype.element_ty, RNE)
     tl.store(Out + m[None, :].to(tl.int64) * stride_o + n[:, None], y.to(Out.dtype.element_ty), mask=omask)
     if ARGMAX:
         nprog = tl.num_programs(0)
@@ -249,7 +250,7 @@ def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, WScale, Bias, Out, PMax, 
 
 
 @triton.jit(do_not_specialize=["M"])
-def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
+def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
                     M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
                     stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
@@ -269,7 +270,7 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool
     if PREFETCH:
         _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, r < 2 * BLOCK_P, M, K, stride_x,
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, wrow, r < 2 * BLOCK_P, M, K, stride_x,
                                    stride_r, stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES,
                                    HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
@@ -305,7 +306,7 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Bias, Out, KPool, VPool
 
 
 @triton.jit(do_not_specialize=["M"])
-def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o,
+def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o,
                    eps, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                    HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
                    BLOCK_S: tl.constexpr, DOT: tl.constexpr,
@@ -319,7 +320,7 @@ def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, W, Out, M, K, INTER, stride
     if PREFETCH:
         _prefetch_rows(W, wrow, ri < INTER, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
-    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, W, wrow, ri < INTER, M, K, stride_x, stride_r,
+    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, wrow, ri < INTER, M, K, stride_x, stride_r,
                                    stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES, HAS_NORM,
                                    WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
     pdl_release_late(PDL)

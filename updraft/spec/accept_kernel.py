@@ -168,8 +168,8 @@ def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, 
 
 def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: torch.Tensor,
                      drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
-                     u_accept: torch.Tensor, u_residual: torch.Tensor, tickets: torch.Tensor | None = None
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+                     u_accept: torch.Tensor, u_residual: torch.Tensor, tickets: torch.Tensor | None = None,
+                     emitted_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Lossless rejection sampling of ``drafts`` [B, S] against the rows ``filter_rows``
     described (``logits`` [B * (S + 1), V], ``stats``), the drafts' candidate distributions
     ``cand`` [B, S, K] (target ids, distinct per row) / ``q`` [B, S, K], uniforms ``u_accept``
@@ -180,18 +180,21 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     One launch of ``cdiv(V, 4096)`` programs per request: each sums one block of the residual,
     the last to finish (an atomic ticket per request) draws from the sums. ``tickets``: >= B
     int32 counters at 0, left at 0 (a graph passes one it owns; None: zeroed here, one more
-    kernel)."""
+    kernel). ``emitted_out`` [B, S+1] int64 contiguous: written as ``emitted`` and returned as it."""
     bs, s = drafts.shape
     vocab = logits.shape[1]
     k = cand.shape[2]
     dev = logits.device
     accept = torch.empty(bs, dtype=torch.int64, device=dev)
-    emitted = torch.empty((bs, s + 1), dtype=torch.int64, device=dev)
+    emitted = emitted_out if emitted_out is not None else torch.empty((bs, s + 1), dtype=torch.int64, device=dev)
+    if emitted.shape != (bs, s + 1) or emitted.dtype != torch.int64 or not emitted.is_contiguous():
+        raise ValueError(f"rejection_sample: emitted_out must be [{bs}, {s + 1}] int64 contiguous")
     block = _NSUB * _SUB
     nblk = triton.cdiv(vocab, block)
     if tickets is None:
         tickets = torch.zeros(bs, dtype=torch.int32, device=dev)
-    assert tickets.dtype == torch.int32 and tickets.numel() >= bs and tickets.is_contiguous()
+    if tickets.dtype != torch.int32 or tickets.numel() < bs or not tickets.is_contiguous():
+        raise ValueError(f"rejection_sample: tickets must be >= {bs} contiguous int32 counters")
     part = torch.empty((bs, nblk, 2), dtype=torch.int64, device=dev)
     _accept_kernel[(bs, nblk)](
         logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,

@@ -11,17 +11,21 @@ plain target step that keeps the draft's KV and feature current), the captured b
 
 1. read each row's committed length ``N``, bonus token, draft feature (the proposer's
    ``next_hidden``) and, sampled, its sampling parameters (``RowState``) and the iteration's
-   uniforms from its RNG key: one launch, ``write_rows.read_rows``;
+   uniforms from its RNG key, and write every forward's positions, KV slots and lengths (the
+   batches are views of one ``IterLayout``; the attention metadata is bound to them): one
+   launch, ``row_io.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job); step 1 writes the bonus and
-   each draft step its token straight into that block's ids (no stack kernel);
+   each draft step its token straight into that block's ids (no stack kernel), and draft step
+   ``k`` reads its token from column ``k`` of them (a strided view, no copy);
 4. sampled: lossless rejection sampling with counter-based uniforms, one draw of ``2 S + 2`` per
    row per iteration (``updraft.spec.device_rng``, drawn in step 1; the row's offset advances in
    the graph);
-5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths);
+5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths;
+   the verify's argmax or the acceptance writes them straight into its ids);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; the draft extend's feature at row ``accept_len - 1`` becomes the
    row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
@@ -54,7 +58,7 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
-from updraft.models.llama import ModelOutput
+from updraft.models.llama import ModelOutput, RowScale
 from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
@@ -68,7 +72,7 @@ from updraft.spec.commit import Commit, commit
 from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
-from updraft.spec.write_rows import UniformDraw, read_rows, write_rows
+from updraft.spec.row_io import IterLayout, UniformDraw, lay_out, read_rows
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
 DRAFT_CANDIDATES = 64
@@ -79,17 +83,19 @@ DRAFT_CANDIDATES = 64
 _STREAM_ITER = 1000
 
 
-def _argmax(out: ModelOutput, logits: torch.Tensor) -> torch.Tensor:
+def _argmax(out: ModelOutput, logits: torch.Tensor, dst: torch.Tensor | None = None) -> torch.Tensor:
     """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path),
     else on CUDA one ``argmax_rows`` launch (torch's reduction over a vocabulary row costs 13-23
     us on the H100 at the batch sizes a step has). On CPU torch's argmax, also under the Triton
     interpreter: there the kernel (tested on its own against torch) cost the CPU engine tests
-    ~3 s a test, one interpreted program per verify row."""
-    if out.argmax is not None:
-        return out.argmax.view(logits.shape[:-1])
-    if not logits.is_cuda:
-        return logits.argmax(-1)
-    return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1])).view(logits.shape[:-1])
+    ~3 s a test, one interpreted program per verify row. ``dst`` (shaped as the result, rows
+    contiguous): receives it (the kernel writes it in place) and is returned as it."""
+    shape = logits.shape[:-1]
+    if out.argmax is not None or not logits.is_cuda:
+        got = out.argmax.view(shape) if out.argmax is not None else logits.argmax(-1)
+        return dst.copy_(got) if dst is not None else got
+    flat = dst.view(-1) if dst is not None else None
+    return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1]), out=flat).view(shape)
 
 
 def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
@@ -118,6 +124,8 @@ class _IterGraph:
     chain: list[ForwardBatch]
     verify: ForwardBatch  # DECODE (width 1) without a draft
     extend: ForwardBatch | None  # None without a draft
+    layout: IterLayout  # every forward's positions, slots and lengths, written by ``read_rows``
+    ids: torch.Tensor  # [bs, S + 1]: the verify block's token ids (a view of its input_ids)
     out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
     rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
     out_host: list[torch.Tensor] = field(default_factory=list)
@@ -286,14 +294,21 @@ class FusedIteration:
             # No logits rows: the next iteration applies the LM head to the selected feature.
             ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL)
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
-            for b in chain + [extend]:
-                d.runner.backend.init_capture_metadata(b)
+        rows = torch.zeros(bs, dtype=torch.long, device=dev)
+        layout, chain, verify, extend = self._lay_out(s, rows, chain, verify, extend)
+        ids = verify.input_ids.view(bs, ndt)
         # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
-        # one's to the acceptance kernels: all widen as they load.
-        chain = [dataclasses.replace(b, fp32_logits=False) for b in chain]
+        # one's to the acceptance kernels: all widen as they load. Draft step k reads d_k in place.
+        chain = [dataclasses.replace(b, fp32_logits=False, input_ids=ids[:, k], unscaled_logits=True)
+                 for k, b in enumerate(chain, start=1)]
         verify = dataclasses.replace(verify, fp32_logits=False)
+        if extend is not None:  # no logits rows: its final norm would only add the residual
+            extend = dataclasses.replace(extend, unscaled_logits=True)
+        if d is not None:
+            for b in chain + ([extend] if extend is not None else []):
+                d.runner.backend.init_capture_metadata(b)
         self.target.backend.init_capture_metadata(verify)
-        g = _IterGraph(s, sampled, bs, torch.zeros(bs, dtype=torch.long, device=dev), chain, verify, extend,
+        g = _IterGraph(s, sampled, bs, rows, chain, verify, extend, layout, ids,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
         for _ in range(2):
             g.rows_host.append(torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned))
@@ -301,6 +316,20 @@ class FusedIteration:
         g.rows_np = [h.numpy() for h in g.rows_host]
         g.out_np = [h.numpy() for h in g.out_host]
         return g
+
+    def _lay_out(self, s: int, rows: torch.Tensor, chain: list[ForwardBatch], verify: ForwardBatch,
+                 extend: ForwardBatch | None) -> tuple[IterLayout, list[ForwardBatch], ForwardBatch, ForwardBatch | None]:
+        """The batches rebound to one ``IterLayout`` (``row_io.lay_out``): draft step ``k`` at
+        ``N - 2 + k`` plus its head's chain offset (EAGLE's), the verify block and the draft extend
+        sharing ``N - 1 ..``."""
+        segs: list[tuple[int, list[ForwardBatch]]] = []
+        if chain:
+            assert self.drafter is not None
+            segs = [(chain_step(self.drafter.head, k).offset - 2, [b]) for k, b in enumerate(chain, start=1)]
+        segs.append((-1, [verify] + ([extend] if extend is not None else [])))
+        layout, out = lay_out(segs, rows, self.target.req_pool.req_to_token)
+        last = out.pop()
+        return layout, [b[0] for b in out], last[0], last[1] if extend is not None else None
 
     def _capture(self, s: int, sampled: bool, bs: int) -> _IterGraph:
         t0 = time.perf_counter()
@@ -347,11 +376,13 @@ class FusedIteration:
 
     # ---- the captured body ---------------------------------------------------------------
     def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None,
-                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor) -> None:
+                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None) -> None:
         """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
         the verify block's ids). Sampled, the distribution q it came from lands in ``out``:
         (probabilities [B, K], candidate ids in the target vocabulary [B, K]), one draft step's
-        slices of what the acceptance reads.
+        slices of what the acceptance reads. ``scale``: the logits lack each row's positive
+        factor (``ModelOutput.row_scale``): the argmax and the top-k are the same without it,
+        and ``choose`` applies it to the candidates.
 
         Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
         draft's top ``K = DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY
@@ -386,27 +417,26 @@ class FusedIteration:
             if self.to_target:
                 cand = self.to_target(cand)
         sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
-                                prm.col(rs.MIN_P), u, ids=cand, out=out, pick_out=dst)
+                                prm.col(rs.MIN_P), u, ids=cand, out=out, pick_out=dst, row_scale=scale)
 
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         d = self.drafter
         # sampled: the RNG keys are read at the rows in the same launch (the offsets advance in ``commit``)
         draw = UniformDraw(st.seed, st.offset, _STREAM_ITER, 2 * s + 2) if g.sampled else None
-        # with a draft model, the verify block's ids [bs, S + 1]: the bonus (written here) and the
-        # drafts (written by their draft steps) land in place, no stack of them
-        ids = torch.empty(bs, s + 1, dtype=torch.long, device=rows.device) if d is not None else None
+        # the verify block's ids [bs, S + 1]: the bonus (written here) and the drafts (written by
+        # their draft steps or copied from the lookups) land in place, no stack of them
         got = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
-                        st.sampling if g.sampled else None, draw, bonus_out=ids[:, 0] if ids is not None else None)
-        n, bonus, feat, u = got.seq_len, got.bonus, got.feat, got.uniforms
+                        st.sampling if g.sampled else None, draw, bonus_out=g.ids[:, 0], layout=g.layout)
+        n, feat, u = got.seq_len, got.feat, got.uniforms
         prm = _RowParams(got.params) if got.params is not None else None
         if d is not None:
-            assert feat is not None and ids is not None
-            res = self._speculate(g, d, n, ids, feat, prm, u)
+            assert feat is not None
+            res = self._speculate(g, d, feat, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
             ng = self.ngram
             drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
-            res = self._verify_lookup(g, n, bonus, drafts, prm, u)
+            res = self._verify_lookup(g, drafts, prm, u)
             if ng is not None:
                 ng.append(rows, n, res.emitted)  # positions N..N+S; past N + accept - 1 is junk
         # accept lengths, the rows' length / last token / RNG offset, the output block and the
@@ -418,59 +448,57 @@ class FusedIteration:
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: _Drafter, n: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
-                   prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
+    def _speculate(self, g: _IterGraph, d: _Drafter, feat: torch.Tensor, prm: _RowParams | None,
+                   u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
-        ``ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
-        steps write their tokens into columns 1..S); ``feat``: the rows' draft features."""
-        rows, s, bs = g.rows, g.num_steps, g.bs
+        ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
+        steps write their tokens into columns 1..S); ``feat``: the rows' draft features. Every
+        forward's other inputs were written by ``read_rows`` (``g.layout``)."""
+        rows, s, bs, ids = g.rows, g.num_steps, g.bs, g.ids
         ndt = s + 1
-        table = self.target.req_pool.req_to_token
         # sampled: each draft's q and its candidates, written in place by the draft steps
         k_cand = min(DRAFT_CANDIDATES, d.head.draft_vocab_size)
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
                  torch.empty(bs, s, k_cand, dtype=torch.long, device=rows.device)) if prm is not None else None)
 
-        def choose(logits: torch.Tensor, k: int) -> None:
+        def choose(logits: torch.Tensor, k: int, scale: RowScale | None = None) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
-            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1])
+            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale)
 
         if s >= 1:
             choose(d.head.logits_from_feature(feat, fp32=False), 0)
-        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k at N - 2 + k (EAGLE's offset)
-            write_rows(b, rows, n, ids[:, k], table, offset=chain_step(d.head, k).offset - 2)
+        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k (ids[:, k]) at N - 2 + k (EAGLE's offset)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
-            choose(out.logits, k)
-        v = g.verify
-        write_rows(v, rows, n, ids, table, offset=-1)
+            choose(out.logits, k, out.row_scale)
+        v, e = g.verify, g.extend
+        assert e is not None
         self.target.backend.init_replay_metadata(v)
         tout = self.target.model(v)
         logits = tout.logits.view(bs, ndt, -1)
         drafts = ids[:, 1:]
+        emitted = e.input_ids.view(bs, ndt)  # the draft extend reads the emitted tokens where they land
         if prm is None or u is None:
-            accept, emitted = None, _argmax(tout, logits)
+            accept = None
+            _argmax(tout, logits, emitted)
         else:
-            accept, emitted = self._sampled_accept(logits, drafts, dist, prm, u)
-        e = g.extend
-        assert e is not None
-        write_rows(e, rows, n, emitted, table, offset=-1)
+            accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted)
         d.runner.backend.init_replay_metadata(e)
         target_feat = tout.aux_hidden if tout.aux_hidden is not None else tout.hidden
         dout = d.head(_fed(e, FeatureKind.TARGET, target_feat, d.runner.dtype))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
-    def _verify_lookup(self, g: _IterGraph, n: torch.Tensor, bonus: torch.Tensor, drafts: torch.Tensor,
-                       prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
-        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed) and their acceptance
-        (sampled; greedy's is ``commit``'s): drafts without a draft model (n-gram lookups, or
-        none), so q is one-hot at each draft."""
+    def _verify_lookup(self, g: _IterGraph, drafts: torch.Tensor, prm: _RowParams | None,
+                       u: torch.Tensor | None) -> Commit:
+        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed; ``read_rows`` wrote the
+        bonus into ``g.ids``) and their acceptance (sampled; greedy's is ``commit``'s): drafts
+        without a draft model (n-gram lookups, or none), so q is one-hot at each draft."""
         bs, ndt = g.bs, drafts.shape[1] + 1
         v = g.verify
-        ids = torch.cat([bonus[:, None], drafts], dim=1) if drafts.shape[1] else bonus  # S = 0: no cat kernel
-        write_rows(v, g.rows, n, ids, self.target.req_pool.req_to_token, offset=-1)
+        if drafts.shape[1]:  # S = 0: no copy kernel
+            g.ids[:, 1:].copy_(drafts)
         self.target.backend.init_replay_metadata(v)
         out = self.target.model(v)
         logits = out.logits.view(bs, ndt, -1)
@@ -480,13 +508,14 @@ class FusedIteration:
         return Commit(emitted, drafts, accept)
 
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,
-                        prm: _RowParams, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                        prm: _RowParams, u: torch.Tensor, emitted_out: torch.Tensor | None = None,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
         distribution (the plain sampler's: every filter applied on the device), in two kernel
         launches (``rejection_kernels.sampled_accept``). ``dist``: the drafts' probabilities and
         candidates (target ids), [B, S, K] each; None: deterministic drafts (q one-hot at the
         draft, as the per-phase path treats n-gram lookups). S = 0 samples the one row with
-        ``u[:, 1]``."""
+        ``u[:, 1]``. ``emitted_out`` [B, S + 1]: where the emitted tokens land."""
         bs, ndt, _ = logits.shape
         s = ndt - 1
         dev = logits.device
@@ -499,10 +528,14 @@ class FusedIteration:
             cand = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.long, device=dev)
             q = torch.empty(bs, 0, DRAFT_CANDIDATES, dtype=torch.float32, device=dev)
         u_residual = u[:, 2 * s] if s else u[:, 1]
+        # the owned tickets cover every captured size; an eager body past them (the kit's, at a
+        # batch above the largest graph) zeroes its own
+        tickets = self._tickets if bs <= self._tickets.numel() else None
         # a bf16 target's logits are bf16 values (the LM head rounds to the model dtype)
         return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.col(rs.TEMP), prm.col(rs.TOP_K),
                                                 prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual,
-                                                bf16_values=self.target.dtype == torch.bfloat16, tickets=self._tickets)
+                                                bf16_values=self.target.dtype == torch.bfloat16, tickets=tickets,
+                                                emitted_out=emitted_out)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

@@ -396,21 +396,23 @@ def probs_from_stats(logits: torch.Tensor, ndt: int, temperature: torch.Tensor,
 def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
                    temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                    min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor,
-                   bf16_values: bool = False, tickets: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+                   bf16_values: bool = False, tickets: torch.Tensor | None = None,
+                   emitted_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Rejection sampling of a chain of drafts against the target's filtered distribution:
     ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
     parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
     ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
     (``use_kernels``; four with ``bf16_values``, see ``filter_rows``; ``tickets`` as
-    ``rejection_sample`` takes them), else ``sampled_accept_reference``."""
+    ``rejection_sample`` takes them), else ``sampled_accept_reference``. ``emitted_out``
+    [B, S+1] int64 contiguous: receives ``emitted`` and is returned as it."""
     if not use_kernels(logits):
-        return sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
-                                        u_accept, u_residual)
+        accept, emitted = sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
+                                                   u_accept, u_residual)
+        return accept, emitted_out.copy_(emitted) if emitted_out is not None else emitted
     bs, ndt, vocab = logits.shape
     flat = logits.reshape(bs * ndt, vocab)
     stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p, bf16_values)
-    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual, tickets)
+    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual, tickets, emitted_out)
 
 
 def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor,

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import TYPE_CHECKING
 
 import torch
 import triton
@@ -56,6 +57,9 @@ import triton.language as tl
 
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
 from updraft.spec import device_rng
+
+if TYPE_CHECKING:
+    from updraft.models.llama import RowScale
 
 #: Largest candidate count ``choose`` takes: one row is one register tile.
 MAX_K = 256
@@ -91,7 +95,7 @@ def _mix32(x):
 @triton.jit
 def uniform_row(Seed, s_seed, Offset, s_offset, src, Out, stream_c, n, BLOCK_N: tl.constexpr):
     """``Out[:n]`` = the ``n`` uniforms of RNG row ``src`` (``device_rng.uniform``, bit for bit):
-    a jit helper, so another kernel can draw them in its own launch (``write_rows.read_rows``)."""
+    a jit helper, so another kernel can draw them in its own launch (``row_io.read_rows``)."""
     seed = tl.load(Seed + src * s_seed).to(tl.int64)
     offset = tl.load(Offset + src * s_offset).to(tl.int64)
     # stream_c may arrive as int32 (small streams) or int64 (>= 2**31): widen before mixing.
@@ -157,11 +161,13 @@ def choose_reference(
     top_p: torch.Tensor,
     min_p: torch.Tensor,
     u: torch.Tensor,
+    row_scale: RowScale | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Torch version of ``choose`` (same arguments and results); the search runs in float64."""
     k = vals.shape[-1]
     j = torch.arange(k, device=vals.device)
-    p = torch.softmax(vals.float() / temp.float()[:, None], dim=-1)
+    x = vals.float() * row_scale.factor()[:, None] if row_scale is not None else vals.float()
+    p = torch.softmax(x / temp.float()[:, None], dim=-1)
     keep = (
         (j[None, :] < torch.where(top_k > 0, top_k, k)[:, None])
         & (torch.cumsum(p, -1) - p < top_p.float()[:, None])
@@ -178,14 +184,19 @@ def choose_reference(
 @triton.jit
 def _choose_kernel(
     Vals, s_vals, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, U, s_u, Q, s_q,
-    Ids, s_ids, IdsOut, s_ids_out, Pick, s_pick, K: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr, PDL: tl.constexpr,
+    Ids, s_ids, IdsOut, s_ids_out, Pick, s_pick, Sq, s_sq, n_sq, width, eps, K: tl.constexpr,
+    BLOCK_K: tl.constexpr, HAS_IDS: tl.constexpr, COPY_IDS: tl.constexpr, SCALE: tl.constexpr,
+    BLOCK_SQ: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     j = tl.arange(0, BLOCK_K)
     valid = j < K
     x = tl.load(Vals + row * s_vals + j, mask=valid, other=float("-inf")).to(tl.float32)
+    if SCALE:  # the row's positive factor (RowScale): its partial sums of squares, summed in order
+        i = tl.arange(0, BLOCK_SQ)
+        sq = tl.sum(tl.load(Sq + row * s_sq + i, mask=i < n_sq, other=0.0), axis=0)
+        x = x * tl.rsqrt(sq / width + eps)
     x = x / tl.load(Temp + row * s_temp).to(tl.float32)
     # exp(-inf) = 0: masked lanes have p = 0 and add nothing to any sum below.
     e = tl.exp(x - tl.max(x, axis=0))
@@ -233,6 +244,7 @@ def choose(
     ids: torch.Tensor | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
     pick_out: torch.Tensor | None = None,
+    row_scale: RowScale | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The sampling distribution over each row's candidates and one draw from it.
 
@@ -251,12 +263,14 @@ def choose(
     may be strided, e.g. one draft step's slices of a [B, S, K] buffer) that receive ``q`` and a
     copy of ``ids`` and are returned as ``q``; one kernel where a gather and stacks would be.
     ``pick_out`` [B] int64 (any stride, e.g. a column of the verify block's ids): receives the
-    pick and is returned as it."""
+    pick and is returned as it. ``row_scale``: ``vals`` are the logits without each row's
+    positive factor (``ModelOutput.row_scale``; a positive factor keeps the order, so the top
+    ``K`` of the unscaled logits are the same candidates); it is applied before ``temp``."""
     b, k = vals.shape
     assert 0 < k <= MAX_K, f"choose: {k} candidates (at most {MAX_K})"
     assert out is None or ids is not None, "choose: out needs ids"
     if not use_triton(vals):
-        q, pick = choose_reference(vals, temp, top_k, top_p, min_p, u)
+        q, pick = choose_reference(vals, temp, top_k, top_p, min_p, u, row_scale)
         if ids is not None:
             pick = ids.gather(1, pick[:, None]).squeeze(1)
             if out is not None:
@@ -273,10 +287,16 @@ def choose(
     rows = [vals, q] + ([ids_in, ids_out] if ids is not None else [])
     assert all(t.shape == (b, k) and (t.stride(1) == 1 or k == 1) for t in rows), "choose: [B, K], contiguous along K"
     block_k = triton.next_power_of_2(k)
+    sq = row_scale.sumsq if row_scale is not None else q
+    if row_scale is not None:
+        assert sq.shape[0] == b and sq.dtype == torch.float32 and sq.stride(1) == 1, "choose: row_scale.sumsq [B, P] float32"
     _choose_kernel[(b,)](
         vals, vals.stride(0), temp, temp.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0),
         min_p, min_p.stride(0), u, u.stride(0), q, q.stride(0), ids_in, ids_in.stride(0), ids_out,
-        ids_out.stride(0), pick, pick.stride(0), K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None,
+        ids_out.stride(0), pick, pick.stride(0), sq, sq.stride(0), sq.shape[1] if row_scale is not None else 0,
+        row_scale.width if row_scale is not None else 1, row_scale.eps if row_scale is not None else 0.0,
+        K=k, BLOCK_K=block_k, HAS_IDS=ids is not None, COPY_IDS=out is not None, SCALE=row_scale is not None,
+        BLOCK_SQ=triton.next_power_of_2(sq.shape[1]) if row_scale is not None else 1,
         num_warps=min(4, num_warps(block_k)), **pdl_opts(vals.device, "sampling"),
     )
     return q, pick

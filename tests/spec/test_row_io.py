@@ -1,10 +1,10 @@
-"""``write_rows`` (one launch for a fixed-stride batch's inputs) and ``read_rows`` against torch, on
-the Triton interpreter: every field, both id layouts, mixed dtypes, table rows out of order."""
+"""``read_rows`` (the fused iteration's rows in and its forwards' inputs out, one launch) against
+torch, on the Triton interpreter: every field, every layout segment, mixed dtypes, table rows out
+of order and repeated."""
 
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,41 +13,40 @@ if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
 
 from updraft.spec import device_rng  # noqa: E402
-from updraft.spec.write_rows import UniformDraw, read_rows, write_rows, write_rows_torch  # noqa: E402
+from updraft.spec.row_io import IterLayout, UniformDraw, read_rows  # noqa: E402
 
 
-def batch(bs: int, w: int) -> SimpleNamespace:
-    n = bs * w
-    return SimpleNamespace(stride=w, input_ids=torch.full((n,), -1, dtype=torch.int64),
-                           positions=torch.full((n,), -1, dtype=torch.int64),
-                           out_cache_loc=torch.full((n,), -1, dtype=torch.int64),
-                           req_pool_indices=torch.full((bs,), -1, dtype=torch.int64),
-                           seq_lens=torch.full((bs,), -1, dtype=torch.int32))
+def layout(bs: int, widths: tuple[int, ...], offsets: tuple[int, ...], table: torch.Tensor) -> IterLayout:
+    first = [sum(bs * w for w in widths[:j]) for j in range(len(widths))]
+    t = bs * sum(widths)
+    return IterLayout(torch.full((t,), -1, dtype=torch.int64), torch.full((t,), -1, dtype=torch.int64),
+                      torch.full((len(widths), bs), -1, dtype=torch.int32), table, widths, offsets, tuple(first),
+                      torch.tensor(list(zip(widths, offsets, first)), dtype=torch.int32).reshape(-1, 3))
 
 
-@pytest.mark.parametrize("w,flat_ids,offset", [(1, True, 0), (1, False, -2), (6, False, -1), (3, False, 2)])
-@pytest.mark.parametrize("column", [False, True])
-def test_write_rows_matches_torch(w: int, flat_ids: bool, offset: int, column: bool) -> None:
-    """``column``: one token a row read from a column of a wider block (the chain's draft tokens
-    in the verify block's ids: stride S + 1), taken in place."""
-    gen = torch.Generator().manual_seed(w)
-    bs, width = 5, 40
-    table = torch.randperm(8 * width, generator=gen).reshape(8, width)
-    rows = torch.tensor([6, 0, 3, 7, 1])
-    first = torch.randint(2, width - w - 2, (bs,), generator=gen)
-    ids = torch.randint(0, 1000, (bs,) if flat_ids else (bs, w), generator=gen)
-    if not flat_ids and w > 1:
-        ids = ids.t().contiguous().t()  # a non-contiguous [bs, w] view
-    if column and w == 1:
-        block = torch.randint(0, 1000, (bs, 6), generator=gen)
-        ids = block[:, 3] if flat_ids else block[:, 3:4]
-    got, want = batch(bs, w), batch(bs, w)
-    write_rows(got, rows, first, ids, table, offset)  # type: ignore[arg-type]
-    write_rows_torch(want, rows, first, ids, table, offset)  # type: ignore[arg-type]
-    for field in ("input_ids", "positions", "out_cache_loc", "req_pool_indices", "seq_lens"):
+@pytest.mark.parametrize("widths,offsets", [((6,), (-1,)), ((1, 1, 1, 1, 6), (-1, 0, 1, 2, -1)), ((1, 3), (2, 0))])
+def test_read_rows_lays_out_every_segment(widths: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+    """The layout ``read_rows`` writes in its launch (positions, KV slots, lengths of every
+    segment: the chain's draft steps, the verify block) against the values by hand and against
+    ``IterLayout.write_torch``: rows out of order and repeated (the padding row), the EAGLE
+    chain's offsets."""
+    gen = torch.Generator().manual_seed(len(widths))
+    bs, width, num = 5, 40, 9
+    table = torch.randperm(num * width, generator=gen).reshape(num, width)
+    seq_len = torch.randint(3, width - 8, (num,), generator=gen)
+    rows = torch.tensor([6, 0, 3, 7, 0])
+    got, want = layout(bs, widths, offsets, table), layout(bs, widths, offsets, table)
+    r = read_rows(rows, seq_len, torch.zeros(num, dtype=torch.long), layout=got)
+    want.write_torch(rows, seq_len[rows])
+    assert torch.equal(r.seq_len, seq_len[rows])
+    for field in ("positions", "out_cache_loc", "seq_lens"):
         assert torch.equal(getattr(got, field), getattr(want, field)), field
-    assert torch.equal(got.out_cache_loc.view(bs, w)[:, 0], table[rows, first + offset])
-    assert torch.equal(got.seq_lens, (first + offset + w).int())
+    n = seq_len[rows]
+    for j, (w, off, t0) in enumerate(zip(widths, offsets, got.first_token)):
+        pos = (n + off)[:, None] + torch.arange(w)
+        assert torch.equal(got.positions[t0 : t0 + bs * w], pos.reshape(-1)), j
+        assert torch.equal(got.out_cache_loc[t0 : t0 + bs * w], table[rows[:, None], pos].reshape(-1)), j
+        assert torch.equal(got.seq_lens[j], (n + off + w).int()), j
 
 
 @pytest.mark.parametrize("feat_dim,with_params", [(0, False), (24, True), (5000, False)])
