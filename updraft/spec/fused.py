@@ -295,7 +295,7 @@ class FusedIteration:
             ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL)
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
         rows = torch.zeros(bs, dtype=torch.long, device=dev)
-        layout, chain, verify, extend = self._lay_out(s, rows, chain, verify, extend)
+        layout, chain, verify, extend = self._lay_out(rows, chain, verify, extend)
         ids = verify.input_ids.view(bs, ndt)
         # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
         # one's to the acceptance kernels: all widen as they load. Draft step k reads d_k in place.
@@ -317,7 +317,7 @@ class FusedIteration:
         g.out_np = [h.numpy() for h in g.out_host]
         return g
 
-    def _lay_out(self, s: int, rows: torch.Tensor, chain: list[ForwardBatch], verify: ForwardBatch,
+    def _lay_out(self, rows: torch.Tensor, chain: list[ForwardBatch], verify: ForwardBatch,
                  extend: ForwardBatch | None) -> tuple[IterLayout, list[ForwardBatch], ForwardBatch, ForwardBatch | None]:
         """The batches rebound to one ``IterLayout`` (``row_io.lay_out``): draft step ``k`` at
         ``N - 2 + k`` plus its head's chain offset (EAGLE's), the verify block and the draft extend
