@@ -210,7 +210,7 @@ class DecoderLM(nn.Module):
         # A verify's EAGLE-3 features: the fused layers write the captured streams straight into
         # their column blocks (no concatenation kernel) where the ids are distinct
         aux_buf = None
-        if (batch.capture_hidden == CaptureHidden.FULL and self.aux_layers
+        if (small and batch.capture_hidden == CaptureHidden.FULL and self.aux_layers
                 and len(set(self.aux_layers)) == len(self.aux_layers)):
             aux_buf = table.new_empty(batch.num_tokens, len(self.aux_layers) * table.shape[1])
         h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small, aux_buf)
