@@ -1,6 +1,6 @@
 """``read_rows`` (the fused iteration's rows in and its forwards' inputs out, one launch) against
-torch, on the Triton interpreter: every field, every layout segment, mixed dtypes, table rows out
-of order and repeated."""
+torch, on the GPU or the Triton interpreter: every field, every layout segment, mixed dtypes,
+table rows out of order and repeated."""
 
 from __future__ import annotations
 
@@ -9,19 +9,27 @@ import os
 import pytest
 import torch
 
-if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-    pytest.skip("needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)", allow_module_level=True)
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+if DEV == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    pytest.skip("needs CUDA or triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)",
+                allow_module_level=True)
 
 from updraft.spec import device_rng  # noqa: E402
-from updraft.spec.row_io import IterLayout, UniformDraw, read_rows  # noqa: E402
+from updraft.spec.row_io import IterLayout, UniformDraw, read_rows, use_triton  # noqa: E402
+
+
+def test_the_kernel_runs_here() -> None:
+    """Every test below checks the kernel, not the torch path ``read_rows`` falls back to."""
+    assert use_triton(torch.empty(0, device=DEV))
 
 
 def layout(bs: int, widths: tuple[int, ...], offsets: tuple[int, ...], table: torch.Tensor) -> IterLayout:
     first = [sum(bs * w for w in widths[:j]) for j in range(len(widths))]
     t = bs * sum(widths)
-    return IterLayout(torch.full((t,), -1, dtype=torch.int64), torch.full((t,), -1, dtype=torch.int64),
-                      torch.full((len(widths), bs), -1, dtype=torch.int32), table, widths, offsets, tuple(first),
-                      torch.tensor(list(zip(widths, offsets, first)), dtype=torch.int32).reshape(-1, 3))
+    dev = table.device
+    return IterLayout(torch.full((t,), -1, dtype=torch.int64, device=dev), torch.full((t,), -1, dtype=torch.int64, device=dev),
+                      torch.full((len(widths), bs), -1, dtype=torch.int32, device=dev), table, widths, offsets,
+                      tuple(first), torch.tensor(list(zip(widths, offsets, first)), dtype=torch.int32, device=dev).reshape(-1, 3))
 
 
 @pytest.mark.parametrize("widths,offsets", [((6,), (-1,)), ((1, 1, 1, 1, 6), (-1, 0, 1, 2, -1)), ((1, 3), (2, 0))])
@@ -32,20 +40,20 @@ def test_read_rows_lays_out_every_segment(widths: tuple[int, ...], offsets: tupl
     chain's offsets."""
     gen = torch.Generator().manual_seed(len(widths))
     bs, width, num = 5, 40, 9
-    table = torch.randperm(num * width, generator=gen).reshape(num, width)
-    seq_len = torch.randint(3, width - 8, (num,), generator=gen)
-    rows = torch.tensor([6, 0, 3, 7, 0])
+    table = torch.randperm(num * width, generator=gen).reshape(num, width).to(device=DEV, dtype=torch.int32)
+    seq_len = torch.randint(3, width - 8, (num,), generator=gen).to(DEV)
+    rows = torch.tensor([6, 0, 3, 7, 0], device=DEV)
     got, want = layout(bs, widths, offsets, table), layout(bs, widths, offsets, table)
-    r = read_rows(rows, seq_len, torch.zeros(num, dtype=torch.long), layout=got)
+    r = read_rows(rows, seq_len, torch.zeros(num, dtype=torch.long, device=DEV), layout=got)
     want.write_torch(rows, seq_len[rows])
     assert torch.equal(r.seq_len, seq_len[rows])
     for field in ("positions", "out_cache_loc", "seq_lens"):
         assert torch.equal(getattr(got, field), getattr(want, field)), field
     n = seq_len[rows]
     for j, (w, off, t0) in enumerate(zip(widths, offsets, got.first_token)):
-        pos = (n + off)[:, None] + torch.arange(w)
+        pos = (n + off)[:, None] + torch.arange(w, device=DEV)
         assert torch.equal(got.positions[t0 : t0 + bs * w], pos.reshape(-1)), j
-        assert torch.equal(got.out_cache_loc[t0 : t0 + bs * w], table[rows[:, None], pos].reshape(-1)), j
+        assert torch.equal(got.out_cache_loc[t0 : t0 + bs * w], table[rows[:, None], pos].reshape(-1).long()), j
         assert torch.equal(got.seq_lens[j], (n + off + w).int()), j
 
 
@@ -55,11 +63,11 @@ def test_read_rows_matches_gathers(feat_dim: int, with_params: bool) -> None:
     padding row), a feature wider than one block (5000 > 4096), bf16 features."""
     gen = torch.Generator().manual_seed(feat_dim)
     num = 9
-    seq_len = torch.randint(1, 1000, (num,), generator=gen)
-    bonus = torch.randint(0, 50000, (num,), generator=gen)
-    feat = torch.randn(num, feat_dim, generator=gen).to(torch.bfloat16) if feat_dim else None
-    params = torch.rand(num, 7, generator=gen) if with_params else None
-    rows = torch.tensor([4, 0, 8, 0, 2])
+    seq_len = torch.randint(1, 1000, (num,), generator=gen).to(DEV)
+    bonus = torch.randint(0, 50000, (num,), generator=gen).to(DEV)
+    feat = torch.randn(num, feat_dim, generator=gen).to(DEV, torch.bfloat16) if feat_dim else None
+    params = torch.rand(num, 7, generator=gen).to(DEV) if with_params else None
+    rows = torch.tensor([4, 0, 8, 0, 2], device=DEV)
     got = read_rows(rows, seq_len, bonus, feat, params)
     n, b, f, p = got.seq_len, got.bonus, got.feat, got.params
     assert got.uniforms is None
@@ -79,9 +87,11 @@ def test_read_rows_draws_the_uniforms_bit_for_bit(n: int) -> None:
     gen = torch.Generator().manual_seed(n)
     num = 9
     rng = torch.stack([torch.randint(0, 2**40, (num,), generator=gen), torch.randint(0, 1000, (num,), generator=gen)], 1)
-    rows = torch.tensor([4, 0, 8, 0, 2])
+    rng = rng.to(DEV)
+    rows = torch.tensor([4, 0, 8, 0, 2], device=DEV)
+    zeros = torch.zeros(num, dtype=torch.long, device=DEV)
     for stream in (1000, 2**33 + 5):
-        got = read_rows(rows, torch.zeros(num, dtype=torch.long), torch.zeros(num, dtype=torch.long),
+        got = read_rows(rows, zeros, zeros,
                         draw=UniformDraw(rng[:, 0], rng[:, 1], stream, n))
         want = device_rng.uniform(rng[rows, 0], rng[rows, 1], stream, n)
         assert got.uniforms is not None and got.uniforms.dtype == torch.float32
