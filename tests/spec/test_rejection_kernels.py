@@ -99,11 +99,6 @@ sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q":
 # a draft step's candidates without its final norm's factor (the row's 36 partial sums of squares)
 cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True, "SCALE": True, "BLOCK_SQ": 64}
 triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
-# the uniforms as the fused iteration draws them: RowState.rng's columns read at the batch's rows
-sig = {"Seed": "*i64", "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "Rows": "*i64", "Out": "*fp32",
-       "stream_c": "i64", "n": "i32"}
-triton.compile(src(sk._uniform_kernel, sig, {"BLOCK_N": 16, "GATHER": True}), target=GPUTarget("cuda", 90, 32),
-               options={"num_warps": 1})
 # topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary,
 # the candidates mapped to target ids (d2t) in the same launch.
 sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "Map": "*i64",
@@ -143,7 +138,7 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose``, ``uniform``, ``topk_rows``, ``argmax_rows``, ``read_rows`` and ``commit``) for sm_90,
+    two, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows`` and ``commit``) for sm_90,
     as the H100 will, with the ptxas triton ships (no GPU needed)."""
     import os
     import subprocess

@@ -23,7 +23,18 @@ def test_kernels_are_what_runs() -> None:
     assert sk.use_triton(torch.empty(0, device=DEV))
 
 
-# ---- uniform -----------------------------------------------------------------------------------
+# ---- uniform_row (drawn by read_rows' launch) ---------------------------------------------------
+def _uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """The uniforms ``uniform_row`` draws, through the launch that draws them in the iteration:
+    row ``b`` from the RNG key at ``rows[b]`` (default ``b``) of the ``seed`` / ``offset`` columns."""
+    from updraft.spec.row_io import UniformDraw, read_rows
+
+    rows = rows if rows is not None else torch.arange(seed.shape[0], device=seed.device)
+    zeros = torch.zeros(seed.shape[0], dtype=torch.long, device=seed.device)
+    got = read_rows(rows, zeros, zeros, draw=UniformDraw(seed, offset, stream, n)).uniforms
+    assert got is not None
+    return got
+
 @pytest.mark.parametrize("b,n", [(1, 1), (7, 12), (5, 33), (3, 128)])
 def test_uniform_is_bit_identical(b: int, n: int) -> None:
     g = torch.Generator().manual_seed(b * 1000 + n)
@@ -31,7 +42,7 @@ def test_uniform_is_bit_identical(b: int, n: int) -> None:
     for stream in (0, 1, 5, 77):
         seed = torch.randint(0, 1 << 48, (b,), generator=g).to(DEV)
         offset = torch.randint(0, 1 << 40, (b,), generator=g).to(DEV)
-        got = sk.uniform(seed, offset, stream, n)
+        got = _uniform(seed, offset, stream, n)
         want = device_rng.uniform(seed, offset, stream, n)
         assert got.shape == (b, n) and got.dtype == torch.float32
         assert torch.equal(got.view(torch.int32), want.view(torch.int32)), f"stream {stream}"
@@ -43,12 +54,12 @@ def test_uniform_strided_inputs_and_extremes() -> None:
     seeds = torch.tensor([[0, 9], [-1, 9], [(1 << 63) - 1, 9], [-(1 << 62), 9]], device=DEV)[:, 0]
     offsets = torch.tensor([[3, 0], [(1 << 62) + 5, 0], [0, 0], [1 << 40, 0]], device=DEV)[:, 0]
     assert not seeds.is_contiguous()
-    got = sk.uniform(seeds, offsets, 3, 12)
+    got = _uniform(seeds, offsets, 3, 12)
     assert torch.equal(got, device_rng.uniform(seeds, offsets, 3, 12))
     # The key whose first draw was exactly 1.0 when the uniforms took 24 bits ((2**24 - 1) + 0.5
     # rounds to 2**24 in float32): 23 bits + 0.5 are exact, so every draw is inside (0, 1).
     seed, offset = torch.tensor([0], device=DEV), torch.tensor([12401933], device=DEV)
-    one = sk.uniform(seed, offset, 0, 1)
+    one = _uniform(seed, offset, 0, 1)
     assert torch.equal(one, device_rng.uniform(seed, offset, 0, 1))
     assert 0.0 < float(one) < 1.0
 
@@ -60,10 +71,10 @@ def test_uniform_rows_read_the_table_in_place() -> None:
     g = torch.Generator().manual_seed(9)
     table = torch.randint(0, 1 << 48, (10, 2), generator=g).to(DEV)
     rows = torch.tensor([4, 0, 0, 9, 2], device=DEV)
-    got = sk.uniform(table[:, 0], table[:, 1], 7, 12, rows=rows)
+    got = _uniform(table[:, 0], table[:, 1], 7, 12, rows=rows)
     want = device_rng.uniform(table[rows, 0], table[rows, 1], 7, 12)
     assert got.shape == (5, 12) and torch.equal(got, want)
-    assert torch.equal(got, sk.uniform(table[rows, 0], table[rows, 1], 7, 12))
+    assert torch.equal(got, _uniform(table[rows, 0], table[rows, 1], 7, 12))
 
 
 # ---- choose ------------------------------------------------------------------------------------

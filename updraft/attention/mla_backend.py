@@ -28,8 +28,8 @@ Metadata, graphs and host scalars are the triton backend's (this class extends i
 depends on the mode, batch size, stride, tree-ness, dtype, head count, table width and SM count
 only, and a replay that would need other host scalars is refused (failure class 6);
 ``kv_lens = max(seq_lens - extend_seq_lens, 0)``, derived by the kernels (class 4); the
-fixed-stride modes' query starts are the uniform stride the builder writes at capture and replay alike (class 1; the
-decode kernel even takes them from the frozen stride, not from the metadata).
+fixed-stride modes' query starts are the uniform stride the builder writes at capture and replay
+alike (class 1; the decode kernel even takes them from the frozen stride, not from the metadata).
 """
 
 from __future__ import annotations

@@ -23,14 +23,14 @@ the kit's 1e-4 tolerance; bf16/fp16 accumulate in fp32 (see ``triton_kernels``).
 Metadata: ``TritonMetadata`` = device buffers + a ``LaunchPlan`` of host scalars that the kernels
 take by value (grid sizes, splits, tiles). It is built once per forward (no device sync) and
 shared by every layer. Its lengths, starts and request rows ARE the batch's own tensors (bound by
-``_bind_metadata``, no copies): the builders that write a batch's static inputs (the runner's
+``_alloc_metadata``, no copies): the builders that write a batch's static inputs (the runner's
 ``PhaseInputs.write``, the fused iteration's layout launch) write the metadata with them, so a
 graph replay's metadata costs no launch. The kernels derive the prefix length ``kv_lens =
-max(seq_lens - ext_lens, 0)`` themselves (the clamp matters in padded graph rows, failure class
-4). Under CUDA graphs those host
-scalars are FROZEN at capture; for the fixed-stride modes (DECODE, DRAFT_DECODE, TARGET_VERIFY,
-DRAFT_EXTEND_V2) ``_plan`` derives them only from the mode, batch size, stride, tree-ness, dtype,
-head layout, the ``req_to_token`` width and the SM count: never from per-step lengths. A replay
+max(seq_lens - ext_lens, 0)`` themselves (padded graph rows: seq_lens 1 < ext, failure class 4).
+Under CUDA graphs those host scalars are FROZEN at capture; for the fixed-stride modes (DECODE,
+DRAFT_DECODE, TARGET_VERIFY, DRAFT_EXTEND_V2) ``_plan`` derives them only from the mode, batch
+size, stride, tree-ness, dtype, head layout, the ``req_to_token`` width and the SM count: never
+from per-step lengths. A replay
 that would need different host scalars is refused by ``_fill_metadata`` (failure class 6).
 """
 

@@ -261,10 +261,8 @@ class Eagle3Head(nn.Module):
             normed, out = nr.scaled, nr.stream
             scale = RowScale(batch.logit_rows(nr.sumsq), nr.stream.shape[1], nr.eps)
         else:
-            if fast:
-                x, residual = fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary)
-            else:
-                x, residual = self.midlayer(self.shared.embed(ids), feat, batch, self.rotary)
+            x, residual = (fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary) if fast
+                           else self.midlayer(self.shared.embed(ids), feat, batch, self.rotary))
             # One pass gives the pre-norm output feature (next step's input) and its norm (the
             # logits' input); normalising every row and then selecting equals selecting first.
             normed, out = self.norm.forward_add(x, residual)

@@ -1,10 +1,11 @@
 """Triton kernels for the sampled draft step of the fused speculative graph.
 
-Inside a captured graph every tiny torch op is one more kernel node to replay; ``uniform`` and
-``choose`` stand in for chains of a few dozen of them, ``topk_rows`` for torch's top-k.
+Inside a captured graph every tiny torch op is one more kernel node to replay; ``uniform_row``
+and ``choose`` stand in for chains of a few dozen of them, ``topk_rows`` for torch's top-k.
 
-``uniform``: the counter-based uniforms of ``device_rng.uniform``, bit for bit. Grid: one program
-per row; the row's ``n`` columns are one ``BLOCK_N = next_pow2(n)`` tile. All integer math is
+``uniform_row`` (a jit helper: ``row_io.read_rows`` draws the iteration's uniforms in its launch):
+the counter-based uniforms of ``device_rng.uniform``, bit for bit. One program per row; the row's
+``n`` columns are one ``BLOCK_N = next_pow2(n)`` tile. All integer math is
 int64 exactly as in the torch reference (every operand is masked to 32 bits before a multiply,
 so no product reaches 2**63), and the float steps (an exact int-to-float conversion of 23 bits,
 one IEEE round-to-nearest add, a power-of-two scale) round the same everywhere, so CPU torch,
@@ -112,45 +113,6 @@ def uniform_row(Seed, s_seed, Offset, s_offset, src, Out, stream_c, n, BLOCK_N: 
 def stream_constant(stream: int) -> int:
     """The host-side constant of RNG stream ``stream`` that ``uniform_row`` takes."""
     return (stream * 0x9E3779B1) & 0xFFFFFFFF
-
-
-@triton.jit
-def _uniform_kernel(Seed, s_seed, Offset, s_offset, Rows, Out, stream_c, n, BLOCK_N: tl.constexpr,
-                    GATHER: tl.constexpr, PDL: tl.constexpr):
-    pdl_enter(PDL)
-    row = tl.program_id(0).to(tl.int64)  # int64: row * n would overflow int32 on huge batches
-    src = tl.load(Rows + row).to(tl.int64) if GATHER else row
-    uniform_row(Seed, s_seed, Offset, s_offset, src, Out + row * n, stream_c, n, BLOCK_N)
-
-
-def uniform(seed: torch.Tensor, offset: torch.Tensor, stream: int, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """[B, n] float32 uniforms: ``device_rng.uniform(seed, offset, stream, n)``, bit for bit, in
-    one launch. ``seed`` and ``offset`` are [B] integer tensors, any strides (read in place: the
-    columns of ``RowState.rng`` cost no copy); with ``rows`` [B], they are whole columns and row
-    ``b`` uses entry ``rows[b]`` (read in the kernel: no gather launch)."""
-    if not use_triton(seed):
-        if rows is not None:
-            seed, offset = seed[rows], offset[rows]
-        return device_rng.uniform(seed, offset, stream, n)
-    b = seed.shape[0] if rows is None else rows.shape[0]
-    out = torch.empty((b, n), dtype=torch.float32, device=seed.device)
-    if out.numel() == 0:
-        return out
-    block_n = triton.next_power_of_2(n)
-    _uniform_kernel[(b,)](
-        seed,
-        seed.stride(0),
-        offset,
-        offset.stride(0),
-        rows if rows is not None else seed,
-        out,
-        stream_constant(stream),
-        n,
-        BLOCK_N=block_n,
-        GATHER=rows is not None,
-        num_warps=min(4, num_warps(block_n)), **pdl_opts(seed.device, "sampling"),
-    )
-    return out
 
 
 # ---- choose ----------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ New token ``i`` sees every prefix position and new tokens ``j <= i`` (causal in 
 further restricted by ``tree_mask[b, i, j]`` when ``TREE``. The kernel takes ``seq_lens`` (the
 batch's own, prefix + new) and derives ``kv_lens = max(seq_lens - ext_lens, 0)`` itself: padded
 graph rows (seq_lens = 1, ext = stride) have no prefix and attend only inside their own (scratch)
-block. (The clamp is here, not in a metadata launch: see ``TritonBackend._bind_metadata``.)
+block. (The clamp is here, not in a metadata launch: see ``TritonBackend._alloc_metadata``.)
 
 Grid: ``(cdiv(max_ext, BLOCK_T), B, num_kv_heads * num_splits)``. GQA: a tile's rows are
 ``BLOCK_T`` tokens x ``GROUP_PAD`` query heads of one KV head (row ``r`` = token ``r // GROUP_PAD``,

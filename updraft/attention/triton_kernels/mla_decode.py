@@ -4,8 +4,8 @@ DRAFT_DECODE, TARGET_VERIFY).
 Every key this forward needs is in the pool already (the backend stores the new latent rows
 first), so the kernel reads positions ``[0, seq_lens[b])`` through ``req_to_token`` and nothing
 else. Request ``b``'s ``STRIDE`` query tokens (1 in decode, ndt in verify) sit at positions
-``kv_lens[b] + i`` (``kv_lens = max(seq_lens - STRIDE, 0)``, derived here); token ``i`` sees positions
-``<= kv_lens[b] + i`` (causal in the verify block), and with ``TREE`` a block position
+``kv_lens[b] + i`` (``kv_lens = max(seq_lens - STRIDE, 0)``, derived here); token ``i`` sees
+positions ``<= kv_lens[b] + i`` (causal in the verify block), and with ``TREE`` a block position
 ``kv_lens[b] + j`` only where ``tree_mask[b, i, j]``. Padded graph rows (``seq_lens`` = 1,
 ``req_pool_indices`` = 0) see position 0 of the padding row: the scratch slot.
 
