@@ -473,6 +473,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--sizes", default="1,8,32,64")
+    ap.add_argument("--cost-sizes", default="1,8", help="batch sizes of the SmolLM2 cycle costs")
     ap.add_argument("--num-prompts", type=int, default=32)
     ap.add_argument("--bs1-prompts", type=int, default=0,
                     help="greedy bs-1 prompts (default num-prompts / 4): their bf16 texts vary from run to run, "
@@ -490,6 +491,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
+    cost_sizes = [int(x) for x in args.cost_sizes.split(",")]
     results: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
     if args.eight_b:
         cfg = ModelConfig(**LLAMA8B)
@@ -503,7 +505,7 @@ def main() -> None:
             torch.cuda.empty_cache()
     if args.random_smollm:  # the cycle's kernels do not depend on the weights (S pinned)
         loaded = random_model("random:smollm2-135m", torch.bfloat16, "cuda")
-        results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), [1, 8], args.context,
+        results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), cost_sizes, args.context,
                                               args.iters, draft_lm_head=args.draft_lm_head)
         print(json.dumps(results["cost_smollm2_random"], indent=1), flush=True)
         del loaded
@@ -519,7 +521,7 @@ def main() -> None:
         results["head"] = {"path": args.head, "method": method}
         if not args.skip_lossless:
             results["lossless_fp32"] = lossless(args.smollm, args.head, method)
-        results["cost_smollm2"] = cost(args.smollm, None, args.head, method, [1, 8], args.context, args.iters,
+        results["cost_smollm2"] = cost(args.smollm, None, args.head, method, cost_sizes, args.context, args.iters,
                                        real_text=not args.blank_context, draft_lm_head=args.draft_lm_head)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:

@@ -82,6 +82,46 @@ def test_layer_kernels_at_real_shapes(shape: tuple[int, int, int, int, int], m: 
     assert rel_err(logits, a64 @ wl.double().T) <= 1e-2 and torch.equal(best, logits.argmax(-1))
 
 
+@pytest.mark.parametrize("m_tile", [16, 32])
+def test_split_rows_at_the_smollm2_shape(m_tile: int) -> None:
+    """A bs-8 verify block's 48 token rows split over programs (``GemvConfig.m_tile``), compiled:
+    the producer's normed rows, their consumers and the QKV pool writes against float64 and the
+    same launches unsplit."""
+    from updraft.ops import gemv
+    from updraft.ops.gemv import Prologue
+    from updraft.ops.gemv_config import GemvConfig
+
+    m, (hidden, hq, hkv, d, inter) = 48, SHAPES[0]
+    split = [GemvConfig(b, 128, True, 4, 3, m_tile) for b in (16, 8)]  # linear / gate_up, qkv
+    whole = [GemvConfig(b, 64, True, 4, 3) for b in (16, 8)]
+    act = randn(m, inter, seed=10)
+    wd, res = randn(hidden, inter, seed=11, scale=0.02), randn(m, hidden, seed=12, scale=4.0)
+    nw = (1 + randn(hidden, seed=13, scale=0.1)).to(torch.bfloat16)
+    outs = []
+    for cfg, cfg_qkv in (split, whole):
+        nr = gemv.linear_add_norm(act, wd, res, nw, 1e-5, config=cfg)
+        kp = torch.zeros(128, hkv, d, dtype=torch.bfloat16, device=DEV)
+        vp = torch.zeros_like(kp)
+        loc = torch.randperm(128, device=DEV)[:m]
+        wqkv = randn((hq + 2 * hkv) * d, hidden, seed=14, scale=0.02)
+        table = torch.cat([torch.ones(64, d // 2), torch.zeros(64, d // 2)], -1).to(DEV, torch.bfloat16)
+        qkv, _ = gemv.qkv_rope_store(nr.scaled, wqkv, None, Prologue(normed=nr), num_heads=hq, num_kv_heads=hkv,
+                                     head_dim=d, k_pool=kp, v_pool=vp, loc=loc,
+                                     positions=torch.zeros(m, dtype=torch.long, device=DEV), cos_sin=table, config=cfg_qkv)
+        wgu = randn(2 * inter, hidden, seed=15, scale=0.02)
+        gu, _ = gemv.gate_up_silu(nr.scaled, wgu, Prologue(normed=nr), config=cfg)
+        a64 = norm64(nr.stream, nw, 1e-5)
+        assert rel_err(nr.stream, act.double() @ wd.double().T + res.double()) <= 1e-2
+        assert rel_err(qkv, a64 @ wqkv.double().T) <= 1e-2
+        assert torch.equal(kp[loc].reshape(m, -1), qkv[:, hq * d : (hq + hkv) * d])
+        assert torch.equal(vp[loc].reshape(m, -1), qkv[:, (hq + hkv) * d :])
+        g, u = (a64 @ wgu.double().T).chunk(2, -1)
+        assert rel_err(gu, g / (1 + torch.exp(-g)) * u) <= 2e-2
+        outs.append((nr.stream, qkv, gu))
+    for a, b in zip(*outs):
+        assert rel_err(a, b.double()) <= 1e-2
+
+
 @pytest.mark.parametrize("m", [1, 6])
 def test_eagle3_head_qkv_at_the_8b_shape(m: int) -> None:
     """The EAGLE-3 head's QKV at the Llama-3.1-8B shape: rows ``ids`` of the embedding and the

@@ -17,7 +17,12 @@ Two inner products, picked per launch (``GemvConfig.dot``):
   16, the smallest dot tile; masked rows load nothing), the weight tile as the dot's M side
   ("swap AB"), so M = 3..16 costs the same weight read as M = 1. Past 16 rows (a 6-token verify
   of 3-8 requests, 18-48 rows) ``BLOCK_M`` is the M bucket, 32 or 64, and the K chunk shrinks
-  with it (``gemv_config``): the weight is still read once, by one program per column tile.
+  with it (``gemv_config``): the weight is read once, by one program per column tile. Or the
+  config splits the rows (``GemvConfig.m_tile``): the grid's second axis gives each column tile
+  ``ceil(M / m_tile)`` programs of 16 or 32 rows, each streaming the same weight rows (L2 serves
+  the repeats) with a shorter dependent loop. H100, 2026-11-27: SmolLM2's 48-row o_proj and down
+  3.6 / 5.7 -> 3.0 / 4.4 us, the bs-8 S = 5 cycle 1.17 -> 1.12 ms
+  (``benchmarks/results/2026-11-27-h100-split-rows``).
 
 Prologue (the GEMM's input rows, computed per program from the activations in L2): ``x``, or
 rows ``ids`` of ``x`` (the embedding gather of layer 0; the LM head's ``logits_indices``); plus
@@ -69,12 +74,16 @@ K loop (``pdl_release_late``); before the wait, a program of a GEMM over rows up
 
 Hazards: the argmax epilogue and nothing else uses a ticket counter (``Sem``): the last program
 to finish reduces the per-program maxima and resets the counter to 0, so the counter must start
-at 0 (``semaphore`` hands out a zeroed one, allocated outside graph capture). KV slots, positions
+at 0 (``semaphore`` hands out a zeroed one, allocated outside graph capture); it counts one
+program per column tile, so an argmax launch never splits its rows. Every epilogue indexes its
+token rows from its row tile's first (``_rows``); "program 0" (the one writing the residual rows)
+is column tile 0 of each row tile. KV slots, positions
 and ids are not bounds-checked (a check would need a host sync).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -244,6 +253,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     assert not argmax or m <= ARGMAX_MAX_M, f"gemv.linear: argmax over {m} rows (at most {ARGMAX_MAX_M})"
     # FP8 rows are tuned apart (their own cache key): a K chunk holds half the bytes
     cfg = config or gemv_config.lookup("linear", n, k, m, FP8 if w_scale is not None else x.dtype, x.device)
+    if argmax and cfg.m_programs(m) > 1:  # the argmax's ticket counts one program per column tile
+        cfg = dataclasses.replace(cfg, m_tile=0)
     out = torch.empty(m, n, dtype=out_dtype or x.dtype, device=x.device)
     nprog = triton.cdiv(n, cfg.block_n)
     if argmax:
@@ -290,7 +301,7 @@ def _launch_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     nprog = triton.cdiv(n, cfg.block_n)
     epi = add_norm if add_norm is not None else (out,) * 4
-    gemv_kernels.linear_kernel[(nprog,)](
+    gemv_kernels.linear_kernel[(nprog, cfg.m_programs(m))](
         *ptrs, weight, w_scale if w_scale is not None else out, bias if bias is not None else x, out, *argmax_bufs,
         *epi, m, n, k, sx, sr, weight.stride(0), out.stride(0), epi[0].stride(0), epi[2].stride(0), _eps(pro),
         BLOCK_N=cfg.block_n,
@@ -337,7 +348,7 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     opts = _launch_opts(cfg, gemv_config.m_bucket(m), x, k)
     if pro.x2 is not None:
         opts["TWO_PASS"] = False  # each half keeps its own sum of squares: one pass each
-    gemv_kernels.qkv_rope_kernel[(grid,)](
+    gemv_kernels.qkv_rope_kernel[(grid, cfg.m_programs(m))](
         *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, x2, nw2, m,
         k1, k2, sx, sr, x2.stride(0), weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1),
         v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), _eps(pro), HQ=num_heads, HKV=num_kv_heads,
@@ -372,7 +383,7 @@ def gate_up_silu(x: torch.Tensor, weight: torch.Tensor, pro: Prologue = NO_PROLO
     cfg = config or gemv_config.lookup("gate_up", inter, k, m, x.dtype, x.device)
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
     out = torch.empty(m, inter, dtype=x.dtype, device=x.device)
-    gemv_kernels.gate_up_kernel[(triton.cdiv(inter, cfg.block_n),)](
+    gemv_kernels.gate_up_kernel[(triton.cdiv(inter, cfg.block_n), cfg.m_programs(m))](
         *ptrs, weight, out, m, k, inter, sx, sr, weight.stride(0), out.stride(0), _eps(pro), BLOCK_P=cfg.block_n,
         **flags, **_launch_opts(cfg, gemv_config.m_bucket(m), x, k),
     )

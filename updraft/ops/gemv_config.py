@@ -13,7 +13,12 @@ same launch it would run eagerly. Where it comes from, in order:
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
    tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked
-   the dot for every GEMM at 3-4 rows).
+   the dot for every GEMM at 3-4 rows); all rows in one program.
+
+A sweep times each launch after the same kernel; in a model step it follows another. The
+winners can lose there: SmolLM2's 24-row winners cost ~100 us a bs-4 cycle on the H100, its
+48-row QKV winner 5 us a bs-8 cycle (2026-11-27, ``benchmarks/results/2026-11-27-h100-split-rows``),
+so the shipped table keeps only what also won in the step.
 
 The sweep times each candidate in a CUDA graph of back-to-back launches, as a decode step runs
 them. Timing each launch with its own events (the first tuner) added launch gaps of a few us and
@@ -42,20 +47,30 @@ M_BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 class GemvConfig:
     """``block_n``: output columns per program (for the paired kinds ``qkv`` / ``gate_up``: pairs,
     so ``2 * block_n`` weight rows). ``dot``: tensor-core product (token rows padded to 16, or to
-    the M bucket past 16) instead of FMA (token rows padded to the M bucket)."""
+    the M bucket past 16) instead of FMA (token rows padded to the M bucket). ``m_tile``: token
+    rows per program (a power of two below the bucket; a dot's at least 16): the token rows are
+    split over ``ceil(M / m_tile)`` programs per column tile, each streaming the same weight rows
+    (L2 serves the repeats); 0: one program holds every row."""
 
     block_n: int
     block_k: int
     dot: bool
     num_warps: int = 4
     num_stages: int = 3
+    m_tile: int = 0
 
     def rows(self, kind: str) -> int:
         """Weight rows one program streams."""
         return self.block_n * (1 if kind == "linear" else 2)
 
     def block_m(self, bucket: int) -> int:
-        return max(16, bucket) if self.dot else bucket
+        """Token rows one program holds (its tile's M side, padded) at this M bucket."""
+        rows = min(self.m_tile, bucket) if self.m_tile else bucket
+        return max(16, rows) if self.dot else rows
+
+    def m_programs(self, m: int) -> int:
+        """Programs along the token rows for ``m`` rows (1 unless ``m_tile`` splits them)."""
+        return -(-m // self.block_m(m_bucket(m)))
 
 
 def m_bucket(m: int) -> int:
@@ -73,8 +88,10 @@ def units(kind: str, n: int, head_dim: int) -> int:
 
 def allowed(kind: str, cfg: GemvConfig, head_dim: int) -> bool:
     """Whether ``cfg`` is legal for ``kind``: a dot needs >= 16 weight rows; a qkv tile must not
-    straddle heads (its pairs divide D/2)."""
+    straddle heads (its pairs divide D/2); ``m_tile`` is 0 or a power of two."""
     if cfg.dot and cfg.rows(kind) < 16:
+        return False
+    if cfg.m_tile < 0 or cfg.m_tile & (cfg.m_tile - 1):
         return False
     return not (kind == "qkv" and (head_dim // 2) % cfg.block_n)
 
@@ -108,26 +125,35 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     token row: it would pad 1 row to 16; FMA at any bucket whose product tile stays in
     registers), legal ones only. Long rows (K >= 2048: the 8B shape's
     4096 and 14336) try longer chunks and deeper pipelines, where more weight bytes must be in
-    flight per program. A few dozen per shape: each distinct one is a compile, ~1 s."""
+    flight per program. Past 16 token rows, dots also split the rows over programs
+    (``m_tile`` 16 or 32). A few dozen to a hundred per shape: each distinct one is a compile,
+    ~1 s."""
     out = []
-    chunks = (128, 256, 512) if k < 2048 else (256, 512, 1024)
-    if bucket >= 32:  # a 32-64-row token tile: shorter chunks keep the dot's operands in registers
-        chunks = (64, 128, 256)
     # a fifth stage for long rows: the 8B down projection's 8-row dot tile was fastest at 256 x 5
     # (41.9 us against 42.6 at 1024 x 3; a wider sweep on the H100, 2026-11-26)
     depths = ((4, 3), (4, 4), (8, 3), (8, 4)) + (((4, 5),) if k >= 2048 else ())
+    m_tiles = (0,) + tuple(t for t in (16, 32) if t < bucket)
     for dot in ((False,) if bucket == 1 else (False, True)):
-        for block in (4, 8, 16, 32):
-            for bk in chunks:
-                for warps, stages in depths:
-                    cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages)
-                    rows = cfg.rows(kind)
-                    if not allowed(kind, cfg, head_dim) or (not dot and rows * bucket * cfg.block_k > 16384):
-                        continue
-                    if -(-units(kind, n, head_dim) // block) < 16:  # too few programs to stream
-                        continue
-                    out.append(cfg)
-    return sorted(set(out), key=lambda c: (c.dot, c.block_n, c.block_k, c.num_warps, c.num_stages))
+        for m_tile in (m_tiles if dot else (0,)):
+            for block in (4, 8, 16, 32):
+                for bk in _chunks(k, GemvConfig(block, 16, dot, m_tile=m_tile).block_m(bucket)):
+                    for warps, stages in depths:
+                        cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages, m_tile)
+                        rows = cfg.rows(kind)
+                        if not allowed(kind, cfg, head_dim) or (not dot and rows * bucket * cfg.block_k > 16384):
+                            continue
+                        if -(-units(kind, n, head_dim) // block) < 16:  # too few programs to stream
+                            continue
+                        out.append(cfg)
+    return sorted(set(out), key=lambda c: (c.dot, c.m_tile, c.block_n, c.block_k, c.num_warps, c.num_stages))
+
+
+def _chunks(k: int, block_m: int) -> tuple[int, ...]:
+    """K chunks to try: longer for long rows; a 32-64-row token tile takes shorter chunks, which
+    keep the dot's operands in registers."""
+    if block_m >= 32:
+        return (64, 128, 256)
+    return (128, 256, 512) if k < 2048 else (256, 512, 1024)
 
 
 # ---- the cache file ------------------------------------------------------------------------

@@ -15,9 +15,11 @@ from updraft.ops.triton_utils import pdl_enter, pdl_release_late, prefetch_l2, r
 
 @triton.jit
 def _rows(Ids, s_ids, M, stride_x, stride_r, BLOCK_M: tl.constexpr, GATHER: tl.constexpr):
-    """Token rows ``m`` [BLOCK_M], their mask, and the offsets of their x and residual rows
-    (``Ids`` read at stride ``s_ids``: a column of a [B, W] block of ids is a valid ``ids``)."""
-    m = tl.arange(0, BLOCK_M)
+    """This program's token rows ``m`` [BLOCK_M] (tile ``program_id(1)`` of the rows: the grid's
+    second axis splits them, ``GemvConfig.m_tile``), their mask, and the offsets of their x and
+    residual rows (``Ids`` read at stride ``s_ids``: a column of a [B, W] block of ids is a valid
+    ``ids``)."""
+    m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     mmask = m < M
     if GATHER:
         src = tl.load(Ids + m * s_ids, mask=mmask, other=0).to(tl.int64)
