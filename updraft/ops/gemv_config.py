@@ -18,7 +18,8 @@ same launch it would run eagerly. Where it comes from, in order:
 A sweep times each launch after the same kernel; in a model step it follows another. The
 winners can lose there: SmolLM2's 24-row winners cost ~100 us a bs-4 cycle on the H100, its
 48-row QKV winner 5 us a bs-8 cycle (2026-11-27, ``benchmarks/results/2026-11-27-h100-split-rows``),
-so the shipped table keeps only what also won in the step.
+so the shipped table keeps only what also won in the step (``benchmarks/tune_in_cycle.py`` times
+candidates in the S = 5 cycle and the plain step themselves).
 
 The sweep times each candidate in a CUDA graph of back-to-back launches, as a decode step runs
 them. Timing each launch with its own events (the first tuner) added launch gaps of a few us and

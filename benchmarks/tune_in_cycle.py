@@ -1,0 +1,125 @@
+"""Small-M GEMM launch configs timed where they run: in the S = 5 cycle and the plain step.
+
+    python benchmarks/tune_in_cycle.py --bs 1 --gemms qkv,o,gate_up,down --rows 6 --out DIR [--store]
+
+``gemv_config.tune`` times a candidate in a CUDA graph of back-to-back launches of itself. In a
+model step each launch follows another kernel and its result feeds the next, and the ranking can
+differ: on the H100 (``results/2026-11-27-h100-split-rows``) SmolLM2's 24-row sweep winners
+cost ~100 us a bs-4 cycle and split 48-row gate/up tiles 34-97 us a bs-8 cycle. This script
+builds random-weight SmolLM2 engines once (plain, and speculative with the builtin head, S = 5,
+CUDA graphs at ``--bs``), then for each candidate of each GEMM at the M bucket of ``--rows``
+token rows: writes it into the user cache (``$UPDRAFT_CACHE``, set to a scratch folder unless
+``--store``), recaptures both engines' graphs and times the greedy cycle and the plain step
+(median device time of ``--iters`` replays). Prints each GEMM's table, fastest by ``cycle +
+plain`` first (a bucket the plain step does not use costs it nothing); writes
+``tune_in_cycle.json``; ``--store`` leaves each GEMM's winner in the cache (else the previous
+config is put back). Which launches a bucket serves: at bs 1 the verify and draft extend take 6
+rows, the chain and the plain step 1; at bs 8, 48 and 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from decode_kernels import SMOLLM2, gemm_cases  # noqa: E402
+from spec_iteration import fake_requests, fused_ms, head_method, smollm_engine_config  # noqa: E402
+
+from updraft.ops import gemv_config  # noqa: E402
+from updraft.ops.gemv_config import GemvConfig  # noqa: E402
+
+DT = torch.bfloat16
+
+
+def grid(kind: str, n: int, k: int, bucket: int, head_dim: int) -> list[GemvConfig]:
+    """The candidates: the sweep's (``gemv_config.candidates``) at 3 stages (the stage count moved
+    nothing in the sweeps), so a GEMM costs a few dozen recaptures."""
+    cands = [c for c in gemv_config.candidates(kind, n, k, bucket, head_dim) if c.num_stages == 3]
+    # tensor-core tiles first from 4 rows (``--max`` keeps the head of the list): FMA tiles cost
+    # 0.1-1 ms a cycle there on the H100 (2026-11-27)
+    return sorted(cands, key=lambda c: c.dot != (bucket >= 4))
+
+
+def engines(bs: int, context: int, head: str) -> tuple[Any, Any, list[Any], list[Any]]:
+    """Plain and speculative engines over one random-weight SmolLM2 (the plain step's fused
+    layers write nothing more for the head's captured layers), and ``bs`` parked requests each."""
+    from updraft.bench.models import random_model
+    from updraft.config import SpeculativeConfig
+    from updraft.engine.engine import Engine
+
+    loaded = random_model("random:smollm2-135m", DT, "cuda")
+    base = smollm_engine_config("random", [bs], context)
+    plain = Engine(base, loaded=loaded)
+    spec_cfg = SpeculativeConfig(method=head_method(head), draft_model=head, num_steps=5, adaptive=False)
+    spec = Engine(dataclasses.replace(base, speculative=spec_cfg), loaded=loaded)
+    return plain, spec, fake_requests(plain, bs, context), fake_requests(spec, bs, context)
+
+
+def measure(plain: Any, spec: Any, preqs: list[Any], sreqs: list[Any], iters: int) -> tuple[float, float]:
+    """(greedy S = 5 cycle ms, plain step ms) with every graph captured anew."""
+    for eng in (plain, spec):
+        eng.driver.fused.graphs.clear()
+    return fused_ms(spec, sreqs, iters, steps=5), fused_ms(plain, preqs, iters)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bs", type=int, default=1)
+    ap.add_argument("--rows", type=int, default=6, help="token rows whose M bucket is tuned (6 per request: a verify)")
+    ap.add_argument("--gemms", default="qkv,o,gate_up,down")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--head", default="builtin:smollm2")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--max", type=int, default=0, help="at most this many candidates per GEMM (0: all)")
+    ap.add_argument("--store", action="store_true", help="keep each GEMM's winner in $UPDRAFT_CACHE")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    if not args.store:
+        os.environ["UPDRAFT_CACHE"] = tempfile.mkdtemp(prefix="tune_in_cycle_")
+    dev = torch.device("cuda")
+    bucket = gemv_config.m_bucket(args.rows)
+    plain, spec, preqs, sreqs = engines(args.bs, args.context, args.head)
+    base_cycle, base_plain = measure(plain, spec, preqs, sreqs, args.iters)
+    print(f"bs {args.bs}, {args.rows} rows (bucket {bucket}): cycle {base_cycle:.4f} ms, plain {base_plain:.4f} ms",
+          flush=True)
+    result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), bs=args.bs, rows=args.rows, bucket=bucket,
+                                  base_cycle_ms=base_cycle, base_plain_ms=base_plain, gemms={})
+    for name, kind, n, k in gemm_cases(SMOLLM2):
+        if name not in args.gemms.split(","):
+            continue
+        hd = SMOLLM2.head_dim if kind == "qkv" else 0
+        key = gemv_config.key(kind, n, k, bucket, DT, dev, hd)
+        before = gemv_config.lookup(kind, n, k, args.rows, DT, dev, hd)
+        cands = grid(kind, n, k, bucket, hd)
+        cands = ([before] + [c for c in cands if c != before])[: args.max or None]
+        rows = []
+        for cfg in cands:
+            gemv_config.store(key, cfg)
+            try:
+                cyc, pl = measure(plain, spec, preqs, sreqs, args.iters)
+            except Exception as e:  # noqa: BLE001 - a config the compiler rejects just loses
+                print(f"  {name} {cfg}: {type(e).__name__}", flush=True)
+                continue
+            rows.append(dict(config=str(cfg), cycle_ms=cyc, plain_ms=pl, current=cfg == before))
+            print(f"  {name} {cfg}: cycle {cyc:.4f} plain {pl:.4f}{'  (current)' if cfg == before else ''}", flush=True)
+        rows.sort(key=lambda r: r["cycle_ms"] + r["plain_ms"])
+        best = next(c for c in cands if str(c) == rows[0]["config"])
+        gemv_config.store(key, best if args.store else before)
+        result["gemms"][name] = dict(key=key, before=str(before), best=str(best), rows=rows)
+        print(f"{name}: best {best} ({rows[0]['cycle_ms']:.4f} / {rows[0]['plain_ms']:.4f} ms), "
+              f"current {before}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tune_in_cycle.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
