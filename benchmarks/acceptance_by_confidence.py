@@ -41,10 +41,14 @@ from updraft.train.forward import head_logits, shift_left, unroll
 BINS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.97, 1.0001)
 
 
-def chains(head: Any, batch: Any, conf: torch.Tensor, steps: int) -> list[tuple[float, int, bool]]:
-    """(confidence, drafts accepted, first token in the draft vocabulary) of every verify step of
-    the greedy chains along ``batch``'s sequences (the walk of ``chain_acceptance``); ``conf``
-    [B, L]: the target's top probability at each position (the distribution of the next token)."""
+Record = tuple[float, int, bool, int]  # confidence, drafts accepted, first token in the vocabulary, that token
+
+
+def chains(head: Any, batch: Any, conf: torch.Tensor, steps: int) -> list[Record]:
+    """(confidence, drafts accepted, first token in the draft vocabulary, that token) of every
+    verify step of the greedy chains along ``batch``'s sequences (the walk of
+    ``chain_acceptance``); ``conf`` [B, L]: the target's top probability at each position (the
+    distribution of the next token)."""
     outs = unroll(head, batch.ids, batch.head_input(), steps)
     hits = []
     for k, out in enumerate(outs):
@@ -60,6 +64,7 @@ def chains(head: Any, batch: Any, conf: torch.Tensor, steps: int) -> list[tuple[
         known[ids] = True
         in_vocab = known[batch.ids.cpu()]
     in_l = in_vocab.tolist()
+    ids_l = batch.ids.tolist()
     steps_out = []
     for b, mask in enumerate(batch.target_mask.tolist()):
         if True not in mask:
@@ -70,17 +75,17 @@ def chains(head: Any, batch: Any, conf: torch.Tensor, steps: int) -> list[tuple[
             m = 0
             while m < steps and pos + m < n and hits[m][b][pos - 2]:
                 m += 1
-            steps_out.append((conf_l[b][pos - 1], m, in_l[b][pos]))
+            steps_out.append((conf_l[b][pos - 1], m, in_l[b][pos], ids_l[b][pos]))
             pos += m + 1
     return steps_out
 
 
-def binned(records: list[tuple[float, int, bool]]) -> list[dict[str, float]]:
+def binned(records: list[Record]) -> list[dict[str, float]]:
     """Per confidence bin: verify steps, first-draft acceptance and accept length, and the same
     two over the steps whose first token the draft vocabulary holds (``in_vocab_*``)."""
     out = []
     for lo, hi in zip(BINS[:-1], BINS[1:]):
-        sel = [(m, v) for c, m, v in records if lo <= c < hi]
+        sel = [(m, v) for c, m, v, _ in records if lo <= c < hi]
         inv = [m for m, v in sel if v]
         out.append(dict(lo=lo, hi=min(hi, 1.0), steps=len(sel), first=sum(m > 0 for m, _ in sel) / max(len(sel), 1),
                         accept_len=1 + sum(m for m, _ in sel) / max(len(sel), 1),
@@ -89,12 +94,25 @@ def binned(records: list[tuple[float, int, bool]]) -> list[dict[str, float]]:
     return out
 
 
-def answers(engine: Engine, prompts: list[TrainPrompt], max_tokens: int, head: Any,
-            steps: int) -> list[tuple[float, int, bool]]:
+def confident_misses(records: list[Record], engine: Engine, floor: float = 0.9, top: int = 25) -> list[dict[str, Any]]:
+    """The tokens the first draft missed most often where the target was at least ``floor`` sure
+    of them: per token, its verify steps there, the misses and the text."""
+    seen: dict[int, list[int]] = {}
+    for c, m, _, tok in records:
+        if c >= floor:
+            seen.setdefault(tok, [0, 0])
+            seen[tok][0] += 1
+            seen[tok][1] += m == 0
+    worst = sorted(seen.items(), key=lambda kv: -kv[1][1])[:top]
+    return [dict(token=t, text=engine.tokenizer.decode([t], skip_special_tokens=False), steps=n, missed=x)
+            for t, (n, x) in worst]
+
+
+def answers(engine: Engine, prompts: list[TrainPrompt], max_tokens: int, head: Any, steps: int) -> list[Record]:
     gen = collect_sequences(engine, prompts, max_tokens, progress=False)
     aux = head.head_config.aux_layer_ids or default_aux_layers(engine.model.config.num_layers)
     data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=tuple(aux), progress=False)
-    records: list[tuple[float, int, bool]] = []
+    records: list[Record] = []
     for start in range(0, data.num_seqs, 8):
         batch = data.batch(list(range(start, min(start + 8, data.num_seqs))), engine.device, eagle3=True)
         with torch.no_grad():
@@ -158,10 +176,11 @@ def main() -> None:
         records[name] = answers(engine, prompts, args.max_tokens, head, args.steps)
         rec = records[name]
         result["sets"][name] = dict(prompts=len(prompts), steps=len(rec),
-                                    accept_len=1 + sum(m for _, m, _ in rec) / len(rec),
-                                    first=sum(m > 0 for _, m, _ in rec) / len(rec),
-                                    out_of_vocab=sum(not v for *_, v in rec) / len(rec),
-                                    mean_conf=sum(c for c, *_ in rec) / len(rec), bins=binned(rec))
+                                    accept_len=1 + sum(r[1] for r in rec) / len(rec),
+                                    first=sum(r[1] > 0 for r in rec) / len(rec),
+                                    out_of_vocab=sum(not r[2] for r in rec) / len(rec),
+                                    mean_conf=sum(r[0] for r in rec) / len(rec), bins=binned(rec),
+                                    confident_misses=confident_misses(rec, engine))
         r = result["sets"][name]
         print(f"{name}: {len(rec)} verify steps, accept length {r['accept_len']:.3f}, first {r['first']:.3f}, "
               f"first token out of the draft vocabulary {r['out_of_vocab']:.3f}, mean confidence {r['mean_conf']:.3f}",
@@ -181,6 +200,10 @@ def main() -> None:
             print(f"  {name:8s} [{x['lo']:.2f}, {x['hi']:.2f}) steps {x['steps']:5d} first {x['first']:.3f} "
                   f"accept {x['accept_len']:.3f} | in vocabulary: steps {x['in_vocab_steps']:5d} "
                   f"first {x['in_vocab_first']:.3f} accept {x['in_vocab_accept_len']:.3f}")
+    for name in ("mt_bench", "own"):
+        miss = result["sets"][name]["confident_misses"]
+        print(f"  {name}: first drafts missed where the target is >= 90% sure, by token: "
+              + ", ".join(f"{x['text']!r} {x['missed']}/{x['steps']}" for x in miss[:15]))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "acceptance_by_confidence.json").write_text(json.dumps(result, indent=1))
     plot(result, args.out / "acceptance_by_confidence.png")
