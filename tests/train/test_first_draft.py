@@ -3,7 +3,8 @@ same sequence (fp32): the features (which target layers, their order, position t
 draft KV from the prefill and the draft extends, the chat tokens and the draft vocabulary map
 are the same on both sides, so what the trainer measures teacher-forced is what the engine
 drafts. Checked on the per-phase iteration and on the fused one (graph emulator), at batch
-size 2, with S pinned."""
+size 2, with S pinned. The confidence analysis (``benchmarks/acceptance_by_confidence.py``) walks
+the trainer's chains, so it is checked against ``chain_acceptance`` here too."""
 
 from __future__ import annotations
 
@@ -115,3 +116,42 @@ def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, f
     engine_acc = [sum(st.accepted_per_pos[k] for st in stats if k < len(st.accepted_per_pos)) for k in range(S)]
     assert all(0 <= e - a <= len(stats) for e, a in zip(engine_acc, accepted)), (engine_acc, accepted)
     assert sum(accepted) >= sum(engine_acc) - len(stats) * S and sum(accepted) > 0
+
+
+def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir) -> None:  # noqa: ANN001
+    """``benchmarks/acceptance_by_confidence.py`` walks the same greedy chains as the trainer's
+    ``chain_acceptance`` (the engine's, checked above): the same verify steps and accepted drafts
+    per position; its confidence and token fields read the positions it says."""
+    import importlib.util
+    from pathlib import Path
+
+    from updraft.models.eagle import load_draft_head
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "acceptance_by_confidence.py"
+    spec_ = importlib.util.spec_from_file_location("acceptance_by_confidence", path)
+    assert spec_ is not None and spec_.loader is not None
+    mod = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(mod)
+    target = tiny_target.model
+    plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
+    params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
+    reqs = [plain.add_request(p, params, detokenize=False) for p in PROMPTS]
+    while plain.has_unfinished():
+        plain.step()
+    seqs = [list(r.prompt_ids) + list(r.output_ids) for r in reqs]
+    try:
+        data = teacher_force(plain, seqs, [len(p) for p in PROMPTS], default_aux_layers(target.config.num_layers),
+                             progress=False)
+    finally:
+        target.aux_layers = ()
+    head = load_draft_head(str(head_dir), target, torch.float32, torch.device("cpu"))
+    batch = data.batch([0, 1], "cpu", eagle3=True)
+    conf = torch.arange(batch.ids.numel(), dtype=torch.float32).view_as(batch.ids)  # a position's index
+    records = mod.chains(head, batch, conf, S)
+    verify, accepted = chain_acceptance(head, batch, S, TargetHead(head))
+    assert len(records) == verify and sum(accepted) > 0
+    assert [sum(m > k for _, m, _, _ in records) for k in range(S)] == accepted
+    width = batch.ids.shape[1]
+    for c, _, _, tok in records:  # the first draft's token sits right after the confidence's position
+        b, pos = divmod(int(c) + 1, width)
+        assert tok == int(batch.ids[b, pos])
