@@ -32,11 +32,11 @@ from updraft.data.prompts import build_prompts
 from updraft.data.types import TrainPrompt
 from updraft.engine.engine import Engine
 from updraft.heads import resolve_draft_path
-from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.eagle import default_aux_layers, load_draft_head
 from updraft.models.loader import load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.train.data import collect_sequences, teacher_force
-from updraft.train.forward import head_logits, shift_left, unroll
+from updraft.train.losses import TargetHead, chain_steps
 
 BINS = (0.0, 0.3, 0.5, 0.7, 0.9, 0.97, 1.0001)
 
@@ -46,38 +46,15 @@ Record = tuple[float, int, bool, int]  # confidence, drafts accepted, first toke
 
 def chains(head: Any, batch: Any, conf: torch.Tensor, steps: int) -> list[Record]:
     """(confidence, drafts accepted, first token in the draft vocabulary, that token) of every
-    verify step of the greedy chains along ``batch``'s sequences (the walk of
-    ``chain_acceptance``); ``conf`` [B, L]: the target's top probability at each position (the
-    distribution of the next token)."""
-    outs = unroll(head, batch.ids, batch.head_input(), steps)
-    hits = []
-    for k, out in enumerate(outs):
-        top = head_logits(head, out).argmax(-1)
-        if isinstance(head, Eagle3Head):
-            top = head.vocab_ids().to(top.device)[top]
-        hits.append((top == shift_left(batch.ids, k + 2, fill=-1)).tolist())
-    conf_l = conf.tolist()
+    verify step of the greedy chains along ``batch``'s sequences (``train.losses.chain_steps``);
+    ``conf`` [B, L]: the target's top probability at each position (the distribution of the
+    next token)."""
+    labels = TargetHead(head)
     in_vocab = torch.ones_like(batch.ids, dtype=torch.bool)
-    if isinstance(head, Eagle3Head):
-        ids = head.vocab_ids().cpu()
-        known = torch.zeros(max(int(batch.ids.max()), int(ids.max())) + 1, dtype=torch.bool)
-        known[ids] = True
-        in_vocab = known[batch.ids.cpu()]
-    in_l = in_vocab.tolist()
-    ids_l = batch.ids.tolist()
-    steps_out = []
-    for b, mask in enumerate(batch.target_mask.tolist()):
-        if True not in mask:
-            continue
-        first, n = mask.index(True), len(mask) - mask[::-1].index(True) + 1
-        pos = first + 2  # committed length N of the first verify step; its first draft is token N
-        while pos < n:
-            m = 0
-            while m < steps and pos + m < n and hits[m][b][pos - 2]:
-                m += 1
-            steps_out.append((conf_l[b][pos - 1], m, in_l[b][pos], ids_l[b][pos]))
-            pos += m + 1
-    return steps_out
+    if labels.in_draft is not None:
+        in_vocab = labels.in_draft.cpu()[batch.ids.cpu()]
+    conf_l, in_l, ids_l = conf.tolist(), in_vocab.tolist(), batch.ids.tolist()
+    return [(conf_l[b][n - 1], m, in_l[b][n], ids_l[b][n]) for b, n, m in chain_steps(head, batch, steps, labels)]
 
 
 def binned(records: list[Record]) -> list[dict[str, float]]:

@@ -134,15 +134,14 @@ def expected_accept_length(metrics: dict[str, float], steps: int) -> float:
 
 
 @torch.no_grad()
-def chain_acceptance(head: Head, batch: TrainBatch, steps: int, labels: TargetHead) -> tuple[int, list[int]]:
+def chain_steps(head: Head, batch: TrainBatch, steps: int, labels: TargetHead) -> list[tuple[int, int, int]]:
     """The greedy chains of ``steps`` drafts the engine runs along each sequence of ``batch``,
     simulated from the teacher-forced unroll: a verify step at committed length ``N`` (the first
     at prompt + 1) drafts with step ``k`` of head row ``N - 2`` (k = 0..steps-1), accepts the
     leading drafts equal to the sequence's next tokens, and the next step starts at
     ``N + accepted + 1``. In fp32 this is the engine's own sequence of accept lengths
-    (tests/train/test_first_draft.py); unlike the per-step accuracies over all positions, it counts
-    only the positions where verify steps start -- right after a rejection, the harder ones.
-    Returns (verify steps, drafts accepted per chain position)."""
+    (tests/train/test_first_draft.py). Returns ``(row, N, drafts accepted)`` per verify step; its
+    first draft is token ``N``, from the target's distribution at position ``N - 1``."""
     outs = unroll(head, batch.ids, batch.head_input(), steps)
     hits = []
     for k, out in enumerate(outs):
@@ -150,7 +149,7 @@ def chain_acceptance(head: Head, batch: TrainBatch, steps: int, labels: TargetHe
         if labels.draft_ids is not None:
             top = labels.draft_ids[top]
         hits.append((top == shift_left(batch.ids, k + 2, fill=-1)).tolist())
-    verify, accepted = 0, [0] * steps
+    walk = []
     for b, mask in enumerate(batch.target_mask.tolist()):
         if True not in mask:
             continue
@@ -159,8 +158,15 @@ def chain_acceptance(head: Head, batch: TrainBatch, steps: int, labels: TargetHe
         while pos < n:
             m = 0
             while m < steps and pos + m < n and hits[m][b][pos - 2]:
-                accepted[m] += 1
                 m += 1
-            verify += 1
+            walk.append((b, pos, m))
             pos += m + 1
-    return verify, accepted
+    return walk
+
+
+def chain_acceptance(head: Head, batch: TrainBatch, steps: int, labels: TargetHead) -> tuple[int, list[int]]:
+    """``chain_steps`` summed: (verify steps, drafts accepted per chain position). Unlike the
+    per-step accuracies over all positions, it counts only the positions where verify steps
+    start -- right after a rejection, the harder ones."""
+    walk = chain_steps(head, batch, steps, labels)
+    return len(walk), [sum(m > k for _, _, m in walk) for k in range(steps)]
