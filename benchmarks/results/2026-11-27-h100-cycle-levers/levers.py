@@ -153,7 +153,9 @@ def main() -> None:
 
     loaded = random_model("random:smollm2-135m", DT, "cuda")
     sizes = [1, 8]
-    base = smollm_engine_config("random", sizes, args.context)
+    # both batch sizes' requests stay parked: room for 9 rows
+    base = dataclasses.replace(smollm_engine_config("random", sizes, args.context), max_running_requests=16,
+                               max_total_tokens=16 * (args.context + 64) + 4096)
     plain = Engine(base, loaded=loaded)
     head_name = "builtin:smollm2"
     spec_cfg = SpeculativeConfig(method=head_method(head_name), draft_model=head_name, num_steps=5, adaptive=False)
