@@ -88,6 +88,31 @@ def test_resume_equals_uninterrupted(tmp_path, tiny_target, data_dir, trained) -
         train(TrainConfig(out=str(tmp_path / "part"), resume=True, **(base | {"lr": 1e-2})), loaded=tiny_target)
 
 
+def test_resume_of_a_warm_started_run_keeps_its_vocabulary(tmp_path, tiny_target, data_dir) -> None:  # noqa: ANN001
+    """An EAGLE-3 run warm-started from a head (``init_from``), interrupted and resumed
+    (``resume``), trains the vocabulary of the head it started from, which the checkpoint holds,
+    not one re-picked from the training targets at ``draft_vocab_size``: it ends exactly where
+    the same run uninterrupted ends. (Re-picked, the resumed head read the saved LM-head rows
+    under other token ids: on the H100 a resumed fine-tune collapsed, 2026-11-27.)"""
+    base = dict(target=str(tiny_target.source), method="eagle3", data_dir=str(data_dir), save_dtype="float32",
+                **(SMALL | {"final_eval_prompts": 0, "eval_every": 2}))
+    train(TrainConfig(out=str(tmp_path / "a"), steps=3, draft_vocab_size=200, **base), loaded=tiny_target)
+    # draft_vocab_size 150 would pick another vocabulary; init_from keeps a's 200 tokens
+    run = base | {"steps": 5, "draft_vocab_size": 150}
+    full = train(TrainConfig(out=str(tmp_path / "full"), init_from=str(tmp_path / "a"), **run), loaded=tiny_target)
+    part = train(TrainConfig(out=str(tmp_path / "part"), init_from=str(tmp_path / "a"), **run), loaded=tiny_target,
+                 stop_after=2)
+    assert part == {"stopped_after": 2}
+    resumed = train(TrainConfig(out=str(tmp_path / "part"), resume=True, **run), loaded=tiny_target)
+    a = load_file(str(tmp_path / "a" / "model.safetensors"))
+    f = load_file(str(tmp_path / "full" / "model.safetensors"))
+    r = load_file(str(tmp_path / "part" / "model.safetensors"))
+    assert torch.equal(r["d2t"], a["d2t"]) and r["lm_head.weight"].shape[0] == 200
+    assert f.keys() == r.keys() and all(torch.equal(f[k], r[k]) for k in f)
+    assert [e["loss"] for e in full["log"]] == [e["loss"] for e in resumed["log"]]
+    assert resumed["data"]["draft_vocab_coverage"] == full["data"]["draft_vocab_coverage"]
+
+
 def test_init_from_starts_at_the_saved_head(tmp_path, tiny_target, data_dir, trained) -> None:  # noqa: ANN001
     """``init_from`` (a lost checkpoint): the new run's head starts as the saved head -- same
     weights, same EAGLE-3 draft vocabulary even when draft_vocab_size would pick another --

@@ -138,6 +138,19 @@ def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cf
     )
 
 
+def checkpoint_draft_ids(path: Path) -> torch.Tensor | None:
+    """The EAGLE-3 draft vocabulary (target ids, ascending) of the head in this machine's
+    checkpoint, or None without one (or for EAGLE-1). ``--resume`` must rebuild the head with
+    it: a run warm-started from another head (``--init-from``) trains that head's vocabulary,
+    which the training targets' frequencies need not pick again. Built with the re-picked one,
+    the resumed head loaded the old LM-head rows under new token ids and its labels came from
+    the wrong rows (H100, 2026-11-27: held-out accuracy 0.65 -> 0.42 in one resumed run)."""
+    if not path.is_file():
+        return None
+    d2t = torch.load(path, map_location="cpu", weights_only=False)["head"].get("d2t")
+    return None if d2t is None else torch.arange(d2t.numel()) + d2t.long()
+
+
 def warm_start(
     cfg: TrainConfig, target: Any, device: torch.device, counts: torch.Tensor | None = None,
 ) -> tuple[Head, dict[str, Any]] | None:

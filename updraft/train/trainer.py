@@ -46,6 +46,7 @@ from updraft.train.checkpoint import (
     CarriedState,
     TrainState,
     carried_state,
+    checkpoint_draft_ids,
     data_fingerprint,
     load_checkpoint_state,
     save_checkpoint,
@@ -293,9 +294,11 @@ def engine_acceptance(
 
 
 # ---- the run ----------------------------------------------------------------------------------
-def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device) -> tuple[Head, Any]:
-    """The head to train: warm-started (--init-from / --resume-from / --resume) or new (EAGLE-3:
-    its draft vocabulary picked from the training targets), and its vocabulary coverage logged."""
+def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device,
+                ckpt: Path) -> tuple[Head, Any]:
+    """The head to train: warm-started (--init-from / --resume-from) or new (EAGLE-3: its draft
+    vocabulary picked from the training targets, or under --resume the one of the head in
+    ``ckpt``, whose weights ``_start_state`` loads next), and its vocabulary coverage logged."""
     # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
     counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
     started = warm_start(cfg, target, device, counts)
@@ -304,7 +307,9 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
     else:
         draft_ids = None
         if counts is not None:
-            draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
+            draft_ids = checkpoint_draft_ids(ckpt) if cfg.resume else None
+            if draft_ids is None:
+                draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
         aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
         started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
                            intermediate_size=cfg.head_intermediate_size)
@@ -470,14 +475,14 @@ def train(
 
     prep = prepare(cfg, device, target_dtype, t0, loaded)
     prep.loaded.model.requires_grad_(False)
-    head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device)
+    ckpt = out / CHECKPOINT
+    head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device, ckpt)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
                           step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens)
     run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
     fp = data_fingerprint(prep.train)
-    ckpt = out / CHECKPOINT
     state = _start_state(cfg, ckpt, head, opt, fp)
     rewarm_from = state.step if cfg.resume_from else None
     lengths = prep.train.lengths.tolist()
