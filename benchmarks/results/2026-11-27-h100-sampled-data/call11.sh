@@ -1,0 +1,3 @@
+# call 11 (a fresh machine after calls 9-10 staged GGUF parts a and b; this one carries part c): a
+# third sampled fine-tune, from the head of call 8 (t08d, merged into updraft/heads/ in the tree)
+source benchmarks/results/2026-11-27-h100-sampled-data/env.sh >/dev/null; RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 PROMPT_SET=v5 NUM_PROMPTS=16000 TRAIN_BUDGET=480 TRAIN_SECONDS=480 TOTAL_LIMIT=585 EVAL_TIMEOUT=80 EXTRA_TRAIN_ARGS="--seed 4 --lr 2e-4 --warmup-steps 30 --temperature 0.8" OUT=$OUT/t08e bash scripts/gpu_train_head.sh 2>&1 | grep -v Warn | tail -12; rm -f $OUT/t08e/eval/per_position.png

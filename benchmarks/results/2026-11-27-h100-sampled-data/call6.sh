@@ -1,0 +1,2 @@
+# call 6 (same machine, right after call 5): twice the prompts (16,000, seed 2), 480 s, from the shipped head
+source benchmarks/results/2026-11-27-h100-sampled-data/env.sh >/dev/null; RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 PROMPT_SET=v5 NUM_PROMPTS=16000 TRAIN_BUDGET=480 TRAIN_SECONDS=480 TOTAL_LIMIT=585 EVAL_TIMEOUT=80 EXTRA_TRAIN_ARGS="--seed 2 --lr 3e-4 --warmup-steps 30 --temperature 0.8" OUT=$OUT/t08b bash scripts/gpu_train_head.sh 2>&1 | grep -v Warn | tail -22

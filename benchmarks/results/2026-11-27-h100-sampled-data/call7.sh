@@ -1,0 +1,4 @@
+# call 7 (same machine): the shipped head on the same evaluation; then call 6's schedule resumed with
+# --resume (its checkpoint on this machine) to its planned end -- the resume collapsed (the bug that
+# the commit after this folder's first fixes: the resumed head got a re-picked draft vocabulary)
+source benchmarks/results/2026-11-27-h100-sampled-data/env.sh >/dev/null; EVAL_ONLY=1 HEAD=updraft/heads/smollm2-135m-instruct-eagle3 TOTAL_LIMIT=150 EVAL_TIMEOUT=120 OUT=$OUT/shipped bash scripts/gpu_train_head.sh 2>&1 | grep -E "^(mt_bench|humaneval|gsm8k|alpaca|sum|qa|mean)" | head -8; rm -f $OUT/shipped/eval/per_position.png; RUN=resume RESUME_FROM=/tmp/updraft-gpu-head/head PROMPT_SET=v5 NUM_PROMPTS=16000 TRAIN_BUDGET=240 TRAIN_SECONDS=480 TOTAL_LIMIT=330 EVAL_TIMEOUT=80 EXTRA_TRAIN_ARGS="--seed 2 --lr 3e-4 --warmup-steps 30 --temperature 0.8" OUT=$OUT/t08c bash scripts/gpu_train_head.sh 2>&1 | grep -v Warn | tail -14; rm -f $OUT/t08c/eval/per_position.png

@@ -1,0 +1,2 @@
+# call 8 (same machine; call 6's head carried back as .stage/t08b): a second sampled fine-tune from it
+chmod -R u+rw .stage/t08b; source benchmarks/results/2026-11-27-h100-sampled-data/env.sh >/dev/null; RUN=init INIT_FROM=.stage/t08b PROMPT_SET=v5 NUM_PROMPTS=16000 TRAIN_BUDGET=480 TRAIN_SECONDS=480 TOTAL_LIMIT=585 EVAL_TIMEOUT=80 EXTRA_TRAIN_ARGS="--seed 3 --lr 2e-4 --warmup-steps 30 --temperature 0.8" OUT=$OUT/t08d bash scripts/gpu_train_head.sh 2>&1 | grep -v Warn | tail -12; rm -f $OUT/t08d/eval/per_position.png
