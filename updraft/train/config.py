@@ -48,7 +48,9 @@ class TrainConfig:
     num_prompts: int = _opt("prompts generated from updraft.data.prompts (passage tasks add a follow-up each)", default=4000)
     held_out: int = _opt("prompts kept out of training for the held-out estimate and the final acceptance check", default=48)
     max_new_tokens: int = _opt("longest response generated per prompt", default=320)
-    temperature: float = _opt("sampling temperature of the responses (0 = greedy, what greedy speculation sees)", default=0.0)
+    temperature: float = _opt(
+        "sampling temperature of the responses (0 = greedy, one text per prompt; > 0 varies the texts while "
+        "the labels stay the target's distribution: the shipped head's fine-tunes used 0.8)", default=0.0)
     gen_batch: int = _opt("requests in flight while generating (CUDA graphs up to this batch size)", default=128)
     data_device: str = _opt(
         "where the teacher-forced features live: auto (the GPU when they fit with 20 GiB to spare, else the CPU with "
