@@ -1,7 +1,7 @@
 """Where a training run continues from: the full checkpoint on the machine that ran it, or the
 small state it carries to another machine.
 
-* ``checkpoint/state.pt`` (``save_checkpoint`` / ``load_checkpoint_state``, ``--resume``): head,
+* ``checkpoint/state.pt`` (``save_checkpoint`` / ``read_checkpoint``, ``--resume``): head,
   optimizer, schedule, position in the data, RNG -- a resumed run equals an uninterrupted one. It
   is large (fp32 head plus two AdamW moments: ~120 MB for the SmolLM2 EAGLE-3 head) and lives in
   ``OUT``, which is lost when the machine is handed back.
@@ -120,10 +120,16 @@ def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: T
     os.replace(tmp, path)
 
 
-def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cfg: TrainConfig, fp: list[int]) -> TrainState:
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """This machine's checkpoint (``--resume``), read once: the head is built with its draft
+    vocabulary (``checkpoint_draft_ids``), then its state loaded (``load_checkpoint_state``)."""
     if not path.is_file():
         raise ValueError(f"resume: no checkpoint at {path}")
-    blob = torch.load(path, map_location="cpu", weights_only=False)
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def load_checkpoint_state(blob: dict[str, Any], head: Head, opt: torch.optim.Optimizer, cfg: TrainConfig,
+                          fp: list[int]) -> TrainState:
     _check_keys("resume", blob["config"], cfg)
     if blob["data"] != fp:
         raise ValueError("resume: the data differs from the data the checkpoint was trained on")
@@ -138,16 +144,14 @@ def load_checkpoint_state(path: Path, head: Head, opt: torch.optim.Optimizer, cf
     )
 
 
-def checkpoint_draft_ids(path: Path) -> torch.Tensor | None:
-    """The EAGLE-3 draft vocabulary (target ids, ascending) of the head in this machine's
-    checkpoint, or None without one (or for EAGLE-1). ``--resume`` must rebuild the head with
+def checkpoint_draft_ids(blob: dict[str, Any]) -> torch.Tensor | None:
+    """The EAGLE-3 draft vocabulary (target ids, ascending) of the head in a checkpoint
+    (``read_checkpoint``), or None for EAGLE-1. ``--resume`` must rebuild the head with
     it: a run warm-started from another head (``--init-from``) trains that head's vocabulary,
     which the training targets' frequencies need not pick again. Built with the re-picked one,
     the resumed head loaded the old LM-head rows under new token ids and its labels came from
     the wrong rows (H100, 2026-11-27: held-out accuracy 0.65 -> 0.42 in one resumed run)."""
-    if not path.is_file():
-        return None
-    d2t = torch.load(path, map_location="cpu", weights_only=False)["head"].get("d2t")
+    d2t = blob["head"].get("d2t")
     return None if d2t is None else torch.arange(d2t.numel()) + d2t.long()
 
 

@@ -49,6 +49,7 @@ from updraft.train.checkpoint import (
     checkpoint_draft_ids,
     data_fingerprint,
     load_checkpoint_state,
+    read_checkpoint,
     save_checkpoint,
     warm_start,
 )
@@ -192,11 +193,12 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _start_state(cfg: TrainConfig, ckpt: Path, head: Head, opt: torch.optim.Optimizer, fp: list[int]) -> TrainState:
-    """The schedule this run starts from: this machine's checkpoint (``--resume``), the state a
-    head folder carries (``--resume-from``), or a new one."""
-    if cfg.resume:
-        state = load_checkpoint_state(ckpt, head, opt, cfg, fp)
+def _start_state(cfg: TrainConfig, blob: dict[str, Any] | None, head: Head, opt: torch.optim.Optimizer,
+                 fp: list[int]) -> TrainState:
+    """The schedule this run starts from: this machine's checkpoint ``blob`` (``--resume``), the
+    state a head folder carries (``--resume-from``), or a new one."""
+    if blob is not None:
+        state = load_checkpoint_state(blob, head, opt, cfg, fp)
     elif cfg.resume_from:
         state = carried_state(cfg, fp, prompts_version(cfg.prompt_set))
     else:
@@ -295,10 +297,10 @@ def engine_acceptance(
 
 # ---- the run ----------------------------------------------------------------------------------
 def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, device: torch.device,
-                ckpt: Path) -> tuple[Head, Any]:
+                blob: dict[str, Any] | None) -> tuple[Head, Any]:
     """The head to train: warm-started (--init-from / --resume-from) or new (EAGLE-3: its draft
-    vocabulary picked from the training targets, or under --resume the one of the head in
-    ``ckpt``, whose weights ``_start_state`` loads next), and its vocabulary coverage logged."""
+    vocabulary picked from the training targets, or under --resume the one of the checkpoint
+    ``blob``, whose weights ``_start_state`` loads next), and its vocabulary coverage logged."""
     # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
     counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
     started = warm_start(cfg, target, device, counts)
@@ -307,7 +309,7 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
     else:
         draft_ids = None
         if counts is not None:
-            draft_ids = checkpoint_draft_ids(ckpt) if cfg.resume else None
+            draft_ids = checkpoint_draft_ids(blob) if blob is not None else None
             if draft_ids is None:
                 draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
         aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
@@ -476,14 +478,16 @@ def train(
     prep = prepare(cfg, device, target_dtype, t0, loaded)
     prep.loaded.model.requires_grad_(False)
     ckpt = out / CHECKPOINT
-    head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device, ckpt)
+    blob = read_checkpoint(ckpt) if cfg.resume else None
+    head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device, blob)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
                           step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens)
     run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
     fp = data_fingerprint(prep.train)
-    state = _start_state(cfg, ckpt, head, opt, fp)
+    state = _start_state(cfg, blob, head, opt, fp)
+    del blob  # the optimizer moments and weights are copied out: free the checkpoint's tensors
     rewarm_from = state.step if cfg.resume_from else None
     lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
