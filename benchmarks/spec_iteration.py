@@ -334,12 +334,22 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
         ("plain_step", dataclasses.replace(base, disable_overlap=True)),
         ("eagle_adaptive", dataclasses.replace(base, speculative=eagle)),
         ("eagle_s5", dataclasses.replace(base, speculative=dataclasses.replace(eagle, adaptive=False))),
+        # the sampled graphs captured on first use (before 2026-11-27's default: at start)
+        ("eagle_adaptive_lazy", dataclasses.replace(base, speculative=eagle, sampled_graphs="first-use")),
     ]
     prompts_cache: dict[str, list[list[int]]] = {}
     for name, cfg in variants:
         if only is not None and name not in only:
             continue
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
         eng = Engine(cfg)
+        torch.cuda.synchronize()
+        res[f"start_{name}"] = start = {
+            "seconds": time.perf_counter() - t0, "reserved_gib": torch.cuda.memory_reserved() / 2**30,
+            "graphs": eng.driver.describe() if eng.driver is not None else "no fused driver",
+        }
+        print(f"{name:16s} start: {start['seconds']:.1f} s, {start['reserved_gib']:.2f} GiB reserved; {start['graphs']}", flush=True)
         if "mt" not in prompts_cache:
             prompts_cache["mt"] = make_prompts(eng, "mt_bench", max(n_prompts, max(sizes)), 0)
         ps = prompts_cache["mt"]
@@ -487,7 +497,7 @@ def main() -> None:
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
-    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5 (comma-separated)")
+    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy (comma-separated)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]

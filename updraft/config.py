@@ -13,6 +13,7 @@ from updraft.errors import UpdraftError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEVICES = ("auto", "cpu", "cuda")
+SAMPLED_GRAPHS = ("auto", "start", "first-use")
 
 
 class ConfigError(UpdraftError):
@@ -62,6 +63,11 @@ class EngineConfig:
     disable_overlap: bool = _opt(
         "speculative decoding: read each iteration's results before launching the next (no overlap)", default=False
     )
+    sampled_graphs: str = _opt(
+        "when the fused iteration captures its sampled (T > 0) graphs: start, first-use (a faster start; the first "
+        "sampled batch, and each S adaptive speculation first picks for it, waits for a capture) or auto (start on "
+        "CUDA; first use under the CPU graph emulator, where a capture costs an eager iteration)", default="auto"
+    )
     progress: bool = _opt("show progress bars (loading, capture)", default=True)
     speculative: SpeculativeConfig | None = _opt("speculative decoding (None = off)", default=None)
 
@@ -69,6 +75,12 @@ class EngineConfig:
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
+
+    def sampled_graphs_at_start(self) -> bool:
+        """Whether the fused iteration captures its sampled graphs at start (``sampled_graphs``)."""
+        if self.sampled_graphs == "auto":
+            return self.resolved_device().type == "cuda"
+        return self.sampled_graphs == "start"
 
     def resolved_dtype(self) -> torch.dtype:
         if self.dtype == "auto":
@@ -94,6 +106,8 @@ class EngineConfig:
             raise ConfigError(f"mem_fraction_static={self.mem_fraction_static!r} is invalid: must be in (0, 1)")
         from updraft.attention import BACKEND_NAMES
 
+        if self.sampled_graphs not in SAMPLED_GRAPHS:
+            raise ConfigError(f"sampled_graphs={self.sampled_graphs!r} is invalid: choose one of {', '.join(SAMPLED_GRAPHS)}")
         if self.attention_backend != "auto" and self.attention_backend not in BACKEND_NAMES:
             raise ConfigError(
                 f"attention_backend={self.attention_backend!r} is invalid: choose auto, {', '.join(BACKEND_NAMES)}"

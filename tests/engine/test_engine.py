@@ -178,8 +178,13 @@ def test_engine_config_errors_name_the_value(folder) -> None:  # noqa: ANN001
         EngineConfig(model=str(folder), page_size=0).validate()
     with pytest.raises(ValueError, match="attention_backend='nope'"):
         EngineConfig(model=str(folder), attention_backend="nope").validate()
+    with pytest.raises(ValueError, match="sampled_graphs='lazy'"):
+        EngineConfig(model=str(folder), sampled_graphs="lazy").validate()
     with pytest.raises(ValueError, match="unknown engine option"):
         EngineConfig.from_kwargs(model=str(folder), bogus=1)
+    # auto: at start on CUDA, on first use under the CPU emulator (a capture there is an eager run)
+    assert not EngineConfig(model=str(folder), device="cpu").sampled_graphs_at_start()
+    assert EngineConfig(model=str(folder), device="cpu", sampled_graphs="start").sampled_graphs_at_start()
 
 
 def test_context_limit_finishes_with_length(folder) -> None:  # noqa: ANN001

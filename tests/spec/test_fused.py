@@ -359,3 +359,26 @@ def test_greedy_bodies_take_logits_in_the_model_dtype(target, eagle3_head, monke
         conversions[sampled] = names.get("to", 0)
         assert names.get("stack", 0) == 0, names
     assert conversions[True] == conversions[False], conversions
+
+
+@pytest.mark.parametrize("when", ["start", "first-use"])
+def test_sampled_graphs_captured_when_configured(target, eagle3_head, when: str) -> None:  # noqa: ANN001
+    """``sampled_graphs="start"`` captures a sampled graph for every S adaptive speculation may
+    pick before any request (a capture mid-serving stalls every request in flight);
+    ``first-use`` leaves them to the first sampled batch."""
+    cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3}
+    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1],
+              sampled_graphs=when, speculative_config=cfg)
+    driver = llm.engine.driver
+    assert driver is not None
+    choices = driver.adaptive.choices
+    sampled = {s for s, was_sampled, _ in driver.fused.graphs if was_sampled}
+    greedy = {s for s, was_sampled, _ in driver.fused.graphs if not was_sampled}
+    assert greedy == set(choices)
+    assert sampled == (set(choices) if when == "start" else set())
+    assert ("greedy and sampled graphs" in driver.describe()) == (when == "start")
+    before = len(driver.fused.graphs)
+    out = llm.generate(prompts(1, seed=3), SamplingParams(temperature=0.8, max_tokens=12, seed=5, ignore_eos=True))
+    assert len(out[0].outputs[0].token_ids) == 12
+    # a seeded request pins S = num_steps: first use captures that one graph, start none
+    assert len(driver.fused.graphs) - before == (0 if when == "start" else 1)

@@ -132,14 +132,14 @@ class SpecDriver:
 
     def describe(self) -> str:
         mode = "overlapped" if self.overlap else "synchronous"
+        at_start = "greedy and sampled" if any(sampled for _, sampled, _ in self.fused.graphs) else "greedy"
+        graphs = (f"{at_start} graphs for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in "
+                  f"{self.fused.capture_seconds:.2f}s{'' if at_start != 'greedy' else ' (sampled ones on first use)'}")
         if not self.fused.speculative:
-            return (f"plain decoding: device-state decode steps ({mode}), graphs for bs "
-                    f"{self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in {self.fused.capture_seconds:.2f}s")
+            return f"plain decoding: device-state decode steps ({mode}), {graphs}"
         drafts = "n-gram lookups on the device" if self.fused.ngram is not None else "draft model"
         return (f"speculation: fused iteration ({mode}, {drafts}), S chosen from {self.adaptive.choices}"
-                f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, "
-                f"greedy graphs for bs {self.fused.sizes[0]}..{self.fused.sizes[-1]} captured in "
-                f"{self.fused.capture_seconds:.2f}s (sampled ones on first use)")
+                f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, {graphs}")
 
 
 #: Completions further apart than this are not back to back (a prefill or idle time came between).
@@ -176,7 +176,7 @@ def build_driver(engine: Engine) -> SpecDriver | None:
             return None
         plain = FusedIteration(engine.runner, None, engine.sampler, sizes, emulate=emulate, capture_hidden=CaptureHidden.NONE)
         steps = AdaptiveSteps([0], enabled=False)
-        plain.capture_all(steps.choices, sampled=False)
+        _capture_start(plain, steps, sampled=cfg.sampled_graphs_at_start())
         return SpecDriver(plain, steps, overlap=True)
     if engine.spec is None:
         return None
@@ -195,7 +195,16 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,
                            emulate=emulate, capture_hidden=engine.spec.target_capture)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive, overlap=not cfg.disable_overlap)
-    # greedy graphs at start (sampled ones on first use), their device times as first costs
-    for (s, bs), seconds in fused.capture_all(adaptive.choices, sampled=False).items():
-        adaptive.record_device(s, bs, seconds)
+    _capture_start(fused, adaptive, sampled=cfg.sampled_graphs_at_start())
     return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)
+
+
+def _capture_start(fused: FusedIteration, adaptive: AdaptiveSteps, *, sampled: bool) -> None:
+    """Capture the graphs at start, their device times as adaptive S's first costs: the greedy
+    ones, and with ``sampled`` the sampled ones. A graph captured mid-serving stalls every request
+    in flight for the capture and, the first time, for the Triton compiles of its kernels: with
+    adaptive S a T > 0 batch met one such stall per S (an S = 5 run's p99 TPOT 0.5 ms, the
+    adaptive one's 2.1 ms, ``benchmarks/results/2026-11-27-h100-sampled-data/``)."""
+    for kind in (False, True) if sampled else (False,):
+        for (s, bs), seconds in fused.capture_all(adaptive.choices, sampled=kind).items():
+            adaptive.record_device(s, bs, seconds, kind)
