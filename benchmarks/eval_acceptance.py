@@ -163,7 +163,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     # The plain engine first (captured before an EAGLE-3 head switches on the aux layers).
     base = Engine(EngineConfig(**common, max_running_requests=1, cuda_graph_bs=[1]), loaded=loaded)
     spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=not args.pin_steps,
-                                 draft_lm_head=args.draft_lm_head)
+                                 draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     aux = loaded.model.aux_layers
@@ -322,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None, help="CPU: torch threads")
     ap.add_argument("--draft-lm-head", default="auto", choices=["auto", "fp8", "model"],
                     help="EAGLE-3 draft LM head weights (SpeculativeConfig.draft_lm_head)")
+    ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
+                    help="n-gram lookups replace the head's drafts where the history repeats this many tokens (0: the head alone)")
     ap.add_argument("--out", default=None, help="folder for eval_acceptance.json and per_position.png")
     ap.add_argument("--plot", default=None, help="only redraw the PNG from this JSON (into --out, default: beside it)")
     args = ap.parse_args(argv)

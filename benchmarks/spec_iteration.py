@@ -186,7 +186,8 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
 
 
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int,
-         real_text: bool = False, draft_lm_head: str = "auto") -> dict[str, Any]:
+         real_text: bool = False, draft_lm_head: str = "auto", ngram_assist: int = SpeculativeConfig.ngram_assist,
+         ) -> dict[str, Any]:
     """Decode step, plain step and S = 5 cycles (greedy, sampled, the dense sampled path) at
     ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``)."""
     base = smollm_engine_config(model, sizes, context)
@@ -205,7 +206,8 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     _free()
     if loaded is not None:
         loaded.model.aux_layers = ()
-    spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False, draft_lm_head=draft_lm_head)
+    spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False, draft_lm_head=draft_lm_head,
+                             ngram_assist=ngram_assist)
     eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
     drv = eng.driver
     assert drv is not None, eng.graph_log
@@ -336,6 +338,8 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
         ("eagle_s5", dataclasses.replace(base, speculative=dataclasses.replace(eagle, adaptive=False))),
         # the sampled graphs captured on first use (before 2026-11-27's default: at start)
         ("eagle_adaptive_lazy", dataclasses.replace(base, speculative=eagle, sampled_graphs="first-use")),
+        # the head's drafts alone (before 2026-11-27's default: n-gram lookups where the history repeats)
+        ("eagle_adaptive_noassist", dataclasses.replace(base, speculative=dataclasses.replace(eagle, ngram_assist=0))),
     ]
     prompts_cache: dict[str, list[list[int]]] = {}
     for name, cfg in variants:
@@ -492,12 +496,14 @@ def main() -> None:
     ap.add_argument("--head", default="builtin:smollm2", help="SmolLM2 draft head: folder or builtin:NAME (method from its config)")
     ap.add_argument("--draft-lm-head", default="auto", choices=DRAFT_LM_HEADS,
                     help="the EAGLE-3 draft LM head's weights in the cost part (SpeculativeConfig.draft_lm_head)")
+    ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
+                    help="the cycle costs' engines: lookups replace the head's drafts where the history repeats this many tokens (0: off)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--blank-context", action="store_true",
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
-    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy (comma-separated)")
+    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy, eagle_adaptive_noassist (comma-separated)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -509,14 +515,14 @@ def main() -> None:
             head = write_random_eagle3(Path(tmp) / "e3", cfg, 32000)
             loaded = random_llama(cfg, torch.bfloat16)
             results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters,
-                                                  draft_lm_head=args.draft_lm_head)
+                                                  draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
     if args.random_smollm:  # the cycle's kernels do not depend on the weights (S pinned)
         loaded = random_model("random:smollm2-135m", torch.bfloat16, "cuda")
         results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), cost_sizes, args.context,
-                                              args.iters, draft_lm_head=args.draft_lm_head)
+                                              args.iters, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
         print(json.dumps(results["cost_smollm2_random"], indent=1), flush=True)
         del loaded
         torch.cuda.empty_cache()
@@ -532,7 +538,7 @@ def main() -> None:
         if not args.skip_lossless:
             results["lossless_fp32"] = lossless(args.smollm, args.head, method)
         results["cost_smollm2"] = cost(args.smollm, None, args.head, method, cost_sizes, args.context, args.iters,
-                                       real_text=not args.blank_context, draft_lm_head=args.draft_lm_head)
+                                       real_text=not args.blank_context, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             only = set(args.variants.split(",")) if args.variants else None

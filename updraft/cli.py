@@ -162,6 +162,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         "--speculative-adaptive-steps", type=int, action="append", default=None,
         help="an S value adaptive speculation may choose (repeatable; default 0 1 2 3 and num_steps)",
     )
+    spec.add_argument(
+        "--speculative-ngram-assist", type=int, default=None,
+        help=f"EAGLE / MTP, greedy: verify n-gram lookups instead of the head's drafts where the history repeats its "
+             f"last this-many tokens (0: off; default {SpeculativeConfig.ngram_assist})",
+    )
 
 
 def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
@@ -177,11 +182,12 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
         "adaptive_steps": getattr(args, "speculative_adaptive_steps", None),
         "token_map": getattr(args, "speculative_token_map", None),
         "draft_lm_head": getattr(args, "speculative_draft_lm_head", None),
+        "ngram_assist": getattr(args, "speculative_ngram_assist", None),
     }
     given = {k: v for k, v in flags.items() if v is not None}
     if args.speculative_config is not None:
         cfg = parse_speculative_config(args.speculative_config)
-        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map", "draft_lm_head")
+        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map", "draft_lm_head", "ngram_assist")
         extra = {k: v for k, v in given.items() if k not in late}
         if extra:
             raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")

@@ -173,6 +173,11 @@ class SpeculativeConfig:
     draft_extend: str = _opt("v2 (all S+1 rows, fixed stride) or v1 (accepted rows, packed)", default="v2")
     ngram_min: int = _opt("n-gram proposer: shortest suffix to match", default=1)
     ngram_max: int = _opt("n-gram proposer: longest suffix to match", default=4)
+    ngram_assist: int = _opt(
+        "EAGLE / MTP heads, greedy iterations of the fused path: verify the n-gram lookup's drafts instead of the "
+        "head's in the rows whose history repeats their last this-many tokens (ngram_min..ngram_max are matched; "
+        "0: off)", default=3,
+    )
     draft_attention_backend: str | None = _opt("attention backend of the draft (default: the target's)", default=None)
     adaptive: bool = _opt("choose S per iteration from measured cycle costs and running acceptance (False: always num_steps)", default=True)
     adaptive_steps: list[int] | None = _opt("S values adaptive speculation may choose (default: 0, 1, 2, 3 and num_steps)", default=None)
@@ -241,6 +246,10 @@ class SpeculativeConfig:
                 raise ConfigError(
                     f"ngram_min={self.ngram_min}, ngram_max={self.ngram_max} are invalid: need 1 <= ngram_min <= ngram_max"
                 )
+        if not isinstance(self.ngram_assist, int) or not (self.ngram_assist == 0 or 1 <= self.ngram_assist <= self.ngram_max):
+            raise ConfigError(
+                f"ngram_assist={self.ngram_assist!r} is invalid: 0 (off) or a match length in 1..ngram_max={self.ngram_max}"
+            )
         if self.token_map is not None and (self.method != "eagle" or not isinstance(self.token_map, str) or not self.token_map):
             raise ConfigError(
                 f"token_map={self.token_map!r} is invalid: a token map is a file path for EAGLE-1 heads (method eagle); "

@@ -108,3 +108,27 @@ def test_commit_and_long_argmax_on_cuda(sampled: bool) -> None:
     x = torch.randn(16, 128256, device=dev).to(torch.bfloat16).float()
     x[3, 100000] = x[3, 7] = x[3].max() + 1  # a tie across tiles
     assert torch.equal(argmax_rows(x), x.argmax(-1))
+
+
+@pytest.mark.parametrize("s", [0, 3])
+def test_commit_appends_the_emitted_tokens_to_the_histories(s: int) -> None:
+    """With a token history (n-gram lookups), the kernel writes each request's emitted tokens at
+    positions ``n .. n + S`` of its row, clamped to the history's width, as the torch reference
+    does (row 0, where padded requests write over each other, is junk in both)."""
+    rows, n, res, state = case(s, False, False, seed=40 + s)
+    pad, cols = 4, 4 + 100
+    n = n.clamp(max=98)  # one row's block runs past the width: clamped onto the last column
+    n[0] = 98
+    twin = RowState(9, torch.device("cpu"))
+    for name in ("seq_len", "bonus", "rng", "sampling"):
+        getattr(twin, name).copy_(getattr(state, name))
+    hists = []
+    for fn, st in ((cm.commit_torch, twin), (cm.commit, state)):
+        hist = torch.full((9, cols), -1, dtype=torch.int32)
+        out = torch.zeros(rows.shape[0], s + 2, dtype=torch.long)
+        fn(out, rows, n, res, st, hist, pad)
+        hists.append(hist)
+    assert torch.equal(hists[0][1:], hists[1][1:])
+    b = 2  # row 5
+    assert hists[1][5, pad + int(n[b]) : pad + int(n[b]) + s + 1].tolist() == res.emitted[b].tolist()
+    assert (hists[1][2] == -1).all(), "a row no request holds is untouched"

@@ -234,13 +234,14 @@ def test_fused_launch_copies_the_rows_only_when_the_batch_changes(target, eagle_
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from updraft.spec import commit, row_io
+    from updraft.spec import commit, ngram_device, row_io
 
     # The Triton interpreter writes every tensor argument back with copy_ after a launch, which
     # the count below would take for a host copy into the rows: read the rows, lay out the
-    # batches and commit the results with torch here.
+    # batches, look up the assist's drafts and commit the results with torch here.
     monkeypatch.setattr(row_io, "use_triton", lambda t: False)
     monkeypatch.setattr(commit, "use_triton", lambda t: False)
+    monkeypatch.setattr(ngram_device, "use_triton", lambda t: False)
     llm = fused_llm(target, eagle_head, "eagle", adaptive=False)
     eng = llm.engine
     fused = eng.driver.fused
@@ -382,3 +383,25 @@ def test_sampled_graphs_captured_when_configured(target, eagle3_head, when: str)
     assert len(out[0].outputs[0].token_ids) == 12
     # a seeded request pins S = num_steps: first use captures that one graph, start none
     assert len(driver.fused.graphs) - before == (0 if when == "start" else 1)
+
+
+def test_lookup_assist_drafts_what_the_history_repeats(target, reference, eagle3_head) -> None:  # noqa: ANN001
+    """``ngram_assist``: where a row's history repeats its last tokens the verify checks the
+    lookup's drafts instead of the head's. The tiny target repeats its text and the random head
+    drafts almost nothing right, so with the assist on more drafts are accepted; both runs emit
+    exactly plain greedy's tokens, and the assist runs on greedy iterations only."""
+    ps = prompts(4, seed=21)
+    accepted = {}
+    for assist in (0, 2):
+        cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False,
+               "ngram_assist": assist}
+        llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4],
+                  speculative_config=cfg)
+        eng = llm.engine
+        assert eng.driver is not None and (eng.driver.fused.assist is not None) == bool(assist)
+        outs = llm.generate(ps, GREEDY)
+        assert [o.outputs[0].token_ids for o in outs] == reference(ps)
+        assert eng.driver.launches > 0
+        accepted[assist] = eng.spec_stats.num_accepted_tokens
+        assert ("lookups where the history repeats" in eng.driver.describe()) == bool(assist)
+    assert accepted[2] > accepted[0] + 10, accepted

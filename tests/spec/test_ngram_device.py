@@ -104,3 +104,60 @@ def test_admit_writes_what_the_device_lacks_and_append_extends() -> None:
     ng.admit([a])
     assert row(1, 7) == [1, 2, 3, 4, 5, 6, 7]
     assert ng.propose(torch.tensor([1]), torch.tensor([7]), 2).tolist() == [host_drafts(a.all_ids, 1, 3, 2)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=40), min_size=1, max_size=4),
+       st.integers(1, 3), st.integers(0, 2), st.integers(1, 6), st.integers(0, 4), st.integers(0, 2**16))
+def test_lookup_kernel_matches_the_torch_matcher(seqs: list[list[int]], n_min: int, extra: int, k: int, min_match: int,
+                                                 seed: int) -> None:
+    """``DeviceNgram.lookup_into``'s kernel (the Triton interpreter here) writes ``match_drafts``'
+    drafts into the verify block's columns 1..k exactly where the match is ``>= min_match`` long,
+    and leaves the other rows' drafts as they were; rows live anywhere in the history table."""
+    from updraft.spec.sampling_kernels import use_triton
+
+    n_max = n_min + extra
+    rng = random.Random(seed)
+    ng = DeviceNgram(8, 48, n_min, n_max, torch.device("cpu"))
+    rows = torch.tensor(rng.sample(range(1, 8), len(seqs)))
+    for r, s in zip(rows.tolist(), seqs, strict=True):
+        ng.hist[r, ng.pad : ng.pad + len(s)] = torch.tensor(s, dtype=torch.int32)
+        ng.hist[r, ng.pad + len(s) :] = torch.tensor([rng.randrange(0, 5) for _ in range(48 - len(s))], dtype=torch.int32)
+    lens = torch.tensor([len(s) for s in seqs])
+    ids = torch.randint(100, 200, (len(seqs), k + 1))
+    drafts, match = match_drafts(ng.hist[rows], lens, n_min, n_max, k, ng.pad, with_match=True)
+    want = ids.clone()
+    take = match >= min_match
+    want[take, 1:] = drafts[take]
+    if not use_triton(ids):
+        pytest.skip("the interpreter is off (a GPU machine): test_lookup_kernel_on_cuda runs the kernel there")
+    ng.lookup_into(rows, lens, ids, min_match)
+    assert torch.equal(ids, want)
+    # the match lengths: the longest suffix (up to n_max) found earlier in the history, else 0
+    for b, s in enumerate(seqs):
+        longest = max((n for n in range(n_min, min(n_max, len(s) - 1) + 1)
+                       if any(s[e - n + 1 : e + 1] == s[-n:] for e in range(n - 1, len(s) - 1))), default=0)
+        assert int(match[b]) == longest, (s, n_min, n_max)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("min_match", [0, 3])
+def test_lookup_kernel_on_cuda(min_match: int) -> None:
+    """The compiled kernel against the torch matcher: repetitive and random histories of up to
+    3,000 tokens (several of the kernel's blocks of candidate ends) in a 4,096-wide table."""
+    rng = random.Random(min_match)
+    ng = DeviceNgram(17, 4096, 1, 4, torch.device("cuda"))
+    seqs = [((lambda p: (p * 600)[: rng.randrange(1, 3000)])([rng.randrange(0, 40) for _ in range(rng.randrange(2, 9))]))
+            for _ in range(8)] + [[rng.randrange(0, 30000) for _ in range(rng.randrange(1, 3000))] for _ in range(8)]
+    rows = torch.tensor(rng.sample(range(1, 17), len(seqs)), device="cuda")
+    for r, s in zip(rows.tolist(), seqs, strict=True):
+        ng.hist[r, ng.pad : ng.pad + len(s)] = torch.tensor(s, dtype=torch.int32)
+    lens = torch.tensor([len(s) for s in seqs], device="cuda")
+    ids = torch.randint(50000, 60000, (len(seqs), 6), device="cuda")
+    drafts, match = match_drafts(ng.hist[rows], lens, 1, 4, 5, ng.pad, with_match=True)
+    want = ids.clone()
+    want[match >= min_match, 1:] = drafts[match >= min_match]
+    ng.lookup_into(rows, lens, ids, min_match)
+    assert torch.equal(ids, want)
+    assert all(h == host_drafts(s, 1, 4, 5) for h, s in zip(drafts.tolist(), seqs, strict=True))

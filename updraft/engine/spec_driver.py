@@ -28,6 +28,7 @@ from updraft.engine.request import Request
 from updraft.runtime.graphs.phase_graph import capture_sizes
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.fused import FusedIteration, InFlight
+from updraft.spec.ngram_device import LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 
 if TYPE_CHECKING:
@@ -137,7 +138,9 @@ class SpecDriver:
                   f"{self.fused.capture_seconds:.2f}s{'' if at_start != 'greedy' else ' (sampled ones on first use)'}")
         if not self.fused.speculative:
             return f"plain decoding: device-state decode steps ({mode}), {graphs}"
-        drafts = "n-gram lookups on the device" if self.fused.ngram is not None else "draft model"
+        assist = self.fused.assist
+        drafts = ("draft model" if self.fused.drafter is not None else "n-gram lookups on the device") + (
+            f", lookups where the history repeats {assist.min_match}+ tokens (greedy)" if assist is not None else "")
         return (f"speculation: fused iteration ({mode}, {drafts}), S chosen from {self.adaptive.choices}"
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, {graphs}")
 
@@ -192,8 +195,11 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     if any(mode not in runner.backend.graph_modes for runner, mode in need):
         return None
     assert isinstance(proposer, DraftModelProposer | NgramProposer)
+    spec = cfg.speculative
+    assist = (LookupAssist(spec.ngram_min, spec.ngram_max, spec.ngram_assist)
+              if spec.ngram_assist and isinstance(proposer, DraftModelProposer) else None)
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,
-                           emulate=emulate, capture_hidden=engine.spec.target_capture)
+                           emulate=emulate, capture_hidden=engine.spec.target_capture, assist=assist)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive, overlap=not cfg.disable_overlap)
     _capture_start(fused, adaptive, sampled=cfg.sampled_graphs_at_start())
     return SpecDriver(fused, adaptive, overlap=not cfg.disable_overlap)

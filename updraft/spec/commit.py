@@ -11,7 +11,10 @@ Per request ``b`` (table row ``rows[b]``, ``n[b]`` committed tokens before the i
 * with a draft feature: ``next_hidden[row] = hidden[b * (S + 1) + accept - 1]`` (the draft
   extend's row for the last accepted token);
 * row 0, the padding row, back to its padding values (``RowState.reset_padding``; the padded
-  requests, all on row 0, write nothing).
+  requests, all on row 0, write nothing);
+* with a token history (``DeviceNgram.hist``, n-gram lookups): ``emitted[b]`` at positions
+  ``n .. n + S`` of row ``rows[b]`` (those past ``n + accept - 1`` are junk beyond the new
+  length; padded requests write row 0), as ``DeviceNgram.append``.
 
 Inside a CUDA graph every torch op is a kernel node: the torch version below is ~20 of them at
 S = 5 (the greedy acceptance's compare / cumprod / sum, the gathers and scatters, the padding
@@ -55,13 +58,17 @@ class Commit:
 
 @triton.jit
 def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLen, Bonus, Offset, s_off,
-                   Hidden, s_h, NextHidden, s_nh, H, NDT: tl.constexpr, BLOCK_T: tl.constexpr, GREEDY: tl.constexpr,
-                   HIDDEN: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr):
+                   Hidden, s_h, NextHidden, s_nh, H, Hist, s_hist, HIST_COLS, NDT: tl.constexpr, BLOCK_T: tl.constexpr,
+                   GREEDY: tl.constexpr, HIDDEN: tl.constexpr, BLOCK_H: tl.constexpr, HIST: tl.constexpr,
+                   HIST_PAD: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     b = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
     tm = t < NDT
     e = tl.load(Emitted + b * s_e + t, mask=tm, other=0)
+    if HIST:  # positions n .. n + S of the row's history (clamped to its width, as ``append``)
+        col = tl.minimum(HIST_PAD + tl.load(N + b) + t, HIST_COLS - 1)
+        tl.store(Hist + tl.load(Rows + b).to(tl.int64) * s_hist + col, e.to(Hist.dtype.element_ty), mask=tm)
     if GREEDY:  # the first draft that differs from the target's pick ends the accepted prefix
         d = tl.load(Drafts + b * s_d + t, mask=t < NDT - 1, other=0)
         miss = (d != e) & (t < NDT - 1)
@@ -88,11 +95,15 @@ def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLe
             tl.store(NextHidden + h, tl.zeros([BLOCK_H], NextHidden.dtype.element_ty), mask=hm)
 
 
-def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState) -> torch.Tensor:
+def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState,
+                 hist: torch.Tensor | None = None, hist_pad: int = 0) -> torch.Tensor:
     """The reference (and the CPU path); returns the accept lengths [B]."""
     accept = res.accept if res.accept is not None else greedy_accept(res.drafts, res.emitted)[0]
     bs = rows.shape[0]
     ar = torch.arange(bs, device=rows.device)
+    if hist is not None:
+        cols = hist_pad + n[:, None] + torch.arange(res.emitted.shape[1], device=rows.device)
+        hist[rows[:, None], cols.clamp(max=hist.shape[1] - 1)] = res.emitted.to(hist.dtype)
     state.seq_len[rows] = n + accept
     state.bonus[rows] = res.emitted[ar, accept - 1]
     state.offset[rows] = state.offset[rows] + 1
@@ -105,13 +116,15 @@ def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Co
     return out[:, 0]
 
 
-def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState) -> torch.Tensor:
-    """Write the iteration's results (see the module docstring) into ``out`` [B, S + 2] and the
-    row state; returns the accept lengths [B] (a view of ``out``)."""
+def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState,
+           hist: torch.Tensor | None = None, hist_pad: int = 0) -> torch.Tensor:
+    """Write the iteration's results (see the module docstring) into ``out`` [B, S + 2], the row
+    state and, given, the rows' token history ``hist`` (``hist_pad`` sentinel columns first);
+    returns the accept lengths [B] (a view of ``out``)."""
     bs, ndt = res.emitted.shape
     hidden = res.hidden is not None and res.next_hidden is not None
     if not use_triton(rows) or bs == 0:
-        return commit_torch(out, rows, n, res, state)
+        return commit_torch(out, rows, n, res, state, hist, hist_pad)
     emitted = res.emitted if res.emitted.stride(1) == 1 else res.emitted.contiguous()
     drafts = res.drafts if ndt == 1 or res.drafts.stride(1) == 1 else res.drafts.contiguous()
     h = res.hidden if hidden else out
@@ -121,9 +134,11 @@ def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, 
     _commit_kernel[(bs,)](
         rows, n, drafts, drafts.stride(0), emitted, emitted.stride(0),
         res.accept if res.accept is not None else out, out, out.stride(0), state.seq_len, state.bonus,
-        offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, NDT=ndt,
+        offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, hist if hist is not None else out,
+        hist.stride(0) if hist is not None else 0, hist.shape[1] if hist is not None else 0, NDT=ndt,
         BLOCK_T=triton.next_power_of_2(ndt), GREEDY=res.accept is None, HIDDEN=hidden,
-        BLOCK_H=triton.next_power_of_2(width), num_warps=1 if width <= 1024 else 4,
+        BLOCK_H=triton.next_power_of_2(width), HIST=hist is not None, HIST_PAD=hist_pad,
+        num_warps=1 if width <= 1024 else 4,
         **pdl_opts(rows.device, "sampling"),
     )
     return out[:, 0]

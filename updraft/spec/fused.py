@@ -69,7 +69,7 @@ from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import Sampler
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
-from updraft.spec.ngram_device import DeviceNgram
+from updraft.spec.ngram_device import DeviceNgram, LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.row_io import IterLayout, UniformDraw, lay_out, read_rows
@@ -199,14 +199,19 @@ class FusedIteration:
     decoding steps (see the module docstring)."""
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
-                 sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden) -> None:
+                 sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
+                 assist: LookupAssist | None = None) -> None:
         self.target = target
         #: the draft model's side (EAGLE heads); None for n-gram drafts and plain decoding
         self.drafter = _Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
-        #: n-gram drafts from per-row token histories on the device; neither this nor a drafter:
-        #: plain decoding (S = 0 only, a DECODE forward)
-        self.ngram = (DeviceNgram(target.req_pool.max_reqs + 1, target.req_pool.width, proposer.n_min, proposer.n_max,
-                                  target.device) if isinstance(proposer, NgramProposer) else None)
+        #: with a drafter: its greedy chains replaced by lookups where the history matches
+        self.assist = assist if self.drafter is not None else None
+        #: per-row token histories on the device: the n-gram proposer's drafts, or the assist's;
+        #: neither this nor a drafter: plain decoding (S = 0 only, a DECODE forward)
+        grams = ((proposer.n_min, proposer.n_max) if isinstance(proposer, NgramProposer)
+                 else (self.assist.n_min, self.assist.n_max) if self.assist is not None else None)
+        self.ngram = (DeviceNgram(target.req_pool.max_reqs + 1, target.req_pool.width, *grams, target.device)
+                      if grams is not None else None)
         self.sampler = sampler
         self.sizes = sorted(sizes)
         self.emulate = emulate
@@ -430,30 +435,34 @@ class FusedIteration:
                         st.sampling if g.sampled else None, draw, bonus_out=g.ids[:, 0], layout=g.layout)
         n, feat, u = got.seq_len, got.feat, got.uniforms
         prm = _RowParams(got.params) if got.params is not None else None
+        ng = self.ngram
         if d is not None:
             assert feat is not None
-            res = self._speculate(g, d, feat, prm, u)
+            res = self._speculate(g, d, feat, n, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
-            ng = self.ngram
-            drafts = ng.propose(rows, n, s) if ng is not None and s else n.new_zeros(bs, 0)
-            res = self._verify_lookup(g, drafts, prm, u)
             if ng is not None:
-                ng.append(rows, n, res.emitted)  # positions N..N+S; past N + accept - 1 is junk
-        # accept lengths, the rows' length / last token / RNG offset, the output block and the
-        # next draft feature: one launch (the uniforms above read the offsets before it advances them)
-        accept = commit(g.out, rows, n, res, st)
+                ng.lookup_into(rows, n, g.ids)  # S = 0: nothing
+            res = self._verify_lookup(g, prm, u)
+        # accept lengths, the rows' length / last token / RNG offset, the output block, the next
+        # draft feature and the emitted tokens into the token histories (positions N..N+S; past
+        # N + accept - 1 is junk): one launch (the uniforms above read the offsets before it advances them)
+        hist = ng.hist if ng is not None else None
+        accept = commit(g.out, rows, n, res, st, hist, ng.pad if ng is not None else 0)
         if d is not None and isinstance(d.head, MtpHead) and res.layer_states is not None:
             ar = torch.arange(bs, device=rows.device)
             d.head.keep_layer_states(rows, res.layer_states.view(bs, s + 1, -1)[ar, accept - 1])
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: _Drafter, feat: torch.Tensor, prm: _RowParams | None,
+    def _speculate(self, g: _IterGraph, d: _Drafter, feat: torch.Tensor, n: torch.Tensor, prm: _RowParams | None,
                    u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
         ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
-        steps write their tokens into columns 1..S); ``feat``: the rows' draft features. Every
-        forward's other inputs were written by ``read_rows`` (``g.layout``)."""
+        steps write their tokens into columns 1..S; greedy with ``assist``, the lookups then
+        replace them in the rows whose history matches); ``feat``: the rows' draft features;
+        ``n``: their committed lengths. Every forward's other inputs were written by
+        ``read_rows`` (``g.layout``). The draft extend reads the emitted tokens, not the drafts,
+        so whichever chain was verified, the draft's KV and next feature follow the text."""
         rows, s, bs, ids = g.rows, g.num_steps, g.bs, g.ids
         ndt = s + 1
         # sampled: each draft's q and its candidates, written in place by the draft steps
@@ -472,6 +481,9 @@ class FusedIteration:
             out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
             choose(out.logits, k, out.row_scale)
+        if self.assist is not None and prm is None and s:
+            assert self.ngram is not None
+            self.ngram.lookup_into(rows, n, ids, self.assist.min_match)
         v, e = g.verify, g.extend
         assert e is not None
         self.target.backend.init_replay_metadata(v)
@@ -490,15 +502,14 @@ class FusedIteration:
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
-    def _verify_lookup(self, g: _IterGraph, drafts: torch.Tensor, prm: _RowParams | None,
-                       u: torch.Tensor | None) -> Commit:
-        """The target over ``[bonus, drafts]`` (``[bs, S]``, S = 0 allowed; ``read_rows`` wrote the
-        bonus into ``g.ids``) and their acceptance (sampled; greedy's is ``commit``'s): drafts
-        without a draft model (n-gram lookups, or none), so q is one-hot at each draft."""
-        bs, ndt = g.bs, drafts.shape[1] + 1
+    def _verify_lookup(self, g: _IterGraph, prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
+        """The target over the verify block ``g.ids`` ``[bs, S + 1]`` (S = 0 allowed; ``read_rows``
+        wrote the bonus, the lookups the drafts) and the drafts' acceptance (sampled; greedy's is
+        ``commit``'s): drafts without a draft model (n-gram lookups, or none), so q is one-hot at
+        each draft."""
+        bs, ndt = g.bs, g.ids.shape[1]
+        drafts = g.ids[:, 1:]
         v = g.verify
-        if drafts.shape[1]:  # S = 0: no copy kernel
-            g.ids[:, 1:].copy_(drafts)
         self.target.backend.init_replay_metadata(v)
         out = self.target.model(v)
         logits = out.logits.view(bs, ndt, -1)
