@@ -122,6 +122,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def target_and_head(model: str, head: str, device: torch.device, kv_tokens: int = 16384) -> tuple[Engine, Any]:
+    """A plain engine on the target (fp32 on CPU, bf16 on CUDA; 16 requests at a time) and the
+    draft head over it in fp32, as the teacher-forced chain walks use them."""
+    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
+    loaded = load_checkpoint(resolve_model(model), dtype=dtype, device=device, progress=False)
+    engine = Engine(EngineConfig(model=str(loaded.source), device=device.type, dtype=str(dtype).removeprefix("torch."),
+                                 progress=False, max_running_requests=16, max_total_tokens=kv_tokens), loaded=loaded)
+    return engine, load_draft_head(resolve_draft_path(head), engine.model, torch.float32, device)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--head", default="builtin:smollm2")
@@ -135,12 +145,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    device = torch.device(args.device)
-    dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
-    loaded = load_checkpoint(resolve_model(args.model), dtype=dtype, device=device, progress=False)
-    engine = Engine(EngineConfig(model=str(loaded.source), device=device.type, dtype=str(dtype).removeprefix("torch."),
-                                 progress=False, max_running_requests=16, max_total_tokens=16384), loaded=loaded)
-    head = load_draft_head(resolve_draft_path(args.head), engine.model, torch.float32, device)
+    engine, head = target_and_head(args.model, args.head, torch.device(args.device))
+    dtype = engine.dtype
     sets = {
         "mt_bench": [TrainPrompt(r.text, r.category or "mt_bench") for r in load_prompt_rows("mt_bench", args.mt_bench)],
         "own": [TrainPrompt(p.text, p.category, max_tokens=p.max_tokens)
