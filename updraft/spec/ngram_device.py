@@ -22,8 +22,8 @@ shape tensor ops, so the whole lookup runs inside the captured graph:
   beside a draft head (``LookupAssist``), in the rows whose match is long enough.
 
 Cost per iteration: ``n_max`` compares per history position, one max: linear in the context,
-nothing quadratic, no host sync (the torch matcher is ~25 kernels inside a graph; the kernel
-one, ~5 us at bs 1 and 512 tokens on the H100).
+nothing quadratic, no host sync (the torch matcher is ~25 kernels inside a graph; the kernel is
+one, within the noise of an S = 5 cycle on the H100).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ class LookupAssist:
     iterations of the fused path, ``SpeculativeConfig.ngram_assist``). Where a request copies
     from its prompt or repeats itself, the lookup drafts what a small head misses (rare words,
     names, code it saw). H100, bf16, greedy S = 5, the shipped head: mt_bench 2.66 -> 2.84,
-    alpaca 2.45 -> 2.89, sum 2.19 -> 2.63, every set better, for ~6 us of a 0.82 ms bs-1 cycle
-    (``benchmarks/results/2026-11-27-h100-lookup-assist/``)."""
+    alpaca 2.45 -> 2.89, sum 2.19 -> 2.63, every set better, at no cost in the S = 5 cycle that
+    four alternating rounds resolve (``benchmarks/results/2026-11-27-h100-lookup-assist/``)."""
 
     n_min: int
     n_max: int
@@ -94,8 +94,8 @@ def match_drafts(hist: torch.Tensor, lens: torch.Tensor, n_min: int, n_max: int,
 
 @triton.jit(do_not_specialize=["MIN_MATCH"])
 def _lookup_kernel(Hist, s_h, Rows, Lens, Ids, s_i, W, MIN_MATCH, PAD: tl.constexpr, N_MIN: tl.constexpr,
-                   N_MAX: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_E: tl.constexpr,
-                   PDL: tl.constexpr):
+                   N_MAX: tl.constexpr, N_P2: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr,
+                   BLOCK_E: tl.constexpr, PDL: tl.constexpr):
     """``match_drafts`` for request ``b`` (its row's history, its committed length) in one program:
     the drafts go to ``Ids[b, 1..K]`` where the suffix matched ``>= MIN_MATCH`` tokens (0: always,
     the n-gram proposer's drafts, the last token repeated without a match)."""
@@ -103,14 +103,18 @@ def _lookup_kernel(Hist, s_h, Rows, Lens, Ids, s_i, W, MIN_MATCH, PAD: tl.conste
     b = tl.program_id(0)
     h = Hist + tl.load(Rows + b).to(tl.int64) * s_h + PAD  # position p at h + p
     last = tl.load(Lens + b).to(tl.int32) - 1
+    t = tl.arange(0, N_P2)
+    suffix = tl.load(h + last - t, mask=t < N_MAX, other=-1)  # tokens at last - i (>= -PAD: sentinels)
     best = tl.full([], -1, tl.int32)
     for e0 in range(0, last, BLOCK_E):  # candidate ends e <= last - 1: EARLIER occurrences only
         e = e0 + tl.arange(0, BLOCK_E)
-        m = e < last
+        live = e < last
+        m = live
         count = tl.zeros([BLOCK_E], tl.int32)
         for i in tl.static_range(N_MAX):  # the suffix's token at last - i against the window's at e - i
-            tok = tl.load(h + last - i)
-            m = m & (tl.load(h + e - i, mask=m, other=-1) == tok)  # -1: SENTINEL
+            tok = tl.sum(tl.where(t == i, suffix, 0), axis=0)
+            # masked by ``live`` only: the N_MAX loads do not wait for each other's compares
+            m = m & (tl.load(h + e - i, mask=live, other=-1) == tok)  # -1: SENTINEL
             count += m.to(tl.int32)
         best = tl.maximum(best, tl.max(tl.where(count >= N_MIN, count * W + e, -1), axis=0))
     found = best >= 0
@@ -189,8 +193,8 @@ class DeviceNgram:
         width = self.hist.shape[1] - self.pad
         _lookup_kernel[(bs,)](
             self.hist, self.hist.stride(0), rows, lens, ids, ids.stride(0), width, min_match, PAD=self.pad,
-            N_MIN=self.n_min, N_MAX=self.n_max, K=k, BLOCK_K=triton.next_power_of_2(k), BLOCK_E=256,
-            num_warps=2, **pdl_opts(ids.device, "sampling"),
+            N_MIN=self.n_min, N_MAX=self.n_max, N_P2=triton.next_power_of_2(self.n_max), K=k,
+            BLOCK_K=triton.next_power_of_2(k), BLOCK_E=1024, num_warps=4, **pdl_opts(ids.device, "sampling"),
         )
 
     def append(self, rows: torch.Tensor, lens: torch.Tensor, emitted: torch.Tensor) -> None:
