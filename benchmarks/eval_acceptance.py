@@ -167,7 +167,7 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     aux = loaded.model.aux_layers
-    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
     warm = base.tokenizer.encode_chat([{"role": "user", "content": "Say hello."}])
     for eng in (base, spec):  # compile / warm both paths before timing
         loaded.model.aux_layers = aux if eng is spec else ()
@@ -180,6 +180,9 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
         "method": method,
         "num_steps": args.num_steps,
         "draft_lm_head": args.draft_lm_head,
+        "ngram_assist": args.ngram_assist,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
         "dtype": dname,
         "max_tokens": args.max_tokens,
         "accept_batch": bs,
@@ -324,6 +327,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="EAGLE-3 draft LM head weights (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
                     help="n-gram lookups replace the head's drafts where the history repeats this many tokens (0: the head alone)")
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="sampling temperature of every request (default 0: greedy, the head's goals; > 0: the "
+                         "acceptance of lossless rejection sampling, and outputs_equal means nothing)")
+    ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--out", default=None, help="folder for eval_acceptance.json and per_position.png")
     ap.add_argument("--plot", default=None, help="only redraw the PNG from this JSON (into --out, default: beside it)")
     args = ap.parse_args(argv)

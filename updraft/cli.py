@@ -164,7 +164,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
     )
     spec.add_argument(
         "--speculative-ngram-assist", type=int, default=None,
-        help=f"EAGLE / MTP, greedy: verify n-gram lookups instead of the head's drafts where the history repeats its "
+        help=f"EAGLE / MTP: verify n-gram lookups instead of the head's drafts where the history repeats its "
              f"last this-many tokens (0: off; default {SpeculativeConfig.ngram_assist})",
     )
 

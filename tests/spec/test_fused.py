@@ -10,6 +10,7 @@ import torch
 
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
+from updraft.spec.ngram_device import match_drafts
 from updraft.testing import repeating_prompts as prompts
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = conftest.SPEC_GREEDY
@@ -389,7 +390,7 @@ def test_lookup_assist_drafts_what_the_history_repeats(target, reference, eagle3
     """``ngram_assist``: where a row's history repeats its last tokens the verify checks the
     lookup's drafts instead of the head's. The tiny target repeats its text and the random head
     drafts almost nothing right, so with the assist on more drafts are accepted; both runs emit
-    exactly plain greedy's tokens, and the assist runs on greedy iterations only."""
+    exactly plain greedy's tokens."""
     ps = prompts(4, seed=21)
     accepted = {}
     for assist in (0, 2):
@@ -405,3 +406,46 @@ def test_lookup_assist_drafts_what_the_history_repeats(target, reference, eagle3
         accepted[assist] = eng.spec_stats.num_accepted_tokens
         assert ("lookups where the history repeats" in eng.driver.describe()) == bool(assist)
     assert accepted[2] > accepted[0] + 10, accepted
+
+
+def test_sampled_lookup_assist_makes_q_one_hot(target, eagle_head, monkeypatch) -> None:  # noqa: ANN001
+    """Sampled iterations with the lookup assist: in every row whose drafts the lookup replaced
+    (its 1-token suffix repeats: the prompt holds the ids 0..239 once), the acceptance reads q
+    one-hot at each lookup draft, over distinct candidates; the other rows keep the head's drafts
+    and q. (The acceptance with one-hot q is the n-gram proposer's, whose distribution the
+    rejection kernels' chi-square tests check.) Seeded requests repeat token for token."""
+    import dataclasses
+
+    from updraft.spec.ngram_device import DeviceNgram
+
+    seen: list[int] = []
+    real = DeviceNgram.lookup_into
+
+    def spy(self, rows, lens, ids, min_match=0, dist=None):  # noqa: ANN001, ANN202
+        before = (ids.clone(), *(t.clone() for t in dist)) if dist is not None else None
+        real(self, rows, lens, ids, min_match, dist)
+        if dist is None or before is None:
+            return
+        drafts, match = match_drafts(self.hist[rows], lens, self.n_min, self.n_max, ids.shape[1] - 1, self.pad,
+                                     with_match=True)
+        for b in range(ids.shape[0]):
+            if int(match[b]) >= min_match:
+                seen.append(b)
+                assert torch.equal(ids[b, 1:], drafts[b])
+                assert torch.equal(dist[0][b, :, 0], torch.ones_like(dist[0][b, :, 0])) and not dist[0][b, :, 1:].any()
+                assert torch.equal(dist[1][b, :, 0], drafts[b])
+                assert all(len(set(c.tolist())) == c.numel() for c in dist[1][b])
+            else:
+                for got, old in zip((ids, *dist), before, strict=True):
+                    assert torch.equal(got[b], old[b])
+
+    monkeypatch.setattr(DeviceNgram, "lookup_into", spy)
+    cfg = {"method": "eagle", "draft_model": str(eagle_head), "num_steps": 3, "adaptive": False, "ngram_assist": 1}
+    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4],
+              max_running_requests=4, speculative_config=cfg)
+    base = SamplingParams(temperature=0.8, top_k=6, max_tokens=8, ignore_eos=True)
+    params = [dataclasses.replace(base, seed=i) for i in range(4)]
+    ps = [list(range(240))] * 4
+    first = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+    assert seen, "no sampled iteration took the lookup's drafts"
+    assert [o.outputs[0].token_ids for o in llm.generate(ps, params)] == first

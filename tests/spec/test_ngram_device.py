@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from updraft.engine.request import Request
 from updraft.sampling_params import SamplingParams
+from updraft.spec import ngram_device
 from updraft.spec.ngram import NgramIndex
 from updraft.spec.ngram_device import SENTINEL, DeviceNgram, match_drafts
 
@@ -125,6 +126,7 @@ def test_lookup_kernel_matches_the_torch_matcher(seqs: list[list[int]], n_min: i
         ng.hist[r, ng.pad + len(s) :] = torch.tensor([rng.randrange(0, 5) for _ in range(48 - len(s))], dtype=torch.int32)
     lens = torch.tensor([len(s) for s in seqs])
     ids = torch.randint(100, 200, (len(seqs), k + 1))
+    dist = (torch.rand(len(seqs), k, 6), torch.randint(0, 300, (len(seqs), k, 6)))
     drafts, match = match_drafts(ng.hist[rows], lens, n_min, n_max, k, ng.pad, with_match=True)
     want = ids.clone()
     take = match >= min_match
@@ -133,6 +135,20 @@ def test_lookup_kernel_matches_the_torch_matcher(seqs: list[list[int]], n_min: i
         pytest.skip("the interpreter is off (a GPU machine): test_lookup_kernel_on_cuda runs the kernel there")
     ng.lookup_into(rows, lens, ids, min_match)
     assert torch.equal(ids, want)
+    # with the drafts' distributions (sampled): the kernel and the torch path write the same
+    # one-hot q and candidates into the replaced rows and leave the others
+    got_ids, got = ids.clone(), tuple(t.clone() for t in dist)
+    ng.lookup_into(rows, lens, got_ids, min_match, got)
+    ref_ids, ref = ids.clone(), tuple(t.clone() for t in dist)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ngram_device, "use_triton", lambda t: False)
+        ng.lookup_into(rows, lens, ref_ids, min_match, ref)
+    assert torch.equal(got_ids, ref_ids) and all(torch.equal(a, b) for a, b in zip(got, ref, strict=True))
+    q1, c1 = ngram_device.one_hot_rows(drafts, 6)
+    for b in range(len(seqs)):
+        assert torch.equal(got[0][b], q1[b] if take[b] else dist[0][b])
+        assert torch.equal(got[1][b], c1[b] if take[b] else dist[1][b])
+    assert all(len(set(row.tolist())) == 6 and row[0] == d for row, d in zip(c1.flatten(0, 1), drafts.flatten(), strict=True))
     # the match lengths: the longest suffix (up to n_max) found earlier in the history, else 0
     for b, s in enumerate(seqs):
         longest = max((n for n in range(n_min, min(n_max, len(s) - 1) + 1)
@@ -158,6 +174,11 @@ def test_lookup_kernel_on_cuda(min_match: int) -> None:
     drafts, match = match_drafts(ng.hist[rows], lens, 1, 4, 5, ng.pad, with_match=True)
     want = ids.clone()
     want[match >= min_match, 1:] = drafts[match >= min_match]
-    ng.lookup_into(rows, lens, ids, min_match)
+    dist = (torch.rand(len(seqs), 5, 64, device="cuda"), torch.randint(0, 30000, (len(seqs), 5, 64), device="cuda"))
+    keep = tuple(t.clone() for t in dist)
+    ng.lookup_into(rows, lens, ids, min_match, dist)
     assert torch.equal(ids, want)
     assert all(h == host_drafts(s, 1, 4, 5) for h, s in zip(drafts.tolist(), seqs, strict=True))
+    q1, c1 = ngram_device.one_hot_rows(drafts, 64)  # sampled: the replaced rows' q one-hot at their drafts
+    take = (match >= min_match)[:, None, None]
+    assert torch.equal(dist[0], torch.where(take, q1, keep[0])) and torch.equal(dist[1], torch.where(take, c1, keep[1]))

@@ -140,7 +140,7 @@ class SpecDriver:
             return f"plain decoding: device-state decode steps ({mode}), {graphs}"
         assist = self.fused.assist
         drafts = ("draft model" if self.fused.drafter is not None else "n-gram lookups on the device") + (
-            f", lookups where the history repeats {assist.min_match}+ tokens (greedy)" if assist is not None else "")
+            f", lookups where the history repeats {assist.min_match}+ tokens" if assist is not None else "")
         return (f"speculation: fused iteration ({mode}, {drafts}), S chosen from {self.adaptive.choices}"
                 f"{' adaptively' if self.adaptive.enabled and len(self.adaptive.choices) > 1 else ''}, {graphs}")
 

@@ -458,8 +458,8 @@ class FusedIteration:
                    u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
         ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
-        steps write their tokens into columns 1..S; greedy with ``assist``, the lookups then
-        replace them in the rows whose history matches); ``feat``: the rows' draft features;
+        steps write their tokens into columns 1..S; with ``assist``, the lookups then replace them
+        (sampled: and their q) in the rows whose history matches); ``feat``: the rows' draft features;
         ``n``: their committed lengths. Every forward's other inputs were written by
         ``read_rows`` (``g.layout``). The draft extend reads the emitted tokens, not the drafts,
         so whichever chain was verified, the draft's KV and next feature follow the text."""
@@ -481,9 +481,9 @@ class FusedIteration:
             out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
             choose(out.logits, k, out.row_scale)
-        if self.assist is not None and prm is None and s:
+        if self.assist is not None and s:  # sampled: those rows' q one-hot at their lookups
             assert self.ngram is not None
-            self.ngram.lookup_into(rows, n, ids, self.assist.min_match)
+            self.ngram.lookup_into(rows, n, ids, self.assist.min_match, dist)
         v, e = g.verify, g.extend
         assert e is not None
         self.target.backend.init_replay_metadata(v)
