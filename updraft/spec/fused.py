@@ -16,7 +16,10 @@ plain target step that keeps the draft's KV and feature current), the captured b
    launch, ``row_io.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
-   head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``);
+   head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``).
+   With the lookup assist (``LookupAssist``), one launch then replaces the drafts of the rows
+   whose token history repeats its last tokens by the n-gram lookup's (sampled: their q one-hot
+   at each); the histories are the n-gram proposer's, appended by step 6;
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job); step 1 writes the bonus and
    each draft step its token straight into that block's ids (no stack kernel), and draft step
@@ -27,8 +30,8 @@ plain target step that keeps the draft's KV and feature current), the captured b
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths;
    the verify's argmax or the acceptance writes them straight into its ids);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
-   offset updated in place; the draft extend's feature at row ``accept_len - 1`` becomes the
-   row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
+   offset updated in place; with token histories, the emitted tokens appended; the draft
+   extend's feature at row ``accept_len - 1`` becomes the row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
    holds ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a
    sync. An MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``).
 
@@ -204,7 +207,7 @@ class FusedIteration:
         self.target = target
         #: the draft model's side (EAGLE heads); None for n-gram drafts and plain decoding
         self.drafter = _Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
-        #: with a drafter: its greedy chains replaced by lookups where the history matches
+        #: with a drafter: its chains replaced by lookups in the rows whose history repeats
         self.assist = assist if self.drafter is not None else None
         #: per-row token histories on the device: the n-gram proposer's drafts, or the assist's;
         #: neither this nor a drafter: plain decoding (S = 0 only, a DECODE forward)
