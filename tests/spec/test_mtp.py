@@ -34,7 +34,9 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True)
 def mtp_llm(target: Path, head: Path | None, *, steps: int = 3, version: str = "v2", graphs: str = "off", **kw) -> LLM:  # noqa: ANN003
     """``graphs``: "off" (eager), "phase" (the per-phase path's graphs under the emulator) or
     "fused" (the fused iteration; v2 only, v1 falls back to the per-phase graphs)."""
-    cfg: dict = {"method": "mtp", "num_steps": steps, "draft_extend": version, "adaptive": False}
+    # the modules' own drafts: the lookup assist would replace some where the text repeats
+    # (tests/spec/test_fused.py covers it)
+    cfg: dict = {"method": "mtp", "num_steps": steps, "draft_extend": version, "adaptive": False, "ngram_assist": 0}
     if head is not None:
         cfg["model"] = str(head)
     return LLM(str(target), device="cpu", progress=False, graph_emulate=graphs != "off", disable_fused_iteration=graphs == "phase",

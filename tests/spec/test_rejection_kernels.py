@@ -124,9 +124,19 @@ triton.compile(src(ri._read_rows_kernel, sig, cons), target=GPUTarget("cuda", 90
 from updraft.spec import commit as cm
 sig = {"Rows": "*i64", "N": "*i64", "Drafts": "*i64", "s_d": "i64", "Emitted": "*i64", "s_e": "i64",
        "AcceptIn": "*i64", "Out": "*i64", "s_o": "i64", "SeqLen": "*i64", "Bonus": "*i64", "Offset": "*i64",
-       "s_off": "i64", "Hidden": "*bf16", "s_h": "i64", "NextHidden": "*bf16", "s_nh": "i64", "H": "i32"}
-cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024}
-triton.compile(src(cm._commit_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+       "s_off": "i64", "Hidden": "*bf16", "s_h": "i64", "NextHidden": "*bf16", "s_nh": "i64", "H": "i32",
+       "Hist": "*i32", "s_hist": "i64", "HIST_COLS": "i32"}
+for hist in (False, True):  # with the lookup assist's token histories, and without
+    cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024, "HIST": hist, "HIST_PAD": 4}
+    triton.compile(src(cm._commit_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+# the n-gram lookup (the proposer's and the assist's; sampled: the replaced rows' q and candidates)
+from updraft.spec import ngram_device as nd
+sig = {"Hist": "*i32", "s_h": "i64", "Rows": "*i64", "Lens": "*i64", "Ids": "*i64", "s_i": "i64", "Q": "*fp32",
+       "Cand": "*i64", "s_qb": "i64", "s_qk": "i64", "s_cb": "i64", "s_ck": "i64", "W": "i32", "MIN_MATCH": "i32"}
+for dist in (False, True):
+    cons = {"PAD": 4, "N_MIN": 1, "N_MAX": 4, "N_P2": 4, "K": 5, "BLOCK_K": 8, "DIST": dist, "KC": 64, "BLOCK_KC": 64,
+            "BLOCK_E": 1024}
+    triton.compile(src(nd._lookup_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
 cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
 triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
@@ -138,7 +148,8 @@ print("compiled")
 def test_kernels_compile_for_an_h100() -> None:
     """The interpreter runs constructs the compiler rejects (a branch that redefines a constant
     as a tensor, a scalar mask of the wrong type): compile the fused iteration's kernels (these
-    two, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows`` and ``commit``) for sm_90,
+    two, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows``, ``commit`` and the n-gram
+    lookup) for sm_90,
     as the H100 will, with the ptxas triton ships (no GPU needed)."""
     import os
     import subprocess

@@ -45,7 +45,9 @@ def hot(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, torch.Tensor]:
 def llm_with(target, head, path: str, token_map: Path | None, **extra: object) -> LLM:  # noqa: ANN001
     kw, ext = PATHS[path]
     kw = dict(kw, **extra)
-    cfg = {"method": "eagle", "model": str(head), "num_speculative_tokens": 3, "draft_extend": ext, "adaptive": False}
+    # the head's own (mapped) drafts: no lookup assist, whose drafts are any token of the history
+    cfg = {"method": "eagle", "model": str(head), "num_speculative_tokens": 3, "draft_extend": ext, "adaptive": False,
+           "ngram_assist": 0}
     if token_map is not None:
         cfg["token_map"] = str(token_map)
     return LLM(str(target), device="cpu", progress=False, speculative_config=cfg, **kw)
@@ -67,9 +69,9 @@ def record_drafts(llm: LLM, monkeypatch: pytest.MonkeyPatch) -> list[torch.Tenso
     monkeypatch.setattr(prop, "propose", wrapped)
     commit = fused.commit
 
-    def committed(out, rows, n, res, state):  # noqa: ANN001, ANN202
+    def committed(out, rows, n, res, state, *rest):  # noqa: ANN001, ANN002, ANN202
         seen.append(res.drafts.clone())
-        return commit(out, rows, n, res, state)
+        return commit(out, rows, n, res, state, *rest)
 
     monkeypatch.setattr(fused, "commit", committed)
     return seen

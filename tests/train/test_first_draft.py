@@ -80,7 +80,8 @@ def _engine_first_drafts(engine: Engine) -> tuple[list[list[int]], list[int], li
 @pytest.mark.parametrize("fused", [False, True])
 def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, fused: bool) -> None:  # noqa: ANN001
     target = tiny_target.model
-    spec = SpeculativeConfig(method="eagle3", draft_model=str(head_dir), num_steps=S, adaptive=False)
+    # the head's own chains (the trainer simulates those): no lookup assist
+    spec = SpeculativeConfig(method="eagle3", draft_model=str(head_dir), num_steps=S, adaptive=False, ngram_assist=0)
     engine = Engine(
         EngineConfig(model=str(tiny_target.source), device="cpu", progress=False, speculative=spec, max_running_requests=2,
                      graph_emulate=fused, disable_overlap=True, cuda_graph_max_bs=2),
