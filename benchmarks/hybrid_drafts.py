@@ -39,18 +39,22 @@ from updraft.train.forward import head_logits, unroll  # noqa: E402
 from updraft.train.losses import TargetHead  # noqa: E402
 
 
-def head_drafts(head: Any, batch: Any, steps: int) -> list[list[list[int]]]:
+def head_drafts(head: Any, batch: Any, steps: int) -> tuple[list[list[list[int]]], list[list[float]]]:
     """``tops[k][b][i]``: the token step ``k`` of head row ``i`` drafts for position ``i + k + 2``
-    of sequence ``b`` (``chain_steps``'s unroll, target ids)."""
+    of sequence ``b`` (``chain_steps``'s unroll, target ids); ``conf[b][i]``: the head's
+    probability of its first draft there (step 0's softmax over the draft vocabulary)."""
     labels = TargetHead(head)
     outs = unroll(head, batch.ids, batch.head_input(), steps)
-    tops = []
-    for out in outs:
-        top = head_logits(head, out).argmax(-1)
+    tops, conf = [], []
+    for k, out in enumerate(outs):
+        logits = head_logits(head, out).float()
+        top = logits.argmax(-1)
+        if k == 0:
+            conf = logits.softmax(-1).amax(-1).tolist()
         if labels.draft_ids is not None:
             top = labels.draft_ids[top]
         tops.append(top.tolist())
-    return tops
+    return tops, conf
 
 
 def ngram_match(idx: NgramIndex, k: int) -> tuple[list[int], int]:
@@ -63,20 +67,22 @@ def ngram_match(idx: NgramIndex, k: int) -> tuple[list[int], int]:
     return idx.propose(k)[0], 0
 
 
-Step = tuple[list[int], list[int], int, list[int]]  # head drafts, lookup drafts, match length, the text's next tokens
+#: head drafts, lookup drafts, match length, the text's next tokens, the head's first-draft probability
+Step = tuple[list[int], list[int], int, list[int], float]
 
 
-def sequence_table(ids: list[int], first: int, n: int, tops: list[list[list[int]]], b: int, steps: int,
-                   spec: SpeculativeConfig) -> dict[int, Step]:
+def sequence_table(ids: list[int], first: int, n: int, tops: list[list[list[int]]], conf: list[list[float]], b: int,
+                   steps: int, spec: SpeculativeConfig) -> dict[int, Step]:
     """Per committed length ``N`` in ``[first + 2, n)``: the head's drafts, the lookup's, the
-    lookup's match length and the tokens the drafts must equal (positions ``N..``, fewer at the
-    end)."""
+    lookup's match length, the tokens the drafts must equal (positions ``N..``, fewer at the
+    end) and the head's probability of its first draft."""
     idx = NgramIndex(spec.ngram_min, spec.ngram_max)
     idx.extend(ids[: first + 2])
     table = {}
     for pos in range(first + 2, n):
         drafts, match = ngram_match(idx, steps)
-        table[pos] = ([tops[k][b][pos - 2] for k in range(steps)], drafts, match, ids[pos : min(pos + steps, n)])
+        table[pos] = ([tops[k][b][pos - 2] for k in range(steps)], drafts, match, ids[pos : min(pos + steps, n)],
+                      conf[b][pos - 2])
         idx.extend([ids[pos]])
     return table
 
@@ -92,28 +98,31 @@ def walk(table: dict[int, Step], start: int, n: int, choose: Any) -> list[int]:
     """Accept lengths (drafts accepted) of the verify steps a chooser's walk makes."""
     out, pos = [], start
     while pos < n:
-        h, g, match, truth = table[pos]
-        m = accepted(choose(h, g, match, truth), truth)
+        h, g, match, truth, conf = table[pos]
+        m = accepted(choose(h, g, match, truth, conf), truth)
         out.append(m)
         pos += m + 1
     return out
 
 
-def _best(h: list[int], g: list[int], match: int, truth: list[int]) -> list[int]:
+def _best(h: list[int], g: list[int], match: int, truth: list[int], conf: float) -> list[int]:
     return h if accepted(h, truth) >= accepted(g, truth) else g
 
 
 CHOOSERS = {
-    "head": lambda h, g, match, truth: h,
-    "ngram": lambda h, g, match, truth: g,
+    "head": lambda h, g, match, truth, conf: h,
+    "ngram": lambda h, g, match, truth, conf: g,
     "oracle": _best,
-    **{f"ngram_if_match>={t}": (lambda t: lambda h, g, match, truth: g if match >= t else h)(t) for t in (1, 2, 3, 4)},
+    **{f"ngram_if_match>={t}": (lambda t: lambda h, g, match, truth, conf: g if match >= t else h)(t) for t in (1, 2, 3, 4)},
     # the lookup also where it agrees with the head's first draft (a match of any length)
-    **{f"ngram_if_match>={t}_or_agrees": (lambda t: lambda h, g, match, truth: g if match >= t or (match and g[0] == h[0])
+    **{f"ngram_if_match>={t}_or_agrees": (lambda t: lambda h, g, match, truth, conf: g if match >= t or (match and g[0] == h[0])
                                           else h)(t) for t in (2, 3)},
     # the lookup only where it also agrees with the head's first draft
-    **{f"ngram_if_match>={t}_and_agrees": (lambda t: lambda h, g, match, truth: g if match >= t and g[0] == h[0]
+    **{f"ngram_if_match>={t}_and_agrees": (lambda t: lambda h, g, match, truth, conf: g if match >= t and g[0] == h[0]
                                            else h)(t) for t in (1, 2, 3)},
+    # the lookup also where any match meets a head unsure of its first draft
+    **{f"ngram_if_match>=3_or_head_below_{c}": (lambda c: lambda h, g, match, truth, conf: g if match >= 3 or (match and conf < c)
+                                                else h)(c) for c in (0.2, 0.35, 0.5)},
 }
 
 
@@ -126,12 +135,12 @@ def run_set(engine: Engine, head: Any, prompts: list[TrainPrompt], max_tokens: i
     for start in range(0, data.num_seqs, 8):
         batch = data.batch(list(range(start, min(start + 8, data.num_seqs))), engine.device, eagle3=True)
         with torch.no_grad():
-            tops = head_drafts(head, batch, steps)
+            tops, conf = head_drafts(head, batch, steps)
         for b, mask in enumerate(batch.target_mask.tolist()):
             if True not in mask:
                 continue
             first, n = mask.index(True), len(mask) - mask[::-1].index(True) + 1
-            table = sequence_table(batch.ids[b].tolist(), first, n, tops, b, steps, spec)
+            table = sequence_table(batch.ids[b].tolist(), first, n, tops, conf, b, steps, spec)
             for name, choose in CHOOSERS.items():
                 walks[name] += walk(table, first + 2, n, choose)
     return {name: dict(steps=len(w), accept_len=1 + sum(w) / max(len(w), 1),
