@@ -57,16 +57,6 @@ def head_drafts(head: Any, batch: Any, steps: int) -> tuple[list[list[list[int]]
     return tops, conf
 
 
-def ngram_match(idx: NgramIndex, k: int) -> tuple[list[int], int]:
-    """``NgramIndex.propose``'s drafts and the length of the suffix it matched (0: none)."""
-    toks = idx.tokens
-    for n in range(min(idx.n_max, len(toks)), idx.n_min - 1, -1):
-        end = idx._index.get(tuple(toks[-n:]))  # noqa: SLF001 (the proposer's own lookup, read-only)
-        if end is not None and toks[end + 1 : end + 1 + k]:
-            return idx.propose(k)[0], n
-    return idx.propose(k)[0], 0
-
-
 #: head drafts, lookup drafts, match length, the text's next tokens, the head's first-draft probability
 Step = tuple[list[int], list[int], int, list[int], float]
 
@@ -80,7 +70,7 @@ def sequence_table(ids: list[int], first: int, n: int, tops: list[list[list[int]
     idx.extend(ids[: first + 2])
     table = {}
     for pos in range(first + 2, n):
-        drafts, match = ngram_match(idx, steps)
+        drafts, match = idx.lookup(steps)
         table[pos] = ([tops[k][b][pos - 2] for k in range(steps)], drafts, match, ids[pos : min(pos + steps, n)],
                       conf[b][pos - 2])
         idx.extend([ids[pos]])

@@ -10,6 +10,7 @@ import torch
 
 from updraft.runtime.row_state import RowState
 from updraft.spec import commit as cm
+from updraft.spec.ngram_device import DeviceNgram
 from updraft.spec.verify import greedy_accept
 
 pytest.importorskip("triton")
@@ -124,10 +125,11 @@ def test_commit_appends_the_emitted_tokens_to_the_histories(s: int) -> None:
         getattr(twin, name).copy_(getattr(state, name))
     hists = []
     for fn, st in ((cm.commit_torch, twin), (cm.commit, state)):
-        hist = torch.full((9, cols), -1, dtype=torch.int32)
+        history = DeviceNgram(9, cols - pad, 1, pad, torch.device("cpu"))
+        history.hist.fill_(-1)
         out = torch.zeros(rows.shape[0], s + 2, dtype=torch.long)
-        fn(out, rows, n, res, st, hist, pad)
-        hists.append(hist)
+        fn(out, rows, n, res, st, history)
+        hists.append(history.hist)
     assert torch.equal(hists[0][1:], hists[1][1:])
     b = 2  # row 5
     assert hists[1][5, pad + int(n[b]) : pad + int(n[b]) + s + 1].tolist() == res.emitted[b].tolist()

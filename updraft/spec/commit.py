@@ -12,9 +12,9 @@ Per request ``b`` (table row ``rows[b]``, ``n[b]`` committed tokens before the i
   extend's row for the last accepted token);
 * row 0, the padding row, back to its padding values (``RowState.reset_padding``; the padded
   requests, all on row 0, write nothing);
-* with a token history (``DeviceNgram.hist``, n-gram lookups): ``emitted[b]`` at positions
-  ``n .. n + S`` of row ``rows[b]`` (those past ``n + accept - 1`` are junk beyond the new
-  length; padded requests write row 0), as ``DeviceNgram.append``.
+* with token histories (a ``DeviceNgram``, n-gram lookups): ``emitted[b]`` appended at positions
+  ``n .. n + S`` of row ``rows[b]`` (``DeviceNgram.append``, the reference: those past
+  ``n + accept - 1`` are junk beyond the new length; padded requests write row 0).
 
 Inside a CUDA graph every torch op is a kernel node: the torch version below is ~20 of them at
 S = 5 (the greedy acceptance's compare / cumprod / sum, the gathers and scatters, the padding
@@ -28,6 +28,7 @@ Hazards: rows and accept lengths are not bounds-checked; ``accept`` must be in `
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import triton
@@ -37,6 +38,9 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.row_state import RowState
 from updraft.spec.sampling_kernels import use_triton
 from updraft.spec.verify import greedy_accept
+
+if TYPE_CHECKING:
+    from updraft.spec.ngram_device import DeviceNgram
 
 
 @dataclass
@@ -96,14 +100,13 @@ def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLe
 
 
 def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState,
-                 hist: torch.Tensor | None = None, hist_pad: int = 0) -> torch.Tensor:
+                 history: DeviceNgram | None = None) -> torch.Tensor:
     """The reference (and the CPU path); returns the accept lengths [B]."""
     accept = res.accept if res.accept is not None else greedy_accept(res.drafts, res.emitted)[0]
     bs = rows.shape[0]
     ar = torch.arange(bs, device=rows.device)
-    if hist is not None:
-        cols = hist_pad + n[:, None] + torch.arange(res.emitted.shape[1], device=rows.device)
-        hist[rows[:, None], cols.clamp(max=hist.shape[1] - 1)] = res.emitted.to(hist.dtype)
+    if history is not None:
+        history.append(rows, n, res.emitted)
     state.seq_len[rows] = n + accept
     state.bonus[rows] = res.emitted[ar, accept - 1]
     state.offset[rows] = state.offset[rows] + 1
@@ -117,27 +120,28 @@ def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Co
 
 
 def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, state: RowState,
-           hist: torch.Tensor | None = None, hist_pad: int = 0) -> torch.Tensor:
+           history: DeviceNgram | None = None) -> torch.Tensor:
     """Write the iteration's results (see the module docstring) into ``out`` [B, S + 2], the row
-    state and, given, the rows' token history ``hist`` (``hist_pad`` sentinel columns first);
-    returns the accept lengths [B] (a view of ``out``)."""
+    state and, given, the rows' token ``history``; returns the accept lengths [B] (a view of
+    ``out``)."""
     bs, ndt = res.emitted.shape
     hidden = res.hidden is not None and res.next_hidden is not None
     if not use_triton(rows) or bs == 0:
-        return commit_torch(out, rows, n, res, state, hist, hist_pad)
+        return commit_torch(out, rows, n, res, state, history)
     emitted = res.emitted if res.emitted.stride(1) == 1 else res.emitted.contiguous()
     drafts = res.drafts if ndt == 1 or res.drafts.stride(1) == 1 else res.drafts.contiguous()
     h = res.hidden if hidden else out
     nh = res.next_hidden if hidden else out
     width = int(h.shape[-1]) if hidden else 1
     offset = state.offset
+    hist = history.hist if history is not None else out
     _commit_kernel[(bs,)](
         rows, n, drafts, drafts.stride(0), emitted, emitted.stride(0),
         res.accept if res.accept is not None else out, out, out.stride(0), state.seq_len, state.bonus,
-        offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, hist if hist is not None else out,
-        hist.stride(0) if hist is not None else 0, hist.shape[1] if hist is not None else 0, NDT=ndt,
-        BLOCK_T=triton.next_power_of_2(ndt), GREEDY=res.accept is None, HIDDEN=hidden,
-        BLOCK_H=triton.next_power_of_2(width), HIST=hist is not None, HIST_PAD=hist_pad,
+        offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, hist, hist.stride(0), hist.shape[1],
+        NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt), GREEDY=res.accept is None, HIDDEN=hidden,
+        BLOCK_H=triton.next_power_of_2(width), HIST=history is not None,
+        HIST_PAD=history.pad if history is not None else 0,
         num_warps=1 if width <= 1024 else 4,
         **pdl_opts(rows.device, "sampling"),
     )

@@ -449,8 +449,7 @@ class FusedIteration:
         # accept lengths, the rows' length / last token / RNG offset, the output block, the next
         # draft feature and the emitted tokens into the token histories (positions N..N+S; past
         # N + accept - 1 is junk): one launch (the uniforms above read the offsets before it advances them)
-        hist = ng.hist if ng is not None else None
-        accept = commit(g.out, rows, n, res, st, hist, ng.pad if ng is not None else 0)
+        accept = commit(g.out, rows, n, res, st, ng)
         if d is not None and isinstance(d.head, MtpHead) and res.layer_states is not None:
             ar = torch.arange(bs, device=rows.device)
             d.head.keep_layer_states(rows, res.layer_states.view(bs, s + 1, -1)[ar, accept - 1])

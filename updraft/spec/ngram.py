@@ -39,6 +39,11 @@ class NgramIndex:
     def propose(self, k: int) -> tuple[list[int], bool]:
         """``k`` drafts and whether a match was found. Without a match (or with a short
         continuation) the drafts are padded with the last token; padding is simply rejected."""
+        drafts, n = self.lookup(k)
+        return drafts, n > 0
+
+    def lookup(self, k: int) -> tuple[list[int], int]:
+        """``propose``'s drafts and the length of the suffix they matched (0: none)."""
         toks = self.tokens
         for n in range(min(self.n_max, len(toks)), self.n_min - 1, -1):
             end = self._index.get(tuple(toks[-n:]))
@@ -46,6 +51,6 @@ class NgramIndex:
                 continue
             cont = toks[end + 1 : end + 1 + k]
             if cont:
-                return cont + [cont[-1]] * (k - len(cont)), True
+                return cont + [cont[-1]] * (k - len(cont)), n
         last = toks[-1] if toks else 0
-        return [last] * k, False
+        return [last] * k, 0

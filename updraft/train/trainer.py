@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -72,6 +71,7 @@ from updraft.train.losses import (
     compute_loss,
     expected_accept_length,
 )
+from updraft.train.report import write_json, write_model_card
 from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
 
 CHECKPOINT = "checkpoint/state.pt"
@@ -569,36 +569,3 @@ def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, devi
     else:
         _say(msg)
     return r
-
-
-def write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def write_model_card(out: Path, r: dict[str, Any]) -> None:
-    cfg = r["config"]
-    d = r["data"]["train"]
-    est = r["held_out_final"]
-    lines = [
-        f"# EAGLE draft head ({cfg['method']}) for {cfg['target']}",
-        "",
-        "Trained by `updraft train-draft` (self-distillation on updraft's own generated prompt set;",
-        "no evaluation-set prompts). Serve it with `--speculative-algorithm "
-        f"{'EAGLE3' if cfg['method'] == 'eagle3' else 'EAGLE'} --speculative-draft-model-path <this folder>`.",
-        "",
-        f"- device: {r['device']}, torch {r['torch']}, precision {r['precision']}",
-        f"- data: {int(d['sequences'])} sequences, {int(d['tokens'])} tokens ({int(d['training_positions'])} training positions)",
-        f"- training: {r['steps']} steps, {r['epochs_seen']:.2f} epochs, {r['train_s']:.0f}s; ttt_steps={cfg['ttt_steps']}, lr={cfg['lr']}",
-        f"- held-out per-step accuracy {[round(a, 3) for a in est['acc']]} -> expected accept length {est['expected_accept_length']:.2f} (chain S={cfg['spec_steps']}); "
-        f"greedy chains simulated on the held-out sequences (the engine's measure) {est.get('chain_accept_length', float('nan')):.2f}",
-    ]
-    e = r.get("engine_acceptance")
-    if e:
-        lines.append(
-            f"- engine, {e['prompts']} held-out prompts x {e['max_tokens']} tokens, greedy: mean accept length "
-            f"{e['mean_accept_length']:.2f}, per position {[round(x, 3) for x in e['per_position']]}"
-        )
-    lines += ["", "Full log: `train_log.json`.", ""]
-    (out / "README.md").write_text("\n".join(lines))
