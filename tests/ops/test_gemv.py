@@ -382,3 +382,40 @@ def test_configs_are_legal_and_cover_shapes() -> None:
             assert cfg.num_warps in (1, 2, 4, 8) and cfg.block_k & (cfg.block_k - 1) == 0
             assert all(allowed(kind, c, d) for c in candidates(kind, n, k, bucket, d))
     assert -(-4096 // heuristic("linear", 4096, 4096, 1, 132).block_n) >= 264
+
+
+def test_a_gpu_takes_the_tuned_entries_of_its_family(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU the shipped table does not name (an H200) takes the entries of one it does with the
+    same architecture and SM count (the H100); its own entries (the user's cache) come first; a
+    GPU of another family, or one CUDA cannot be asked about, gets the heuristic."""
+    from updraft.ops import gemv_config as gc
+
+    cuda, bf16 = torch.device("cuda"), torch.bfloat16
+    shipped = gc._shipped()
+    h100_key = next(k for k in shipped if k.startswith("NVIDIA H100 80GB HBM3|linear|n=576|k=576|") and "|m=8|" in k)
+    _, kind, n, k, d, m, _dt = h100_key.split("|")
+    args = (kind, int(n[2:]), int(k[2:]), int(m[2:]), bf16, cuda, int(d[2:]))
+    assert gc._shipped_families()["NVIDIA H100 80GB HBM3"] == "sm90x132"
+    monkeypatch.setenv("UPDRAFT_CACHE", str(tmp_path))
+    gc._table.cache_clear()
+    monkeypatch.setattr(gc, "_device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(gc, "family", lambda device: "sm90x132")
+    try:
+        gc.is_tuned.cache_clear()
+        assert gc.lookup(*args) == shipped[h100_key] and gc.is_tuned(*args[:4], bf16, cuda, args[6])
+        own = GemvConfig(8, 64, False, 4, 3)
+        assert own != shipped[h100_key]
+        gc.store(gc.key(*args[:4], bf16, cuda, args[6]), own)  # tuned on this GPU: its own entry wins
+        assert gc.key(*args[:4], bf16, cuda, args[6]).startswith("NVIDIA H200|") and gc.lookup(*args) == own
+        monkeypatch.setattr(gc, "family", lambda device: "sm80x108")
+        monkeypatch.setattr(gc, "_device_name", lambda device: "NVIDIA A100-SXM4-80GB")
+        gc.is_tuned.cache_clear()
+        assert gc._tuned(*args[:4], bf16, cuda, args[6]) is None and not gc.is_tuned(*args[:4], bf16, cuda, args[6])
+    finally:
+        gc._table.cache_clear()
+        gc.is_tuned.cache_clear()
+    monkeypatch.undo()
+    gc.family.cache_clear()
+    assert gc.family(torch.device("cpu")) == "cpu"
+    if not torch.cuda.is_available():
+        assert gc.family(cuda) == "", "no CUDA to ask: no family"

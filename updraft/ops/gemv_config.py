@@ -9,7 +9,10 @@ same launch it would run eagerly. Where it comes from, in order:
    GPU) and read once per process;
 2. ``gemv_tuned.json`` beside this file: the sweeps updraft ships, keyed like the cache (GPU name
    included), so a known GPU and shape needs no sweep (the H100 runs of
-   ``benchmarks/results/2026-11-26-h100-gemv-tuning/``);
+   ``benchmarks/results/2026-11-26-h100-gemv-tuning/``); a GPU the table does not name takes the
+   entries of one it does with the same architecture and SM count (its ``_families``: the H200
+   the H100's, both sm_90 with 132 SMs; the launch configs are latency choices, and a faster
+   memory moves them little: ``benchmarks/results/2026-12-01-h100-fma-rows/``);
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
    tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked
@@ -178,7 +181,35 @@ def _read(path: Path) -> dict[str, GemvConfig]:
         raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
-    return {k: GemvConfig(**v) for k, v in raw.items() if isinstance(v, dict)}
+    return {k: GemvConfig(**v) for k, v in raw.items() if isinstance(v, dict) and not k.startswith("_")}
+
+
+@functools.cache
+def family(device: torch.device) -> str:
+    """``sm{major}{minor}x{SMs}``: GPUs whose launch configs transfer (same cores, same grid);
+    "" where CUDA cannot be asked (no family shares entries then)."""
+    if device.type != "cuda":
+        return device.type
+    if not torch.cuda.is_available():
+        return ""
+    props = torch.cuda.get_device_properties(device)
+    return f"sm{props.major}{props.minor}x{props.multi_processor_count}"
+
+
+@functools.cache
+def _shipped_families() -> dict[str, str]:
+    """The shipped table's GPUs (name -> ``family``)."""
+    try:
+        fams = json.loads(SHIPPED.read_text()).get("_families", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return {str(k): str(v) for k, v in fams.items()} if isinstance(fams, dict) else {}
+
+
+def _names(device: torch.device) -> tuple[str, ...]:
+    """The GPU names whose entries serve ``device``: its own, then the shipped GPUs of its family."""
+    own, fam = _device_name(device), family(device)
+    return (own, *sorted(n for n, f in _shipped_families().items() if f == fam and n != own))
 
 
 @functools.cache
@@ -206,12 +237,15 @@ def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.
 
 def _tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
            head_dim: int = 0) -> GemvConfig | None:
-    """The tuned config for this launch (the user's cache first, then the shipped table), if any."""
-    name = key(kind, n, k, bucket, dtype, device, head_dim)
-    for table in (_table(), _shipped()):
-        hit = table.get(name)
-        if hit is not None and allowed(kind, hit, head_dim):
-            return hit
+    """The tuned config for this launch, if any: the user's cache, then the shipped table, for this
+    GPU; then the shipped entries of a GPU of its family (``_names``)."""
+    own = key(kind, n, k, bucket, dtype, device, head_dim)
+    rest = own.partition("|")[2]
+    for i, name in enumerate(_names(device)):
+        for table in ((_table(), _shipped()) if i == 0 else (_shipped(),)):
+            hit = table.get(own if i == 0 else f"{name}|{rest}")
+            if hit is not None and allowed(kind, hit, head_dim):
+                return hit
     return None
 
 
