@@ -96,10 +96,6 @@ def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m
     ``rstd`` (and ``ResOut``) came from ``_prologue_stats``; the normalised row is rounded, then
     its product with the norm weight, as ``ops.rmsnorm``."""
     acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
-    if not DOT and BLOCK_M > 1:  # FMA over several rows: the products summed over K after the loop
-        acc3 = tl.zeros([BLOCK_R, BLOCK_M, BLOCK_K], tl.float32)
-    else:
-        acc3 = tl.zeros([1, 1, 1], tl.float32)
     sumsq = tl.zeros([BLOCK_M], tl.float32)
     wbase = W + wrow[:, None] * stride_w
     dt = X.dtype.element_ty
@@ -127,12 +123,8 @@ def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m
                 acc = tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
             else:
                 acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
-        elif BLOCK_M > 1:
-            acc3 += w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :]
         else:
             acc += tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
-    if not DOT and BLOCK_M > 1:
-        acc = tl.sum(acc3, axis=2)
     if HAS_NORM and not TWO_PASS:
         acc = acc * tl.rsqrt(sumsq / K + eps)[None, :]
     return acc
