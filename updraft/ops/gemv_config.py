@@ -12,7 +12,7 @@ same launch it would run eagerly. Where it comes from, in order:
    ``benchmarks/results/2026-11-26-h100-gemv-tuning/``); a GPU the table does not name takes the
    entries of one it does with the same architecture and SM count (its ``_families``: the H200
    the H100's, both sm_90 with 132 SMs; the launch configs are latency choices, and a faster
-   memory moves them little: ``benchmarks/results/2026-12-01-h100-fma-rows/``);
+   memory moves them little: ``benchmarks/results/2026-12-01-h200-family-configs/``);
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
    tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked
