@@ -40,12 +40,12 @@ from updraft.ops.gemv_config import GemvConfig  # noqa: E402
 DT = torch.bfloat16
 
 
-def grid(kind: str, n: int, k: int, bucket: int, head_dim: int, tiles: str = "all") -> list[GemvConfig]:
+def grid(kind: str, n: int, k: int, bucket: int, head_dim: int, tiles: str = "all", warps: int = 0) -> list[GemvConfig]:
     """The candidates: the sweep's (``gemv_config.candidates``) at 3 stages (the stage count moved
     nothing in the sweeps), so a GEMM costs a few dozen recaptures; ``tiles`` "fma" / "dot" keeps
-    one kind."""
+    one kind, ``warps`` > 0 one warp count."""
     cands = [c for c in gemv_config.candidates(kind, n, k, bucket, head_dim)
-             if c.num_stages == 3 and tiles in ("all", "dot" if c.dot else "fma")]
+             if c.num_stages == 3 and tiles in ("all", "dot" if c.dot else "fma") and warps in (0, c.num_warps)]
     # tensor-core tiles first from 4 rows (``--max`` keeps the head of the list): FMA tiles cost
     # 0.1-1 ms a cycle there on the H100 (2026-11-27)
     return sorted(cands, key=lambda c: c.dot != (bucket >= 4))
@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--head", default="builtin:smollm2")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--tiles", choices=("all", "fma", "dot"), default="all", help="only these candidates (the current config always)")
+    ap.add_argument("--warps", type=int, default=0, help="only candidates of this many warps (0: all)")
     ap.add_argument("--max", type=int, default=0, help="at most this many candidates per GEMM (0: all)")
     ap.add_argument("--store", action="store_true", help="keep each GEMM's winner in $UPDRAFT_CACHE")
     ap.add_argument("--out", type=Path, required=True)
@@ -102,7 +103,7 @@ def main() -> None:
         hd = SMOLLM2.head_dim if kind == "qkv" else 0
         key = gemv_config.key(kind, n, k, bucket, DT, dev, hd)
         before = gemv_config.lookup(kind, n, k, args.rows, DT, dev, hd)
-        cands = grid(kind, n, k, bucket, hd, args.tiles)
+        cands = grid(kind, n, k, bucket, hd, args.tiles, args.warps)
         cands = ([before] + [c for c in cands if c != before])[: args.max or None]
         rows = []
         for cfg in cands:
