@@ -174,7 +174,7 @@ class SpeculativeConfig:
     ngram_min: int = _opt("n-gram proposer: shortest suffix to match", default=1)
     ngram_max: int = _opt("n-gram proposer: longest suffix to match", default=4)
     ngram_assist: int = _opt(
-        "EAGLE / MTP heads, the fused path: verify the n-gram lookup's drafts (sampled: q one-hot at each) instead of the "
+        "EAGLE / MTP heads: verify the n-gram lookup's drafts (sampled: q one-hot at each) instead of the "
         "head's in the rows whose history repeats their last this-many tokens (ngram_min..ngram_max are matched; "
         "0: off)", default=3,
     )

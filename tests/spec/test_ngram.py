@@ -47,3 +47,21 @@ def test_matches_brute_force(tokens: list[int], n_min: int, extra: int, k: int) 
     for i in range(0, len(tokens), 3):  # arrive in chunks, as generation does
         idx.extend(tokens[i : i + 3])
     assert idx.propose(k) == brute(tokens, n_min, n_min + extra, k)
+
+
+def test_request_histories_follow_the_requests_tokens() -> None:
+    """The index is brought in step with prompt + output before each lookup; a shorter sequence
+    cuts it back and re-indexes; a released request's index is gone."""
+    from updraft.spec.ngram import RequestHistories
+
+    h = RequestHistories(1, 3)
+    idx = h.synced("a", [1, 2, 3], [4, 1, 2], 6)
+    assert idx.tokens == [1, 2, 3, 4, 1, 2] and idx.propose(2) == ([3, 4], True)
+    assert h.synced("a", [1, 2, 3], [4, 1, 2, 3], 7) is idx and idx.tokens[-1] == 3
+    assert h.synced("a", [1, 2, 3], [4], 4).tokens == [1, 2, 3, 4]  # shorter: cut back, re-indexed
+    assert h.synced("a", [1, 2, 3], [4, 1, 2], 6).propose(2) == ([3, 4], True)
+    h.synced("b", [5], [], 1)
+    assert len(h) == 2
+    h.release("a")
+    h.release("a")
+    assert len(h) == 1

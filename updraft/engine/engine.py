@@ -542,7 +542,7 @@ class Engine:
             self.driver.forget(req)
         self.spec_stats.merge(req.spec)
         if self.spec is not None:
-            self.spec.proposer.release(req)
+            self.spec.release(req)
 
     def inject_failure(self, request_id: str) -> None:
         """Fault injection for tests: every forward that includes this request raises."""

@@ -7,6 +7,8 @@ occurrence, and the tokens that followed it become the drafts. O(n_max) work per
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class NgramIndex:
     def __init__(self, n_min: int, n_max: int) -> None:
@@ -54,3 +56,34 @@ class NgramIndex:
                 return cont + [cont[-1]] * (k - len(cont)), n
         last = toks[-1] if toks else 0
         return [last] * k, 0
+
+
+class RequestHistories:
+    """Each request's ``NgramIndex``, brought in step with its tokens before every lookup (the
+    host matchers: the per-phase n-gram proposer and lookup assist). A request whose sequence got
+    shorter (preempted, then re-prefilled) re-indexes from scratch."""
+
+    def __init__(self, n_min: int, n_max: int) -> None:
+        self.n_min, self.n_max = n_min, n_max
+        self._index: dict[str, NgramIndex] = {}
+
+    def synced(self, request_id: str, prompt_ids: Sequence[int], output_ids: Sequence[int], seq_len: int) -> NgramIndex:
+        """The index of the request's tokens (prompt, then output; ``seq_len`` of them)."""
+        idx = self._index.get(request_id)
+        if idx is None:
+            idx = self._index[request_id] = NgramIndex(self.n_min, self.n_max)
+        known = len(idx.tokens)
+        if known > seq_len:
+            idx.truncate(seq_len)
+            known = seq_len
+        if known < len(prompt_ids):
+            idx.extend(list(prompt_ids[known:]))
+            known = len(prompt_ids)
+        idx.extend(list(output_ids[known - len(prompt_ids) :]))
+        return idx
+
+    def release(self, request_id: str) -> None:
+        self._index.pop(request_id, None)
+
+    def __len__(self) -> int:
+        return len(self._index)

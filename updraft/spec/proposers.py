@@ -31,7 +31,7 @@ from updraft.runtime.graphs.draft_chain import DraftChainGraph
 from updraft.runtime.graphs.phase_graph import CaptureStats
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler, SamplingBatch
-from updraft.spec.ngram import NgramIndex
+from updraft.spec.ngram import RequestHistories
 from updraft.spec.request_view import SpecRequestView
 
 
@@ -104,24 +104,14 @@ class Proposer(ABC):
 class NgramProposer(Proposer):
     def __init__(self, n_min: int, n_max: int, device: torch.device) -> None:
         self.n_min, self.n_max, self.device = n_min, n_max, device
-        self._index: dict[str, NgramIndex] = {}
+        self.histories = RequestHistories(n_min, n_max)
         self.matches = 0
         self.lookups = 0
 
     def propose(self, reqs: list[SpecRequestView], num_steps: int) -> Drafts:
         rows = []
         for req in reqs:
-            idx = self._index.get(req.request_id)
-            if idx is None:
-                idx = self._index[req.request_id] = NgramIndex(self.n_min, self.n_max)
-            known = len(idx.tokens)
-            if known > req.seq_len:
-                idx.truncate(req.seq_len)
-                known = req.seq_len
-            if known < len(req.prompt_ids):
-                idx.extend(req.prompt_ids[known:])
-                known = len(req.prompt_ids)
-            idx.extend(req.output_ids[known - len(req.prompt_ids) :])
+            idx = self.histories.synced(req.request_id, req.prompt_ids, req.output_ids, req.seq_len)
             drafts, found = idx.propose(num_steps)
             self.lookups += 1
             self.matches += int(found)
@@ -129,7 +119,7 @@ class NgramProposer(Proposer):
         return Drafts(torch.tensor(rows, dtype=torch.long).to(self.device, non_blocking=True), None)
 
     def release(self, req: SpecRequestView) -> None:
-        self._index.pop(req.request_id, None)
+        self.histories.release(req.request_id)
 
 
 class DraftModelProposer(Proposer):

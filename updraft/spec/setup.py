@@ -22,6 +22,7 @@ from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler
 from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
+from updraft.spec.lookup_assist import HostLookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
 from updraft.spec.token_map import load_token_map
 from updraft.spec.worker import SpecWorker
@@ -164,4 +165,8 @@ def make_worker(
     # The per-phase iteration's own costs (no overlap: an iteration costs its wall time plus the
     # host's work between iterations); priced exploration, as a larger S may cost several steps.
     adaptive = AdaptiveSteps(cfg.step_choices(), enabled=cfg.adaptive, overlap=False, explore_budget=EXPLORE_BUDGET)
-    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer, adaptive)
+    # the lookup assist serves heads (EAGLE / MTP: the fused path has it on the device), not
+    # standalone draft models
+    assist = (HostLookupAssist(cfg.ngram_min, cfg.ngram_max, cfg.ngram_assist)
+              if cfg.ngram_assist and isinstance(proposer, DraftModelProposer) and proposer.shift else None)
+    return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer, adaptive, assist)

@@ -33,6 +33,7 @@ from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler, SamplingBatch
 from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
+from updraft.spec.lookup_assist import HostLookupAssist
 from updraft.spec.proposers import Drafts, Proposer
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.verify import greedy_accept, rejection_accept
@@ -58,9 +59,11 @@ class SpecWorker:
         sampler: Sampler,
         timer: PhaseTimer | None = None,
         adaptive: AdaptiveSteps | None = None,
+        assist: HostLookupAssist | None = None,
     ) -> None:
         self.target = target
         self.proposer = proposer
+        self.assist = assist  # lookups verified where a request repeats itself (draft models)
         self.num_steps = num_steps  # the largest S (KV lookahead and graphs are sized for it)
         self.ndt = num_steps + 1
         self.sampler = sampler
@@ -96,6 +99,12 @@ class SpecWorker:
         self.adaptive.record(s, res.accept_lens)
         return res
 
+    def release(self, req: SpecRequestView) -> None:
+        """The request finished or was preempted: the proposer's and the assist's state of it go."""
+        self.proposer.release(req)
+        if self.assist is not None:
+            self.assist.release(req.request_id)
+
     def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """Bring the draft of ``reqs`` up to date (before anything else drafts for them)."""
         with self.timer("catch_up"):
@@ -127,6 +136,8 @@ class SpecWorker:
         self.catch_up(reqs)
         with timer("draft"):
             drafts = self.proposer.propose(reqs, s)
+            if self.assist is not None:
+                drafts = Drafts(*self.assist.apply(reqs, drafts.tokens, drafts.q))
         with timer("verify"):
             bonus = torch.tensor([r.last_token for r in reqs], dtype=torch.long).to(dev, non_blocking=True)
             ids = torch.cat([bonus[:, None], drafts.tokens], dim=1)  # [B, ndt]
