@@ -21,6 +21,8 @@ from updraft.spec.request_view import SpecRequestView
 
 
 class HostLookupAssist:
+    """See the module docstring; ``min_match``: the shortest repeat whose lookup is verified."""
+
     def __init__(self, n_min: int, n_max: int, min_match: int) -> None:
         if min_match < 1:
             raise ValueError(f"lookup assist: min_match={min_match}; it must be >= 1")

@@ -100,7 +100,7 @@ class SpecWorker:
         return res
 
     def release(self, req: SpecRequestView) -> None:
-        """The request finished or was preempted: the proposer's and the assist's state of it go."""
+        """The request finished: the proposer's and the assist's state of it go."""
         self.proposer.release(req)
         if self.assist is not None:
             self.assist.release(req.request_id)
