@@ -3,7 +3,7 @@
 * decode: one query per request over a paged cache, bs in {1, 8, 64} x context in {1k, 8k, 32k},
   Llama-3-8B heads (32 q / 8 kv, head_dim 128), bf16, page size 1 with shuffled slots. Reported:
   achieved bandwidth = KV bytes read (K + V of every cached position, plus the slot table) / time,
-  and its fraction of the measured device-to-device copy bandwidth (3.01 TB/s on the H100).
+  and its fraction of the measured device-to-device copy bandwidth (measured first unless --peak-tbps is given: 3.01 TB/s on the H100, 4.28 on the H200).
 * verify: TARGET_VERIFY, 4 tokens per request over an 8k context at bs in {1, 8, 64} (the extend
   kernel with KV splits, the path EAGLE's verify step takes), same bandwidth metric.
 * prefill / extend: causal TFLOP/s of the triton extend kernel (prefix read through the paged
@@ -46,7 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=20, help="timed graph replays (median reported)")
     p.add_argument("--warmup", type=int, default=3, help="untimed forwards before capture and replays")
     p.add_argument("--inner", type=int, default=10, help="forwards per CUDA graph replay")
-    p.add_argument("--peak-tbps", type=float, default=3.01, help="reference bandwidth (device copy), TB/s")
+    p.add_argument("--peak-tbps", type=float, default=0.0,
+                   help="reference bandwidth (device copy), TB/s; 0: measured on this GPU first")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
     return p.parse_args(argv)
 
@@ -251,6 +252,28 @@ def markdown(rows: list[dict[str, Any]], cols: list[tuple[str, str, str]]) -> st
     return "\n".join([head, sep, *body])
 
 
+def copy_tbps(device: torch.device, nbytes: int = 2 << 30) -> float:
+    """The device-to-device copy bandwidth in TB/s (bytes read + written, median of 10 copies of
+    ``nbytes``): the reference of the bandwidth shares (H100 3.01, H200 4.28). Off CUDA (smoke
+    runs, whose shares mean nothing) the H100's figure."""
+    if device.type != "cuda":
+        return 3.01
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    return 2 * nbytes / statistics.median(times) / 1e12
+
+
 def meta(device: torch.device) -> dict[str, Any]:
     import triton
 
@@ -285,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         decode_grid = [(bs, ctx) for bs in (1, 8, 64) for ctx in (1024, 8192, 32768)]
         verify_grid = [(bs, 8192, 4) for bs in (1, 8, 64)]
         prefill_grid = [(1, 0, 4096), (8, 0, 1024), (1, 8192, 512)]
+    if not args.peak_tbps:
+        args.peak_tbps = round(copy_tbps(device), 3)
     results: dict[str, Any] = {"meta": meta(device), "heads": list(heads), "peak_tbps": args.peak_tbps}
     memory_cols = [
         ("bs", "bs", "d"), ("context", "context", "d"), ("tokens_per_req", "tokens/req", "d"),
