@@ -11,6 +11,7 @@ import torch
 from updraft.llm import LLM
 from updraft.sampling_params import SamplingParams
 from updraft.spec.lookup_assist import HostLookupAssist
+from updraft.spec.ngram_device import LookupAssist
 from updraft.testing import repeating_prompts as prompts
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)  # = conftest.SPEC_GREEDY
@@ -31,7 +32,7 @@ def test_rows_whose_history_repeats_take_the_lookup() -> None:
     reqs = [View("a", [7, 8, 9, 1, 2, 7, 8]), View("b", [1, 2, 3, 4]), View("c", [5, 6, 7, 5, 6, 7, 5, 6])]
     tokens = torch.full((3, 3), 40, dtype=torch.long)
     q = torch.rand(3, 3, 50)
-    assist = HostLookupAssist(1, 3, min_match=2)
+    assist = HostLookupAssist(LookupAssist(1, 3, min_match=2))
     got, got_q = assist.apply(reqs, tokens, q)  # type: ignore[arg-type]
     # a: "7 8" matched (length 2) -> 9 1 2; b: no repeat; c: "5 6" then "7 5 6"? the longest
     # suffix "7 5 6" (length 3) ended at position 4 -> 7 5 6
@@ -43,10 +44,10 @@ def test_rows_whose_history_repeats_take_the_lookup() -> None:
         assert torch.equal(got_q[b].argmax(-1), got[b]) and int((got_q[b] > 0).sum()) == 3
     assert (assist.lookups, assist.replaced) == (3, 2)
     # a longer minimum: only c's 3-token repeat qualifies; deterministic drafts keep q None
-    got3, none = HostLookupAssist(1, 3, min_match=3).apply(reqs, tokens, None)  # type: ignore[arg-type]
+    got3, none = HostLookupAssist(LookupAssist(1, 3, min_match=3)).apply(reqs, tokens, None)  # type: ignore[arg-type]
     assert none is None and got3.tolist() == [[40, 40, 40], [40, 40, 40], [7, 5, 6]]
     with pytest.raises(ValueError, match="min_match"):
-        HostLookupAssist(1, 3, min_match=0)
+        HostLookupAssist(LookupAssist(1, 3, min_match=0))
 
 
 def test_per_phase_lookup_assist_is_lossless_and_accepts_more(target, reference, eagle3_head) -> None:  # noqa: ANN001

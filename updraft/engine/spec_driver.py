@@ -28,7 +28,6 @@ from updraft.engine.request import Request
 from updraft.runtime.graphs.phase_graph import capture_sizes
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.fused import FusedIteration, InFlight
-from updraft.spec.ngram_device import LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 
 if TYPE_CHECKING:
@@ -195,9 +194,7 @@ def build_driver(engine: Engine) -> SpecDriver | None:
     if any(mode not in runner.backend.graph_modes for runner, mode in need):
         return None
     assert isinstance(proposer, DraftModelProposer | NgramProposer)
-    spec = cfg.speculative
-    assist = (LookupAssist(spec.ngram_min, spec.ngram_max, spec.ngram_assist)
-              if spec.ngram_assist and isinstance(proposer, DraftModelProposer) else None)
+    assist = engine.spec.assist.params if engine.spec.assist is not None else None  # decided in make_worker
     fused = FusedIteration(engine.runner, proposer, engine.sampler, sizes,
                            emulate=emulate, capture_hidden=engine.spec.target_capture, assist=assist)
     adaptive = AdaptiveSteps(cfg.speculative.step_choices(), enabled=cfg.speculative.adaptive, overlap=not cfg.disable_overlap)

@@ -170,18 +170,31 @@ def _device_name(device: torch.device) -> str:
 
 
 def key(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device, head_dim: int = 0) -> str:
-    return f"{_device_name(device)}|{kind}|n={n}|k={k}|d={head_dim}|m={bucket}|{str(dtype).removeprefix('torch.')}"
+    return _key(_device_name(device), kind, n, k, bucket, dtype, head_dim)
+
+
+def _key(gpu: str, kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, head_dim: int) -> str:
+    return f"{gpu}|{kind}|n={n}|k={k}|d={head_dim}|m={bucket}|{str(dtype).removeprefix('torch.')}"
 
 
 SHIPPED = Path(__file__).with_name("gemv_tuned.json")
 
 
-def _read(path: Path) -> dict[str, GemvConfig]:
+def _read_raw(path: Path) -> dict:
     try:
         raw = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _entries(raw: dict) -> dict[str, GemvConfig]:
+    """The launch configs of a table (keys starting with "_" are its metadata)."""
     return {k: GemvConfig(**v) for k, v in raw.items() if isinstance(v, dict) and not k.startswith("_")}
+
+
+def _read(path: Path) -> dict[str, GemvConfig]:
+    return _entries(_read_raw(path))
 
 
 @functools.cache
@@ -197,29 +210,25 @@ def family(device: torch.device) -> str:
 
 
 @functools.cache
+def _shipped_raw() -> dict:
+    return _read_raw(SHIPPED)
+
+
+@functools.cache
+def _shipped() -> dict[str, GemvConfig]:
+    return _entries(_shipped_raw())
+
+
+@functools.cache
 def _shipped_families() -> dict[str, str]:
     """The shipped table's GPUs (name -> ``family``)."""
-    try:
-        fams = json.loads(SHIPPED.read_text()).get("_families", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
+    fams = _shipped_raw().get("_families", {})
     return {str(k): str(v) for k, v in fams.items()} if isinstance(fams, dict) else {}
-
-
-def _names(device: torch.device) -> tuple[str, ...]:
-    """The GPU names whose entries serve ``device``: its own, then the shipped GPUs of its family."""
-    own, fam = _device_name(device), family(device)
-    return (own, *sorted(n for n, f in _shipped_families().items() if f == fam and n != own))
 
 
 @functools.cache
 def _table() -> dict[str, GemvConfig]:
     return _read(cache_path())
-
-
-@functools.cache
-def _shipped() -> dict[str, GemvConfig]:
-    return _read(SHIPPED)
 
 
 @functools.cache
@@ -238,14 +247,18 @@ def lookup(kind: str, n: int, k: int, m: int, dtype: torch.dtype, device: torch.
 def _tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
            head_dim: int = 0) -> GemvConfig | None:
     """The tuned config for this launch, if any: the user's cache, then the shipped table, for this
-    GPU; then the shipped entries of a GPU of its family (``_names``)."""
-    own = key(kind, n, k, bucket, dtype, device, head_dim)
-    rest = own.partition("|")[2]
-    for i, name in enumerate(_names(device)):
-        for table in ((_table(), _shipped()) if i == 0 else (_shipped(),)):
-            hit = table.get(own if i == 0 else f"{name}|{rest}")
-            if hit is not None and allowed(kind, hit, head_dim):
-                return hit
+    GPU; only where neither has it, the shipped entries of a GPU of its family."""
+    own = _device_name(device)
+    name = _key(own, kind, n, k, bucket, dtype, head_dim)
+    for table in (_table(), _shipped()):
+        hit = table.get(name)
+        if hit is not None and allowed(kind, hit, head_dim):
+            return hit
+    fam = family(device)
+    for gpu, f in sorted(_shipped_families().items()):
+        hit = _shipped().get(_key(gpu, kind, n, k, bucket, dtype, head_dim)) if f == fam and gpu != own else None
+        if hit is not None and allowed(kind, hit, head_dim):
+            return hit
     return None
 
 

@@ -17,17 +17,19 @@ from __future__ import annotations
 import torch
 
 from updraft.spec.ngram import RequestHistories
+from updraft.spec.ngram_device import LookupAssist
 from updraft.spec.request_view import SpecRequestView
 
 
 class HostLookupAssist:
-    """See the module docstring; ``min_match``: the shortest repeat whose lookup is verified."""
+    """See the module docstring; ``params``: the assist's (``LookupAssist``, which the fused
+    iteration takes too): suffix lengths matched and the shortest repeat whose lookup is verified."""
 
-    def __init__(self, n_min: int, n_max: int, min_match: int) -> None:
-        if min_match < 1:
-            raise ValueError(f"lookup assist: min_match={min_match}; it must be >= 1")
-        self.histories = RequestHistories(n_min, n_max)
-        self.min_match = min_match
+    def __init__(self, params: LookupAssist) -> None:
+        if params.min_match < 1:
+            raise ValueError(f"lookup assist: min_match={params.min_match}; it must be >= 1")
+        self.params = params
+        self.histories = RequestHistories(params.n_min, params.n_max)
         self.lookups = 0  # rows looked up
         self.replaced = 0  # rows whose drafts the lookup replaced
 
@@ -37,17 +39,19 @@ class HostLookupAssist:
         draft model; returns them with the matching rows replaced (new tensors where any row is;
         the inputs are never written)."""
         s = tokens.shape[1]
+        if s == 0:
+            return tokens, q
         rows: list[int] = []
         conts: list[list[int]] = []
         for b, req in enumerate(reqs):
             idx = self.histories.synced(req.request_id, req.prompt_ids, req.output_ids, req.seq_len)
             cont, n = idx.lookup(s)
-            if n >= self.min_match:
+            if n >= self.params.min_match:
                 rows.append(b)
                 conts.append(cont)
         self.lookups += len(reqs)
         self.replaced += len(rows)
-        if not rows or s == 0:
+        if not rows:
             return tokens, q
         dev = tokens.device
         sel = torch.tensor(rows, dtype=torch.long).to(dev, non_blocking=True)

@@ -18,7 +18,7 @@ class NgramIndex:
         self._index: dict[tuple[int, ...], int] = {}
         self._indexed = 0  # n-grams ending before this position are in the index
 
-    def extend(self, tokens: list[int]) -> None:
+    def extend(self, tokens: Sequence[int]) -> None:
         self.tokens.extend(tokens)
         # Index n-grams ending at positions < len - 1 (the lag described above).
         upto = len(self.tokens) - 1
@@ -77,9 +77,9 @@ class RequestHistories:
             idx.truncate(seq_len)
             known = seq_len
         if known < len(prompt_ids):
-            idx.extend(list(prompt_ids[known:]))
+            idx.extend(prompt_ids[known:])
             known = len(prompt_ids)
-        idx.extend(list(output_ids[known - len(prompt_ids) :]))
+        idx.extend(output_ids[known - len(prompt_ids) :])
         return idx
 
     def release(self, request_id: str) -> None:

@@ -23,6 +23,7 @@ from updraft.runtime.sampler import Sampler
 from updraft.runtime.timing import PhaseTimer
 from updraft.spec.adaptive import AdaptiveSteps
 from updraft.spec.lookup_assist import HostLookupAssist
+from updraft.spec.ngram_device import LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer, Proposer
 from updraft.spec.token_map import load_token_map
 from updraft.spec.worker import SpecWorker
@@ -167,6 +168,7 @@ def make_worker(
     adaptive = AdaptiveSteps(cfg.step_choices(), enabled=cfg.adaptive, overlap=False, explore_budget=EXPLORE_BUDGET)
     # the lookup assist serves heads (EAGLE / MTP: the fused path has it on the device), not
     # standalone draft models
-    assist = (HostLookupAssist(cfg.ngram_min, cfg.ngram_max, cfg.ngram_assist)
+    # (the fused iteration takes the same parameters from this worker's assist)
+    assist = (HostLookupAssist(LookupAssist(cfg.ngram_min, cfg.ngram_max, cfg.ngram_assist))
               if cfg.ngram_assist and isinstance(proposer, DraftModelProposer) and proposer.shift else None)
     return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer, adaptive, assist)
