@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode_kernels as dk  # noqa: E402
 
+from updraft.attention.triton_backend import TritonBackend  # noqa: E402
 from updraft.batch import ForwardMode  # noqa: E402
 
 
@@ -57,36 +58,54 @@ def host_us(graph: torch.cuda.CUDAGraph, n: int = 30) -> float:
     return (t1 - t0) / n * 1e6
 
 
+_PREWARM_DEFAULT = (TritonBackend.prewarm_verify, TritonBackend.prewarm_decode)
+_PREWARM = {"default": _PREWARM_DEFAULT, "off": (False, False), "verify": (True, False), "all": (True, True)}
+
+
+def set_prewarm(name: str) -> None:
+    if name not in _PREWARM:
+        raise ValueError(f"--prewarm: {name!r} is not one of {', '.join(_PREWARM)}")
+    TritonBackend.prewarm_verify, TritonBackend.prewarm_decode = _PREWARM[name]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--models", default="smollm2")
     ap.add_argument("--batch-sizes", default="1")
     ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--prewarm", default="default",
+                    help="comma-separated rounds, each default, off, verify or all: the decode attention "
+                         "kernel's L2 prewarm (TritonBackend.prewarm_verify / prewarm_decode), e.g. "
+                         "verify,off,verify,off for alternating pairs")
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = []
     for name in args.models.split(","):
         model = dk.random_model(dk.MODELS[name])
-        for bs in (int(b) for b in args.batch_sizes.split(",")):
-            pair = {}
-            for mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
-                graph, keep = capture(model, mode, bs, args.context)
-                kernels, busy, _, _ = dk.profile_replay(graph)
-                r = dict(model=name, bs=bs, mode=mode.name, replay_ms=dk.replay_time(graph) * 1e3,
-                         synced_ms=synced_ms(graph), busy_ms=busy / 1e3, kernels=kernels, host_us=host_us(graph))
-                rows.append(r)
-                pair[mode] = r
-                del graph, keep
-            ratio = pair[ForwardMode.TARGET_VERIFY]["replay_ms"] / pair[ForwardMode.DECODE]["replay_ms"]
-            rows[-1]["verify_over_decode"] = ratio
+        for rnd, prewarm in enumerate(v.strip() for v in args.prewarm.split(",")):
+            set_prewarm(prewarm)  # read at each launch: the graphs below keep it
+            for bs in (int(b) for b in args.batch_sizes.split(",")):
+                pair = {}
+                for mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
+                    graph, keep = capture(model, mode, bs, args.context)
+                    kernels, busy, _, _ = dk.profile_replay(graph)
+                    r = dict(model=name, bs=bs, mode=mode.name, prewarm=prewarm, round=rnd,
+                             replay_ms=dk.replay_time(graph) * 1e3, synced_ms=synced_ms(graph), busy_ms=busy / 1e3,
+                             kernels=kernels, host_us=host_us(graph))
+                    rows.append(r)
+                    pair[mode] = r
+                    del graph, keep
+                ratio = pair[ForwardMode.TARGET_VERIFY]["replay_ms"] / pair[ForwardMode.DECODE]["replay_ms"]
+                rows[-1]["verify_over_decode"] = ratio
+        set_prewarm("default")
         del model
         torch.cuda.empty_cache()
     dk.show(f"decode and verify at {args.context} tokens of context (CUDA graphs, default path)", rows,
-            ["model", "bs", "mode", "replay_ms", "synced_ms", "busy_ms", "kernels", "host_us"])
+            ["model", "bs", "mode", "prewarm", "replay_ms", "synced_ms", "busy_ms", "kernels", "host_us"])
     for r in rows:
         if "verify_over_decode" in r:
-            print(f"{r['model']} bs {r['bs']}: verify / decode = {r['verify_over_decode']:.3f}")
+            print(f"{r['model']} bs {r['bs']} prewarm {r['prewarm']}: verify / decode = {r['verify_over_decode']:.3f}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "step_pair.json").write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))
 

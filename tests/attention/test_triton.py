@@ -479,3 +479,35 @@ def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
     out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
     assert seen == [mode == ForwardMode.DECODE or pdl]
     assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+
+
+@pytest.mark.parametrize("verify,decode", [(True, False), (False, True)])
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
+def test_decode_kernel_prewarm_follows_the_mode(
+    monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, ext: int, verify: bool, decode: bool
+) -> None:
+    """``prewarm_verify`` / ``prewarm_decode`` reach the decode kernel of verify blocks and of
+    one-token decode respectively (the launcher then applies it only with PDL, which the
+    interpreter never has); the output is the reference's either way."""
+    from updraft.attention import triton_backend as tb
+
+    seen: list[bool] = []
+    real = tb.decode_kernels.decode_attention
+
+    def spy(*args: object, prewarm: bool = True, **kwargs: object) -> None:
+        seen.append(prewarm)
+        real(*args, prewarm=prewarm, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
+    monkeypatch.setattr(TritonBackend, "prewarm_verify", verify)
+    monkeypatch.setattr(TritonBackend, "prewarm_decode", decode)
+    case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
+    setup = harness.build_case(case)
+    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    assert seen == [verify if mode == ForwardMode.TARGET_VERIFY else decode]
+    assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+

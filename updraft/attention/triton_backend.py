@@ -139,6 +139,16 @@ class TritonBackend(AttentionBackend):
     #: bs 1 (6 rows) 0.662 with it, 0.694 without. Blocks over 64 rows run the unfused layers,
     #: where the attention's PDL made no difference at 48 rows (1.132 / 1.137 ms): unchanged.
     verify_no_pdl_rows: ClassVar[tuple[int, int]] = (41, 64)
+    #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
+    #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
+    #: decode (read at each launch: a graph keeps the value it was captured with). H200,
+    #: 2026-12-02, random weights, 1k context, alternating rounds
+    #: (benchmarks/results/2026-12-02-h200-store-prewarm): SmolLM2's 6-token verify at bs 1 0.628
+    #: -> 0.619 ms (verify blocks past 40 rows launch without PDL, so no prewarm); its decode at
+    #: bs 1 0.594 -> 0.587 but at bs 8 0.671 -> 0.684 ms (the 8B shape's 4.78 -> 4.83): eight
+    #: requests' programs prefetch while the QKV GEMV before them streams its weights.
+    prewarm_verify: ClassVar[bool] = True
+    prewarm_decode: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -411,6 +421,7 @@ class TritonBackend(AttentionBackend):
             md.sem,
             max(md.plan.stride, 1),
             pdl=self._attention_pdl(md.plan),
+            prewarm=self.prewarm_verify if md.plan.stride > 1 else self.prewarm_decode,
         )
         return out
 

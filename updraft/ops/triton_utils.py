@@ -45,7 +45,9 @@ def round_to(x, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
 # first, its first weight reads overlap the previous kernel's tail. The contract every kernel here
 # keeps (``pdl_enter`` first): NOTHING is loaded or stored before ``gdc_wait`` returns (the
 # previous kernel, and by induction every earlier one, has completed and its writes are visible),
-# except L2 prefetches of weights, which no kernel writes. ``gdc_launch_dependents`` right after
+# except L2 prefetches of weights, which no kernel writes, and the decode attention kernels'
+# prewarm (``attention.triton_kernels.slots``: L2-only reads of metadata kernels old, used for
+# prefetch addresses only). ``gdc_launch_dependents`` right after
 # the wait lets the next kernel start once every program of this one has passed its wait, so at
 # most one kernel runs ahead. A kernel after a non-PDL kernel (cuBLAS, torch) simply waits for it.
 _PDL_OVERRIDE: list[bool | None] = [None]

@@ -36,7 +36,12 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
-from updraft.attention.triton_kernels.slots import block_slots, first_slots
+from updraft.attention.triton_kernels.slots import (
+    block_slots,
+    first_slots,
+    prefetch_rows,
+    prewarm_slots,
+)
 from updraft.ops.triton_utils import Family, pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -114,12 +119,18 @@ def _decode_kernel(
     stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, scale_log2, num_splits,
     GROUP: tl.constexpr, STRIDE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
+    DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PREFETCH: tl.constexpr, PREWARM: tl.constexpr,
+    LINE: tl.constexpr, PDL: tl.constexpr,
 ):
-    pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
+    if PREWARM:  # this split's first cached K and V rows into L2 before the wait (slots.py)
+        slot0, ok0 = prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE, BLOCK_N,
+                                   MIN_SPLIT)
+        prefetch_rows(KPool + kvh * stride_kh, slot0, ok0, stride_ks, HEAD_DIM, LINE)
+        prefetch_rows(VPool + kvh * stride_vh, slot0, ok0, stride_vs, HEAD_DIM, LINE)
+    pdl_enter(PDL)
 
     seq = tl.load(SeqLens + b)
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
@@ -192,6 +203,7 @@ def decode_attention(
     sem: torch.Tensor | None = None,
     stride: int = 1,
     pdl: bool = True,
+    prewarm: bool = True,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -202,7 +214,8 @@ def decode_attention(
     counters at 0: the last split program of each (request, KV head) merges the partials in the
     same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
     ``pdl``: False launches both without PDL whatever the family allows (``TritonBackend``'s
-    verify blocks of 41-64 rows).
+    verify blocks of 41-64 rows). ``prewarm`` (with PDL only): each program prefetches its
+    split's first block of cached K/V rows into L2 before its wait (``slots.py``).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -217,6 +230,7 @@ def decode_attention(
         assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
     log2e = 1.4426950408889634
     family: Family = "attention" if stride == 1 else "verify_attention"
+    pdl_kw = pdl_opts(q.device, family, late=True, allowed=pdl)
     _decode_kernel[(bsz, hkv, num_splits)](
         q,
         k_pool,
@@ -256,8 +270,10 @@ def decode_attention(
         DOT_PREC=dot_precision(q.dtype, dot_f32),
         MERGE=sem is not None and not direct,
         PREFETCH=cfg.num_stages >= 3,
+        PREWARM=prewarm and bool(pdl_kw["PDL"]),
+        LINE=128 // k_pool.element_size(),
         num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **pdl_opts(q.device, family, late=True, allowed=pdl),
+        num_stages=cfg.num_stages, **pdl_kw,
     )
     if not direct and sem is None:
         merge_splits(mid_o, mid_lse, out, family, pdl)

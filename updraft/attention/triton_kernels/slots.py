@@ -14,12 +14,24 @@ Use, in a loop over ``start in range(lo, hi, BLOCK_N)`` with ``pos = start + ara
     slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
     for start in ...:
         slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
+
+Prewarm (``prewarm_slots`` + ``prefetch_rows``, the decode kernels' ``PREWARM``): before its PDL
+wait a program prefetches its split's first block of cached rows into L2, so the first loads
+after the wait meet them there instead of starting the trip to memory then. The PDL contract
+(``ops.triton_utils``) allows no load before the wait but weight prefetches; this bends it
+safely: the lengths, pool indices and slots it reads were written by the batch's metadata,
+kernels before (the kernel before this one is at most past its own wait, so everything before
+that is complete and visible), the cached rows steps before; they are read through L2 only
+(``.cg``: no L1 line a later load could hit stale), and nothing but prefetch addresses is
+computed from them. A value still being written costs a useless prefetch, never a wrong result.
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from updraft.ops.triton_utils import prefetch_l2
 
 
 @triton.jit
@@ -40,3 +52,28 @@ def block_slots(table_row, pos, hi, slot_next, BLOCK_N: tl.constexpr, PREFETCH: 
     else:
         slot = tl.load(table_row + pos, mask=pos < hi, other=0).to(tl.int64)
     return slot, slot_next
+
+
+@triton.jit
+def prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE: tl.constexpr,
+                  BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
+    """``(slots int64 [BLOCK_N], mask)``: the pool slots of the first block of cached positions of
+    split ``split`` of request ``b`` (the decode kernels' split arithmetic; the block's own
+    ``STRIDE`` new positions excluded), read through L2 before the PDL wait (module docstring)."""
+    seq = tl.load(SeqLens + b, cache_modifier=".cg")
+    rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
+    lo = split * tl.maximum(tl.cdiv(tl.cdiv(seq, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
+    pos = lo + tl.arange(0, BLOCK_N)
+    ok = pos < tl.maximum(seq - STRIDE, 0)
+    slot = tl.load(ReqToToken + rpi * stride_rt + pos, mask=ok, other=0, cache_modifier=".cg")
+    return slot.to(tl.int64), ok
+
+
+@triton.jit
+def prefetch_rows(Base, slot, ok, stride_s, ROW: tl.constexpr, LINE: tl.constexpr):
+    """L2 prefetch of the ``ROW`` values at ``Base + slot * stride_s`` of every ``ok`` slot, one
+    prefetch per ``LINE`` values (a 128-byte line)."""
+    LINES: tl.constexpr = (ROW + LINE - 1) // LINE
+    line = tl.arange(0, triton.next_power_of_2(LINES))
+    ptr = Base + slot[:, None] * stride_s + line[None, :] * LINE
+    prefetch_l2(tl.where(ok[:, None] & (line[None, :] < LINES), ptr, Base))
