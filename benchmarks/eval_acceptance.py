@@ -31,7 +31,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors import safe_open
@@ -143,19 +143,27 @@ def draft_vocab(head: str) -> set[int] | None:
     return None
 
 
-def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any]:
-    """Fill ``results`` set by set (so an interrupted run keeps the sets it finished)."""
-    limits = parse_limits(args.limit)
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
-    bad = [s for s in sets if s not in EVAL_SETS]
-    if bad:
-        raise ValueError(f"--sets: unknown {bad[0]!r}; sets: {', '.join(EVAL_SETS)}")
+class Setup(NamedTuple):
+    """What every set is run with: the plain and speculative engines over one loaded target (the
+    EAGLE-3 head's aux layers switched on only for the speculative one), the sampling
+    parameters and the head's draft vocabulary (None: the full one)."""
+
+    args: argparse.Namespace
+    base: Engine
+    spec: Engine
+    loaded: Any
+    aux: tuple[int, ...]
+    params: SamplingParams
+    vocab: set[int] | None
+
+
+def build_setup(args: argparse.Namespace) -> tuple[Setup, dict[str, Any]]:
+    """The engines (both warmed up) and the run's description for the results."""
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else ("cpu" if args.device == "auto" else args.device))
     dtype = {"auto": torch.bfloat16 if device.type == "cuda" else torch.float32, "float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     dname = str(dtype).removeprefix("torch.")
     head = resolve_draft_path(args.head)
     head_cfg = json.loads((Path(head) / "config.json").read_text())
-    vocab = draft_vocab(head)
     method = args.method or ("eagle3" if "LlamaForCausalLMEagle3" in head_cfg.get("architectures", []) else "eagle")
     loaded = load_checkpoint(resolve_model(args.model), dtype=dtype, device=device, progress=False)
     kv = args.max_total_tokens or (65536 if device.type == "cuda" else 16384)
@@ -166,106 +174,135 @@ def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any
                                  draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
-    aux = loaded.model.aux_layers
-    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens)
+    st = Setup(args, base, spec, loaded, loaded.model.aux_layers,
+               SamplingParams(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens), draft_vocab(head))
     warm = base.tokenizer.encode_chat([{"role": "user", "content": "Say hello."}])
     for eng in (base, spec):  # compile / warm both paths before timing
-        loaded.model.aux_layers = aux if eng is spec else ()
+        loaded.model.aux_layers = st.aux if eng is spec else ()
         run_one(eng, warm, SamplingParams(temperature=0.0, max_tokens=16))
-    results |= {
-        "environment": environment(),
-        "target": str(args.model),
-        "head": args.head,
-        "head_path": head,
-        "method": method,
-        "num_steps": args.num_steps,
-        "draft_lm_head": args.draft_lm_head,
-        "ngram_assist": args.ngram_assist,
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "dtype": dname,
-        "max_tokens": args.max_tokens,
-        "accept_batch": bs,
-        "engine_graphs": {"spec": spec.graph_log, "base": base.graph_log},
-        "sets": {},
+    described = {
+        "environment": environment(), "target": str(args.model), "head": args.head, "head_path": head,
+        "method": method, "num_steps": args.num_steps, "draft_lm_head": args.draft_lm_head,
+        "ngram_assist": args.ngram_assist, "temperature": args.temperature, "top_p": args.top_p, "dtype": dname,
+        "max_tokens": args.max_tokens, "accept_batch": bs, "engine_graphs": {"spec": spec.graph_log, "base": base.graph_log},
     }
+    return st, described
+
+
+def speed_pairs(st: Setup, prompts: list[list[int]]) -> tuple[dict[str, Any], list[SpecStats], list[int], list[int]]:
+    """``prompts`` one at a time through the plain and the speculative engine: (token and time
+    sums, each speculative request's stats, the speculative output tokens, the first divergence
+    from the plain output of each request whose outputs differ)."""
+    speed = {"spec_tokens": 0, "spec_wall_s": 0.0, "spec_decode_s": 0.0, "base_tokens": 0, "base_wall_s": 0.0,
+             "base_decode_s": 0.0}
+    per_request: list[SpecStats] = []
+    emitted: list[int] = []
+    diverge: list[int] = []
+    for p in prompts:
+        st.loaded.model.aux_layers = ()
+        b = run_one(st.base, p, st.params)
+        st.loaded.model.aux_layers = st.aux
+        s = run_one(st.spec, p, st.params)
+        emitted += s["ids"]
+        per_request.append(s["spec"])
+        speed["spec_tokens"] += len(s["ids"])
+        speed["base_tokens"] += len(b["ids"])
+        for k in ("wall_s", "decode_s"):
+            speed[f"spec_{k}"] += s[k]
+            speed[f"base_{k}"] += b[k]
+        d = first_divergence(s["ids"], b["ids"])
+        if d is not None:
+            diverge.append(d)
+    st.loaded.model.aux_layers = st.aux
+    return speed, per_request, emitted, diverge
+
+
+def speed_entry(speed: dict[str, Any], compared: int, diverge: list[int]) -> dict[str, Any]:
+    """The set's bs-1 speed fields: tokens/s end to end and in decode, spec and plain, and how
+    many outputs were equal."""
+    e2e_s = speed["spec_tokens"] / max(speed["spec_wall_s"], 1e-9)
+    e2e_b = speed["base_tokens"] / max(speed["base_wall_s"], 1e-9)
+    dec_s = speed["spec_tokens"] / max(speed["spec_decode_s"], 1e-9)
+    dec_b = speed["base_tokens"] / max(speed["base_decode_s"], 1e-9)
+    return {
+        "speed_bs1": speed | {
+            "spec_tok_s": e2e_s, "base_tok_s": e2e_b, "speedup": e2e_s / e2e_b,
+            "spec_decode_tok_s": dec_s, "base_decode_tok_s": dec_b, "decode_speedup": dec_s / dec_b,
+        },
+        "outputs_equal": compared - len(diverge),
+        "outputs_compared": compared,
+        "first_divergence": diverge,
+    }
+
+
+def evaluate_set(st: Setup, name: str, limit: int) -> dict[str, Any]:
+    """One set: its prompts that fit, the first ``--speed-prompts`` side by side at bs 1, the rest
+    through the speculative engine in batches; acceptance over all of them."""
+    t_set = time.perf_counter()
+    rows = load_prompt_rows(name, limit)
+    prompts = [st.spec.tokenizer.encode_chat([{"role": "user", "content": r.text}]) for r in rows]
+    limit_ctx = min(st.base.max_model_len, st.spec.max_model_len) - st.args.max_tokens - 8
+    kept_rows = [(p, r.category) for p, r in zip(prompts, rows, strict=True) if len(p) < limit_ctx]
+    kept = [p for p, _ in kept_rows]
+    n_speed = min(st.args.speed_prompts, len(kept))
+    speed, per_request, emitted, diverge = speed_pairs(st, kept[:n_speed])  # per_request: in the order of ``kept``
+    rest = kept[n_speed:]
+    for i in range(0, len(rest), 256):
+        outs, sts = run_batch(st.spec, rest[i : i + 256], st.params)
+        emitted += [t for o in outs for t in o]
+        per_request += sts
+    stats = SpecStats()
+    for r in per_request:
+        stats.merge(r)
+    vocab = st.vocab
+    entry: dict[str, Any] = {
+        "prompts": len(kept),
+        "skipped_too_long": len(prompts) - len(kept),
+        "mean_accept_length": stats.mean_accept_length,
+        "acceptance_rate": stats.acceptance_rate,
+        "per_position": stats.per_position_rate(),
+        "accept_length_histogram": histogram(stats, st.args.num_steps),
+        "verify_steps": stats.num_drafts,
+        "draft_vocab_coverage": None if vocab is None else sum(t in vocab for t in emitted) / max(len(emitted), 1),
+        "speed_prompts": n_speed,
+        "by_category": by_category([c for _, c in kept_rows], per_request),
+    }
+    if n_speed:
+        entry |= speed_entry(speed, n_speed, diverge)
+    entry["wall_s"] = time.perf_counter() - t_set
+    return entry
+
+
+def print_set(name: str, entry: dict[str, Any], has_vocab: bool) -> None:
+    sp = entry.get("speed_bs1", {})
+    print(
+        f"{name:10s} n={entry['prompts']:3d} accept length {entry['mean_accept_length']:.2f} "
+        f"per position {[round(x, 2) for x in entry['per_position']]}"
+        + (f" | in draft vocab {entry['draft_vocab_coverage']:.3f}" if has_vocab else "")
+        + (f" | bs1 {sp['spec_tok_s']:.0f} vs {sp['base_tok_s']:.0f} tok/s = {sp['speedup']:.2f}x, "
+           f"equal {entry['outputs_equal']}/{entry['outputs_compared']}" if sp else "")
+        + f" | {entry['wall_s']:.0f}s",
+        flush=True,
+    )
+    if entry["by_category"]:
+        print("           " + ", ".join(f"{c} {v['mean_accept_length']:.2f}" for c, v in entry["by_category"].items()),
+              flush=True)
+
+
+def evaluate(args: argparse.Namespace, results: dict[str, Any]) -> dict[str, Any]:
+    """Fill ``results`` set by set (so an interrupted run keeps the sets it finished)."""
+    limits = parse_limits(args.limit)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    bad = [s for s in sets if s not in EVAL_SETS]
+    if bad:
+        raise ValueError(f"--sets: unknown {bad[0]!r}; sets: {', '.join(EVAL_SETS)}")
+    st, described = build_setup(args)
+    results |= described | {"sets": {}}
     t_all = time.perf_counter()
     for name in sets:
-        t_set = time.perf_counter()
-        rows = load_prompt_rows(name, limits.get(name, limits["default"]))
-        prompts = [spec.tokenizer.encode_chat([{"role": "user", "content": r.text}]) for r in rows]
-        limit_ctx = min(base.max_model_len, spec.max_model_len) - args.max_tokens - 8
-        kept_rows = [(p, r.category) for p, r in zip(prompts, rows, strict=True) if len(p) < limit_ctx]
-        kept = [p for p, _ in kept_rows]
-        per_request: list[SpecStats] = []  # in the order of ``kept``
-        n_speed = min(args.speed_prompts, len(kept))
-        speed = {"spec_tokens": 0, "spec_wall_s": 0.0, "spec_decode_s": 0.0, "base_tokens": 0, "base_wall_s": 0.0, "base_decode_s": 0.0}
-        equal, diverge = 0, []
-        emitted: list[int] = []  # every spec output token: the draft vocabulary's coverage of them
-        for p in kept[:n_speed]:
-            loaded.model.aux_layers = ()
-            b = run_one(base, p, params)
-            loaded.model.aux_layers = aux
-            s = run_one(spec, p, params)
-            emitted += s["ids"]
-            per_request.append(s["spec"])
-            speed["spec_tokens"] += len(s["ids"])
-            speed["base_tokens"] += len(b["ids"])
-            for k in ("wall_s", "decode_s"):
-                speed[f"spec_{k}"] += s[k]
-                speed[f"base_{k}"] += b[k]
-            d = first_divergence(s["ids"], b["ids"])
-            equal += d is None
-            if d is not None:
-                diverge.append(d)
-        loaded.model.aux_layers = aux
-        rest = kept[n_speed:]
-        for i in range(0, len(rest), 256):
-            outs, sts = run_batch(spec, rest[i : i + 256], params)
-            emitted += [t for o in outs for t in o]
-            per_request += sts
-        stats = SpecStats()
-        for st in per_request:
-            stats.merge(st)
-        entry: dict[str, Any] = {
-            "prompts": len(kept),
-            "skipped_too_long": len(prompts) - len(kept),
-            "mean_accept_length": stats.mean_accept_length,
-            "acceptance_rate": stats.acceptance_rate,
-            "per_position": stats.per_position_rate(),
-            "accept_length_histogram": histogram(stats, args.num_steps),
-            "verify_steps": stats.num_drafts,
-            "draft_vocab_coverage": None if vocab is None else sum(t in vocab for t in emitted) / max(len(emitted), 1),
-            "speed_prompts": n_speed,
-            "by_category": by_category([c for _, c in kept_rows], per_request),
-            "wall_s": time.perf_counter() - t_set,
-        }
-        if n_speed:
-            e2e_s = speed["spec_tokens"] / max(speed["spec_wall_s"], 1e-9)
-            e2e_b = speed["base_tokens"] / max(speed["base_wall_s"], 1e-9)
-            dec_s = speed["spec_tokens"] / max(speed["spec_decode_s"], 1e-9)
-            dec_b = speed["base_tokens"] / max(speed["base_decode_s"], 1e-9)
-            entry["speed_bs1"] = speed | {
-                "spec_tok_s": e2e_s, "base_tok_s": e2e_b, "speedup": e2e_s / e2e_b,
-                "spec_decode_tok_s": dec_s, "base_decode_tok_s": dec_b, "decode_speedup": dec_s / dec_b,
-            }
-            entry["outputs_equal"] = equal
-            entry["outputs_compared"] = n_speed
-            entry["first_divergence"] = diverge
-        results["sets"][name] = entry
+        results["sets"][name] = entry = evaluate_set(st, name, limits.get(name, limits["default"]))
         results["wall_s"] = time.perf_counter() - t_all
-        sp = entry.get("speed_bs1", {})
-        print(
-            f"{name:10s} n={len(kept):3d} accept length {entry['mean_accept_length']:.2f} "
-            f"per position {[round(x, 2) for x in entry['per_position']]}"
-            + (f" | in draft vocab {entry['draft_vocab_coverage']:.3f}" if vocab is not None else "")
-            + (f" | bs1 {sp['spec_tok_s']:.0f} vs {sp['base_tok_s']:.0f} tok/s = {sp['speedup']:.2f}x, equal {equal}/{n_speed}" if sp else "")
-            + f" | {entry['wall_s']:.0f}s",
-            flush=True,
-        )
-        if entry["by_category"]:
-            print("           " + ", ".join(f"{c} {v['mean_accept_length']:.2f}" for c, v in entry["by_category"].items()),
-                  flush=True)
+        print_set(name, entry, st.vocab is not None)
     return results
 
 
