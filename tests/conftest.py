@@ -14,6 +14,9 @@ try:
     import torch
 
     _HAS_CUDA = torch.cuda.is_available()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs a worker per core: one thread each (and
+        torch.set_num_threads(1)  # in the servers they start), or the thread pools oversubscribe the cores
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 except ImportError:  # pragma: no cover
     _HAS_CUDA = False
 if not _HAS_CUDA:
