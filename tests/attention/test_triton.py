@@ -451,6 +451,30 @@ def test_kernels_compile_for_h100() -> None:
     assert proc.returncode == 0, log[-3000:]
 
 
+def _decode_kwarg_seen(monkeypatch: pytest.MonkeyPatch, name: str, mode: ForwardMode, ext: int) -> list[object]:
+    """The ``name`` keyword of every ``decode_attention`` call of one forward of a 2-request batch
+    (``ext`` tokens each) in ``mode``, whose output must be the reference's."""
+    from updraft.attention import triton_backend as tb
+
+    seen: list[object] = []
+    real = tb.decode_kernels.decode_attention
+
+    def spy(*args: object, **kwargs: object) -> None:
+        seen.append(kwargs[name])
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
+    case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
+    setup = harness.build_case(case)
+    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+    return seen
+
+
 @pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
 @pytest.mark.parametrize("rows,pdl", [((1, 7), True), ((8, 8), False), ((2, 8), False), ((9, 64), True)])
 def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
@@ -459,26 +483,8 @@ def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
     """A verify block whose token rows (here 2 requests x 4 = 8) fall in ``verify_no_pdl_rows``
     asks the decode kernel and its merge for no PDL; one-token decode and other blocks keep it.
     The output is the reference's either way."""
-    from updraft.attention import triton_backend as tb
-
-    seen: list[bool] = []
-    real = tb.decode_kernels.decode_attention
-
-    def spy(*args: object, pdl: bool = True, **kwargs: object) -> None:
-        seen.append(pdl)
-        real(*args, pdl=pdl, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", rows)
-    case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
-    setup = harness.build_case(case)
-    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
-    batch = harness.make_batch(setup)
-    batch.attn_backend = backend
-    backend.init_forward_metadata(batch)
-    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
-    assert seen == [mode == ForwardMode.DECODE or pdl]
-    assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+    assert _decode_kwarg_seen(monkeypatch, "pdl", mode, ext) == [mode == ForwardMode.DECODE or pdl]
 
 
 @pytest.mark.parametrize("verify,decode", [(True, False), (False, True)])
@@ -489,25 +495,7 @@ def test_decode_kernel_prewarm_follows_the_mode(
     """``prewarm_verify`` / ``prewarm_decode`` reach the decode kernel of verify blocks and of
     one-token decode respectively (the launcher then applies it only with PDL, which the
     interpreter never has); the output is the reference's either way."""
-    from updraft.attention import triton_backend as tb
-
-    seen: list[bool] = []
-    real = tb.decode_kernels.decode_attention
-
-    def spy(*args: object, prewarm: bool = True, **kwargs: object) -> None:
-        seen.append(prewarm)
-        real(*args, prewarm=prewarm, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
     monkeypatch.setattr(TritonBackend, "prewarm_verify", verify)
     monkeypatch.setattr(TritonBackend, "prewarm_decode", decode)
-    case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
-    setup = harness.build_case(case)
-    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
-    batch = harness.make_batch(setup)
-    batch.attn_backend = backend
-    backend.init_forward_metadata(batch)
-    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    seen = _decode_kwarg_seen(monkeypatch, "prewarm", mode, ext)
     assert seen == [verify if mode == ForwardMode.TARGET_VERIFY else decode]
-    assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
-
