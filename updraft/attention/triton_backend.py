@@ -143,10 +143,11 @@ class TritonBackend(AttentionBackend):
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
     #: decode (read at each launch: a graph keeps the value it was captured with). H200,
     #: 2026-12-02, random weights, 1k context, alternating rounds
-    #: (benchmarks/results/2026-12-02-h200-store-prewarm): SmolLM2's 6-token verify at bs 1 0.628
-    #: -> 0.619 ms (verify blocks past 40 rows launch without PDL, so no prewarm); its decode at
-    #: bs 1 0.594 -> 0.587 but at bs 8 0.671 -> 0.684 ms (the 8B shape's 4.78 -> 4.83): eight
-    #: requests' programs prefetch while the QKV GEMV before them streams its weights.
+    #: (benchmarks/results/2026-12-02-h200-verify-prewarm, ../2026-12-02-h200-store-prewarm):
+    #: SmolLM2's 6-token verify at bs 1 0.628-0.630 -> 0.619-0.620 ms (verify blocks past 40 rows
+    #: launch without PDL, so without prewarm); its decode at bs 1 0.594 -> 0.587 but at bs 8 0.671
+    #: -> 0.684 ms (the 8B shape's 4.78 -> 4.83): eight requests' programs prefetch while the QKV
+    #: GEMV before them streams its weights.
     prewarm_verify: ClassVar[bool] = True
     prewarm_decode: ClassVar[bool] = False
 

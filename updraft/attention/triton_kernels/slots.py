@@ -20,8 +20,9 @@ wait a program prefetches its split's first block of cached rows into L2, so the
 after the wait meet them there instead of starting the trip to memory then. The PDL contract
 (``ops.triton_utils``) allows no load before the wait but weight prefetches; this bends it
 safely: the lengths, pool indices and slots it reads were written by the batch's metadata,
-kernels before (the kernel before this one is at most past its own wait, so everything before
-that is complete and visible), the cached rows steps before; they are read through L2 only
+kernels before (this kernel starts only once the one before it has passed its own wait, so every
+kernel before that one has completed and its writes are visible), the cached rows steps before;
+in the fused iteration ``read_rows`` writes the metadata at its start. They are read through L2 only
 (``.cg``: no L1 line a later load could hit stale), and nothing but prefetch addresses is
 computed from them. A value still being written costs a useless prefetch, never a wrong result.
 """
