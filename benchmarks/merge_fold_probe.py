@@ -87,7 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() and not args.smoke:
         print("merge_fold_probe: needs a CUDA GPU (or --smoke)", file=sys.stderr)
         return 2
-    kernel = probe_kernel
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     heads, d, splits = 9, 64, 64
     k_dim = n_dim = heads * d
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         out = torch.empty(1, n_dim, dtype=torch.bfloat16, device=dev)
 
         def probe(merged_in: bool, bn: int, bk: int, warps: int, i: int = 0) -> None:
-            kernel[(triton.cdiv(n_dim, bn),)](
+            probe_kernel[(triton.cdiv(n_dim, bn),)](
                 mid_o, mid_lse, x, ws[i % copies], out, n_dim, k_dim, mid_o.stride(1), mid_o.stride(2),
                 mid_lse.stride(1), ws[0].stride(0), MERGED=merged_in, S=splits, D=d, BLOCK_N=bn, BLOCK_K=bk,
                 num_warps=warps, **pdl_opts(dev, "gemv"))

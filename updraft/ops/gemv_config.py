@@ -255,8 +255,8 @@ def _tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: t
         if hit is not None and allowed(kind, hit, head_dim):
             return hit
     fam = family(device)
-    for gpu, f in sorted(_shipped_families().items()):
-        hit = _shipped().get(_key(gpu, kind, n, k, bucket, dtype, head_dim)) if f == fam and gpu != own else None
+    for gpu in sorted(g for g, f in _shipped_families().items() if f == fam and g != own):
+        hit = _shipped().get(_key(gpu, kind, n, k, bucket, dtype, head_dim))
         if hit is not None and allowed(kind, hit, head_dim):
             return hit
     return None

@@ -166,9 +166,8 @@ def make_worker(
     # The per-phase iteration's own costs (no overlap: an iteration costs its wall time plus the
     # host's work between iterations); priced exploration, as a larger S may cost several steps.
     adaptive = AdaptiveSteps(cfg.step_choices(), enabled=cfg.adaptive, overlap=False, explore_budget=EXPLORE_BUDGET)
-    # the lookup assist serves heads (EAGLE / MTP: the fused path has it on the device), not
-    # standalone draft models
-    # (the fused iteration takes the same parameters from this worker's assist)
+    # the lookup assist serves heads (EAGLE / MTP), not standalone draft models; the fused
+    # iteration takes its parameters from this worker's assist (one decision, here)
     assist = (HostLookupAssist(LookupAssist(cfg.ngram_min, cfg.ngram_max, cfg.ngram_assist))
               if cfg.ngram_assist and isinstance(proposer, DraftModelProposer) and proposer.shift else None)
     return SpecWorker(target_runner, proposer, cfg.num_steps, sampler, timer, adaptive, assist)

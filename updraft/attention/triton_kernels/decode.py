@@ -41,6 +41,7 @@ from updraft.attention.triton_kernels.slots import (
     first_slots,
     prefetch_rows,
     prewarm_slots,
+    split_len,
 )
 from updraft.ops.triton_utils import Family, pdl_enter, pdl_opts, pdl_release_late
 
@@ -134,10 +135,9 @@ def _decode_kernel(
 
     seq = tl.load(SeqLens + b)
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
-    split_len = tl.cdiv(tl.cdiv(seq, num_splits), BLOCK_N) * BLOCK_N
-    split_len = tl.maximum(split_len, MIN_SPLIT)
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, seq)
+    span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
+    lo = split * span
+    hi = tl.minimum(lo + span, seq)
 
     rr = tl.arange(0, BLOCK_H)
     ti = rr // GROUP  # the row's token in the verify block (0 in decode)
@@ -181,7 +181,7 @@ def _decode_kernel(
             tl.debug_barrier()  # every thread's partial stored before the ticket releases them
             counter = Sem + b * tl.num_programs(1) + kvh
             if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
-                _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, split_len), stride_mt,
+                _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, span), stride_mt,
                             stride_mh, stride_ms, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_H, BLOCK_D)
                 tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
 

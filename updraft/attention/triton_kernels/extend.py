@@ -31,6 +31,7 @@ import triton.language as tl
 
 from updraft.attention.triton_kernels import TileConfig, dot_precision, next_pow2
 from updraft.attention.triton_kernels.merge import merge_splits
+from updraft.attention.triton_kernels.slots import split_len
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -125,9 +126,9 @@ def _extend_kernel(
     acc = tl.zeros([ROWS, BLOCK_D], tl.float32)
 
     # Phase 1: this split's share of the cached prefix, from the pool. Every query row sees it.
-    split_len = tl.maximum(tl.cdiv(tl.cdiv(kv, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, kv)
+    span = split_len(kv, num_splits, BLOCK_N, MIN_SPLIT)
+    lo = split * span
+    hi = tl.minimum(lo + span, kv)
     hi = tl.where(live, hi, lo)
     table_row = ReqToToken + rpi * stride_rt
     for start in range(lo, hi, BLOCK_N):

@@ -43,7 +43,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
-from updraft.attention.triton_kernels.slots import block_slots, first_slots
+from updraft.attention.triton_kernels.slots import block_slots, first_slots, split_len
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -78,9 +78,9 @@ def _mla_decode_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
 
-    split_len = tl.maximum(tl.cdiv(tl.cdiv(seq, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, seq)
+    span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
+    lo = split * span
+    hi = tl.minimum(lo + span, seq)
     table_row = ReqToToken + rpi * stride_rt
     slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
     for start in range(lo, hi, BLOCK_N):

@@ -34,6 +34,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
+from updraft.attention.triton_kernels.slots import split_len
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -73,9 +74,9 @@ def _mla_extend_kernel(
     acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
 
     # Phase 1: this split's share of the cached prefix, from the pool. Every query row sees it.
-    split_len = tl.maximum(tl.cdiv(tl.cdiv(kv, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
-    lo = split * split_len
-    hi = tl.where(live, tl.minimum(lo + split_len, kv), lo)
+    span = split_len(kv, num_splits, BLOCK_N, MIN_SPLIT)
+    lo = split * span
+    hi = tl.where(live, tl.minimum(lo + span, kv), lo)
     table_row = ReqToToken + rpi * stride_rt
     for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)

@@ -56,6 +56,14 @@ def block_slots(table_row, pos, hi, slot_next, BLOCK_N: tl.constexpr, PREFETCH: 
 
 
 @triton.jit
+def split_len(n, num_splits, BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
+    """Positions a KV split covers when ``n`` are split ``num_splits`` ways (a host scalar frozen
+    at capture): whole ``BLOCK_N`` blocks, at least ``MIN_SPLIT``; short contexts leave the
+    trailing splits empty. Every split-KV kernel (and the prewarm) splits by this."""
+    return tl.maximum(tl.cdiv(tl.cdiv(n, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
+
+
+@triton.jit
 def prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE: tl.constexpr,
                   BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
     """``(slots int64 [BLOCK_N], mask)``: the pool slots of the first block of cached positions of
@@ -63,7 +71,7 @@ def prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_
     ``STRIDE`` new positions excluded), read through L2 before the PDL wait (module docstring)."""
     seq = tl.load(SeqLens + b, cache_modifier=".cg")
     rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
-    lo = split * tl.maximum(tl.cdiv(tl.cdiv(seq, num_splits), BLOCK_N) * BLOCK_N, MIN_SPLIT)
+    lo = split * split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
     pos = lo + tl.arange(0, BLOCK_N)
     ok = pos < tl.maximum(seq - STRIDE, 0)
     slot = tl.load(ReqToToken + rpi * stride_rt + pos, mask=ok, other=0, cache_modifier=".cg")
