@@ -37,9 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if not torch.cuda.is_available():  # the interpreter switch is read when a kernel is defined
     os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from attention_bench import meta  # noqa: E402
 
 from updraft.attention.triton_kernels.merge import merge_splits  # noqa: E402
 from updraft.ops import gemv  # noqa: E402
@@ -139,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu",
-                                        "rows": rows}, indent=1))
+        args.out.write_text(json.dumps({"meta": meta(dev), "rows": rows}, indent=1))
     return 0
 
 

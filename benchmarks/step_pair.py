@@ -26,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode_kernels as dk  # noqa: E402
+from attention_bench import meta  # noqa: E402
 
 from updraft.attention.triton_backend import TritonBackend  # noqa: E402
 from updraft.batch import ForwardMode  # noqa: E402
@@ -107,7 +108,7 @@ def main() -> None:
         if "verify_over_decode" in r:
             print(f"{r['model']} bs {r['bs']} prewarm {r['prewarm']}: verify / decode = {r['verify_over_decode']:.3f}")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "step_pair.json").write_text(json.dumps(dict(device=torch.cuda.get_device_name(), rows=rows), indent=1))
+    (args.out / "step_pair.json").write_text(json.dumps(dict(meta=meta(torch.device("cuda")), rows=rows), indent=1))
 
 
 if __name__ == "__main__":
