@@ -36,9 +36,10 @@ _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 def _compile(
     fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], num_warps: int = 4, floats: tuple[str, ...] = ()
-) -> tuple[float, int, int]:
+) -> tuple[float, int, int, str]:
     """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32:
-    (seconds, shared memory bytes, local-memory stores in the PTX: register spills)."""
+    (seconds, shared memory bytes, local-memory stores in the PTX: register spills, the MMA
+    instructions its dots became: "wgmma" (Hopper warpgroup MMA), "mma" (mma.sync) or "")."""
     if "PDL" in fn.arg_names:  # the GPU default: every kernel launches with PDL on sm_90+
         consts = {"PDL": 2, **consts}
     stages = int(consts.pop("num_stages", 2))
@@ -58,7 +59,9 @@ def _compile(
     t0 = time.time()
     kernel = triton.compile(ASTSource(fn, sig, consts, attrs), target=target,
                             options={"num_warps": num_warps, "num_stages": stages})
-    return time.time() - t0, int(kernel.metadata.shared), kernel.asm["ptx"].count("st.local")
+    ptx = kernel.asm["ptx"]
+    mma = "wgmma" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else ""
+    return time.time() - t0, int(kernel.metadata.shared), ptx.count("st.local"), mma
 
 
 def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
@@ -140,7 +143,14 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
         out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
                     mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
                     dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
-                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, num_stages=2 if fp32 else 3, **lat), warps))
+                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, KEYS_M=False, num_stages=2 if fp32 else 3, **lat),
+                    warps))
+    if not fp32:  # the keys-on-M tiles (warpgroup MMA): decode of 16 heads, a tree-masked verify block
+        for heads, stride, rows, tree in [(16, 1, 16, False), (16, 4, 32, True)][: 2 if full else 1]:
+            out.append((f"mla_decode {dt} keys-on-M H={heads} stride={stride} rows={rows} tree={tree}",
+                        mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
+                        dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=64, MIN_SPLIT=max(128, 16 * rows),
+                             TREE=tree, DIRECT=False, PREFETCH=False, KEYS_M=True, num_stages=2, **lat), 4))
     for heads, rows, bn, tree, direct, warps in ext:
         out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
                     extend_ptrs | dict(TreeMask="u8" if tree else "i32"),
@@ -164,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for label, fn, ptrs, consts, warps in specs(args.full):
         try:
-            dt, smem, spills = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
-            print(f"ok    {label}: {dt:.1f}s, {smem} B shared" + (f", {spills} local stores (spills)" if spills else ""))
+            dt, smem, spills, mma = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
+            print(f"ok    {label}: {dt:.1f}s, {smem} B shared" + (f", {mma}" if mma else "")
+                  + (f", {spills} local stores (spills)" if spills else ""))
         except Exception as exc:  # report every failing specialization, not just the first
             failures += 1
             print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")
