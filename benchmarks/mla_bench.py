@@ -55,8 +55,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sweep", action="store_true", help="also time other tiles / split counts per shape (tuning)")
     p.add_argument("--pipeline-sweep", action="store_true",
                    help="key tiles x stages (3+: slots prefetched) x splits, and the forward without its store / merge")
-    p.add_argument("--keys-sweep", action="store_true",
-                   help="the decode tile with its keys on the dots' M (keys_on_m) x keys x stages x warps x splits")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kernel per forward (torch profiler)")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="only these head counts (default 16 and 128)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
@@ -74,7 +72,6 @@ class Variant:
     splits: int | None = None
     warps: int | None = None
     stages: int | None = None
-    keys_m: bool | None = None  # the decode tile's keys on the dots' M (TileConfig.keys_on_m)
     skip: str | None = None  # diagnostics: "store" or "merge" left out of the timed forward (wrong output)
 
     @property
@@ -83,13 +80,12 @@ class Variant:
             return "policy"
         parts = [f"{k}={v}" for k, v in (("rows", self.block_rows), ("keys", self.block_n), ("splits", self.splits),
                                           ("warps", self.warps), ("stages", self.stages)) if v]
-        parts += [] if self.keys_m is None else ["keys-on-M" if self.keys_m else "rows-on-M"]
         parts += [f"no {self.skip}"] if self.skip else []
         return ",".join(parts)
 
     @property
     def tiled(self) -> bool:
-        return any((self.block_rows, self.block_n, self.warps, self.stages)) or self.keys_m is not None
+        return any((self.block_rows, self.block_n, self.warps, self.stages))
 
 
 def pipeline_variants(bs: int, stride: int) -> list[Variant]:
@@ -110,20 +106,6 @@ def pipeline_variants(bs: int, stride: int) -> list[Variant]:
     for rows, keys, stages in tiles:
         out += [Variant(rows, keys, s, 4 if rows <= 16 else 8, stages) for s in splits]
     return out + [Variant(skip="store"), Variant(skip="merge")]
-
-
-def keys_variants(bs: int, stride: int) -> list[Variant]:
-    """``--keys-sweep``: the decode tile with the keys on the dots' M (warpgroup MMA on sm_90)
-    against the rows-on-M tile: both at the policy's tile, then keys-on-M 64-key tiles (2 stages:
-    one 64-key buffer in flight; 3 stages need 240 KB of shared memory with this tile and may be
-    refused) and 32-key tiles at 3-4 stages, 4 and 8 warps, over split counts around the
-    policy's."""
-    splits: tuple[int | None, ...] = (None, 8, 16, 32) if bs <= 8 else (None, 4, 8)
-    out = [Variant(keys_m=False), Variant(keys_m=True)]
-    for keys, stages in ((64, 2), (64, 3), (32, 3), (32, 4)):
-        for warps in (4, 8):
-            out += [Variant(None, keys, sp, warps, stages, keys_m=True) for sp in splits]
-    return out
 
 
 def sweep_variants(heads: int, stride: int) -> list[Variant]:
@@ -186,7 +168,7 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
             # min_split: the policy's unless the variant sets the split count itself
             min_split = 2 * keys if variant.splits else max(t.min_split, 2 * keys)
             return TileConfig(rows, keys, min_split, variant.warps or (4 if rows <= 16 else 8),
-                              variant.stages or t.num_stages, t.keys_on_m if variant.keys_m is None else variant.keys_m)
+                              variant.stages or t.num_stages)
 
         be._tile = tile  # type: ignore[method-assign]
     be.kv_splits_override = variant.splits
@@ -283,8 +265,6 @@ def main(argv: list[str] | None = None) -> int:
             variants = [Variant()] + (sweep_variants(heads, stride) if args.sweep else [])
             if args.pipeline_sweep:
                 variants = pipeline_variants(bs, stride)
-            if args.keys_sweep:
-                variants = keys_variants(bs, stride)
             got = run_variants(variants, bs, ctx, heads, args, device, dims, stride)
             best = min(got, key=lambda r: r["time_us"])
             for r in got:

@@ -153,29 +153,6 @@ def test_slots_prefetched_a_block_ahead(mode: ForwardMode) -> None:
             torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", [M.DECODE, M.DRAFT_DECODE, M.TARGET_VERIFY], ids=lambda m: m.name)
-def test_keys_on_m_tiles(mode: ForwardMode) -> None:
-    """The transposed decode tile (``keys_on_m``: keys on the dots' M, query rows on N) equals
-    the reference and the rows-on-M tile: fp32 and bf16, with and without the slot prefetch,
-    one to five splits, page sizes 1 and 16; the verify block under a tree mask too."""
-    ext = (1, 1, 1) if mode.is_decode() else (4, 4, 4)
-    cases = [(1, "float32", False), (16, "bfloat16", False)]
-    if mode == M.TARGET_VERIFY:
-        cases.append((4, "float32", True))
-    for page, dtype, tree in cases:
-        case = mla_case(mode, (70, 33, 5), ext, page=page, dtype=dtype, tree=tree)
-        for stages, splits in ((2, 1), (3, 3), (2, 5)):
-            outs = []
-            for keys_on_m in (True, False):
-                tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=4, num_stages=stages,
-                                  keys_on_m=keys_on_m)
-                result, _, batch, out = run_case(case, splits=splits, tile=tile)
-                assert result.ok, (page, dtype, tree, stages, splits, keys_on_m, result.describe())
-                outs.append(out.float())
-            tol = 1e-5 if dtype == "float32" else 2e-2
-            torch.testing.assert_close(outs[0], outs[1], rtol=tol, atol=tol)
-
-
 # ---- routing ----------------------------------------------------------------------------------
 def test_extend_modes_never_reach_decode_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     """Failure class 5: DRAFT_EXTEND_V2, DRAFT_EXTEND and EXTEND take the extend kernel; the

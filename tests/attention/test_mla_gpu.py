@@ -92,30 +92,6 @@ def test_deepseek_shapes(dtype: str) -> None:
     assert not problems, problems
 
 
-@pytest.mark.parametrize("keys_on_m", [True, False], ids=["keys-on-M", "rows-on-M"])
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_decode_tile_both_ways(monkeypatch: pytest.MonkeyPatch, dtype: str, keys_on_m: bool) -> None:
-    """The decode kernel's two tiles, whichever the policy picks, at the DeepSeek shapes of the
-    decode-like modes: keys on the dots' M (warpgroup MMA; 2 stages, the 64-key tile's shared
-    memory) and query rows on M (3 stages, the slots prefetched)."""
-    import dataclasses
-
-    from updraft.attention.mla_backend import MLABackend
-    from updraft.attention.triton_kernels import TileConfig
-
-    policy = MLABackend._tile
-
-    def tile(self: MLABackend, use_decode: bool, max_ext: int, bsz: int) -> TileConfig:
-        t = policy(self, use_decode, max_ext, bsz)
-        return dataclasses.replace(t, keys_on_m=keys_on_m, num_stages=2 if keys_on_m else 3) if use_decode else t
-
-    monkeypatch.setattr(MLABackend, "_tile", tile)
-    cases = [c for c in deepseek_cases(dtype) if c.mode in (M.DECODE, M.DRAFT_DECODE, M.TARGET_VERIFY)]
-    assert len(cases) >= 6
-    problems = [p for c in cases for p in check_against_both(c)]
-    assert not problems, problems
-
-
 @pytest.mark.parametrize("mode,s", [(M.DECODE, 1), (M.TARGET_VERIFY, 4), (M.DRAFT_EXTEND_V2, 4)])
 def test_padded_graph_rows(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, s: int) -> None:
     """Padded rows as the graph runner writes them: finite, real rows right, only the scratch

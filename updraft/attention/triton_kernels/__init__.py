@@ -61,5 +61,3 @@ class TileConfig:
     min_split: int
     num_warps: int
     num_stages: int
-    #: MLA decode only: the keys on the dots' M dimension (``mla_common.latent_block_keys``).
-    keys_on_m: bool = False

@@ -143,14 +143,7 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
         out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
                     mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
                     dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
-                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, KEYS_M=False, num_stages=2 if fp32 else 3, **lat),
-                    warps))
-    if not fp32:  # the keys-on-M tiles (warpgroup MMA): decode of 16 heads, a tree-masked verify block
-        for heads, stride, rows, tree in [(16, 1, 16, False), (16, 4, 32, True)][: 2 if full else 1]:
-            out.append((f"mla_decode {dt} keys-on-M H={heads} stride={stride} rows={rows} tree={tree}",
-                        mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
-                        dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=64, MIN_SPLIT=max(128, 16 * rows),
-                             TREE=tree, DIRECT=False, PREFETCH=False, KEYS_M=True, num_stages=2, **lat), 4))
+                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, num_stages=2 if fp32 else 3, **lat), warps))
     for heads, rows, bn, tree, direct, warps in ext:
         out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
                     extend_ptrs | dict(TreeMask="u8" if tree else "i32"),

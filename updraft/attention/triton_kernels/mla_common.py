@@ -70,37 +70,6 @@ def latent_block(qc, qr, m_i, l_i, acc, Lat, rows, stride_r, rmask, allowed, dv,
 
 
 @triton.jit
-def latent_block_keys(qc_t, qr_t, m_i, l_i, acc_t, Lat, rows, stride_r, rmask, allowed_t, dv, dr, scale_log2,
-                      DV: tl.constexpr, DR: tl.constexpr, PV_DTYPE: tl.constexpr, DOT_F32: tl.constexpr,
-                      DOT_PREC: tl.constexpr):
-    """``latent_block`` transposed: the keys on the dots' M dimension, the query rows on N.
-    ``qc_t`` [BLOCK_DV, M], ``qr_t`` [BLOCK_DR, M], ``acc_t`` [BLOCK_DV, M], ``allowed_t`` [N, M] (or
-    [N, 1]); m and l are per query row as there. Why: a decode program holds 16 query rows, too few
-    for Hopper's warpgroup MMA (M >= 64), so ``latent_block``'s dots run as mma.sync with every
-    latent tile copied from shared memory to registers; here a 64-key tile is the M of both dots
-    (scores = c . qc^T, out^T += c^T . p^T), which the compiler issues as wgmma reading the latent
-    tile where the pipeline put it. Same sums, other order inside each dot."""
-    ptr = Lat + rows[:, None].to(tl.int64) * stride_r
-    c = tl.load(ptr + dv[None, :], mask=rmask[:, None] & (dv[None, :] < DV), other=0.0)  # [N, BLOCK_DV]
-    kr = tl.load(ptr + DV + dr[None, :], mask=rmask[:, None] & (dr[None, :] < DR), other=0.0)  # [N, BLOCK_DR]
-    s = tl.dot(c.to(qc_t.dtype), qc_t, input_precision=DOT_PREC)
-    s = tl.dot(kr.to(qr_t.dtype), qr_t, s, input_precision=DOT_PREC)  # [N, M]
-    s = tl.where(allowed_t, s * scale_log2, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 0))
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = tl.exp2(m_i - m_safe)
-    p = tl.exp2(s - m_safe[None, :])
-    l_i = l_i * alpha + tl.sum(p, 0)
-    p = p.to(PV_DTYPE)
-    v = c.to(PV_DTYPE)
-    if DOT_F32:
-        p = p.to(tl.float32)
-        v = v.to(tl.float32)
-    acc_t = acc_t * alpha[None, :] + tl.dot(tl.trans(v), p, input_precision=DOT_PREC)
-    return m_new, l_i, acc_t
-
-
-@triton.jit
 def store_rows(Out, MidO, MidLse, qrow, head, split, dv, rvalid, m_i, l_i, acc, stride_ot, stride_oh, stride_mt,
                stride_mh, stride_ms, stride_lt, stride_lh, DV: tl.constexpr, DIRECT: tl.constexpr):
     """The normalised output rows (``DIRECT``: one split), or this split's partial output and

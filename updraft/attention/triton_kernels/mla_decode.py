@@ -39,7 +39,6 @@ from updraft.attention.triton_kernels.merge import merge_splits
 from updraft.attention.triton_kernels.mla_common import (
     grid_rows,
     latent_block,
-    latent_block_keys,
     latent_consts,
     load_query_rows,
     store_rows,
@@ -49,35 +48,13 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
-def _allowed(TreeMask, b, stride_tb, stride_ti, pos, pmask, kv, ti, rvalid, STRIDE: tl.constexpr, TREE: tl.constexpr,
-             KEYS_M: tl.constexpr):
-    """Which (query row, key) pairs of a block may attend: [M, N], or [N, M] with ``KEYS_M``.
-    Query token i sits at position kv + i: causal inside the block (always true in decode); a
-    tree mask covers the block's own positions (``rel`` < 0 is the prefix, always visible)."""
-    rel = pos - kv
-    if KEYS_M:
-        allowed = pmask[:, None] & (pos[:, None] <= kv + ti[None, :])
-        if TREE:
-            tm = tl.load(TreeMask + b * stride_tb + ti[None, :] * stride_ti + rel[:, None],
-                         mask=rvalid[None, :] & (rel[:, None] >= 0) & (rel[:, None] < STRIDE) & pmask[:, None], other=1)
-            allowed = allowed & (tm != 0)
-    else:
-        allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
-        if TREE:
-            tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + rel[None, :],
-                         mask=rvalid[:, None] & (rel[None, :] >= 0) & (rel[None, :] < STRIDE) & pmask[None, :], other=1)
-            allowed = allowed & (tm != 0)
-    return allowed
-
-
-@triton.jit
 def _mla_decode_kernel(
     Q, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, TreeMask,
     stride_qt, stride_qh, stride_ks, stride_rt, stride_ot, stride_oh, stride_mt, stride_mh, stride_ms,
     stride_lt, stride_lh, stride_tb, stride_ti, scale_log2, num_splits,
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr,
-    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PREFETCH: tl.constexpr, KEYS_M: tl.constexpr, PDL: tl.constexpr,
+    DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
 ):
     pdl_enter(PDL)
     mblk = tl.program_id(0)
@@ -99,12 +76,7 @@ def _mla_decode_kernel(
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
-    if KEYS_M:  # the transposed dots (mla_common.latent_block_keys): queries and output on N
-        qc = tl.trans(qc)
-        qr = tl.trans(qr)
-        acc = tl.zeros([BLOCK_DV, BLOCK_M], tl.float32)
-    else:
-        acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
 
     span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
     lo = split * span
@@ -115,17 +87,17 @@ def _mla_decode_kernel(
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
         slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
-        allowed = _allowed(TreeMask, b, stride_tb, stride_ti, pos, pmask, kv, ti, rvalid, STRIDE, TREE, KEYS_M)
-        if KEYS_M:
-            m_i, l_i, acc = latent_block_keys(qc, qr, m_i, l_i, acc, KPool, slot, stride_ks, pmask, allowed, dv, dr,
-                                              scale_log2, DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
-        else:
-            m_i, l_i, acc = latent_block(qc, qr, m_i, l_i, acc, KPool, slot, stride_ks, pmask, allowed, dv, dr,
-                                         scale_log2, DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
+        # Query token i sits at position kv + i: causal inside the block (always true in decode).
+        allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
+        if TREE:
+            rel = pos - kv  # index inside the draft block; < 0 in the prefix, which stays visible
+            tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + rel[None, :],
+                         mask=rvalid[:, None] & (rel[None, :] >= 0) & (rel[None, :] < STRIDE) & pmask[None, :], other=1)
+            allowed = allowed & (tm != 0)
+        m_i, l_i, acc = latent_block(qc, qr, m_i, l_i, acc, KPool, slot, stride_ks, pmask, allowed, dv, dr, scale_log2,
+                                     DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
 
     pdl_release_late(PDL)
-    if KEYS_M:
-        acc = tl.trans(acc)
     store_rows(Out, MidO, MidLse, qrow, head, split, dv, rvalid, m_i, l_i, acc, stride_ot, stride_oh, stride_mt,
                stride_mh, stride_ms, stride_lt, stride_lh, DV, DIRECT)
 
@@ -175,8 +147,7 @@ def mla_decode_attention(
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb, ti,
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
-        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, KEYS_M=cfg.keys_on_m,
-        **latent_consts(dv, dim, q.dtype, dot_f32),
+        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, **latent_consts(dv, dim, q.dtype, dot_f32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
