@@ -108,12 +108,21 @@ def test_filter_at_the_real_vocabulary() -> None:
                          torch.tensor([0.9, 1.0, 0.9, 0.8]), torch.tensor([0.0, 0.0, 0.0, 0.05])) <= 1
 
 
-def test_hist_leaves_the_tail_out_under_top_p_alone() -> None:
+def test_hist_leaves_the_tail_out_under_top_p_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """LM-like rows at SmolLM2's vocabulary (a few tokens far above a broad bulk): under top-p
     alone the histogram counts only the tokens near the max, their left-out mass still in Z
     (kept sets and probabilities equal the reference); with top-k, a top_p above TAIL_P_MAX or a
-    flat row every finite token is counted."""
+    flat row every finite token is counted. The bins start as garbage (the first launch zeroes
+    them, no memset)."""
     from updraft.spec import filter_hist
+
+    empty = torch.empty
+
+    def poisoned(*shape: object, dtype: torch.dtype | None = None, **kw: object) -> torch.Tensor:
+        t = empty(*shape, dtype=dtype, **kw)  # type: ignore[call-overload]
+        return t.fill_(7) if dtype == torch.int32 else t
+
+    monkeypatch.setattr(filter_hist.torch, "empty", poisoned)
 
     g = torch.Generator().manual_seed(2026)
     vocab = 49152

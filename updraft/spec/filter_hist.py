@@ -10,7 +10,8 @@ a bin. The launches:
 
 1. ``_max_kernel`` (rows x chunks of the vocabulary): per row the finite and NaN / +inf counts,
    and the max with its first index as one int64 ``atomic_max`` of
-   ``(bin + 1) << 32 | (2**31 - 1 - index)``.
+   ``(bin + 1) << 32 | (2**31 - 1 - index)``; its programs zero the row's bins (in place of a
+   memset launch: the two launches cost what one launch and a memset did).
 2. ``_hist_kernel`` (the same grid): each token adds 1 to its value's bin (int32 atomics: exact,
    order-free, deterministic). Under a top-p cut-off without top-k (``tail_bound``) only the
    tokens within ``D`` of the row's max are counted; each chunk stores the weight of the others.
@@ -110,13 +111,17 @@ def _row_values(Logits, stride_row, row, chunk, V, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _max_kernel(Logits, stride_row, Acc, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
-                CHUNK: tl.constexpr, IDX: tl.constexpr, PDL: tl.constexpr):
+def _max_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
+                CHUNK: tl.constexpr, NBINS: tl.constexpr, ZB: tl.constexpr, IDX: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
+    chunk = tl.program_id(1)
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below):
         return
-    offs, x, inside, fin, bad = _row_values(Logits, stride_row, row, tl.program_id(1), V, CHUNK)
+    # this program's share of the row's bins zeroed for launch 2 (no memset launch before it)
+    zb = chunk * ZB + tl.arange(0, ZB)
+    tl.store(Hist + row * NBINS + zb, tl.zeros([ZB], tl.int32), mask=zb < NBINS)
+    offs, x, inside, fin, bad = _row_values(Logits, stride_row, row, chunk, V, CHUNK)
     ok = fin & (bad == 0)
     b = _bin_of(tl.where(ok, x, 0.0))
     best = tl.max(tl.where(ok, b, -1), axis=0)
@@ -322,11 +327,13 @@ def histogram(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: 
     rows, vocab = logits.shape
     dev = logits.device
     nch = triton.cdiv(vocab, _CHUNK)
-    h = Histogram(torch.zeros((rows, NBINS), dtype=torch.int32, device=dev),  # 256 KB a row (a memset in a graph)
+    # hist: 256 KB a row, zeroed by launch 1 (a cut row's); tail: every chunk of a cut row writes its sum
+    h = Histogram(torch.empty((rows, NBINS), dtype=torch.int32, device=dev),
                   torch.zeros((rows, 4), dtype=torch.int64, device=dev),
-                  torch.empty((rows, nch), dtype=torch.float32, device=dev))  # every chunk of a cut row writes it
+                  torch.empty((rows, nch), dtype=torch.float32, device=dev))
     sel = (temperature, temperature.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0), ndt, greedy_below, vocab)
-    _max_kernel[(rows, nch)](logits, logits.stride(0), h.acc, *sel, CHUNK=_CHUNK, IDX=_IDX, num_warps=8,
+    _max_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, *sel, CHUNK=_CHUNK, NBINS=NBINS,
+                             ZB=triton.next_power_of_2(triton.cdiv(NBINS, nch)), IDX=_IDX, num_warps=8,
                              **pdl_opts(dev, "sampling"))
     _hist_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, h.tail, *sel, CHUNK=_CHUNK, NCH=nch,
                               NBINS=NBINS, TAIL_P_MAX=TAIL_P_MAX, num_warps=8, **pdl_opts(dev, "sampling"))

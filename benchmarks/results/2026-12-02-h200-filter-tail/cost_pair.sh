@@ -2,7 +2,7 @@
 label=$1; shift
 for side in new base; do
   dir=$PWD; [ $side = base ] && dir=/tmp/base
-  (cd $dir && PYTHONPATH=$dir timeout 150 python benchmarks/spec_iteration.py --skip-speed --skip-lossless --cost-sizes 1,8 \
+  (cd $dir && PYTHONPATH=$dir timeout 200 python benchmarks/spec_iteration.py --skip-speed --skip-lossless --cost-sizes 1,8 \
      "$@" --out $OUT/cost_${label}_$side > $OUT/cost_${label}_$side.log 2>&1)
   python - $OUT/cost_${label}_$side/spec_iteration.json $label $side <<'PY'
 import json, sys
