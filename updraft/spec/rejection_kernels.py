@@ -361,7 +361,7 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     ``top_p`` / ``min_p`` [B] (raw: temperature below GREEDY_TEMPERATURE is greedy, top_k <= 0
     or >= V, top_p >= 1 and min_p = 0 are off; any strides, read in place; top_k of any dtype).
     ``bf16_values``: every logit is a bf16 value (a bf16 target's): the rows go to
-    ``filter_hist`` (three launches spreading each row over many programs) instead of one
+    ``filter_hist`` (four launches spreading each row over many programs) instead of one
     program per row."""
     rows, vocab = logits.shape
     assert logits.stride(1) == 1, "filter_rows: the vocabulary dimension must be contiguous"
