@@ -73,19 +73,24 @@ sig = {**ptr, **prm, "stride_row": "i64", "Tiles": "*fp32", "ndt": "i32", "greed
 cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
         "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS, "SKIP_CUTS": True}
 triton.compile(src(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
-# filter_hist's three launches over a bf16 target's logits
+# filter_hist's four launches over a bf16 target's logits (SmolLM2's 12 chunks of the vocabulary)
 from updraft.spec import filter_hist as fh
 sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
        "greedy_below": "fp32", "V": "i32"}
 sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", **sel}
-triton.compile(src(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "IDX": fh._IDX}),
+triton.compile(src(fh._max_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "ZB": 8192, "IDX": fh._IDX}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Tail": "*fp32", **sel}
+triton.compile(src(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NCH": 12, "NBINS": fh.NBINS,
+                                          "TAIL_P_MAX": fh.TAIL_P_MAX}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **sel}
 triton.compile(src(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **{k: v for k, v in prm.items()}, "Stats": "*fp32",
-       "ndt": "i32", "V": "i32", "greedy_below": "fp32"}
-triton.compile(src(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS}),
+sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", "Tail": "*fp32", **{k: v for k, v in prm.items()},
+       "Stats": "*fp32", "ndt": "i32", "V": "i32", "greedy_below": "fp32"}
+triton.compile(src(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS,
+                                         "NCH": 12, "NCH_P2": 16}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
        "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
