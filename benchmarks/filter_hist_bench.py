@@ -24,7 +24,22 @@ from filter_bench import FILTERS  # noqa: E402
 from sampled_tune import _graph_ms  # noqa: E402
 
 from updraft.provenance import git_commit  # noqa: E402
+from updraft.spec import filter_hist as fh  # noqa: E402
 from updraft.spec import rejection_kernels as rk  # noqa: E402
+
+
+def registers() -> dict[str, list[tuple[int, int]]]:
+    """(registers a thread, spilled bytes) of each compiled variant of the histogram filter's
+    launches, read from triton's per-device kernel caches (empty where this triton keeps them
+    elsewhere)."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for name in ("_max_kernel", "_hist_kernel", "_block_kernel", "_cut_kernel"):
+        caches = getattr(getattr(fh, name), "device_caches", {})
+        for entry in caches.values():
+            for k in entry[0].values():
+                k._init_handles()
+                out.setdefault(name, []).append((int(k.n_regs), int(k.n_spills)))
+    return out
 
 
 def case(rows: int, vocab: int, flt: tuple[str, float, int, float, float]) -> dict[str, Any]:
@@ -63,6 +78,8 @@ def main() -> None:
                 print(f"{vocab:>7} {rows:>5} {flt[0]:>20} {r['one_program_us']:>15.1f} {r['hist_us']:>8.1f} "
                       f"{r['speedup']:>6.1f} {r['rows_keeping_other_tokens']:>6} {r['max_rel_z_diff']:>8.1e}"
                       + ("" if r["same_max_and_argmax"] else "  M/AMAX DIFFER"), flush=True)
+    out["registers_spills"] = registers()
+    print("registers, spilled bytes:", out["registers_spills"])
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "filter_hist_bench.json").write_text(json.dumps(out, indent=1))
 

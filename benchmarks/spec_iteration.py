@@ -137,10 +137,10 @@ def add_cost_args(ap: argparse.ArgumentParser, sizes: str, smollm_required: bool
     ap.add_argument("--out", required=True)
 
 
-def set_sampling(reqs: list[Any], sampled: bool) -> None:
-    """The cost benchmarks' two settings: greedy, or T = 0.7 with top-p 0.9."""
+def set_sampling(reqs: list[Any], sampled: bool, top_k: int = -1) -> None:
+    """The cost benchmarks' two settings: greedy, or T = 0.7 with top-p 0.9 (and ``top_k``)."""
     for r in reqs:
-        r.params = SamplingParams(temperature=0.7, top_p=0.9) if sampled else SamplingParams(temperature=0)
+        r.params = SamplingParams(temperature=0.7, top_p=0.9, top_k=top_k) if sampled else SamplingParams(temperature=0)
 
 
 def args_text(args: argparse.Namespace, engine: Engine, sizes: list[int]) -> list[int] | None:
@@ -187,9 +187,10 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
 
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int,
          real_text: bool = False, draft_lm_head: str = "auto", ngram_assist: int = SpeculativeConfig.ngram_assist,
-         ) -> dict[str, Any]:
+         top_k: int = -1) -> dict[str, Any]:
     """Decode step, plain step and S = 5 cycles (greedy, sampled, the dense sampled path) at
-    ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``)."""
+    ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``);
+    ``top_k``: the sampled cycles' top-k beside top-p 0.9."""
     base = smollm_engine_config(model, sizes, context)
     out: dict[str, Any] = {"context": "mt_bench text" if real_text else "unwritten KV"}
     plain = Engine(base, loaded=loaded)
@@ -217,7 +218,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
         # sampled_dense: the sampled acceptance as it was (Sampler.probs + dense q +
         # rejection_accept), captured in a graph of its own, for a same-machine comparison.
         for name, sampled in (("greedy", False), ("sampled", True), ("sampled_dense", True)):
-            set_sampling(reqs, sampled)
+            set_sampling(reqs, sampled, top_k)
             drv.admit(reqs)
             drv.fused.graphs.pop((5, sampled, drv.fused.bucket(bs)), None)  # captured with this variant
             rejection_kernels.use_kernels = kernels if name != "sampled_dense" else (lambda t: False)
@@ -499,6 +500,7 @@ def main() -> None:
     ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
                     help="the cycle costs' engines: lookups replace the head's drafts where the history repeats this many tokens (0: off)")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--sampled-top-k", type=int, default=-1, help="the sampled cycle costs' top-k beside top-p 0.9 (-1: none)")
     ap.add_argument("--blank-context", action="store_true",
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
@@ -515,14 +517,16 @@ def main() -> None:
             head = write_random_eagle3(Path(tmp) / "e3", cfg, 32000)
             loaded = random_llama(cfg, torch.bfloat16)
             results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters,
-                                                  draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
+                                                  draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
+                                                  top_k=args.sampled_top_k)
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
     if args.random_smollm:  # the cycle's kernels do not depend on the weights (S pinned)
         loaded = random_model("random:smollm2-135m", torch.bfloat16, "cuda")
         results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), cost_sizes, args.context,
-                                              args.iters, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
+                                              args.iters, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
+                                              top_k=args.sampled_top_k)
         print(json.dumps(results["cost_smollm2_random"], indent=1), flush=True)
         del loaded
         torch.cuda.empty_cache()
@@ -538,7 +542,8 @@ def main() -> None:
         if not args.skip_lossless:
             results["lossless_fp32"] = lossless(args.smollm, args.head, method)
         results["cost_smollm2"] = cost(args.smollm, None, args.head, method, cost_sizes, args.context, args.iters,
-                                       real_text=not args.blank_context, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
+                                       real_text=not args.blank_context, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
+                                       top_k=args.sampled_top_k)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             only = set(args.variants.split(",")) if args.variants else None

@@ -108,12 +108,13 @@ def test_filter_at_the_real_vocabulary() -> None:
                          torch.tensor([0.9, 1.0, 0.9, 0.8]), torch.tensor([0.0, 0.0, 0.0, 0.05])) <= 1
 
 
-def test_hist_leaves_the_tail_out_under_top_p_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LM-like rows at SmolLM2's vocabulary (a few tokens far above a broad bulk): under top-p
-    alone the histogram counts only the tokens near the max, their left-out mass still in Z
-    (kept sets and probabilities equal the reference); with top-k, a top_p above TAIL_P_MAX or a
-    flat row every finite token is counted. The bins start as garbage (the first launch zeroes
-    them, no memset)."""
+def test_hist_counts_only_the_tokens_a_cut_off_can_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LM-like rows at SmolLM2's vocabulary (a few tokens far above a broad bulk). Under top-p
+    alone the histogram counts only the tokens near the max, their left-out mass still in Z; under
+    top-k only those at or above the floor its group maxima give (``topk_floor``). Kept sets and
+    probabilities equal the reference. A top_p above TAIL_P_MAX, a flat row and a top-k larger
+    than the row's 768 groups count every finite token. The bins start as garbage (the first
+    launch zeroes them, no memset)."""
     from updraft.spec import filter_hist
 
     empty = torch.empty
@@ -126,20 +127,20 @@ def test_hist_leaves_the_tail_out_under_top_p_alone(monkeypatch: pytest.MonkeyPa
 
     g = torch.Generator().manual_seed(2026)
     vocab = 49152
-    logits = torch.randn(6, vocab, generator=g) * 2.0
+    logits = torch.randn(8, vocab, generator=g) * 2.0
     logits[:, 100:120] += torch.linspace(6.0, 16.0, 20)
-    logits[5] = torch.randn(vocab, generator=g) * 0.3  # flat: every token within D of the max
+    logits[6] = torch.randn(vocab, generator=g) * 0.3  # flat: every token within D of the max
     logits = logits.to(torch.bfloat16).float()
-    temp = torch.tensor([0.7, 0.7, 1.0, 0.7, 0.7, 0.7])
-    top_k = torch.tensor([-1, -1, -1, 50, -1, -1])
-    top_p = torch.tensor([0.9, 0.95, 0.8, 0.9, 0.9995, 0.9])
-    min_p = torch.tensor([0.0, 0.02, 0.0, 0.0, 0.0, 0.0])
+    temp = torch.tensor([0.7, 0.7, 1.0, 0.7, 1.0, 0.7, 0.7, 1.0])
+    top_k = torch.tensor([-1, -1, -1, 50, 600, -1, -1, 1000])
+    top_p = torch.tensor([0.9, 0.95, 0.8, 0.9, 1.0, 0.9995, 0.9, 1.0])
+    min_p = torch.tensor([0.0, 0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert _check_filter(logits, temp, top_k, top_p, min_p, bf16_values=True) <= 1
     h = filter_hist.histogram(logits.to(DEV), 1, temp.to(DEV), top_k.to(DEV), top_p.to(DEV), GREEDY_TEMPERATURE)
     counted = h.hist.sum(1).tolist()
-    assert all(n < vocab // 20 for n in counted[:3]), counted
-    assert counted[3:] == [vocab] * 3, counted
-    assert (h.tail[:3] > 0).all() and not h.tail[3:].any()
+    assert all(n < vocab // 20 for n in counted[:4]) and 600 <= counted[4] < vocab // 2, counted
+    assert counted[5:] == [vocab] * 3, counted
+    assert (h.tail[:5] > 0).all() and not h.tail[5:].any()
 
 
 @pytest.mark.parametrize("bf16_values", [False, True], ids=["row", "hist"])

@@ -77,12 +77,14 @@ triton.compile(src(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 3
 from updraft.spec import filter_hist as fh
 sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
        "greedy_below": "fp32", "V": "i32"}
-sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", **sel}
-triton.compile(src(fh._max_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "ZB": 8192, "IDX": fh._IDX}),
-               target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
-sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Tail": "*fp32", **sel}
+coarse = {"NCOARSE": fh.NCOARSE, "SHIFT": fh.SHIFT}
+sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Coarse": "*i32", **sel}
+triton.compile(src(fh._max_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "ZB": 8192, "IDX": fh._IDX,
+                                         "GROUP": fh.GROUP, **coarse}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "maxnreg": fh.MAX_REGS})
+sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Coarse": "*i32", "Tail": "*fp32", **sel}
 triton.compile(src(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NCH": 12, "NBINS": fh.NBINS,
-                                          "TAIL_P_MAX": fh.TAIL_P_MAX}),
+                                          "TAIL_P_MAX": fh.TAIL_P_MAX, **coarse}),
                target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
 sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **sel}
 triton.compile(src(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),

@@ -11,10 +11,14 @@ a bin. The launches:
 1. ``_max_kernel`` (rows x chunks of the vocabulary): per row the finite and NaN / +inf counts,
    and the max with its first index as one int64 ``atomic_max`` of
    ``(bin + 1) << 32 | (2**31 - 1 - index)``; its programs zero the row's bins (in place of a
-   memset launch: the two launches cost what one launch and a memset did).
+   memset launch: the two launches cost what one launch and a memset did). A top-k row's groups
+   of 64 tokens count their maxima per coarse bin (half a binade).
 2. ``_hist_kernel`` (the same grid): each token adds 1 to its value's bin (int32 atomics: exact,
-   order-free, deterministic). Under a top-p cut-off without top-k (``tail_bound``) only the
-   tokens within ``D`` of the row's max are counted; each chunk stores the weight of the others.
+   order-free, deterministic), if a cut-off can reach it: under top-p alone (``tail_bound``) the
+   tokens within ``D`` of the row's max, each chunk storing the weight of the others; under top-k
+   (``topk_floor``) the tokens at or above the floor of the coarse bin where the group maxima
+   counted from the top reach k (k distinct tokens lie at or above it, so the k-th largest value,
+   the top-k set's mass and every cut-off of the row do too).
 3. ``_block_kernel`` (rows x 32 blocks of 2048 bins): each block's count and mass
    ``sum count * exp2((v - M) * c)`` (float32).
 4. ``_cut_kernel`` (one program per row): the cut-offs from the block sums and, inside the one
@@ -31,8 +35,9 @@ histogram. Their weights still count in ``Z`` (each chunk's sum, added in chunk 
 kernel). A real model's logits put most of a 49k vocabulary more than ``D`` (~10 logits at T 0.7,
 top-p 0.9) below the max, so most of the histogram's atomics go: at bs 8 its 2.4M atomics (48
 rows x 49k), ~40 us on the H100 with one launch for max and histogram, were the largest launch of
-the sampled cycle. Above ``TAIL_P_MAX`` (a margin near rounding) and with top-k (its count limit
-needs every token) every token is counted.
+the sampled cycle. Above ``TAIL_P_MAX`` (a margin near rounding) every token is counted, and
+with top-k the top-p bound gives way to the top-k floor (the k-th value may lie below ``m - D``,
+and the count limit needs every token above it).
 
 Numerics: masses are float32 sums of ``count * p(v)`` in bin order (the one-program filter adds
 ``p`` token by token in vocabulary order): rows whose cumulative mass sits within rounding of
@@ -60,6 +65,15 @@ _IDX = 2**31 - 1
 #: Largest top_p whose tail is left out of the histogram: the nucleus's margin over the tail,
 #: (1 - top_p) / 2 of Z, stays far above float32 rounding of the sums (~1e-6 of Z).
 TAIL_P_MAX = 0.999
+#: Top-k rows: each group of GROUP tokens adds its max to a row's counts over NCOARSE coarse bins
+#: (a bin's top bits, SHIFT fewer: half a binade each), from which a floor under the k-th largest
+#: value follows (``topk_floor``).
+GROUP = 64
+NCOARSE = 1024
+SHIFT = 6
+#: Registers a thread of ``_max_kernel`` may take: its top-k branch would take it to 77 (sm_90,
+#: no spills at 64), three blocks of 256 threads an SM instead of four for every row, top-k or not.
+MAX_REGS = 64
 
 
 @triton.jit
@@ -111,8 +125,9 @@ def _row_values(Logits, stride_row, row, chunk, V, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _max_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below, V,
-                CHUNK: tl.constexpr, NBINS: tl.constexpr, ZB: tl.constexpr, IDX: tl.constexpr, PDL: tl.constexpr):
+def _max_kernel(Logits, stride_row, Hist, Acc, Coarse, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below,
+                V, CHUNK: tl.constexpr, NBINS: tl.constexpr, ZB: tl.constexpr, IDX: tl.constexpr, GROUP: tl.constexpr,
+                NCOARSE: tl.constexpr, SHIFT: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
@@ -130,6 +145,34 @@ def _max_kernel(Logits, stride_row, Hist, Acc, Temp, s_temp, TopK, s_top_k, TopP
     tl.atomic_max(Acc + row * 4, tl.where(best >= 0, packed, 0), sem="relaxed")
     tl.atomic_add(Acc + row * 4 + 1, tl.sum(fin.to(tl.int64), axis=0), sem="relaxed")
     tl.atomic_add(Acc + row * 4 + 2, tl.sum((inside & bad).to(tl.int64), axis=0), sem="relaxed")
+    top_k = tl.load(TopK + (row // ndt) * s_top_k)
+    if (top_k > 0) & (top_k < V):  # each group's max, counted in its coarse bin (topk_floor)
+        # the chunk read again (from L2) as [groups, GROUP]: a reshape of the tile above would
+        # hold it through a layout change (64 -> 93 registers a thread, and the launch's occupancy
+        # with them, for every row, top-k or not)
+        goffs = chunk * CHUNK + tl.arange(0, CHUNK // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+        xg = tl.load(Logits + row * stride_row + goffs, mask=goffs < V, other=float("-inf")).to(tl.float32)
+        okg = (xg == xg) & (xg > float("-inf")) & (xg < float("inf"))
+        gb = tl.max(tl.where(okg, _bin_of(tl.where(okg, xg, 0.0)), -1), axis=1)
+        tl.atomic_add(Coarse + row * NCOARSE + (gb >> SHIFT), tl.full([CHUNK // GROUP], 1, tl.int32), mask=gb >= 0,
+                      sem="relaxed")
+
+
+@triton.jit
+def topk_floor(Coarse, row, TopK, s_top_k, req, V, NCOARSE: tl.constexpr, SHIFT: tl.constexpr):
+    """A top-k row's floor bin: the lowest bin of the highest coarse bin that holds, with the
+    coarse bins above it, k group maxima. Those are k distinct tokens at or above the floor, so the
+    k-th largest value is too, and the top-k set (hence its mass, and every cut-off at or above
+    the k-th value) lies in the bins from the floor up. 0 (every bin) without top-k, or with fewer
+    than k groups holding a finite token."""
+    top_k = tl.load(TopK + req * s_top_k)
+    floor = tl.full([], 0, tl.int32)
+    if (top_k > 0) & (top_k < V):
+        j = tl.arange(0, NCOARSE)
+        cum = tl.cumsum(tl.load(Coarse + row * NCOARSE + NCOARSE - 1 - j), axis=0)  # from the top
+        first = tl.min(tl.where(cum >= top_k, j, NCOARSE), axis=0)
+        floor = tl.where(first < NCOARSE, (NCOARSE - 1 - first) << SHIFT, 0)
+    return floor
 
 
 @triton.jit
@@ -145,9 +188,9 @@ def tail_bound(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below,
 
 
 @triton.jit
-def _hist_kernel(Logits, stride_row, Hist, Acc, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt, greedy_below,
-                 V, CHUNK: tl.constexpr, NCH: tl.constexpr, NBINS: tl.constexpr, TAIL_P_MAX: tl.constexpr,
-                 PDL: tl.constexpr):
+def _hist_kernel(Logits, stride_row, Hist, Acc, Coarse, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, ndt,
+                 greedy_below, V, CHUNK: tl.constexpr, NCH: tl.constexpr, NBINS: tl.constexpr,
+                 TAIL_P_MAX: tl.constexpr, NCOARSE: tl.constexpr, SHIFT: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     chunk = tl.program_id(1)
@@ -157,9 +200,10 @@ def _hist_kernel(Logits, stride_row, Hist, Acc, Tail, Temp, s_temp, TopK, s_top_
     ok = fin & (bad == 0)
     m, _, _ = _row_max(Acc, row)
     d, c = tail_bound(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, row // ndt, V, greedy_below, TAIL_P_MAX)
-    counted = ok & (x > m - d)
-    tl.store(Tail + row * NCH + chunk, tl.sum(tl.where(ok & (counted == 0), tl.exp2((x - m) * c), 0.0), axis=0))
+    floor = topk_floor(Coarse, row, TopK, s_top_k, row // ndt, V, NCOARSE, SHIFT)
     b = _bin_of(tl.where(ok, x, 0.0))
+    counted = ok & (x > m - d) & (b >= floor)
+    tl.store(Tail + row * NCH + chunk, tl.sum(tl.where(ok & (counted == 0), tl.exp2((x - m) * c), 0.0), axis=0))
     tl.atomic_add(Hist + row * NBINS + b, tl.full([CHUNK], 1, tl.int32), mask=counted, sem="relaxed")
 
 
@@ -313,11 +357,13 @@ def _cut_kernel(Hist, Acc, Part, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_
 
 class Histogram(NamedTuple):
     """Launches 1-2's output for ``rows`` rows: ``hist`` [rows, NBINS] int32 counts, ``acc`` [rows,
-    4] int64 (packed max, finite count, NaN / +inf count), ``tail`` [rows, chunks] float32 (per
-    chunk, the weights ``exp((l - m) / T)`` of its tokens left out)."""
+    4] int64 (packed max, finite count, NaN / +inf count), ``coarse`` [rows, NCOARSE] int32 (a
+    top-k row's group maxima per coarse bin), ``tail`` [rows, chunks] float32 (per chunk, the
+    weights ``exp((l - m) / T)`` of its tokens left out)."""
 
     hist: torch.Tensor
     acc: torch.Tensor
+    coarse: torch.Tensor
     tail: torch.Tensor
 
 
@@ -327,16 +373,20 @@ def histogram(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: 
     rows, vocab = logits.shape
     dev = logits.device
     nch = triton.cdiv(vocab, _CHUNK)
-    # hist: 256 KB a row, zeroed by launch 1 (a cut row's); tail: every chunk of a cut row writes its sum
+    # hist: 256 KB a row, zeroed by launch 1 (a cut row's); acc and coarse: one zeroed buffer (one
+    # memset); tail: every chunk of a cut row writes its sum
+    counters = torch.zeros(rows * (8 + NCOARSE), dtype=torch.int32, device=dev)
     h = Histogram(torch.empty((rows, NBINS), dtype=torch.int32, device=dev),
-                  torch.zeros((rows, 4), dtype=torch.int64, device=dev),
+                  counters[: rows * 8].view(torch.int64).view(rows, 4),
+                  counters[rows * 8:].view(rows, NCOARSE),
                   torch.empty((rows, nch), dtype=torch.float32, device=dev))
     sel = (temperature, temperature.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0), ndt, greedy_below, vocab)
-    _max_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, *sel, CHUNK=_CHUNK, NBINS=NBINS,
-                             ZB=triton.next_power_of_2(triton.cdiv(NBINS, nch)), IDX=_IDX, num_warps=8,
-                             **pdl_opts(dev, "sampling"))
-    _hist_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, h.tail, *sel, CHUNK=_CHUNK, NCH=nch,
-                              NBINS=NBINS, TAIL_P_MAX=TAIL_P_MAX, num_warps=8, **pdl_opts(dev, "sampling"))
+    _max_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, h.coarse, *sel, CHUNK=_CHUNK, NBINS=NBINS,
+                             ZB=triton.next_power_of_2(triton.cdiv(NBINS, nch)), IDX=_IDX, GROUP=GROUP,
+                             NCOARSE=NCOARSE, SHIFT=SHIFT, num_warps=8, maxnreg=MAX_REGS, **pdl_opts(dev, "sampling"))
+    _hist_kernel[(rows, nch)](logits, logits.stride(0), h.hist, h.acc, h.coarse, h.tail, *sel, CHUNK=_CHUNK, NCH=nch,
+                              NBINS=NBINS, TAIL_P_MAX=TAIL_P_MAX, NCOARSE=NCOARSE, SHIFT=SHIFT, num_warps=8,
+                              **pdl_opts(dev, "sampling"))
     return h
 
 
