@@ -55,6 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sweep", action="store_true", help="also time other tiles / split counts per shape (tuning)")
     p.add_argument("--pipeline-sweep", action="store_true",
                    help="key tiles x stages (3+: slots prefetched) x splits, and the forward without its store / merge")
+    p.add_argument("--latent", action="store_true",
+                   help="also the model's side: rotary + norm + cat + forward against the latent kernel + forward_stored")
     p.add_argument("--profile", action="store_true", help="also report GPU time per kernel per forward (torch profiler)")
     p.add_argument("--heads", type=int, nargs="*", default=None, help="only these head counts (default 16 and 128)")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (CPU: Triton interpreter); checks plumbing, not speed")
@@ -73,6 +75,10 @@ class Variant:
     warps: int | None = None
     stages: int | None = None
     skip: str | None = None  # diagnostics: "store" or "merge" left out of the timed forward (wrong output)
+    #: ``--latent``: the model's side timed with the forward. "unfused": rotary, norm and cat of the
+    #: new latent rows, then ``forward`` (its store); "latent": ``ops.latent_rows_`` storing them,
+    #: then ``forward_stored``; "stored": ``forward_stored`` alone (the attention after that kernel)
+    model_side: str | None = None
 
     @property
     def label(self) -> str:
@@ -81,6 +87,7 @@ class Variant:
         parts = [f"{k}={v}" for k, v in (("rows", self.block_rows), ("keys", self.block_n), ("splits", self.splits),
                                           ("warps", self.warps), ("stages", self.stages)) if v]
         parts += [f"no {self.skip}"] if self.skip else []
+        parts += [f"model {self.model_side}"] if self.model_side else []
         return ",".join(parts)
 
     @property
@@ -184,7 +191,8 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
     be.init_forward_metadata(batch)
     out = be.forward(q, k, k[..., :rank], 0, batch)
     err = rel_err(out[:stride], reference(q[:stride], st.latent(0, ctx), rank, be.scale, stride))
-    t = time_call(lambda: be.forward(q, k, k[..., :rank], 0, batch), args, device)
+    call = model_side_call(variant.model_side, q, batch, rank, rope, ctx, gen) or (lambda: be.forward(q, k, k[..., :rank], 0, batch))
+    t = time_call(call, args, device)
     kernels = profile_kernels(lambda: be.forward(q, k, k[..., :rank], 0, batch), args.inner) if args.profile else None
     cache = bs * ctx * (rank + rope) * 2
     io = (q.numel() + out.numel()) * 2
@@ -199,6 +207,38 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
         "tflops": n * heads * ctx * 2 * (2 * rank + rope) / sec / 1e12, "rel_err_req0": err,
         **({"kernels_us": kernels} if kernels is not None else {}),
     }
+
+
+def model_side_call(side: str | None, q: torch.Tensor, batch: Any, rank: int, rope: int, ctx: int,
+                    gen: torch.Generator) -> Any:
+    """The timed call of a ``Variant.model_side`` (None without one): the new rows' latent and
+    rope parts made as the DeepSeek layer makes them, then the backend (repeated calls rotate and
+    renormalise the same rows again: the values stay finite, the work is the same)."""
+    if side is None:
+        return None
+    from updraft import ops
+    from updraft.ops import latent as latent_kernel
+
+    be, n, dev = batch.attn_backend, q.shape[0], q.device
+    kv = torch.randn(n, rank + rope, device=dev, generator=gen).to(torch.bfloat16)
+    q_pe = torch.randn(n, q.shape[1], 128 + rope, device=dev, generator=gen).to(torch.bfloat16)[..., 128:]
+    w = torch.ones(rank, device=dev, dtype=torch.bfloat16)
+    f = torch.arange(ctx + 8, device=dev, dtype=torch.float32)[:, None] * torch.rand(rope // 2, device=dev, generator=gen)
+    cos_sin = torch.cat([f.cos(), f.sin()], dim=-1).to(torch.bfloat16)
+    pos = torch.full((n,), ctx - 1, dtype=torch.long, device=dev)
+    pool = be.kv_pool.k_buffer[0]
+
+    def unfused() -> torch.Tensor:
+        ops.rotary_(q_pe, kv[:, None, rank:], pos, cos_sin)
+        k_row = torch.cat([ops.rmsnorm(kv[:, :rank], w, 1e-6), kv[:, rank:]], dim=-1)[:, None]
+        return be.forward(q, k_row, k_row[..., :rank], 0, batch)
+
+    def latent() -> torch.Tensor:
+        latent_kernel.latent_rows_(kv, q_pe, pos, cos_sin, w, 1e-6, rank, pool, batch.out_cache_loc)
+        return be.forward_stored(q, kv[:, None], kv[:, None, :rank], 0, batch)
+
+    return {"unfused": unfused, "latent": latent,
+            "stored": lambda: be.forward_stored(q, kv[:, None], kv[:, None, :rank], 0, batch)}[side]
 
 
 def profile_kernels(fn: Any, inner: int) -> dict[str, float]:
@@ -265,6 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             variants = [Variant()] + (sweep_variants(heads, stride) if args.sweep else [])
             if args.pipeline_sweep:
                 variants = pipeline_variants(bs, stride)
+            if args.latent:
+                variants = [Variant()] + [Variant(model_side=m) for m in ("unfused", "latent", "stored")]
             got = run_variants(variants, bs, ctx, heads, args, device, dims, stride)
             best = min(got, key=lambda r: r["time_us"])
             for r in got:

@@ -56,10 +56,15 @@ def check(out: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor, rounding_ma
     assert rel_err(out, ref) <= TOL[dtype], f"vs torch: {rel_err(out, ref):.2e}"
     if dtype == torch.bfloat16 and rounding_may_differ:
         # The fused kernel may round once where torch rounds every intermediate (the compiler
-        # contracts x*cos + r*sin into an FMA): it must then be at least as close to float64.
-        assert rel_err(out, ref64) <= 1.05 * rel_err(ref, ref64) + 1e-6, (
-            f"fused {rel_err(out, ref64):.2e} vs torch {rel_err(ref, ref64):.2e} against float64"
-        )
+        # contracts x*cos + r*sin into an FMA). Then each value lies within two bf16 ulps of its
+        # products' scale (the head's largest value) from torch's, and on average at least as
+        # close to float64. (Comparing the two largest errors instead failed at random on the
+        # H200: over one token's few hundred values the single-rounded maximum can land above
+        # the triple-rounded one by chance.)
+        ulps = 2 * torch.finfo(torch.bfloat16).eps * ref.double().abs().amax(dim=-1, keepdim=True)
+        assert ((out.double() - ref.double()).abs() <= ulps).all(), "more than two bf16 ulps from torch"
+        fused, unfused = ((out.double() - ref64).abs().mean().item(), (ref.double() - ref64).abs().mean().item())
+        assert fused <= 1.05 * unfused + 1e-9, f"mean error against float64: fused {fused:.2e}, torch {unfused:.2e}"
     elif dtype == torch.bfloat16:
         mismatch = (out != ref).float().mean().item()
         assert mismatch <= 1e-2, f"bf16 mismatch fraction {mismatch:.2e}"
@@ -111,6 +116,43 @@ def test_rotary(dtype: torch.dtype, tokens: int, hq: int, hkv: int, dim: int) ->
     assert torch.equal(qkv[:, (hq + hkv) * dim :], v_before)
     check(q, q_ref, q64, rounding_may_differ=True)
     check(k, k_ref, k64, rounding_may_differ=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tokens,heads", [(1, 16), (8, 16), (48, 128)])
+def test_latent_rows(dtype: torch.dtype, tokens: int, heads: int) -> None:
+    """DeepSeek's new latent rows in one launch (norm, both rotations, the pool's rows at their
+    slots) against the unfused ops on the torch path and float64."""
+    rank, rope = 512, 64
+    kv = randn(tokens, rank + rope, dtype=dtype, seed=7, scale=3.0)
+    q = randn(tokens, heads, 128 + rope, dtype=dtype, seed=8)
+    w = (1 + randn(rank, dtype=torch.float32, seed=9, scale=0.2)).to(dtype)
+    table = rope_table(4096, rope, dtype)
+    pos = torch.randperm(4096, device=DEV)[:tokens]
+    loc = torch.randperm(4 * tokens, device=DEV)[:tokens]
+    pool = torch.zeros(4 * tokens, 1, rank + rope, dtype=dtype, device=DEV)
+    q_ref, k_pe = q.clone(), kv[:, None, rank:].clone()
+    with ops.use_backend("torch"):
+        ops.rotary_(q_ref[..., 128:], k_pe, pos, table)
+        row_ref = torch.cat([ops.rmsnorm(kv[:, :rank], w, 1e-6), k_pe[:, 0]], dim=-1)
+    half = rope // 2
+    cs = table.double()[pos]
+
+    def rot64(x: torch.Tensor) -> torch.Tensor:  # [T, H, rope]
+        x1, x2 = x.double()[..., :half], x.double()[..., half:]
+        c, s_ = cs[:, None, :half], cs[:, None, half:]
+        return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_], -1)
+
+    x = kv[:, :rank].double()
+    row64 = torch.cat([x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double(),
+                       rot64(kv[:, None, rank:])[:, 0]], dim=-1)
+    q64 = rot64(q[..., 128:])
+    assert ops.latent_rows_(kv, q[..., 128:], pos, table, w, 1e-6, rank, pool, loc)
+    check(kv[:, :rank], row_ref[:, :rank], row64[:, :rank])  # the norm: rounds where torch rounds
+    check(kv[:, rank:], row_ref[:, rank:], row64[:, rank:], rounding_may_differ=True)
+    check(q[..., 128:], q_ref[..., 128:], q64, rounding_may_differ=True)
+    assert torch.equal(pool[loc, 0], kv)
+    assert int((pool.abs().sum(dim=(1, 2)) > 0).sum()) == tokens
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

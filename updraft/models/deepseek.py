@@ -39,6 +39,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from updraft import ops
 from updraft.batch import ForwardBatch
 from updraft.models.config import ModelConfig
 from updraft.models.deepseek_config import DeepseekShape
@@ -106,6 +107,17 @@ class MLAttention(nn.Module):
         self.w_kc = w[:, : m.qk_nope_head_dim].contiguous()
         self.w_vc = w[:, m.qk_nope_head_dim :].transpose(1, 2).contiguous()
 
+    def _latent_pool(self, batch: ForwardBatch, dtype: torch.dtype) -> torch.Tensor | None:
+        """This layer's latent pool when the latent kernel may store the new rows itself (the
+        backend then reads them with ``forward_stored``), else None."""
+        backend = batch.attn_backend
+        if backend is None or not backend.stored_kv or batch.out_cache_loc is None:
+            return None
+        pool = backend.kv_pool
+        if not pool.shared_kv or pool.dtype != dtype:
+            return None
+        return pool.k_buffer[self.layer_id]
+
     def forward(self, x: torch.Tensor, batch: ForwardBatch, rotary: RotaryEmbedding) -> torch.Tensor:
         m, t, h = self.mla, x.shape[0], self.num_heads
         if self.q_proj is not None:
@@ -115,13 +127,25 @@ class MLAttention(nn.Module):
         q = q.view(t, h, m.qk_head_dim)
         q_nope, q_pe = q[..., : m.qk_nope_head_dim], q[..., m.qk_nope_head_dim :]
         kv = self.kv_a_proj_with_mqa(x)
-        latent, k_pe = kv[:, : m.kv_lora_rank], kv[:, None, m.kv_lora_rank :]
-        rotary.apply_(batch.positions, q_pe, k_pe)  # in place, on views of q and kv
+        backend = batch.attn_backend
+        assert backend is not None, "ForwardBatch.attn_backend must be set"
+        pool = self._latent_pool(batch, kv.dtype)
+        norm = self.kv_a_layernorm
+        stored = False
+        if ops.latent_rows_(kv, q_pe, batch.positions, rotary.cos_sin, norm.weight, norm.eps, m.kv_lora_rank, pool,
+                            batch.out_cache_loc):  # one launch: norm, both rotations, the pool's rows
+            k_row, stored = kv[:, None], pool is not None
+        else:
+            latent, k_pe = kv[:, : m.kv_lora_rank], kv[:, None, m.kv_lora_rank :]
+            rotary.apply_(batch.positions, q_pe, k_pe)  # in place, on views of q and kv
+            k_row = torch.cat([norm(latent), k_pe[:, 0]], dim=-1)[:, None]  # [T, 1, cache_dim]
         q_lat = torch.bmm(q_nope.transpose(0, 1), self.w_kc).transpose(0, 1)  # [T, H, kv_lora]
         q_full = torch.cat([q_lat, q_pe], dim=-1)
-        k_row = torch.cat([self.kv_a_layernorm(latent), k_pe[:, 0]], dim=-1)[:, None]  # [T, 1, cache_dim]
-        assert batch.attn_backend is not None, "ForwardBatch.attn_backend must be set"
-        out = batch.attn_backend.forward(q_full, k_row, k_row[..., : m.kv_lora_rank], self.layer_id, batch, rope=None)
+        v = k_row[..., : m.kv_lora_rank]
+        if stored:
+            out = backend.forward_stored(q_full, k_row, v, self.layer_id, batch)
+        else:
+            out = backend.forward(q_full, k_row, v, self.layer_id, batch, rope=None)
         o = torch.bmm(out.transpose(0, 1), self.w_vc)  # [H, T, v_head]
         return self.o_proj(o.transpose(0, 1).reshape(t, h * m.v_head_dim))
 

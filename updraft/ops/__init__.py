@@ -305,6 +305,24 @@ def rotary_(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, cos_sin: 
         reference.rotary_(q, k, positions, cos_sin)
 
 
+def latent_rows_(kv: torch.Tensor, q_pe: torch.Tensor, positions: torch.Tensor, cos_sin: torch.Tensor,
+                 weight: torch.Tensor, eps: float, rank: int, pool: torch.Tensor | None = None,
+                 loc: torch.Tensor | None = None) -> bool:
+    """MLA's new latent rows in one kernel (``latent.py``), in place: ``kv[:, :rank]`` normalised
+    by ``weight``, ``kv[:, rank:]`` and ``q_pe`` [T, H, rope] rotated at ``positions``, and with
+    ``pool`` [slots, 1, rank + rope] each finished row stored at ``loc``. True when it ran; False
+    (nothing done) where no kernel covers the inputs: the caller runs its unfused norm, rotary and
+    store (``rmsnorm`` / ``rotary_`` and the backend's ``forward``)."""
+    if _kernel_module(kv, 0) is None:
+        return False
+    from updraft.ops import latent
+
+    if not _covered(latent.supported(kv, q_pe, positions, cos_sin, weight, rank, pool, loc)):
+        return False
+    latent.latent_rows_(kv, q_pe, positions, cos_sin, weight, eps, rank, pool, loc)
+    return True
+
+
 #: Most token rows ``float_linear`` takes the small-M kernel for (``gemv.MAX_M``; cuBLAS above).
 #: H100, DeepSeek-V2-Lite's MTP cycle at bs 8 (2026-11-26): S = 3 (32 rows a verify) took 10.87 ms
 #: with the router on cuBLAS past 16 rows, 10.67 with the kernel up to 64.

@@ -18,7 +18,16 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from updraft.ops import activation, gemv, gemv_config, gemv_kernels, interpreting, norm, rotary
+from updraft.ops import (
+    activation,
+    gemv,
+    gemv_config,
+    gemv_kernels,
+    interpreting,
+    latent,
+    norm,
+    rotary,
+)
 from updraft.ops.triton_utils import num_warps
 
 _SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -67,6 +76,17 @@ def specs() -> list[tuple[Any, ...]]:
                 dict(HQ=hq, HK=hk, HALF=dim // 2, BLOCK_HQ=bq, BLOCK_HK=bk, BLOCK_HALF=bh, RNE=False),
                 num_warps(2 * (bq + bk) * bh, max_warps=8),
             ))
+        for heads, rank, rope in ((16, 512, 64), (128, 512, 64)):  # DeepSeek-V2-Lite, V3
+            tile = rank + 2 * triton.next_power_of_2(heads) * (rope // 2)
+            for store in (True, False):
+                out.append((
+                    f"latent_rows {d} H={heads} rank={rank} rope={rope} store={store}",
+                    latent._latent_rows_kernel,
+                    dict(KV=d, Q=d, Pos="i64", CosSin=d, W=d, Pool=d, Loc="i64"),
+                    dict(R=rank, BLOCK_R=rank, HALF=rope // 2, BLOCK_HALF=rope // 2, H=heads,
+                         BLOCK_H=triton.next_power_of_2(heads), STORE=store, RNE=False),
+                    num_warps(tile, max_warps=8),
+                ))
         out.append((
             f"silu_and_mul {d}",
             activation._silu_and_mul_kernel,
