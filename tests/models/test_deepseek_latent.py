@@ -5,10 +5,11 @@ through a prefill, decode steps and a verify block."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
-from tests.ops.test_ops import needs_interpreter
 from updraft import ops
 from updraft.batch import ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
@@ -16,6 +17,10 @@ from updraft.models.loader import load_checkpoint
 from updraft.runtime.model_runner import ModelRunner
 
 pytest.importorskip("transformers")
+needs_interpreter = pytest.mark.skipif(
+    not ops.interpreting() or importlib.util.find_spec("triton") is None,
+    reason="needs triton under TRITON_INTERPRET=1 (tests/conftest.py sets it without CUDA)",
+)
 REAL = ops.latent_rows_
 V3 = dict(n_routed_experts=16, num_experts_per_tok=3, n_group=4, topk_group=2, q_lora_rank=48)
 
