@@ -193,7 +193,7 @@ def bench(bs: int, ctx: int, heads: int, args: argparse.Namespace, device: torch
     err = rel_err(out[:stride], reference(q[:stride], st.latent(0, ctx), rank, be.scale, stride))
     call = model_side_call(variant.model_side, q, batch, rank, rope, ctx, gen) or (lambda: be.forward(q, k, k[..., :rank], 0, batch))
     t = time_call(call, args, device)
-    kernels = profile_kernels(lambda: be.forward(q, k, k[..., :rank], 0, batch), args.inner) if args.profile else None
+    kernels = profile_kernels(call, args.inner) if args.profile else None
     cache = bs * ctx * (rank + rope) * 2
     io = (q.numel() + out.numel()) * 2
     sec = t["graph_s"]
