@@ -77,7 +77,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bs", type=int, default=1)
     ap.add_argument("--rows", type=int, default=6, help="token rows whose M bucket is tuned (6 per request: a verify)")
-    ap.add_argument("--gemms", default="qkv,o,gate_up,down")
+    ap.add_argument("--gemms", default="qkv,o,gate_up,down", help="of qkv, o, gate_up, down, lm_head, head_qkv")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--head", default="builtin:smollm2")
     ap.add_argument("--iters", type=int, default=20)
@@ -97,7 +97,10 @@ def main() -> None:
           flush=True)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), bs=args.bs, rows=args.rows, bucket=bucket,
                                   base_cycle_ms=base_cycle, base_plain_ms=base_plain, gemms={})
-    for name, kind, n, k in gemm_cases(SMOLLM2):
+    # head_qkv: the EAGLE-3 head's QKV (its two normalised inputs side by side, K = 2 x hidden): one
+    # row a chain step at bs 1, six the draft extend's
+    head_qkv = ("head_qkv", "qkv", SMOLLM2.q_size + 2 * SMOLLM2.kv_size, 2 * SMOLLM2.hidden_size)
+    for name, kind, n, k in [*gemm_cases(SMOLLM2), head_qkv]:
         if name not in args.gemms.split(","):
             continue
         hd = SMOLLM2.head_dim if kind == "qkv" else 0
