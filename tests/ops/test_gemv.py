@@ -382,6 +382,12 @@ def test_configs_are_legal_and_cover_shapes() -> None:
             assert cfg.num_warps in (1, 2, 4, 8) and cfg.block_k & (cfg.block_k - 1) == 0
             assert all(allowed(kind, c, d) for c in candidates(kind, n, k, bucket, d))
     assert -(-4096 // heuristic("linear", 4096, 4096, 1, 132).block_n) >= 264
+    # a 576-wide row (and EAGLE-3's two of them) tries one 1024 chunk on FMA tiles; dot tiles and
+    # rows 512 divides do not
+    for kind, n, k, d in (("qkv", 960, 576, 64), ("qkv", 960, 1152, 64), ("gate_up", 1536, 576, 0)):
+        assert any(c.block_k == 1024 and not c.dot for c in candidates(kind, n, k, 1, d)), (kind, k)
+        assert not any(c.block_k == 1024 and c.dot for c in candidates(kind, n, k, 8, d)), (kind, k)
+    assert not any(c.block_k == 1024 for c in candidates("linear", 576, 1536, 1))
 
 
 def test_a_gpu_takes_the_tuned_entries_of_its_family(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -140,7 +140,7 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     for dot in ((False,) if bucket == 1 else (False, True)):
         for m_tile in (m_tiles if dot else (0,)):
             for block in (4, 8, 16, 32):
-                for bk in _chunks(k, GemvConfig(block, 16, dot, m_tile=m_tile).block_m(bucket)):
+                for bk in _chunks(k, GemvConfig(block, 16, dot, m_tile=m_tile).block_m(bucket), dot):
                     for warps, stages in depths:
                         cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages, m_tile)
                         rows = cfg.rows(kind)
@@ -152,12 +152,17 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     return sorted(set(out), key=lambda c: (c.dot, c.m_tile, c.block_n, c.block_k, c.num_warps, c.num_stages))
 
 
-def _chunks(k: int, block_m: int) -> tuple[int, ...]:
+def _chunks(k: int, block_m: int, dot: bool = False) -> tuple[int, ...]:
     """K chunks to try: longer for long rows; a 32-64-row token tile takes shorter chunks, which
-    keep the dot's operands in registers."""
+    keep the dot's operands in registers. An FMA tile over a row that 512 does not divide (576:
+    SmolLM2's, EAGLE-3's two inputs of 576 each) also tries one chunk of 1024: the whole row in one
+    step, where 512 leaves a second step with 64 live columns (untimed so far: the H200's kernel
+    profile of 2026-12-02 puts the head's QKV at twice a target layer's)."""
     if block_m >= 32:
         return (64, 128, 256)
-    return (128, 256, 512) if k < 2048 else (256, 512, 1024)
+    if k >= 2048:
+        return (256, 512, 1024)
+    return (128, 256, 512) + ((1024,) if not dot and k % 512 else ())
 
 
 # ---- the cache file ------------------------------------------------------------------------
