@@ -334,8 +334,8 @@ def _latent_case(tokens: int, heads: int, rank: int, rope: int, dtype: torch.dty
     return kv, q, w, table, pos
 
 
-def _latent_unfused(kv: torch.Tensor, q: torch.Tensor, w: torch.Tensor, table: torch.Tensor, pos: torch.Tensor, rank: int
-             ) -> tuple[torch.Tensor, torch.Tensor]:
+def _latent_unfused(kv: torch.Tensor, q: torch.Tensor, w: torch.Tensor, table: torch.Tensor, pos: torch.Tensor,
+                    rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     """What the DeepSeek layer computed before: rotary in place, the norm, ``cat``."""
     kv, q = kv.clone(), q.clone()
     q_pe = q[..., -(kv.shape[1] - rank):]

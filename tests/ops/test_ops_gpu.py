@@ -49,6 +49,19 @@ def rope_table(max_pos: int, dim: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.cat([f.cos(), f.sin()], dim=-1).to(dtype)
 
 
+def rotary64(x: torch.Tensor, pos: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Neox rotation of ``x`` [T, H, D] at ``pos`` in float64 (``table`` rows ``cat(cos, sin)``)."""
+    half = x.shape[-1] // 2
+    row = table.double()[pos][:, None, :]
+    x1, x2 = x.double()[..., :half], x.double()[..., half:]
+    return torch.cat([x1 * row[..., :half] - x2 * row[..., half:], x2 * row[..., :half] + x1 * row[..., half:]], -1)
+
+
+def rmsnorm64(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    x = x.double()
+    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
 def check(out: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor, rounding_may_differ: bool = False) -> None:
     dtype = ref.dtype
     assert out.dtype == dtype and out.shape == ref.shape
@@ -87,9 +100,7 @@ def test_norms(dtype: torch.dtype, rows: int, dim: int) -> None:
     # per-head norm on a strided [T, H, D] view (Qwen3 q/k norm)
     q = x[:, : (dim // 64 - 1) * 64].reshape(rows, -1, 64) if dim >= 128 else x.reshape(rows, -1, 32)
     wq = w[: q.shape[-1]].contiguous()
-    q64 = q.double()
-    check(ops.rmsnorm(q, wq, 1e-6), reference.rmsnorm(q, wq, 1e-6),
-          q64 / torch.sqrt(q64.pow(2).mean(-1, keepdim=True) + 1e-6) * wq.double())
+    check(ops.rmsnorm(q, wq, 1e-6), reference.rmsnorm(q, wq, 1e-6), rmsnorm64(q, wq, 1e-6))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -104,14 +115,7 @@ def test_rotary(dtype: torch.dtype, tokens: int, hq: int, hkv: int, dim: int) ->
     pos = torch.randperm(4096, device=DEV)[:tokens]
     q_ref, k_ref = q.clone(), k.clone()
     reference.rotary_(q_ref, k_ref, pos, table)
-    half = dim // 2
-    row = table.double()[pos][:, None, :]
-
-    def rot64(x: torch.Tensor) -> torch.Tensor:
-        x1, x2 = x.double()[..., :half], x.double()[..., half:]
-        return torch.cat([x1 * row[..., :half] - x2 * row[..., half:], x2 * row[..., :half] + x1 * row[..., half:]], -1)
-
-    q64, k64 = rot64(q), rot64(k)
+    q64, k64 = rotary64(q, pos, table), rotary64(k, pos, table)
     ops.rotary_(q, k, pos, table)
     assert torch.equal(qkv[:, (hq + hkv) * dim :], v_before)
     check(q, q_ref, q64, rounding_may_differ=True)
@@ -135,18 +139,8 @@ def test_latent_rows(dtype: torch.dtype, tokens: int, heads: int) -> None:
     with ops.use_backend("torch"):
         ops.rotary_(q_ref[..., 128:], k_pe, pos, table)
         row_ref = torch.cat([ops.rmsnorm(kv[:, :rank], w, 1e-6), k_pe[:, 0]], dim=-1)
-    half = rope // 2
-    cs = table.double()[pos]
-
-    def rot64(x: torch.Tensor) -> torch.Tensor:  # [T, H, rope]
-        x1, x2 = x.double()[..., :half], x.double()[..., half:]
-        c, s_ = cs[:, None, :half], cs[:, None, half:]
-        return torch.cat([x1 * c - x2 * s_, x2 * c + x1 * s_], -1)
-
-    x = kv[:, :rank].double()
-    row64 = torch.cat([x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w.double(),
-                       rot64(kv[:, None, rank:])[:, 0]], dim=-1)
-    q64 = rot64(q[..., 128:])
+    row64 = torch.cat([rmsnorm64(kv[:, :rank], w, 1e-6), rotary64(kv[:, None, rank:], pos, table)[:, 0]], dim=-1)
+    q64 = rotary64(q[..., 128:], pos, table)
     assert ops.latent_rows_(kv, q[..., 128:], pos, table, w, 1e-6, rank, pool, loc)
     check(kv[:, :rank], row_ref[:, :rank], row64[:, :rank])  # the norm: rounds where torch rounds
     check(kv[:, rank:], row_ref[:, rank:], row64[:, rank:], rounding_may_differ=True)

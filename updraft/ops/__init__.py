@@ -255,17 +255,23 @@ def _kernels() -> tuple[ModuleType, ModuleType, ModuleType]:
     return norm, rotary, activation
 
 
-def _kernel_module(x: torch.Tensor, index: int) -> ModuleType | None:
-    """The kernel module (0 norm, 1 rotary, 2 activation) this call should use, or None for the
-    torch path. Decided before importing anything, so the CPU path never imports triton."""
+def _kernel_path(x: torch.Tensor) -> bool:
+    """Whether this call on ``x`` takes a Triton kernel (False: the torch path). Decided before
+    importing anything, so the CPU path never imports triton."""
     if _backend == "torch" or (_backend == "auto" and not (x.is_cuda and triton_available())):
-        return None
+        return False
     if _backend == "triton":
         if not triton_available():
             raise RuntimeError("ops backend is 'triton' but triton is not installed")
         if not x.is_cuda and not interpreting():
             raise RuntimeError("Triton kernels on CPU tensors need TRITON_INTERPRET=1 set before triton is imported")
-    return _kernels()[index]
+    return True
+
+
+def _kernel_module(x: torch.Tensor, index: int) -> ModuleType | None:
+    """The kernel module (0 norm, 1 rotary, 2 activation) this call should use, or None for the
+    torch path (``_kernel_path``)."""
+    return _kernels()[index] if _kernel_path(x) else None
 
 
 def _covered(supported: bool) -> bool:
@@ -313,7 +319,7 @@ def latent_rows_(kv: torch.Tensor, q_pe: torch.Tensor, positions: torch.Tensor, 
     ``pool`` [slots, 1, rank + rope] each finished row stored at ``loc``. True when it ran; False
     (nothing done) where no kernel covers the inputs: the caller runs its unfused norm, rotary and
     store (``rmsnorm`` / ``rotary_`` and the backend's ``forward``)."""
-    if _kernel_module(kv, 0) is None:
+    if not _kernel_path(kv):
         return False
     from updraft.ops import latent
 
