@@ -307,11 +307,14 @@ def test_qkv_rope_store(dtype: torch.dtype, tile: tuple[str, int], m: int, heads
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8)], ids=lambda t: f"{t[0]}{t[1]}")
 @pytest.mark.parametrize("m", [1, 5])
-def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[str, int], m: int) -> None:
+@pytest.mark.parametrize("widths", [(40, 36), (36, 72)], ids=lambda w: f"k{w[0]}_{w[1]}")
+def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[str, int], m: int,
+                                              widths: tuple[int, int]) -> None:
     """EAGLE-3's mid layer: the QKV input is ``concat(norm(embedding[ids]), norm2(feature))``,
-    each half with its own sum of squares and weight (K1 = 40, K2 = 36: unequal, not tile
-    multiples)."""
-    hq, hkv, d, k1, k2 = 2, 1, 32, 40, 36
+    each half with its own sum of squares and weight (K1, K2 unequal, not multiples of the
+    32-wide chunk: the FMA tile's one loop runs past the shorter input on masks, either way)."""
+    hq, hkv, d = 2, 1, 32
+    k1, k2 = widths
     table, pro1 = make_prologue("embed", m, k1, dtype, seed=90 + m)
     feat = randn(m, k2, dtype=dtype, seed=91, scale=2.0)
     nw2 = (1 + randn(k2, dtype=torch.float32, seed=92, scale=0.2)).to(dtype)

@@ -37,7 +37,9 @@ end before the weight stream starts), but SmolLM2's 6-row QKV and gate/up from 5
 sum (the new residual stream) once. EAGLE-3's mid layer takes two normalised inputs side by side,
 ``concat(norm(embedding rows), norm2(feature))``: its QKV prologue (``Prologue.x2``) streams the
 first K1 weight columns against the gathered embedding rows and the rest against the feature,
-one pass each with its own sum of squares and norm weight, and adds the two scaled sums.
+each input with its own one-pass sum of squares and norm weight, and adds the two scaled sums;
+FMA tiles stream both in one K loop (both chunks in flight at once), dot tiles in two loops
+(their pipeline would stage both weight streams in shared memory).
 
 Rows made ready by the producer (``linear_add_norm`` -> ``NormedRows`` -> ``Prologue(normed=)``,
 the decoder layer's default between its GEMMs): o_proj / down add their output to the residual

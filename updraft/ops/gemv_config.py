@@ -156,8 +156,9 @@ def _chunks(k: int, block_m: int, dot: bool = False) -> tuple[int, ...]:
     """K chunks to try: longer for long rows; a 32-64-row token tile takes shorter chunks, which
     keep the dot's operands in registers. An FMA tile over a row that 512 does not divide (576:
     SmolLM2's, EAGLE-3's two inputs of 576 each) also tries one chunk of 1024: the whole row in one
-    step, where 512 leaves a second step with 64 live columns (untimed so far: the H200's kernel
-    profile of 2026-12-02 puts the head's QKV at twice a target layer's)."""
+    step, where 512 leaves a second step with 64 live columns (H200, 2026-12-02: SmolLM2's one-row
+    QKV and the head's; the o_proj's and gate/up's did not win,
+    ``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop``)."""
     if block_m >= 32:
         return (64, 128, 256)
     if k >= 2048:

@@ -118,16 +118,58 @@ def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m
             else:
                 sumsq += tl.sum(af * af, axis=1)  # masked lanes loaded 0
                 a = round_to(af * nw[None, :], dt, RNE)
-        if DOT:
-            if DOT_F32:  # the interpreter's bf16 dot is wrong (see attention.triton_kernels)
-                acc = tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
-            else:
-                acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
-        else:
-            acc += tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
+        acc = _product(w, a, acc, DOT, DOT_F32, PREC)
     if HAS_NORM and not TWO_PASS:
         acc = acc * tl.rsqrt(sumsq / K + eps)[None, :]
     return acc
+
+
+@triton.jit
+def _product(w, a, acc, DOT: tl.constexpr, DOT_F32: tl.constexpr, PREC: tl.constexpr):
+    """``acc + w @ a.T`` (w [R, BLOCK_K], a [M, BLOCK_K]) on tensor cores (DOT) or FMA units."""
+    if DOT:
+        if DOT_F32:  # the interpreter's bf16 dot is wrong (see attention.triton_kernels)
+            return tl.dot(w.to(tl.float32), tl.trans(a.to(tl.float32)), acc, input_precision=PREC)
+        return tl.dot(w, tl.trans(a), acc, input_precision=PREC)
+    return acc + tl.sum(w.to(tl.float32)[:, None, :] * a.to(tl.float32)[None, :, :], axis=2)
+
+
+@triton.jit
+def _normed_chunk(X, xoff, NW, k, kmask, msk, RNE: tl.constexpr):
+    """One-pass norm input: (``round(x * norm_weight)`` chunk, its rows' sum of squares)."""
+    x = tl.load(X + xoff[:, None] + k[None, :], mask=msk, other=0.0).to(tl.float32)
+    nw = tl.load(NW + k, mask=kmask, other=0.0).to(tl.float32)
+    return round_to(x * nw[None, :], X.dtype.element_ty, RNE), tl.sum(x * x, axis=1)  # masked lanes loaded 0
+
+
+@triton.jit
+def _dual_tile(X, xoff, NW, X2, x2off, NW2, W, wrow, wmask, stride_w, mmask, K, K2, eps, BLOCK_R: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, RNE: tl.constexpr):
+    """EAGLE-3's QKV product on FMA tiles: weight columns [0, K) against ``norm(x)`` and [K, K + K2)
+    against ``norm2(x2)``, in ONE K loop: each step issues both inputs' chunks and both weight
+    chunks before any product, so the two streams' memory latencies overlap (two loops one after
+    the other wait for each stream in turn; on a one-row launch that wait is the kernel's cost).
+    Each input keeps its own one-pass sum of squares; the sums and roundings are those of two
+    loops. Not for dot tiles: their software pipeline would stage both weight streams in shared
+    memory (the 8B shape's 6-row tile then needs 242 KiB of the H100's 227), and it already
+    overlaps each loop's loads."""
+    acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
+    acc2 = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
+    sumsq = tl.zeros([BLOCK_M], tl.float32)
+    sumsq2 = tl.zeros([BLOCK_M], tl.float32)
+    wbase = W + wrow[:, None] * stride_w
+    for k0 in range(0, tl.maximum(K, K2), BLOCK_K):
+        k = k0 + tl.arange(0, BLOCK_K)
+        kmask, kmask2 = k < K, k < K2
+        w = tl.load(wbase + k[None, :], mask=wmask[:, None] & kmask[None, :], other=0.0)
+        w2 = tl.load(wbase + K + k[None, :], mask=wmask[:, None] & kmask2[None, :], other=0.0)
+        a, s = _normed_chunk(X, xoff, NW, k, kmask, mmask[:, None] & kmask[None, :], RNE)
+        a2, s2 = _normed_chunk(X2, x2off, NW2, k, kmask2, mmask[:, None] & kmask2[None, :], RNE)
+        sumsq += s
+        sumsq2 += s2
+        acc = _product(w, a, acc, False, False, "ieee")
+        acc2 = _product(w2, a2, acc2, False, False, "ieee")
+    return acc * tl.rsqrt(sumsq / K + eps)[None, :] + acc2 * tl.rsqrt(sumsq2 / K2 + eps)[None, :]
 
 
 @triton.jit
@@ -261,7 +303,7 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool,
                     PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, DUAL: tl.constexpr,
                     PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
-    DUAL: the input row is ``concat(prologue(x)[:K], norm2(x2)[:K2])`` (one pass each)."""
+    DUAL: the input row is ``concat(norm(x)[:K], norm2(x2)[:K2])`` (``_dual_tile`` on FMA tiles)."""
     HALF: tl.constexpr = HEAD_DIM // 2
     PER_HEAD: tl.constexpr = HALF // BLOCK_P
     pid = tl.program_id(0)
@@ -271,15 +313,24 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool,
     wrow = (head * HEAD_DIM + (pid % PER_HEAD) * BLOCK_P + r // 2 + (r % 2) * HALF).to(tl.int64)
     if PREFETCH:
         _prefetch_rows(W, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K, BLOCK_K), LINE)
+        if DUAL and not DOT:  # the one loop's first step reads the second input's columns too
+            _prefetch_rows(W + K, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K2, BLOCK_K), LINE)
     pdl_enter(PDL)
-    acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, wrow, r < 2 * BLOCK_P, M, K, stride_x,
-                                   stride_r, stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S, GATHER, HAS_RES,
-                                   HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE, TWO_PASS)
-    if DUAL:  # the feature's half: weight columns K .. K + K2 against norm2(x2)
-        x2off = m.to(tl.int64) * stride_x2
-        one = tl.full([BLOCK_M], 1.0, tl.float32)  # its one-pass norm makes its own rstd
-        acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, one, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask, K2,
-                          eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE, False)
+    if DUAL and not DOT:  # EAGLE-3: columns [0, K) against norm(x rows), [K, K + K2) against norm2(x2)
+        m, mmask, xoff, _ = _rows(Ids, SIds, M, stride_x, stride_r, BLOCK_M, GATHER)
+        acc = _dual_tile(X, xoff, NW, X2, m.to(tl.int64) * stride_x2, NW2, W, wrow, r < 2 * BLOCK_P, stride_w, mmask,
+                         K, K2, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, RNE)
+    else:
+        acc, m, mmask = _input_product(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, wrow, r < 2 * BLOCK_P, M, K,
+                                       stride_x, stride_r, stride_w, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, BLOCK_S,
+                                       GATHER, HAS_RES, HAS_NORM, WRITE_RES, PRE_RSTD, DOT, DOT_F32, PREC, RNE,
+                                       TWO_PASS)
+        if DUAL:  # dot tiles: the feature's half in a second loop (weight columns K .. K + K2)
+            x2off = m.to(tl.int64) * stride_x2
+            one = tl.full([BLOCK_M], 1.0, tl.float32)  # its one-pass norm makes its own rstd
+            acc += _gemv_tile(X2, x2off, X2, x2off, X2, NW2, one, W + K, wrow, r < 2 * BLOCK_P, stride_w, m, mmask,
+                              K2, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE,
+                              False)
     pdl_release_late(PDL)
     if HAS_BIAS:
         acc += tl.load(Bias + wrow).to(tl.float32)[:, None]

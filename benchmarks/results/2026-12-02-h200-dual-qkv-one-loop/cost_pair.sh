@@ -1,0 +1,14 @@
+# usage: cost_pair.sh LABEL ARGS... : spec_iteration's cycle costs, new (this checkout) then base (/tmp/base), into $OUT/cost_LABEL_{new,base}
+label=$1; shift
+for side in new base; do
+  dir=$PWD; [ $side = base ] && dir=/tmp/base
+  (cd $dir && PYTHONPATH=$dir timeout 150 python benchmarks/spec_iteration.py --skip-speed --skip-lossless --cost-sizes 1,8 \
+     "$@" --out $OUT/cost_${label}_$side > $OUT/cost_${label}_$side.log 2>&1)
+  python - $OUT/cost_${label}_$side/spec_iteration.json $label $side <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = next(v for k, v in r.items() if k.startswith("cost_"))
+print(sys.argv[2], sys.argv[3], " ".join(f"{k}={c[k]:.4f}" for k in ("plain_step_ms_bs1", "cycle_ms_greedy_bs1",
+      "cycle_steps_greedy_bs1", "cycle_ms_sampled_bs1", "plain_step_ms_bs8", "cycle_ms_greedy_bs8", "cycle_steps_greedy_bs8") if k in c))
+PY
+done

@@ -1,0 +1,19 @@
+# sourced by every call: wheels, paths; the GGUF comes as four carried parts (.stage/p1-p4, ~24.6 MB each: one
+# fits beside the base code) joined under /tmp/c
+python -m pip install -q --no-deps --root-user-action=ignore .whl/*.whl
+export PYTHONPATH=$PWD UPDRAFT_CACHE=/tmp/c UPDRAFT_EVAL_DIR=/tmp/c/eagle-eval PYTHONUNBUFFERED=1
+mkdir -p /tmp/c $OUT
+GGUF=/tmp/c/SmolLM2-135M-Instruct.Q4_1.gguf
+R=benchmarks/results/2026-12-02-h200-dual-qkv-one-loop
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for p in p1 p2 p3 p4; do [ -d .stage/$p ] && cp .stage/$p/gguf.part.* /tmp/c/; done
+[ -d .stage/p4/eagle-eval ] && cp -r .stage/p4/eagle-eval /tmp/c/
+if [ ! -f $GGUF ] && ls /tmp/c/gguf.part.ad >/dev/null 2>&1; then
+  cat /tmp/c/gguf.part.a[a-d] > $GGUF && sha256sum $GGUF | cut -c1-16
+fi
+# the base code (main before the change, `git archive` of updraft/ and benchmarks/*.py, without the head's
+# weights, which it shares with this checkout) travels in .stage/base
+if [ -d .stage/base ] && [ ! -d /tmp/base ]; then
+  cp -r .stage/base /tmp/base && cp updraft/heads/smollm2-135m-instruct-eagle3/model.safetensors /tmp/base/updraft/heads/smollm2-135m-instruct-eagle3/
+fi
+true
