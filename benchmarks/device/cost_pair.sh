@@ -1,4 +1,5 @@
-# usage: cost_pair.sh LABEL ARGS... : spec_iteration's cycle costs, new (this checkout) then base (/tmp/base), into $OUT/cost_LABEL_{new,base}
+# usage: bash benchmarks/device/cost_pair.sh LABEL ARGS... : spec_iteration's plain step and cycle costs at bs 1 and 8,
+# new (this checkout) then base (/tmp/base, env.sh), into $OUT/cost_LABEL_{new,base}; prints one line a side
 label=$1; shift
 for side in new base; do
   dir=$PWD; [ $side = base ] && dir=/tmp/base

@@ -1,10 +1,11 @@
-# sourced by every call: wheels, paths; the GGUF comes as four carried parts (.stage/p1-p4, ~24.6 MB each: one
-# fits beside the base code) joined under /tmp/c
+# Sourced first by a device call's script (from the repository root on the device machine; the caller sets R,
+# its results folder): the carried wheels installed, paths and the cache under /tmp/c; the default GGUF comes as
+# four carried parts (.stage/p1-p4, ~24.6 MB each: one fits beside the base code) joined under /tmp/c once all
+# four have arrived (one call each, back to back, while the machine stays warm).
 python -m pip install -q --no-deps --root-user-action=ignore .whl/*.whl
 export PYTHONPATH=$PWD UPDRAFT_CACHE=/tmp/c UPDRAFT_EVAL_DIR=/tmp/c/eagle-eval PYTHONUNBUFFERED=1
 mkdir -p /tmp/c $OUT
 GGUF=/tmp/c/SmolLM2-135M-Instruct.Q4_1.gguf
-R=benchmarks/results/2026-12-02-h200-dual-qkv-one-loop
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 for p in p1 p2 p3 p4; do [ -d .stage/$p ] && cp .stage/$p/gguf.part.* /tmp/c/; done
 [ -d .stage/p4/eagle-eval ] && cp -r .stage/p4/eagle-eval /tmp/c/
