@@ -333,6 +333,30 @@ def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[st
     assert not gemv.supported(table, w, Prologue(norm_weight=pro.norm_weight, x2=feat, norm_weight2=nw2, residual=table))
 
 
+@pytest.mark.parametrize("dual", [False, True], ids=["qkv", "eagle3"])
+def test_qkv_rope_store_whole_row_in_one_chunk(dual: bool) -> None:
+    """The one-row config the H200 table ships for SmolLM2's QKV and the EAGLE-3 head's: a
+    1024-wide K chunk over 576-wide rows (448 masked columns; the head's two inputs in the same
+    step of its one loop), bf16, against float64."""
+    dtype, m, hq, hkv, d, k = torch.bfloat16, 1, 2, 1, 64, 576
+    table, pro = make_prologue("embed", m, k, dtype, seed=120)
+    inputs = [prologue64(table, pro)]
+    if dual:
+        feat = randn(m, k, dtype=dtype, seed=121, scale=3.0)
+        nw2 = (1 + randn(k, dtype=torch.float32, seed=122, scale=0.2)).to(dtype)
+        pro = Prologue(norm_weight=pro.norm_weight, eps=1e-5, ids=pro.ids, x2=feat, norm_weight2=nw2)
+        inputs.append(prologue64(feat, Prologue(norm_weight=nw2, eps=1e-5)))
+    w = randn((hq + 2 * hkv) * d, k * len(inputs), dtype=dtype, seed=123, scale=0.05)
+    tab = rope_table(64, d, dtype)
+    pos = torch.tensor([37])
+    loc = slots_for(m, 1, seed=124)
+    k_pool, v_pool = torch.zeros(40, hkv, d, dtype=dtype), torch.zeros(40, hkv, d, dtype=dtype)
+    qkv, new_res = gemv.qkv_rope_store(table, w, None, pro, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=k_pool,
+                                       v_pool=v_pool, loc=loc, positions=pos, cos_sin=tab, config=cfg_of(FMA, 4, 1024))
+    check_qkv_rows(qkv, torch.cat(inputs, -1) @ w.double().T, pos, tab, k_pool, v_pool, loc, (hq, hkv, d), dtype)
+    check_residual(table, pro, new_res)
+
+
 def test_qkv_rope_matches_the_unfused_roundings() -> None:
     """bf16: given the same projection output, the epilogue rounds as ``ops.rotary_`` does (the
     projection is computed exactly here: integer-valued inputs, so no summation-order effect)."""

@@ -122,17 +122,19 @@ def test_split_rows_at_the_smollm2_shape(m_tile: int) -> None:
         assert rel_err(a, b.double()) <= 1e-2
 
 
+@pytest.mark.parametrize("shape", [SHAPES[0][:4], SHAPES[1][:4]], ids=["smollm2", "llama8b"])
 @pytest.mark.parametrize("m", [1, 6])
-def test_eagle3_head_qkv_at_the_8b_shape(m: int) -> None:
-    """The EAGLE-3 head's QKV at the Llama-3.1-8B shape: rows ``ids`` of the embedding and the
-    feature, each normalised, concatenated (K = 8192), with the launch config the H100 table
-    ships for it (the fused head layer runs only where that config is tuned)."""
+def test_eagle3_head_qkv_at_real_shapes(shape: tuple[int, int, int, int], m: int) -> None:
+    """The EAGLE-3 head's QKV at SmolLM2's and the Llama-3.1-8B shape: rows ``ids`` of the
+    embedding and the feature, each normalised, concatenated (K = 2 x hidden), with the launch
+    configs the table ships (the fused head layer runs only where the 8B one is tuned; SmolLM2's
+    one-row config on the H200 streams each 576-wide input in one 1024-wide chunk)."""
     from updraft.ops import gemv, gemv_config
     from updraft.ops.gemv import Prologue
 
-    hidden, hq, hkv, d = 4096, 32, 8, 128
+    hidden, hq, hkv, d = shape
     n = (hq + 2 * hkv) * d
-    if "H100" in torch.cuda.get_device_name():
+    if "H100" in torch.cuda.get_device_name() and hidden == 4096:
         assert gemv_config.is_tuned("qkv", n, 2 * hidden, gemv_config.m_bucket(m), torch.bfloat16, torch.device(DEV), d)
     table, feat = randn(1000, hidden, seed=1), randn(m, hidden, seed=2, scale=4.0)
     ids = torch.arange(m, device=DEV) * 97 + 5
