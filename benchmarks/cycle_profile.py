@@ -11,7 +11,9 @@ launch). Also the difference sampled minus greedy per kernel name: what the samp
 With ``UPDRAFT_PDL=0`` each kernel's time is its own (under PDL a kernel's time includes its wait
 for the one before it, so only differences between variants read true).
 
-Prints a short table per variant; writes ``cycle_profile.json`` to --out.
+Prints a short table per variant; writes ``cycle_profile.json`` to --out, with each variant's
+kernels of one replay in launch order (``sequence``: name, us), which tells the draft steps' launches
+from the verify's where both run the same kernel.
 """
 
 from __future__ import annotations
@@ -83,10 +85,14 @@ def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: in
     for r in reqs:
         eng.scheduler.release(r)
     per_name: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # name -> [us, count] per replay
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in ev.name.lower() and "memset" not in ev.name.lower():
-            per_name[ev.name][0] += ev.device_time / iters
-            per_name[ev.name][1] += 1 / iters
+    kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in ev.name.lower() and "memset" not in ev.name.lower()]
+    for ev in kernels:
+        per_name[ev.name][0] += ev.device_time / iters
+        per_name[ev.name][1] += 1 / iters
+    # one replay's kernels in launch order (every replay runs the same graph): which phase each is
+    kernels.sort(key=lambda ev: ev.time_range.start)
+    sequence = [[ev.name[:60], round(ev.device_time, 2)] for ev in kernels[: len(kernels) // max(iters, 1)]]
     groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for name, (us, n) in per_name.items():
         groups[group(name)][0] += us
@@ -96,7 +102,8 @@ def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: in
             "groups": {g: {"us": round(us, 1), "kernels": round(n, 1)} for g, (us, n) in sorted(groups.items(), key=lambda x: -x[1][0])},
             "top": [{"name": k[:90], "us": round(v[0], 1), "count": round(v[1], 1)}
                     for k, v in sorted(per_name.items(), key=lambda x: -x[1][0])[:25]],
-            "all": {k[:120]: [round(v[0], 2), round(v[1], 2)] for k, v in per_name.items()}}
+            "all": {k[:120]: [round(v[0], 2), round(v[1], 2)] for k, v in per_name.items()},
+            "sequence": sequence}
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
