@@ -440,6 +440,9 @@ def test_a_gpu_takes_the_tuned_entries_of_its_family(tmp_path, monkeypatch: pyte
         assert own != shipped[h100_key]
         gc.store(gc.key(*args[:4], bf16, cuda, args[6]), own)  # tuned on this GPU: its own entry wins
         assert gc.key(*args[:4], bf16, cuda, args[6]).startswith("NVIDIA H200|") and gc.lookup(*args) == own
+        head_qkv = ("qkv", 960, 1152, 1, bf16, cuda, 64)  # shipped for both: the H200's own entry wins
+        h100_cfg = shipped[gc._key("NVIDIA H100 80GB HBM3", *head_qkv[:4], bf16, 64)]
+        assert gc.lookup(*head_qkv) == shipped[gc._key("NVIDIA H200", *head_qkv[:4], bf16, 64)] != h100_cfg
         monkeypatch.setattr(gc, "family", lambda device: "sm80x108")
         monkeypatch.setattr(gc, "_device_name", lambda device: "NVIDIA A100-SXM4-80GB")
         gc.is_tuned.cache_clear()

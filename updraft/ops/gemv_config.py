@@ -9,10 +9,12 @@ same launch it would run eagerly. Where it comes from, in order:
    GPU) and read once per process;
 2. ``gemv_tuned.json`` beside this file: the sweeps updraft ships, keyed like the cache (GPU name
    included), so a known GPU and shape needs no sweep (the H100 runs of
-   ``benchmarks/results/2026-11-26-h100-gemv-tuning/``); a GPU the table does not name takes the
-   entries of one it does with the same architecture and SM count (its ``_families``: the H200
-   the H100's, both sm_90 with 132 SMs; the launch configs are latency choices, and a faster
-   memory moves them little: ``benchmarks/results/2026-12-01-h200-family-configs/``);
+   ``benchmarks/results/2026-11-26-h100-gemv-tuning/``); for a launch the table has no entry of
+   this GPU for, the entry of one with the same architecture and SM count (its ``_families``: the
+   H200 takes the H100's, both sm_90 with 132 SMs; the launch configs are latency choices, and a
+   faster memory moves them little: ``benchmarks/results/2026-12-01-h200-family-configs/``; its
+   own two entries, SmolLM2's one-row QKV and the EAGLE-3 head's, won in its cycle:
+   ``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop/``);
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
    tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked

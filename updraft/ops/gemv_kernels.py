@@ -151,7 +151,7 @@ def _dual_tile(X, xoff, NW, X2, x2off, NW2, W, wrow, wmask, stride_w, mmask, K, 
     the other wait for each stream in turn; on a one-row launch that wait is the kernel's cost).
     Each input keeps its own one-pass sum of squares; the sums and roundings are those of two
     loops. Not for dot tiles: their software pipeline would stage both weight streams in shared
-    memory (the 8B shape's 6-row tile then needs 242 KiB of the H100's 227), and it already
+    memory (the 8B shape's 6-row tile then needs 242 KiB of the 227 an sm_90 SM has), and it already
     overlaps each loop's loads."""
     acc = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
     acc2 = tl.zeros([BLOCK_R, BLOCK_M], tl.float32)
