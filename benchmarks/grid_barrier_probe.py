@@ -1,0 +1,195 @@
+"""Probe for a persistent draft step: what a dependent phase boundary costs as a kernel boundary
+(a PDL chain of launches in a CUDA graph, as every step runs today) against a grid-wide barrier
+inside one launch (programs that stay resident and wait on a global counter between phases).
+
+Why: a one-row draft step of the SmolLM2 head is eight launches (QKV, attention, merge, o_proj,
+gate/up, down, LM head, argmax) at ~3-4 us each, ~29 us, against ~4 us of weight reads
+(``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop``: what is left is the launches' chain,
+not their streams). One persistent launch running those phases with a grid barrier between them
+pays only if a barrier costs well under a launch boundary. This measures both on the same work:
+each phase, every program reads the whole previous phase's output (``G`` floats, one per
+program: every program depends on every program, as a GEMV's input row does), streams its own
+``chunk`` weights (bf16, from memory: the phases' weights are distinct and rotate over copies
+larger than L2) and writes its one output. ``chain``: one launch a phase, PDL on sm_90+ (each
+program prefetches its weights into L2 before its wait, as the GEMVs do); ``persistent``: one
+launch of ``phases`` phases, the next phase's weights prefetched before each barrier.
+
+Hazard (why production needs care): a grid barrier deadlocks unless every program of the launch
+is resident at once, so ``G`` stays at most the SM count with one program per SM; a graph's
+previous kernel may still hold SMs when the launch starts (its programs then wait longer, they
+do not deadlock). The Triton interpreter runs programs one after another, so ``--smoke`` runs one
+program (a barrier that never waits) and checks the arithmetic only.
+
+Correctness: each variant's final vector against a float64 replay of the phases.
+
+    python benchmarks/grid_barrier_probe.py --out results/grid_barrier_probe.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if not torch.cuda.is_available():  # the interpreter switch is read when a kernel is defined
+    os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, str(ROOT))
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from updraft.ops.gemv_config import graph_seconds  # noqa: E402
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, prefetch_l2  # noqa: E402
+
+
+@triton.jit
+def _prefetch_chunk(W, pid, CHUNK: tl.constexpr, PREFETCH: tl.constexpr):
+    if PREFETCH and CHUNK >= 64:  # one 128-byte line per 64 bf16 values (inline PTX: not in the interpreter)
+        prefetch_l2(W + pid * CHUNK + tl.arange(0, CHUNK // 64) * 64)
+
+
+@triton.jit
+def _phase(X, W, Y, pid, G, BLOCK_G: tl.constexpr, CHUNK: tl.constexpr):
+    """``Y[pid] = mean(X[:G]) * (1 + sum(W[pid, :CHUNK]) / CHUNK)``: every program reads every
+    program's output of the phase before, and its own weights."""
+    g = tl.arange(0, BLOCK_G)
+    s = tl.sum(tl.load(X + g, mask=g < G, other=0.0), axis=0) / G
+    if CHUNK > 0:
+        w = tl.load(W + pid * CHUNK + tl.arange(0, CHUNK)).to(tl.float32)
+        s = s * (1.0 + tl.sum(w, axis=0) / CHUNK)
+    tl.store(Y + pid, s)
+
+
+@triton.jit
+def chain_kernel(X, W, Y, G, BLOCK_G: tl.constexpr, CHUNK: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr):
+    pid = tl.program_id(0)
+    _prefetch_chunk(W, pid, CHUNK, PREFETCH)
+    pdl_enter(PDL)
+    _phase(X, W, Y, pid, G, BLOCK_G, CHUNK)
+
+
+@triton.jit
+def _grid_barrier(Count, G):
+    """Every program of the launch has arrived (each arrival releases its phase's stores; the
+    wait acquires everyone's). Scalar atomics run once per program."""
+    tl.debug_barrier()  # this program's threads are done with the phase
+    tl.atomic_add(Count, 1, sem="release", scope="gpu")
+    seen = tl.atomic_add(Count, 0, sem="acquire", scope="gpu")
+    while seen < G:
+        seen = tl.atomic_add(Count, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+
+
+@triton.jit
+def persistent_kernel(X0, Bufs, W, Count, Done, G, PHASES, w_phase_stride, BLOCK_G: tl.constexpr,
+                      CHUNK: tl.constexpr, PREFETCH: tl.constexpr):
+    """``PHASES`` phases as ``chain_kernel``'s launches run them: phase 0 reads ``X0``, phase
+    ``p`` writes ``Bufs[p % 2]`` (``BLOCK_G`` floats each) and reads the other, its weights at
+    ``W + p * w_phase_stride``; a barrier counter per phase boundary (``Count[p - 1]``). The last
+    program out zeroes the counters for the next launch: it arrives at ``Done`` after every
+    program has passed every barrier."""
+    pid = tl.program_id(0)
+    _prefetch_chunk(W, pid, CHUNK, PREFETCH)
+    _phase(X0, W, Bufs, pid, G, BLOCK_G, CHUNK)
+    for p in range(1, PHASES):
+        _prefetch_chunk(W + p * w_phase_stride, pid, CHUNK, PREFETCH)
+        _grid_barrier(Count + p - 1, G)
+        _phase(Bufs + ((p - 1) % 2) * BLOCK_G, W + p * w_phase_stride, Bufs + (p % 2) * BLOCK_G, pid, G, BLOCK_G,
+               CHUNK)
+    ticket = tl.atomic_add(Done, 1, sem="acq_rel", scope="gpu")
+    if ticket == G - 1:
+        c = tl.arange(0, 64)
+        for p0 in range(0, PHASES, 64):
+            tl.store(Count + p0 + c, tl.zeros([64], tl.int32), mask=p0 + c < PHASES)
+        tl.atomic_xchg(Done, 0)
+
+
+def reference(x0: torch.Tensor, ws: list[torch.Tensor], g: int, chunk: int) -> torch.Tensor:
+    x = x0.double()[:g]
+    for w in ws:
+        s = x.mean()
+        x = s * (1.0 + w.double().view(-1)[: g * chunk].view(g, chunk).sum(1) / chunk) if chunk else s.expand(g)
+    return x
+
+
+def run_case(dev: torch.device, g: int, chunk: int, phases: int, copies: int) -> dict[str, Any]:
+    block_g = triton.next_power_of_2(g)
+    gen = torch.Generator(device="cpu").manual_seed(g * 7919 + chunk)
+    # one weight block per phase, `copies` blocks in rotation so each phase reads memory, not L2
+    w_all = (1 + torch.rand(copies * phases, max(g * chunk, 1), generator=gen) * 0.01).to(torch.bfloat16).to(dev)
+    x0 = torch.rand(block_g, generator=gen).to(dev)
+    bufs = torch.zeros(2, block_g, device=dev)
+    chain_bufs = [torch.zeros(block_g, device=dev) for _ in range(2)]
+    count = torch.zeros(phases, dtype=torch.int32, device=dev)
+    done = torch.zeros(1, dtype=torch.int32, device=dev)
+    opts = pdl_opts(dev, "gemv")
+    gpu = dev.type == "cuda"
+    state = {"copy": 0}
+
+    def chain() -> None:
+        base = (state["copy"] % copies) * phases
+        for p in range(phases):
+            src = x0 if p == 0 else chain_bufs[(p - 1) % 2]
+            chain_kernel[(g,)](src, w_all[base + p], chain_bufs[p % 2], g, BLOCK_G=block_g, CHUNK=chunk,
+                               PREFETCH=gpu, num_warps=4, **opts)
+        state["copy"] += 1
+
+    def persistent() -> None:
+        base = (state["copy"] % copies) * phases
+        persistent_kernel[(g,)](x0, bufs, w_all[base], count, done, g, phases, w_all.stride(0), BLOCK_G=block_g,
+                                CHUNK=chunk, PREFETCH=gpu, num_warps=4)
+        state["copy"] += 1
+
+    ref = reference(x0.cpu(), [w_all[p].cpu() for p in range(phases)], g, chunk)
+    row: dict[str, Any] = {"programs": g, "chunk": chunk, "phases": phases}
+    for name, fn, out in (("chain", chain, lambda: chain_bufs[(phases - 1) % 2]),
+                          ("persistent", persistent, lambda: bufs[(phases - 1) % 2])):
+        state["copy"] = 0
+        fn()
+        got = out()[:g].double().cpu()
+        row[f"{name}_rel_err"] = float((got - ref).abs().max() / ref.abs().max())
+        if dev.type == "cuda":
+            row[f"{name}_us_per_phase"] = graph_seconds(fn, 4) * 1e6 / phases
+    row["counters_reset"] = bool((count == 0).all() and (done == 0).all())
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--smoke", action="store_true", help="one program, tiny chunks, under the Triton interpreter (CPU)")
+    p.add_argument("--phases", type=int, default=64)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available() and not args.smoke:
+        print("grid_barrier_probe: needs a CUDA GPU (or --smoke)", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.type == "cuda":
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        cases = [(g, c) for g in (8, 32, 66, sms) for c in (0, 1024, 8192)]
+        phases, copies = args.phases, 8
+    else:
+        cases, phases, copies = [(1, 0), (1, 128)], 3, 1
+    rows = []
+    for g, chunk in cases:
+        row = run_case(dev, g, chunk, phases, copies)
+        rows.append(row)
+        print(f"G {g:3d} chunk {chunk:5d}: chain {row.get('chain_us_per_phase', float('nan')):6.2f} us, persistent "
+              f"{row.get('persistent_us_per_phase', float('nan')):6.2f} us a phase; rel err {row['chain_rel_err']:.1e} / "
+              f"{row['persistent_rel_err']:.1e}; counters reset {row['counters_reset']}", flush=True)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu", "torch": torch.__version__,
+                "triton": triton.__version__}
+        args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
