@@ -20,9 +20,17 @@ previous kernel may still hold SMs when the launch starts (its programs then wai
 do not deadlock). The Triton interpreter runs programs one after another, so ``--smoke`` runs one
 program (a barrier that never waits) and checks the arithmetic only.
 
+``--gemv-chain``: the same question at the draft step's real bytes: its five one-row GEMVs
+(SmolLM2 EAGLE-3 head: QKV, o_proj, gate/up, down, the 8,192-token LM head; ``DRAFT_STEP``) eight
+steps over, as production ``gemv.linear`` launches (PDL, shipped configs) against one persistent
+launch (rows split evenly over 32 / 66 / all SMs' programs, each prefetching its next phase's
+rows into L2 before the barrier). What the persistent step could save, before attention, the
+merge and the argmax are folded in.
+
 Correctness: each variant's final vector against a float64 replay of the phases.
 
     python benchmarks/grid_barrier_probe.py --out results/grid_barrier_probe.json
+    python benchmarks/grid_barrier_probe.py --gemv-chain --out results/grid_barrier_chain.json
 """
 
 from __future__ import annotations
@@ -110,6 +118,135 @@ def persistent_kernel(X0, Bufs, W, Count, Done, G, PHASES, w_phase_stride, BLOCK
         tl.atomic_xchg(Done, 0)
 
 
+#: The one-row GEMVs of a SmolLM2 EAGLE-3 draft step, (N, K), in order: QKV (embedding | feature),
+#: o_proj, gate/up, down, the 8,192-token draft LM head. Phase i reads the first K_i values of
+#: phase i - 1's output (the attention and SiLU-mul left out: a GEMV chain of the step's bytes).
+DRAFT_STEP = ((960, 1152), (576, 576), (3072, 576), (576, 1536), (8192, 576))
+
+
+@triton.jit
+def _gemv_rows(X, W, Y, pid, G, N, K, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
+    """This program's rows of ``Y[:N] = round(W[N, K] @ X[:K])`` (rows split evenly over ``G``
+    programs; float32 sums, bf16 out)."""
+    per = tl.cdiv(N, G)
+    for r0 in range(pid * per, tl.minimum(pid * per + per, N), BLOCK_R):
+        r = r0 + tl.arange(0, BLOCK_R)
+        rmask = (r < N) & (r < pid * per + per)
+        acc = tl.zeros([BLOCK_R], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + tl.arange(0, BLOCK_K)
+            x = tl.load(X + k, mask=k < K, other=0.0).to(tl.float32)
+            w = tl.load(W + r[:, None].to(tl.int64) * K + k[None, :], mask=rmask[:, None] & (k < K)[None, :],
+                        other=0.0)
+            acc += tl.sum(w.to(tl.float32) * x[None, :], axis=1)
+        tl.store(Y + r, acc.to(Y.dtype.element_ty), mask=rmask)
+
+
+@triton.jit
+def _prefetch_rows(W, pid, G, N, K, PREFETCH: tl.constexpr):
+    if PREFETCH:
+        per = tl.cdiv(N, G)
+        lines = tl.arange(0, 32) * 64  # 64 bf16 values a 128-byte line, K <= 2048
+        for r in range(pid * per, tl.minimum(pid * per + per, N)):
+            prefetch_l2(W + r.to(tl.int64) * K + tl.where(lines < K, lines, 0))
+
+
+@triton.jit
+def gemv_chain_kernel(X0, Bufs, W, Meta, Count, Done, G, PHASES, NSHAPES, BUF, copy_stride, COPIES,
+                      BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PREFETCH: tl.constexpr):
+    """``PHASES`` GEMVs of the shapes in ``Meta`` ([NSHAPES, 3] int64: N, K, weight offset),
+    cycling, phase ``p`` on weight copy ``(p // NSHAPES) % COPIES``: phase 0 reads ``X0``, phase
+    ``p`` writes ``Bufs[p % 2]`` (``BUF`` values each) and reads the other; a grid barrier between
+    phases; counters reset by the last program out (as ``persistent_kernel``)."""
+    pid = tl.program_id(0)
+    n = tl.load(Meta)
+    k = tl.load(Meta + 1)
+    _prefetch_rows(W + tl.load(Meta + 2), pid, G, n, k, PREFETCH)
+    _gemv_rows(X0, W + tl.load(Meta + 2), Bufs, pid, G, n, k, BLOCK_R, BLOCK_K)
+    for p in range(1, PHASES):
+        i = p % NSHAPES
+        n = tl.load(Meta + 3 * i)
+        k = tl.load(Meta + 3 * i + 1)
+        wp = W + tl.load(Meta + 3 * i + 2) + ((p // NSHAPES) % COPIES).to(tl.int64) * copy_stride
+        _prefetch_rows(wp, pid, G, n, k, PREFETCH)
+        _grid_barrier(Count + p - 1, G)
+        _gemv_rows(Bufs + ((p - 1) % 2) * BUF, wp, Bufs + (p % 2) * BUF, pid, G, n, k, BLOCK_R, BLOCK_K)
+    ticket = tl.atomic_add(Done, 1, sem="acq_rel", scope="gpu")
+    if ticket == G - 1:
+        c = tl.arange(0, 64)
+        for p0 in range(0, PHASES, 64):
+            tl.store(Count + p0 + c, tl.zeros([64], tl.int32), mask=p0 + c < PHASES)
+        tl.atomic_xchg(Done, 0)
+
+
+def run_gemv_chain(dev: torch.device, shapes: tuple[tuple[int, int], ...], steps: int, copies: int,
+                   programs: list[int]) -> list[dict[str, Any]]:
+    """The draft step's GEMVs ``steps`` times over: production ``gemv.linear`` launches (PDL, the
+    shipped configs) against one persistent launch at each program count; float64 checks."""
+    from updraft.ops import gemv
+
+    gen = torch.Generator(device="cpu").manual_seed(5)
+    offs, off = [], 0
+    for n, k in shapes:
+        offs.append(off)
+        off += n * k
+    w_flat = torch.empty(copies, off, dtype=torch.bfloat16)
+    for c in range(copies):
+        for (n, k), o in zip(shapes, offs, strict=True):
+            w_flat[c, o : o + n * k] = (torch.randn(n * k, generator=gen) / k**0.5).to(torch.bfloat16)
+    w_flat = w_flat.to(dev)
+    ws = [[w_flat[c, o : o + n * k].view(n, k) for (n, k), o in zip(shapes, offs, strict=True)] for c in range(copies)]
+    meta = torch.tensor([[n, k, o] for (n, k), o in zip(shapes, offs, strict=True)], dtype=torch.int64, device=dev)
+    buf = max(n for n, _ in shapes)
+    x0 = (torch.randn(1, shapes[0][1], generator=gen)).to(torch.bfloat16).to(dev)
+    phases = steps * len(shapes)
+    # float64 replay, rounding each phase's output to bf16 as both variants do
+    x = x0[0].double().cpu()
+    for p in range(phases):
+        (n, k), w = shapes[p % len(shapes)], ws[(p // len(shapes)) % copies][p % len(shapes)]
+        x = (w.double().cpu() @ x[:k]).to(torch.bfloat16).double()
+    ref = x
+    state = {"copy": 0}
+    holder: dict[str, torch.Tensor] = {}
+
+    def chain() -> None:
+        cur = x0
+        for p in range(phases):
+            k, c = shapes[p % len(shapes)][1], (state["copy"] * steps + p // len(shapes)) % copies
+            cur = gemv.linear(cur[:, :k], ws[c][p % len(shapes)])[0]
+        holder["chain"] = cur
+        state["copy"] += 1
+
+    rows: list[dict[str, Any]] = []
+    row: dict[str, Any] = {"variant": "chain (gemv.linear, PDL)", "phases": phases}
+    state["copy"] = 0
+    chain()
+    row["rel_err"] = float((holder["chain"][0].double().cpu() - ref).abs().max() / ref.abs().max())
+    if dev.type == "cuda":
+        row["us_per_step"] = graph_seconds(chain, 4) * 1e6 / steps
+    rows.append(row)
+    bufs = torch.zeros(2, buf, dtype=torch.bfloat16, device=dev)
+    count = torch.zeros(phases, dtype=torch.int32, device=dev)
+    done = torch.zeros(1, dtype=torch.int32, device=dev)
+    # rows, K chunk, warps (sm_90, triton 3.9: 145 and 119 registers, no spills; 32 x 256 spilled)
+    tiles = [(8, 1024, 4), (16, 512, 4)] if dev.type == "cuda" else [(8, 64, 4)]
+    for g, (br, bk, warps) in ((g, t) for g in programs for t in tiles):
+        def persistent(g: int = g, br: int = br, bk: int = bk, warps: int = warps) -> None:
+            gemv_chain_kernel[(g,)](x0, bufs, w_flat, meta, count, done, g, phases, len(shapes), buf,
+                                    w_flat.stride(0), copies, BLOCK_R=br, BLOCK_K=bk, PREFETCH=dev.type == "cuda",
+                                    num_warps=warps)
+
+        persistent()
+        got = bufs[(phases - 1) % 2, : shapes[(phases - 1) % len(shapes)][0]].double().cpu()
+        row = {"variant": f"persistent, {g} programs, tile {br}x{bk}, {warps} warps", "phases": phases,
+               "rel_err": float((got - ref).abs().max() / ref.abs().max()),
+               "counters_reset": bool((count == 0).all() and (done == 0).all())}
+        if dev.type == "cuda":
+            row["us_per_step"] = graph_seconds(persistent, 4) * 1e6 / steps
+        rows.append(row)
+    return rows
+
+
 def reference(x0: torch.Tensor, ws: list[torch.Tensor], g: int, chunk: int) -> torch.Tensor:
     x = x0.double()[:g]
     for w in ws:
@@ -165,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--smoke", action="store_true", help="one program, tiny chunks, under the Triton interpreter (CPU)")
     p.add_argument("--phases", type=int, default=64)
+    p.add_argument("--gemv-chain", action="store_true",
+                   help="the draft step's five GEMVs (SmolLM2 head) as gemv.linear launches against one persistent launch")
     args = p.parse_args(argv)
     if not torch.cuda.is_available() and not args.smoke:
         print("grid_barrier_probe: needs a CUDA GPU (or --smoke)", file=sys.stderr)
@@ -177,6 +316,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cases, phases, copies = [(1, 0), (1, 128)], 3, 1
     rows = []
+    if args.gemv_chain:
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 1
+        shapes = DRAFT_STEP if dev.type == "cuda" else ((24, 40), (16, 24), (40, 16))
+        steps, copies = (8, 8) if dev.type == "cuda" else (2, 2)
+        programs = [32, 66, sms] if dev.type == "cuda" else [1]
+        chain_rows = run_gemv_chain(dev, shapes, steps, copies, programs)
+        for r in chain_rows:
+            print(f"{r['variant']:48s} {r.get('us_per_step', float('nan')):7.2f} us a draft step's GEMVs; rel err "
+                  f"{r['rel_err']:.1e}", flush=True)
+        cases = []
+        rows.extend(chain_rows)
     for g, chunk in cases:
         row = run_case(dev, g, chunk, phases, copies)
         rows.append(row)

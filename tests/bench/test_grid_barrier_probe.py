@@ -17,16 +17,31 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def test_probe_smoke(tmp_path: Path) -> None:
+def _probe() -> object:
     spec = importlib.util.spec_from_file_location("grid_barrier_probe", BENCH / "grid_barrier_probe.py")
     assert spec is not None and spec.loader is not None
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
+    return probe
+
+
+def test_probe_smoke(tmp_path: Path) -> None:
     out = tmp_path / "probe.json"
-    assert probe.main(["--smoke", "--out", str(out)]) == 0
+    assert _probe().main(["--smoke", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["chunk"] for r in rows] == [0, 128]
     assert all(r["chain_rel_err"] < 1e-6 and r["persistent_rel_err"] < 1e-6 and r["counters_reset"] for r in rows)
+
+
+def test_gemv_chain_smoke(tmp_path: Path) -> None:
+    """Three GEMV shapes, two steps: production ``gemv.linear`` launches and the persistent
+    launch both follow the float64 replay (bf16 outputs rounded each phase: a few ulps drift over
+    six phases; a phase reading a stale buffer would be off by O(1))."""
+    out = tmp_path / "chain.json"
+    assert _probe().main(["--smoke", "--gemv-chain", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"].split(",")[0] for r in rows] == ["chain (gemv.linear", "persistent"]
+    assert all(r["rel_err"] < 5e-2 for r in rows) and rows[1]["counters_reset"]
 
 
 _COMPILE = """
@@ -45,6 +60,10 @@ k = triton.compile(ASTSource(g.persistent_kernel, sig, {"BLOCK_G": 256, "CHUNK":
 ptx = k.asm["ptx"]
 arrive = re.findall(r"(?:red|atom)\\.global\\.gpu\\.release\\.add", ptx)
 spin = re.findall(r"ld\\.global\\.gpu\\.acquire|atom\\.global\\.gpu\\.acquire\\.add", ptx)
+sig = {"X0": "*bf16", "Bufs": "*bf16", "W": "*bf16", "Meta": "*i64", "Count": "*i32", "Done": "*i32", "G": "i32",
+       "PHASES": "i32", "NSHAPES": "i32", "BUF": "i32", "copy_stride": "i64", "COPIES": "i32"}
+triton.compile(ASTSource(g.gemv_chain_kernel, sig, {"BLOCK_R": 8, "BLOCK_K": 1024, "PREFETCH": True}),
+               target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
 print("ok", len(arrive), len(spin))
 """
 
