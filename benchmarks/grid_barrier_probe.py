@@ -95,13 +95,24 @@ def _grid_barrier(Count, G):
 
 
 @triton.jit
+def _reset_counters(Count, Done, G, PHASES):
+    """The last program out zeroes the barrier counters for the next launch: it arrives at
+    ``Done`` after every program has passed every barrier."""
+    ticket = tl.atomic_add(Done, 1, sem="acq_rel", scope="gpu")
+    if ticket == G - 1:
+        c = tl.arange(0, 64)
+        for p0 in range(0, PHASES, 64):
+            tl.store(Count + p0 + c, tl.zeros([64], tl.int32), mask=p0 + c < PHASES)
+        tl.atomic_xchg(Done, 0)
+
+
+@triton.jit
 def persistent_kernel(X0, Bufs, W, Count, Done, G, PHASES, w_phase_stride, BLOCK_G: tl.constexpr,
                       CHUNK: tl.constexpr, PREFETCH: tl.constexpr):
     """``PHASES`` phases as ``chain_kernel``'s launches run them: phase 0 reads ``X0``, phase
     ``p`` writes ``Bufs[p % 2]`` (``BLOCK_G`` floats each) and reads the other, its weights at
-    ``W + p * w_phase_stride``; a barrier counter per phase boundary (``Count[p - 1]``). The last
-    program out zeroes the counters for the next launch: it arrives at ``Done`` after every
-    program has passed every barrier."""
+    ``W + p * w_phase_stride``; a barrier counter per phase boundary (``Count[p - 1]``), reset
+    by ``_reset_counters``."""
     pid = tl.program_id(0)
     _prefetch_chunk(W, pid, CHUNK, PREFETCH)
     _phase(X0, W, Bufs, pid, G, BLOCK_G, CHUNK)
@@ -110,12 +121,7 @@ def persistent_kernel(X0, Bufs, W, Count, Done, G, PHASES, w_phase_stride, BLOCK
         _grid_barrier(Count + p - 1, G)
         _phase(Bufs + ((p - 1) % 2) * BLOCK_G, W + p * w_phase_stride, Bufs + (p % 2) * BLOCK_G, pid, G, BLOCK_G,
                CHUNK)
-    ticket = tl.atomic_add(Done, 1, sem="acq_rel", scope="gpu")
-    if ticket == G - 1:
-        c = tl.arange(0, 64)
-        for p0 in range(0, PHASES, 64):
-            tl.store(Count + p0 + c, tl.zeros([64], tl.int32), mask=p0 + c < PHASES)
-        tl.atomic_xchg(Done, 0)
+    _reset_counters(Count, Done, G, PHASES)
 
 
 #: The one-row GEMVs of a SmolLM2 EAGLE-3 draft step, (N, K), in order: QKV (embedding | feature),
@@ -157,7 +163,7 @@ def gemv_chain_kernel(X0, Bufs, W, Meta, Count, Done, G, PHASES, NSHAPES, BUF, c
     """``PHASES`` GEMVs of the shapes in ``Meta`` ([NSHAPES, 3] int64: N, K, weight offset),
     cycling, phase ``p`` on weight copy ``(p // NSHAPES) % COPIES``: phase 0 reads ``X0``, phase
     ``p`` writes ``Bufs[p % 2]`` (``BUF`` values each) and reads the other; a grid barrier between
-    phases; counters reset by the last program out (as ``persistent_kernel``)."""
+    phases (``_reset_counters``)."""
     pid = tl.program_id(0)
     n = tl.load(Meta)
     k = tl.load(Meta + 1)
@@ -171,12 +177,7 @@ def gemv_chain_kernel(X0, Bufs, W, Meta, Count, Done, G, PHASES, NSHAPES, BUF, c
         _prefetch_rows(wp, pid, G, n, k, PREFETCH)
         _grid_barrier(Count + p - 1, G)
         _gemv_rows(Bufs + ((p - 1) % 2) * BUF, wp, Bufs + (p % 2) * BUF, pid, G, n, k, BLOCK_R, BLOCK_K)
-    ticket = tl.atomic_add(Done, 1, sem="acq_rel", scope="gpu")
-    if ticket == G - 1:
-        c = tl.arange(0, 64)
-        for p0 in range(0, PHASES, 64):
-            tl.store(Count + p0 + c, tl.zeros([64], tl.int32), mask=p0 + c < PHASES)
-        tl.atomic_xchg(Done, 0)
+    _reset_counters(Count, Done, G, PHASES)
 
 
 def run_gemv_chain(dev: torch.device, shapes: tuple[tuple[int, int], ...], steps: int, copies: int,
