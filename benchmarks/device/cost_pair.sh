@@ -9,7 +9,8 @@ for side in new base; do
 import json, sys
 r = json.load(open(sys.argv[1]))
 c = next(v for k, v in r.items() if k.startswith("cost_"))
-print(sys.argv[2], sys.argv[3], " ".join(f"{k}={c[k]:.4f}" for k in ("plain_step_ms_bs1", "cycle_ms_greedy_bs1",
-      "cycle_steps_greedy_bs1", "cycle_ms_sampled_bs1", "plain_step_ms_bs8", "cycle_ms_greedy_bs8", "cycle_steps_greedy_bs8") if k in c))
+keys = [f"{k}_bs{b}" for b in (1, 8) for k in ("plain_step_ms", "cycle_ms_greedy", "cycle_steps_greedy", "cycle_ms_sampled",
+                                                "sampled_over_greedy")]
+print(sys.argv[2], sys.argv[3], " ".join(f"{k}={c[k]:.4f}" for k in keys if k in c))
 PY
 done

@@ -2,7 +2,7 @@
 # (rotary + norm + cat + the backend's store, against the latent kernel storing the rows + forward_stored),
 # the GPU tests of the kernel, DeepSeek and MLA, and the DeepSeek-V2-Lite MTP cycle new then base
 R=benchmarks/results/2026-12-02-h200-mla-latent-rows
-source $R/env.sh
+source benchmarks/device/env.sh
 timeout 120 python benchmarks/mla_bench.py --heads 16 --only decode --latent --out $OUT/mla_latent.json 2>&1 | grep -E "^\||wrote|Error" | head -30
 timeout 60 python -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops_gpu.py -k "latent or rotary or norms" 2>&1 | tail -2
 timeout 120 python -m pytest -q -m gpu -p no:cacheprovider tests/models/test_deepseek_gpu.py tests/attention/test_mla_gpu.py 2>&1 | tail -3

@@ -2,7 +2,7 @@
 # drawn unseeded), the DeepSeek and MLA GPU tests, and the MTP cycle of this change again (rounds
 # alternate with call 2's: new, base, new)
 R=benchmarks/results/2026-12-02-h200-mla-latent-rows
-source $R/env.sh
+source benchmarks/device/env.sh
 for i in 1 2 3; do
   timeout 60 python -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops_gpu.py -k "latent or rotary or norms" --tb=line 2>&1 | tail -3
 done
