@@ -10,6 +10,7 @@ import triton.language as tl
 
 from updraft.ops import rotary as rotary_kernels
 from updraft.ops.activation import silu_mul
+from updraft.ops.norm import normalise
 from updraft.ops.triton_utils import pdl_enter, pdl_release_late, prefetch_l2, round_to
 
 
@@ -114,7 +115,7 @@ def _gemv_tile(X, xoff, Res, roff, ResOut, NW, rstd, W, wrow, wmask, stride_w, m
             af = a.to(tl.float32)
             nw = tl.load(NW + k, mask=kmask, other=0.0).to(tl.float32)
             if TWO_PASS:
-                a = round_to(round_to(af * rstd[:, None], dt, RNE).to(tl.float32) * nw[None, :], dt, RNE)
+                a = normalise(af, rstd[:, None], nw[None, :], dt, dt, RNE)
             else:
                 sumsq += tl.sum(af * af, axis=1)  # masked lanes loaded 0
                 a = round_to(af * nw[None, :], dt, RNE)

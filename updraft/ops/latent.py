@@ -24,8 +24,9 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft.ops.norm import normalise
 from updraft.ops.rotary import _rotate_heads, cos_sin_row, rotate
-from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts, round_to
+from updraft.ops.triton_utils import emulate_rne, num_warps, pdl_enter, pdl_opts
 
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -45,7 +46,7 @@ def _latent_rows_kernel(KV, Q, Pos, CosSin, W, Pool, Loc, stride_kv, stride_qt, 
     xf = tl.load(row + r, mask=rmask, other=0.0).to(tl.float32)
     rstd = tl.rsqrt(tl.sum(xf * xf, axis=0) / R + eps)
     w = tl.load(W + r, mask=rmask, other=0.0).to(tl.float32)
-    latent = round_to(round_to(xf * rstd, dt, RNE).to(tl.float32) * w, dt, RNE)
+    latent = normalise(xf, rstd, w, dt, dt, RNE)
     tl.store(row + r, latent, mask=rmask)
     # the rope key (one head) and the queries' rope parts, rotated as ops.rotary_ rotates them
     d, dmask, cos, sin = cos_sin_row(CosSin, Pos, t, stride_cs, HALF, BLOCK_HALF)

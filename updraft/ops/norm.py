@@ -27,6 +27,13 @@ DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
+def normalise(xf, rstd, w, dt: tl.constexpr, out_dt: tl.constexpr, RNE: tl.constexpr):
+    """The normalised values as ``ops.rmsnorm`` rounds them: ``xf * rstd`` (float32) rounded to
+    ``dt``, its product with the weight ``w`` (float32) rounded to ``out_dt``."""
+    return round_to(round_to(xf * rstd, dt, RNE).to(tl.float32) * w, out_dt, RNE)
+
+
+@triton.jit
 def _rmsnorm_kernel(
     X,
     Res,
@@ -60,9 +67,8 @@ def _rmsnorm_kernel(
     xf = x.to(tl.float32)
     mean_sq = tl.sum(xf * xf, axis=0) / D  # masked lanes loaded 0: they add nothing
     rstd = tl.rsqrt(mean_sq + eps)
-    normed = round_to(xf * rstd, X.dtype.element_ty, RNE).to(tl.float32)
     w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(Out + row * D + cols, round_to(normed * w, Out.dtype.element_ty, RNE), mask=mask)
+    tl.store(Out + row * D + cols, normalise(xf, rstd, w, X.dtype.element_ty, Out.dtype.element_ty, RNE), mask=mask)
 
 
 def supported(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None = None) -> bool:
