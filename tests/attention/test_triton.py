@@ -143,20 +143,64 @@ def test_slots_prefetched_a_block_ahead(mode: ForwardMode, merge_in_kernel: bool
 
 
 @pytest.mark.parametrize("mode", [ForwardMode.EXTEND, ForwardMode.DECODE, ForwardMode.TARGET_VERIFY])
-def test_gpu_tile_config(mode: ForwardMode) -> None:
-    """The GPU's block sizes (64-key blocks, 128-row extend tiles), run by the interpreter."""
+@pytest.mark.parametrize("rows,keys", [(128, 64), (64, 64), (128, 128)])
+def test_gpu_tile_config(mode: ForwardMode, rows: int, keys: int) -> None:
+    """The GPU's block sizes (64- and 128-key blocks, 64- and 128-row extend tiles), run by the
+    interpreter."""
     ext = (1, 1) if mode.is_decode() else ((4, 4) if mode.is_fixed_stride(include_v2=True) else (70, 3))
     case = AttnCase(mode, 8, 2, 64, 1, (130, 0), ext, "float16", "interleaved")
-    tile = TileConfig(block_rows=128, block_n=64, min_split=128, num_warps=8, num_stages=2)
+    tile = TileConfig(block_rows=rows, block_n=keys, min_split=2 * keys, num_warps=8, num_stages=2)
     for splits in (1, 2):
         result, *_ = run_case(case, splits=splits, tile=tile)
         assert result.ok, result.describe()
+
+
+def test_prefill_tile_policy() -> None:
+    """The GPU's extend tiles (``TritonBackend._tile`` with the interpreter's small tiles off):
+    64 rows of 64 keys on 4 warps for bf16 prefills, 128 x 128 on 8 warps for heads over 64
+    wide from ``wide_prefill_rows`` new rows; short blocks keep their padded width; fp32 and
+    heads over 128 wide keep their tiles."""
+    from updraft.kit import harness
+
+    def tile(dim: int, dtype: str, max_ext: int, bsz: int) -> tuple[int, int, int, int]:
+        setup = harness.build_case(AttnCase(ForwardMode.EXTEND, 8, 2, dim, 1, (4,), (4,), dtype, "shuffled"))
+        be = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, dim)
+        be.interpret = False
+        t = be._tile(False, max_ext, bsz)
+        assert t.min_split == 2 * t.block_n
+        return t.block_rows, t.block_n, t.num_warps, t.num_stages
+
+    wide = TritonBackend.wide_prefill_rows
+    assert tile(64, "bfloat16", 4096, 1) == (64, 64, 4, 2)
+    assert tile(64, "bfloat16", 1024, 8) == (64, 64, 4, 2)
+    assert tile(128, "bfloat16", wide, 1) == (128, 128, 8, 2)
+    assert tile(128, "bfloat16", wide // 4, 4) == (128, 128, 8, 2)
+    assert tile(128, "bfloat16", wide // 2, 1) == (64, 64, 4, 2)
+    assert tile(128, "float16", 6, 1) == (32, 64, 4, 2)  # a 6-token block x 4 head rows, padded
+    assert tile(128, "float32", wide, 1) == (32, 32, 4, 2)
+    assert tile(256, "bfloat16", wide, 1) == (64, 32, 4, 2)
 
 
 def test_odd_head_shapes() -> None:
     """Group of 3 (padded to 4 head rows) and head_dim 40 (padded to 64): masked lanes."""
     for mode, ext in ((ForwardMode.DECODE, (1, 1)), (ForwardMode.EXTEND, (6, 17)), (ForwardMode.TARGET_VERIFY, (3, 3))):
         result, *_ = run_case(AttnCase(mode, 6, 2, 40, 16, (18, 33), ext, "float32", "nonmonotonic"))
+        assert result.ok, result.describe()
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_extend_whole_blocks_and_the_diagonal(dtype: str, splits: int) -> None:
+    """Prefill-sized blocks: the extend kernel's unmasked loops (whole prefix blocks, new-token
+    blocks wholly before a tile's first token) beside the masked tail and causal diagonal. With
+    16-key blocks and 8-token tiles, ext 70 gives tiles whose first token is past several whole
+    blocks and tiles that start mid-block; prefixes 37 / 64 / 0 end mid-block, on a block edge
+    and at nothing; head_dim 40 keeps the head-dim mask on the unmasked loads, 32 drops it."""
+    tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=1, num_stages=1)
+    for heads, kv_heads, dim in ((4, 2, 32), (6, 2, 40)):
+        case = AttnCase(ForwardMode.EXTEND, heads, kv_heads, dim, 16, (37, 64, 0), (70, 33, 50), dtype, "shuffled")
+        result, _, batch, _ = run_case(case, splits=splits, tile=tile)
+        assert batch.attn_metadata.plan.num_kv_splits == splits
         assert result.ok, result.describe()
 
 

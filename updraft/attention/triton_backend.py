@@ -150,6 +150,9 @@ class TritonBackend(AttentionBackend):
     #: GEMV before them streams its weights.
     prewarm_verify: ClassVar[bool] = True
     prewarm_decode: ClassVar[bool] = False
+    #: New token rows (``max_ext x bsz``, frozen at capture) from which an extend with heads over
+    #: 64 wide takes the 128 x 128 tile (``_tile``).
+    wide_prefill_rows: ClassVar[int] = 4096
 
     def __init__(
         self,
@@ -202,6 +205,14 @@ class TritonBackend(AttentionBackend):
             # (decode.py); one-token decode keeps 2 (more programs per SM hide its latency better)
             return TileConfig(block_rows=16, block_n=block_n, min_split=block_n, num_warps=4,
                               num_stages=self.verify_stages if max_ext > 1 else 2)
+        if not fp32 and not big_head:
+            # Prefill-sized blocks (bf16/fp16, head_dim <= 128), H200 sweep 2026-12-02
+            # (benchmarks/results/2026-12-02-h200-prefill-tiles): 64 rows of 64 keys on 4 warps
+            # beat the 128-row tile at every SmolLM2 shape but one and at the 8B heads' short
+            # prefills (bs 1 x 2k: 127 against 204 us); heads over 64 wide with >= 4096 new rows
+            # in the batch take 128 rows of 128 keys on 8 warps (bs 1 x 4k: 353 against 386).
+            wide = self.head_dim > 64 and max_ext * bsz >= self.wide_prefill_rows
+            max_rows, block_n = (128, 128) if wide else (64, 64)
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
         warps = 8 if rows >= 128 else 4
         return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
