@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--heads", default="8b,smollm2", help="comma-separated of " + ", ".join(HEADS))
     ap.add_argument("--quick", action="store_true", help="the nine candidates of QUICK, and MORE_SHAPES too")
+    ap.add_argument("--shapes", default="", help="bs/prefix/new,... instead of the default shapes, e.g. 1/0/1024")
+    ap.add_argument("--production-only", action="store_true", help="only the tile TritonBackend picks")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--inner", type=int, default=5)
@@ -120,10 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda")
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
+    shapes = SHAPES + (MORE_SHAPES if args.quick else ())
+    if args.shapes:
+        shapes = tuple(tuple(int(v) for v in s.split("/")) for s in args.shapes.split(","))
     for name in args.heads.split(","):
         heads = HEADS[name]
-        cfgs = candidates(heads[2], args.quick)
-        for bs, prefix, ext in SHAPES + (MORE_SHAPES if args.quick else ()):
+        cfgs = [] if args.production_only else candidates(heads[2], args.quick)
+        for bs, prefix, ext in shapes:
             got = sweep_shape(heads, bs, prefix, ext, cfgs, args, device)
             rows += got
             ok = sorted((r for r in got if "us" in r and not r["bad"]), key=lambda r: r["us"])

@@ -160,8 +160,6 @@ def test_prefill_tile_policy() -> None:
     64 rows of 64 keys on 4 warps for bf16 prefills, 128 x 128 on 8 warps for heads over 64
     wide from ``wide_prefill_rows`` new rows; short blocks keep their padded width; fp32 and
     heads over 128 wide keep their tiles."""
-    from updraft.kit import harness
-
     def tile(dim: int, dtype: str, max_ext: int, bsz: int) -> tuple[int, int, int, int]:
         setup = harness.build_case(AttnCase(ForwardMode.EXTEND, 8, 2, dim, 1, (4,), (4,), dtype, "shuffled"))
         be = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, dim)
@@ -179,6 +177,27 @@ def test_prefill_tile_policy() -> None:
     assert tile(128, "float16", 6, 1) == (32, 64, 4, 2)  # a 6-token block x 4 head rows, padded
     assert tile(128, "float32", wide, 1) == (32, 32, 4, 2)
     assert tile(256, "bfloat16", wide, 1) == (64, 32, 4, 2)
+
+
+def test_eager_prefill_without_prefix_takes_one_split() -> None:
+    """An eager extend whose requests have no cached prefix runs one split (the split policy
+    would give several here: 64 SMs' worth of programs); with a prefix in one request, or under
+    a graph's captured width, it keeps the policy's splits. Outputs match float64 each way."""
+    for prefix, graph_width, want_one in (((0, 0), None, True), ((0, 50), None, False), ((0, 0), 48, False)):
+        case = AttnCase(ForwardMode.EXTEND, 8, 2, 32, 16, prefix, (40, 30), "float32", "shuffled")
+        setup = harness.build_case(case)
+        be = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+        be.num_sms = 64
+        batch = harness.make_batch(setup)
+        if graph_width is not None:
+            batch.max_extend_len = graph_width
+        batch.attn_backend = be
+        be.init_forward_metadata(batch)
+        splits = batch.attn_metadata.plan.num_kv_splits
+        assert (splits == 1) == want_one, (prefix, graph_width, splits)
+        out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+        result = harness.check_output(setup, batch, out, be.scale)
+        assert result.ok, result.describe()
 
 
 def test_odd_head_shapes() -> None:

@@ -263,6 +263,13 @@ class TritonBackend(AttentionBackend):
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
         tile = self._tile(use_decode, max_ext, bsz)
         base = self._base_programs(use_decode, bsz, max_ext, tile)
+        splits = self._num_kv_splits(base, tile, self.verify_split_waves if use_decode and max_ext > 1 else None)
+        if (not fixed and batch.max_extend_len is None and self.kv_splits_override is None and bsz
+                and int(batch.prefix_lens_cpu().max()) == 0):
+            # An eager extend with no cached prefix anywhere (a fresh prompt's prefill): splits
+            # divide only the prefix, so more would add empty programs, fp32 partials and the
+            # merge launch. Graphs keep the policy (a replay may bring a prefix).
+            splits = 1
         return LaunchPlan(
             mode=mode,
             batch_size=bsz,
@@ -271,7 +278,7 @@ class TritonBackend(AttentionBackend):
             use_decode_kernel=use_decode,
             tree_stride=tree_stride,
             max_ext=max_ext,
-            num_kv_splits=self._num_kv_splits(base, tile, self.verify_split_waves if use_decode and max_ext > 1 else None),
+            num_kv_splits=splits,
             tile=tile,
         )
 
