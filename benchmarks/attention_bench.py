@@ -31,7 +31,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -185,7 +185,25 @@ def bench_decode(
 
 
 # ---- prefill / extend ----------------------------------------------------------------------
-def bench_prefill(bs: int, prefix: int, ext: int, heads: tuple[int, int, int], args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+class PrefillCase(NamedTuple):
+    """One EXTEND forward's inputs over a paged pool, and SDPA's dense equivalent (GQA expanded to
+    MHA, causal aligned to the bottom right, so both do the same FLOPs)."""
+
+    setup: PagedSetup
+    batch: Any
+    q: torch.Tensor
+    k_new: torch.Tensor
+    v_new: torch.Tensor
+    sdpa: Callable[[], torch.Tensor]
+    flops: float
+
+    def reference(self) -> torch.Tensor:
+        """SDPA's output as the backend's [tokens, heads, dim]."""
+        out = self.sdpa()
+        return out.transpose(1, 2).reshape(self.q.shape)
+
+
+def prefill_case(bs: int, prefix: int, ext: int, heads: tuple[int, int, int], device: torch.device) -> PrefillCase:
     import torch.nn.functional as F
 
     from updraft.batch import ForwardMode, make_forward_batch
@@ -207,29 +225,33 @@ def bench_prefill(bs: int, prefix: int, ext: int, heads: tuple[int, int, int], a
     # The new tokens' K/V are the ones already in their slots, so the dense baseline sees the same.
     k_new = st.pool.k_buffer[0][batch.out_cache_loc].clone()
     v_new = st.pool.v_buffer[0][batch.out_cache_loc].clone()
-    batch.attn_backend = st.backend
-    st.backend.init_forward_metadata(batch)
-    out = st.backend.forward(q, k_new, v_new, 0, batch)
-
-    # Dense baseline: [bs, hq, n, d], GQA expanded, causal aligned to the bottom right.
     kd = torch.stack([st.gather(i, seq)[0] for i in range(bs)]).repeat_interleave(hq // hkv, 2).transpose(1, 2).contiguous()
     vd = torch.stack([st.gather(i, seq)[1] for i in range(bs)]).repeat_interleave(hq // hkv, 2).transpose(1, 2).contiguous()
     qd = q.view(bs, ext, hq, dim).transpose(1, 2).contiguous()
-    if prefix == 0:
-        def sdpa() -> torch.Tensor:
-            return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
-    else:
+    mask = None
+    if prefix:
         from torch.nn.attention.bias import causal_lower_right
 
         mask = causal_lower_right(ext, seq)
 
-        def sdpa() -> torch.Tensor:
-            return F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask)
-    ref = sdpa().transpose(1, 2).reshape(bs * ext, hq, dim)
-    err = rel_err(out, ref)
-    t_tri = time_call(lambda: st.backend.forward(q, k_new, v_new, 0, batch), args, device)
-    t_sdpa = time_call(sdpa, args, device)
+    def sdpa() -> torch.Tensor:
+        if mask is None:
+            return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
+        return F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask)
+
     flops = 4 * hq * dim * bs * (ext * prefix + ext * (ext + 1) / 2)
+    return PrefillCase(st, batch, q, k_new, v_new, sdpa, flops)
+
+
+def bench_prefill(bs: int, prefix: int, ext: int, heads: tuple[int, int, int], args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
+    c = prefill_case(bs, prefix, ext, heads, device)
+    backend, batch = c.setup.backend, c.batch
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    out = backend.forward(c.q, c.k_new, c.v_new, 0, batch)
+    err = rel_err(out, c.reference())
+    t_tri = time_call(lambda: backend.forward(c.q, c.k_new, c.v_new, 0, batch), args, device)
+    t_sdpa = time_call(c.sdpa, args, device)
     return {
         "bs": bs,
         "prefix": prefix,
@@ -237,8 +259,8 @@ def bench_prefill(bs: int, prefix: int, ext: int, heads: tuple[int, int, int], a
         "kv_splits": batch.attn_metadata.plan.num_kv_splits,
         "triton_us": t_tri["graph_s"] * 1e6,
         "sdpa_us": t_sdpa["graph_s"] * 1e6,
-        "triton_tflops": flops / t_tri["graph_s"] / 1e12,
-        "sdpa_tflops": flops / t_sdpa["graph_s"] / 1e12,
+        "triton_tflops": c.flops / t_tri["graph_s"] / 1e12,
+        "sdpa_tflops": c.flops / t_sdpa["graph_s"] / 1e12,
         "triton_vs_sdpa": t_sdpa["graph_s"] / t_tri["graph_s"],
         "rel_err_vs_sdpa": err,
     }

@@ -24,13 +24,12 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from attention_bench import PagedSetup, meta, rel_err, time_call  # noqa: E402
+from attention_bench import meta, prefill_case, rel_err, time_call  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from updraft.attention.triton_kernels import TileConfig  # noqa: E402
-from updraft.batch import ForwardMode, make_forward_batch  # noqa: E402
 
 HEADS = {"8b": (32, 8, 128), "smollm2": (9, 3, 64)}
 SHAPES = ((1, 0, 4096), (8, 0, 1024), (1, 8192, 512))
@@ -53,39 +52,14 @@ def candidates(dim: int, quick: bool) -> list[TileConfig]:
 
 def sweep_shape(heads: tuple[int, int, int], bs: int, prefix: int, ext: int, cfgs: list[TileConfig],
                 args: argparse.Namespace, device: torch.device) -> list[dict[str, Any]]:
-    import torch.nn.functional as F
-
-    hq, hkv, dim = heads
-    seq = prefix + ext
-    gen = torch.Generator(device=device).manual_seed(bs * 7919 + seq)
-    st = PagedSetup(bs, seq, heads, device, gen)
-    batch = make_forward_batch(ForwardMode.EXTEND, torch.zeros(bs * ext, dtype=torch.long, device=device), st.rows,
-                               torch.full((bs,), seq, dtype=torch.int32), torch.full((bs,), ext, dtype=torch.int32),
-                               st.table, logits="none")
-    q = torch.randn(bs * ext, hq, dim, device=device, generator=gen).to(torch.bfloat16)
-    k_new = st.pool.k_buffer[0][batch.out_cache_loc].clone()
-    v_new = st.pool.v_buffer[0][batch.out_cache_loc].clone()
-    kd = torch.stack([st.gather(i, seq)[0] for i in range(bs)]).repeat_interleave(hq // hkv, 2).transpose(1, 2).contiguous()
-    vd = torch.stack([st.gather(i, seq)[1] for i in range(bs)]).repeat_interleave(hq // hkv, 2).transpose(1, 2).contiguous()
-    qd = q.view(bs, ext, hq, dim).transpose(1, 2).contiguous()
-    mask = None
-    if prefix:
-        from torch.nn.attention.bias import causal_lower_right
-
-        mask = causal_lower_right(ext, seq)
-
-    def sdpa() -> torch.Tensor:
-        if mask is None:
-            return F.scaled_dot_product_attention(qd, kd, vd, is_causal=True)
-        return F.scaled_dot_product_attention(qd, kd, vd, attn_mask=mask)
-
-    ref = sdpa().transpose(1, 2).reshape(bs * ext, hq, dim)
-    t_sdpa = time_call(sdpa, args, device)["graph_s"]
-    flops = 4 * hq * dim * bs * (ext * prefix + ext * (ext + 1) / 2)
+    c = prefill_case(bs, prefix, ext, heads, device)
+    st, batch, q, k_new, v_new, flops = c.setup, c.batch, c.q, c.k_new, c.v_new, c.flops
+    ref = c.reference()
+    t_sdpa = time_call(c.sdpa, args, device)["graph_s"]
     backend = st.backend
     production = backend._tile(False, ext, bs)
     rows = []
-    for cfg in [production] + [c for c in cfgs if c != production]:
+    for cfg in [production] + [x for x in cfgs if x != production]:
         backend._tile = lambda use_decode, max_ext, bsz, cfg=cfg: cfg  # type: ignore[method-assign]
         batch.attn_backend = backend
         try:

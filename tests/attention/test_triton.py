@@ -496,6 +496,29 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
     assert all(r["rel_err_vs_sdpa"] < 2e-2 for r in data["prefill"])
 
 
+def test_prefill_sweep_smoke() -> None:
+    """benchmarks/prefill_sweep.py's shape sweep on tiny shapes (interpreter): the production
+    tile first, each candidate's splits and error against SDPA recorded, a prefix case and a
+    fresh prompt (one split: an eager extend without a prefix)."""
+    from updraft.attention.triton_kernels import TileConfig as Tile
+
+    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = importlib.util.spec_from_file_location("prefill_sweep", bench_dir / "prefill_sweep.py")
+        assert spec is not None and spec.loader is not None
+        sweep = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sweep)
+    finally:
+        sys.path.remove(str(bench_dir))
+    args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1)
+    rows = sweep.sweep_shape((4, 2, 32), 1, 20, 40, [Tile(16, 16, 32, 1, 1)], args, torch.device("cpu"))
+    rows += sweep.sweep_shape((4, 2, 32), 2, 0, 24, [], args, torch.device("cpu"))
+    assert [r["production"] for r in rows] == [True, False, True]
+    assert all(not r["bad"] and r["rel_err"] < 2e-2 for r in rows)
+    assert rows[-1]["splits"] == 1
+
+
 def test_kernels_compile_for_h100() -> None:
     """The interpreter accepts code that the compiler rejects: compile every kernel for sm_90 in a
     subprocess without TRITON_INTERPRET (no GPU needed; triton ships ptxas)."""
