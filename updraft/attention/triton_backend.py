@@ -208,9 +208,10 @@ class TritonBackend(AttentionBackend):
         if not fp32 and not big_head:
             # Prefill-sized blocks (bf16/fp16, head_dim <= 128), H200 sweep 2026-12-02
             # (benchmarks/results/2026-12-02-h200-prefill-tiles): 64 rows of 64 keys on 4 warps
-            # beat the 128-row tile at every SmolLM2 shape but one and at the 8B heads' short
-            # prefills (bs 1 x 2k: 127 against 204 us); heads over 64 wide with >= 4096 new rows
-            # in the batch take 128 rows of 128 keys on 8 warps (bs 1 x 4k: 353 against 386).
+            # came within 2% of the best tile at six of eight SmolLM2 shapes (20% behind over an
+            # 8k prefix) and won the 8B heads' short prefills (bs 1 x 2k: 127 against 204 us for
+            # the 128-row tile before); heads over 64 wide with >= 4096 new rows in the batch take
+            # 128 rows of 128 keys on 8 warps (bs 1 x 4k: 353 against 386).
             wide = self.head_dim > 64 and max_ext * bsz >= self.wide_prefill_rows
             max_rows, block_n = (128, 128) if wide else (64, 64)
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
