@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch  # does not import triton
 
@@ -479,14 +480,25 @@ def test_metadata_from_another_mode_is_refused() -> None:
         backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
 
 
+def _load_bench(name: str) -> Any:
+    """``benchmarks/<name>.py`` as a module (the folder on the path while it loads: the scripts
+    import each other)."""
+    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    try:
+        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench_dir))
+    return module
+
+
 def test_bench_script_smoke(tmp_path: Path) -> None:
     """benchmarks/attention_bench.py parses its arguments and runs end to end on tiny shapes
     (interpreter: plumbing and correctness checks only; the timings mean nothing here)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_bench.py"
-    spec = importlib.util.spec_from_file_location("attention_bench", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _load_bench("attention_bench")
     assert bench.parse_args(["--only", "prefill", "--repeats", "5"]).repeats == 5
     out = tmp_path / "bench.json"
     assert bench.main(["--smoke", "--warmup", "0", "--out", str(out)]) == 0
@@ -502,15 +514,7 @@ def test_prefill_sweep_smoke() -> None:
     fresh prompt (one split: an eager extend without a prefix)."""
     from updraft.attention.triton_kernels import TileConfig as Tile
 
-    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench_dir))
-    try:
-        spec = importlib.util.spec_from_file_location("prefill_sweep", bench_dir / "prefill_sweep.py")
-        assert spec is not None and spec.loader is not None
-        sweep = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sweep)
-    finally:
-        sys.path.remove(str(bench_dir))
+    sweep = _load_bench("prefill_sweep")
     args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1)
     rows = sweep.sweep_shape((4, 2, 32), 1, 20, 40, [Tile(16, 16, 32, 1, 1)], args, torch.device("cpu"))
     rows += sweep.sweep_shape((4, 2, 32), 2, 0, 24, [], args, torch.device("cpu"))

@@ -199,21 +199,20 @@ class TritonBackend(AttentionBackend):
         if fp32:
             block_n, max_rows = (16 if big_head else 32), 32
         else:
-            block_n, max_rows = (32, 64) if big_head else (64, 128)
+            block_n, max_rows = (32, 64) if big_head else (64, 64)
         if use_decode_kernel:  # a split may be one block: short contexts still spread (same sweep)
             # verify blocks: 3 stages, the K/V tiles double-buffered, the slots loaded a block ahead
             # (decode.py); one-token decode keeps 2 (more programs per SM hide its latency better)
             return TileConfig(block_rows=16, block_n=block_n, min_split=block_n, num_warps=4,
                               num_stages=self.verify_stages if max_ext > 1 else 2)
-        if not fp32 and not big_head:
-            # Prefill-sized blocks (bf16/fp16, head_dim <= 128), H200 sweep 2026-12-02
-            # (benchmarks/results/2026-12-02-h200-prefill-tiles): 64 rows of 64 keys on 4 warps
-            # came within 2% of the best tile at six of eight SmolLM2 shapes (20% behind over an
-            # 8k prefix) and won the 8B heads' short prefills (bs 1 x 2k: 127 against 204 us for
-            # the 128-row tile before); heads over 64 wide with >= 4096 new rows in the batch take
-            # 128 rows of 128 keys on 8 warps (bs 1 x 4k: 353 against 386).
-            wide = self.head_dim > 64 and max_ext * bsz >= self.wide_prefill_rows
-            max_rows, block_n = (128, 128) if wide else (64, 64)
+        # Extend tiles for bf16/fp16 heads up to 128 wide, H200 sweep 2026-12-02
+        # (benchmarks/results/2026-12-02-h200-prefill-tiles): 64 rows of 64 keys on 4 warps came
+        # within 2% of the best tile at six of eight SmolLM2 shapes (20% behind over an 8k
+        # prefix) and won the 8B heads' short prefills (bs 1 x 2k: 127 against 204 us for the
+        # 128-row tile before); heads over 64 wide with >= 4096 new rows in the batch take 128
+        # rows of 128 keys on 8 warps (bs 1 x 4k: 353 against 386).
+        if not fp32 and 64 < self.head_dim <= 128 and max_ext * bsz >= self.wide_prefill_rows:
+            max_rows, block_n = 128, 128
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
         warps = 8 if rows >= 128 else 4
         return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
@@ -256,17 +255,17 @@ class TritonBackend(AttentionBackend):
                 raise ValueError(f"a tree mask needs a fixed-stride mode, got {mode.name}")
             tree_stride = batch.stride
         use_decode = self._uses_decode_kernel(mode, tree_stride, batch.stride if fixed else 1)
+        eager = not fixed and batch.max_extend_len is None  # EXTEND, DRAFT_EXTEND v1 outside a graph
         if fixed:
             max_ext = batch.stride  # frozen: never the per-step lengths
         elif batch.max_extend_len is not None:  # packed under a graph: the captured width
             max_ext = batch.max_extend_len
-        else:  # EXTEND, DRAFT_EXTEND v1 eager: the host copy sizes the grid
+        else:  # eager: the host copy sizes the grid
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
         tile = self._tile(use_decode, max_ext, bsz)
         base = self._base_programs(use_decode, bsz, max_ext, tile)
         splits = self._num_kv_splits(base, tile, self.verify_split_waves if use_decode and max_ext > 1 else None)
-        if (not fixed and batch.max_extend_len is None and self.kv_splits_override is None and bsz
-                and int(batch.prefix_lens_cpu().max()) == 0):
+        if eager and self.kv_splits_override is None and bsz and int(batch.prefix_lens_cpu().max()) == 0:
             # An eager extend with no cached prefix anywhere (a fresh prompt's prefill): splits
             # divide only the prefix, so more would add empty programs, fp32 partials and the
             # merge launch. Graphs keep the policy (a replay may bring a prefix).

@@ -267,6 +267,7 @@ def extend_attention(
     stride_tb = tree_mask.stride(0) if tree_mask is not None else 0
     stride_ti = tree_mask.stride(1) if tree_mask is not None else 0
     log2e = 1.4426950408889634
+    block_d = max(16, next_pow2(dim))
     grid = (triton.cdiv(max_ext, block_t), bsz, hkv * num_splits)
     _extend_kernel[grid](
         q, k_new, v_new, k_pool, v_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens,
@@ -275,9 +276,8 @@ def extend_attention(
         req_to_token.stride(0), *_two_strides(out), *_two_strides(mid_o), mid_o.stride(2), *_two_strides(mid_lse),
         stride_tb, stride_ti, scale * log2e, num_splits,
         GROUP=group, GROUP_PAD=group_pad, BLOCK_T=block_t, ROWS=block_t * group_pad, BLOCK_N=cfg.block_n,
-        HEAD_DIM=dim, BLOCK_D=max(16, next_pow2(dim)), MIN_SPLIT=cfg.min_split, TREE=tree, DIRECT=direct,
-        DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), EVEN_D=dim == max(16, next_pow2(dim)),
-        num_warps=cfg.num_warps,
+        HEAD_DIM=dim, BLOCK_D=block_d, MIN_SPLIT=cfg.min_split, TREE=tree, DIRECT=direct,
+        DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), EVEN_D=dim == block_d, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
