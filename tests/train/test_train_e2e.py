@@ -274,3 +274,34 @@ def test_plan_steps_fills_the_planned_seconds() -> None:
     assert abs(_plan_steps(cfg, 20, 0.05, now - 10.0, None) - (20 + 0.93 * 1800)) <= 2
     budget = TrainConfig(out="x", eval_every=0)
     assert abs(_plan_steps(budget, 5, 0.5, now, now + 50.0) - (5 + 0.93 * 100)) <= 2
+
+
+def test_final_check_is_skipped_once_the_budget_is_spent(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """The final engine check starts only with time left in the budget to build its engine (as long
+    as the teacher-forcing engine took: seconds on a loaded CPU). Otherwise the run writes its log
+    and card without it (the reason recorded) rather than overrunning; with time left it runs."""
+    from types import SimpleNamespace
+
+    from updraft.train import trainer
+
+    calls: list[float | None] = []
+
+    def fake_acceptance(cfg, loaded, out, prompts, deadline):  # noqa: ANN001, ANN202
+        calls.append(deadline)
+        return {"prompts": 1, "max_tokens": 8, "mean_accept_length": 2.0, "per_position": [0.5]}
+
+    monkeypatch.setattr(trainer, "engine_acceptance", fake_acceptance)
+    result = {
+        "config": {"method": "eagle3", "target": "t", "ttt_steps": 5, "lr": 1e-3, "spec_steps": 5}, "device": "cpu",
+        "torch": torch.__version__, "precision": "fp32", "steps": 1, "epochs_seen": 1.0, "train_s": 1.0,
+        "data": {"train": {"sequences": 1, "tokens": 10, "training_positions": 5}},
+        "held_out_final": {"acc": [0.5], "expected_accept_length": 1.5},
+    }
+    cfg = SimpleNamespace(final_eval_prompts=1, spec_steps=5)
+    prep = SimpleNamespace(held_prompts=["p"], loaded=None, data_info={"engine_build_s": 3.0})
+    now = time.time()
+    spent = trainer._finish(cfg, prep, tmp_path, dict(result), now - 10, now + 1.5)
+    assert calls == [] and spent["engine_acceptance_error"].startswith("skipped")
+    assert json.loads((tmp_path / "train_log.json").read_text())["engine_acceptance_error"].startswith("skipped")
+    inside = trainer._finish(cfg, prep, tmp_path, dict(result), now, now + 60)
+    assert calls == [now + 60] and inside["engine_acceptance"]["mean_accept_length"] == 2.0

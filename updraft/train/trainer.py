@@ -137,11 +137,13 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     aux = default_aux_layers(loaded.config.num_layers) if cfg.method == "eagle3" else ()
     longest = max(len(s) for s in train_seqs + held_seqs)
     tf_tokens = max(16384 if device.type == "cuda" else 4096, longest)
+    t = time.perf_counter()
     engine = Engine(
         EngineConfig(model=str(path), device=device.type, dtype=_dtype_name(dtype), max_total_tokens=tf_tokens + 64,
                      max_running_requests=64, disable_cuda_graph=True, progress=False),
         loaded=loaded,
     )
+    build_s = time.perf_counter() - t
     store = pick_data_device(cfg.data_device, sum(len(x) for x in train_seqs), loaded.config.hidden_size, bool(aux), device)
     t = time.perf_counter()
     train = teacher_force(engine, train_seqs, train_plens, aux, tf_tokens, cfg.progress, store=store)
@@ -150,6 +152,7 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     del engine
     _free()
     info = {"reused_cache": reused, "data_dir": str(data_dir), "generation": gen.stats, "teacher_forcing_s": tf_s,
+            "engine_build_s": build_s,
             "train": train.stats(), "held_out": held.stats(), "data_device": str(store)}
     _say(
         f"data: {len(train_seqs)} training sequences ({train.num_tokens} tokens, "
@@ -535,7 +538,15 @@ def train(
 def _finish(cfg: TrainConfig, prep: Prepared, out: Path, result: dict[str, Any], t0: float, budget_end: float | None) -> dict[str, Any]:
     """The engine's acceptance on held-out prompts (the head is saved already: a failure here
     must not lose the run), then the log and the model card."""
-    if cfg.final_eval_prompts:
+    # The check starts only with time left to build its engine (as long as the teacher-forcing
+    # engine took: seconds on a loaded CPU); the budget is kept, not overrun by the check.
+    left = budget_end - time.time() if budget_end is not None else float("inf")
+    build_s = float(prep.data_info.get("engine_build_s", 0.0))
+    if cfg.final_eval_prompts and left < build_s:
+        result["engine_acceptance_error"] = (f"skipped: {max(left, 0.0):.1f} s of the time budget left, "
+                                             f"under the {build_s:.1f} s an engine took to build")
+        _say(f"final engine check {result['engine_acceptance_error']}")
+    elif cfg.final_eval_prompts:
         # The log now, and again with the engine's figures: a run killed during the check keeps it.
         write_json(out / LOG_NAME, result | {"total_s": time.time() - t0})
         _free()
