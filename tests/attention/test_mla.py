@@ -400,3 +400,21 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
     st = bench.LatentSetup(2, 40, 4, 32, 16, 1, torch.device("cpu"), torch.Generator().manual_seed(0), table_width=300)
     assert st.table.shape == (3, 300) and bool((st.table[1:, 40:] == 0).all())
 
+
+
+def test_timeline_probe_smoke(tmp_path: Path) -> None:
+    """benchmarks/mla_timeline_probe.py on tiny shapes (interpreter: zero stamps): its copies of the
+    decode kernel's body (stamped, unstamped, slots two blocks ahead) give the production kernel's
+    output exactly, so the timeline it reports on the GPU is that kernel's."""
+    root = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("mla_timeline_probe", root / "mla_timeline_probe.py")
+    assert spec is not None and spec.loader is not None
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    out = tmp_path / "timeline.json"
+    assert probe.main(["--smoke", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    checked = [r for r in rows if "max_err_vs_production" in r]
+    assert len(checked) == 3 and all(r["max_err_vs_production"] == 0.0 for r in checked)
+    assert all(r["programs"] == 3 * 2 for r in checked)  # 1 head block x bs 2 x 3 splits
