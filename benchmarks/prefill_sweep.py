@@ -54,6 +54,8 @@ def sweep_shape(heads: tuple[int, int, int], bs: int, prefix: int, ext: int, cfg
                 args: argparse.Namespace, device: torch.device) -> list[dict[str, Any]]:
     c = prefill_case(bs, prefix, ext, heads, device)
     st, batch, q, k_new, v_new, flops = c.setup, c.batch, c.q, c.k_new, c.v_new, c.flops
+    if args.as_graph:  # a prefill graph's width: the backend keeps its split policy (no eager rule)
+        batch.max_extend_len = ext
     ref = c.reference()
     t_sdpa = time_call(c.sdpa, args, device)["graph_s"]
     backend = st.backend
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the nine candidates of QUICK, and MORE_SHAPES too")
     ap.add_argument("--shapes", default="", help="bs/prefix/new,... instead of the default shapes, e.g. 1/0/1024")
     ap.add_argument("--production-only", action="store_true", help="only the tile TritonBackend picks")
+    ap.add_argument("--as-graph", action="store_true",
+                    help="plan as a prefill graph does (its captured width set): the split policy, not the eager rule")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--inner", type=int, default=5)

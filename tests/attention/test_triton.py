@@ -201,6 +201,41 @@ def test_eager_prefill_without_prefix_takes_one_split() -> None:
         assert result.ok, result.describe()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_split_extend_without_prefix_writes_its_output_itself(monkeypatch: pytest.MonkeyPatch, dtype: str) -> None:
+    """A split extend (a prefill graph's policy) beside a request with a prefix: the request with
+    none has every key in its last split, which writes its output and marks its rows' lse +inf;
+    the merge leaves those rows and merges the other request's. Whole: float64-exact. Without
+    the merge launch: the first request's rows are final already, the second's still unwritten."""
+    from updraft.attention.triton_kernels import extend as extend_kernels
+
+    tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=1, num_stages=1)
+    case = AttnCase(ForwardMode.EXTEND, 4, 2, 32, 16, (0, 37), (40, 30), dtype, "shuffled")
+    result, _, batch, _ = run_case(case, splits=3, tile=tile)
+    assert batch.attn_metadata.plan.num_kv_splits == 3
+    assert result.ok, result.describe()
+
+    monkeypatch.setattr(extend_kernels, "merge_splits", lambda *a, **k: None)
+    setup = harness.build_case(case)
+    be = TritonBackend(setup.kv_pool, setup.req_to_token, 4, 2, 32)
+    be.kv_splits_override = 3
+    be._tile = lambda use_decode, max_ext, bsz: tile  # type: ignore[method-assign]
+    batch = harness.make_batch(setup)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    batch.attn_metadata.mid_lse.fill_(float("nan"))
+    be._extend_out = lambda q, md: torch.full((q.shape[0], 4, 32), float("nan"), dtype=q.dtype)  # type: ignore[method-assign]
+    out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    ref = harness.reference_output(setup, be.scale)
+    tol = 1e-4 if dtype == "float32" else 2e-2
+    assert harness.relative_error(out[:40], ref[:40]) < tol
+    assert torch.isnan(out[40:]).all()
+    lse = batch.attn_metadata.mid_lse[:70]
+    assert torch.isinf(lse[:40, :, 2]).all() and (lse[:40, :, 2] > 0).all()
+    assert torch.isneginf(lse[:40, :, :2]).all()
+    assert torch.isfinite(lse[40:]).all()
+
+
 def test_odd_head_shapes() -> None:
     """Group of 3 (padded to 4 head rows) and head_dim 40 (padded to 64): masked lanes."""
     for mode, ext in ((ForwardMode.DECODE, (1, 1)), (ForwardMode.EXTEND, (6, 17)), (ForwardMode.TARGET_VERIFY, (3, 3))):
@@ -515,12 +550,14 @@ def test_prefill_sweep_smoke() -> None:
     from updraft.attention.triton_kernels import TileConfig as Tile
 
     sweep = _load_bench("prefill_sweep")
-    args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1)
+    args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1, as_graph=False)
     rows = sweep.sweep_shape((4, 2, 32), 1, 20, 40, [Tile(16, 16, 32, 1, 1)], args, torch.device("cpu"))
     rows += sweep.sweep_shape((4, 2, 32), 2, 0, 24, [], args, torch.device("cpu"))
-    assert [r["production"] for r in rows] == [True, False, True]
+    args.as_graph = True  # as a prefill graph plans it: the split policy, the last split writing the output
+    rows += sweep.sweep_shape((4, 2, 32), 1, 0, 24, [], args, torch.device("cpu"))
+    assert [r["production"] for r in rows] == [True, False, True, True]
     assert all(not r["bad"] and r["rel_err"] < 2e-2 for r in rows)
-    assert rows[-1]["splits"] == 1
+    assert rows[2]["splits"] == 1 and rows[3]["splits"] > 1
 
 
 def test_kernels_compile_for_h100() -> None:

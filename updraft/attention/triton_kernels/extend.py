@@ -10,17 +10,19 @@ batch's own, prefix + new) and derives ``kv_lens = max(seq_lens - ext_lens, 0)``
 graph rows (seq_lens = 1, ext = stride) have no prefix and attend only inside their own (scratch)
 block. (The clamp is here, not in a metadata launch: see ``TritonBackend._alloc_metadata``.)
 
-Grid: ``(cdiv(max_ext, BLOCK_T), B, num_kv_heads * num_splits)``. GQA: a tile's rows are
-``BLOCK_T`` tokens x ``GROUP_PAD`` query heads of one KV head (row ``r`` = token ``r // GROUP_PAD``,
-head ``r % GROUP_PAD``), so K/V blocks are loaded once for the whole group and the M dimension of
-the dot is filled even when a request has few new tokens (a verify block of 4 tokens x 4 heads is
-a 16-row tile).
+Grid: ``(cdiv(max_ext, BLOCK_T), B, num_splits * num_kv_heads)``, heavy programs first (see the
+kernel). GQA: a tile's rows are ``BLOCK_T`` tokens x ``GROUP_PAD`` query heads of one KV head
+(row ``r`` = token ``r // GROUP_PAD``, head ``r % GROUP_PAD``), so K/V blocks are loaded once for
+the whole group and the M dimension of the dot is filled even when a request has few new tokens
+(a verify block of 4 tokens x 4 heads is a 16-row tile).
 
 Splits: for few query tiles over a long prefix (verify, V2, short chunks) the prefix is split
 across ``num_splits`` programs (split length derived on device from ``kv_lens[b]``, as in the
 decode kernel); the last split also covers the new tokens; partials are merged by ``merge``.
-``num_splits == 1`` (prefill) writes the output directly. ``max_ext`` (grid), ``num_splits`` and
-the tile config are host scalars, frozen at graph capture.
+``num_splits == 1`` (prefill) writes the output directly, and so does the last split of a request
+with no cached prefix (its only split with keys; a prefill graph is captured with splits before
+its prompts' prefixes are known), marking its rows' lse +inf for the merge to leave them.
+``max_ext`` (grid), ``num_splits`` and the tile config are host scalars, frozen at graph capture.
 
 Masks cost a prefill: key blocks every row of the tile sees in full (the prefix's whole blocks,
 the new tokens' blocks before the tile's first token, with no tree mask) take loops without the
@@ -96,18 +98,24 @@ def _load_kv(KBase, VBase, rows, stride_kr, stride_vr, d, dmask, rmask, MASKED: 
 
 
 @triton.jit
-def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_i, acc, stride_ot, stride_oh,
+def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_i, acc, own, stride_ot, stride_oh,
                 stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT: tl.constexpr):
-    """The normalised output rows (DIRECT), or this split's partial output and log-sum-exp."""
+    """The normalised output rows (DIRECT), or this split's partial output and log-sum-exp. A split
+    that ``own``s its request's rows (it saw every key: no cached prefix) writes the output too and
+    marks them done with lse +inf. Both stores are masked, not branched: one epilogue, so the
+    registers stay the partial store's (a branch per store spilled the 8B prefill tile)."""
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
     if DIRECT:
         tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
                  mask=omask)
-    else:
+    else:  # rows without keys store lse -inf only: the merge never loads their partial
+        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
+                 mask=tl.where(own, omask, False))  # (a where: the interpreter refuses mask & scalar)
         tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
-                 mask=omask)
+                 mask=tl.where(own, False, omask & has_keys[:, None]))
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+        lse = tl.where(own, float("inf"), lse)
         tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=rvalid)
 
 
@@ -122,11 +130,22 @@ def _extend_kernel(
     DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr, EVEN_D: tl.constexpr = False,
 ):
     pdl_enter(PDL)
-    # Heaviest (last, most causal keys) tiles first: shorter tail when the grid drains.
+    # Heavy programs first (the scheduler takes them in launch order, axis 0 fastest): each
+    # request's last tiles (most causal keys) first, and the last split (the new tokens: every key
+    # of a request without a prefix) of every KV head on the slowest axis before the prefix
+    # splits, so a prefill graph's empty splits fill in after the work. One split (DIRECT): split
+    # 0 as a constant, or the compiler keeps the prefix loop's bounds live. (The tile index on the
+    # slowest axis, heaviest first over all heads, was 13-24% faster at some prefills and 7-14%
+    # slower at others, with worse code: 2026-12-02-h200-prefill-direct/lpt-grid.patch.)
     tile = tl.num_programs(0) - 1 - tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
-    kvh = (tl.program_id(2) // num_splits).to(tl.int64)
-    split = tl.program_id(2) % num_splits
+    if DIRECT:
+        split = 0
+        kvh = tl.program_id(2).to(tl.int64)
+    else:
+        num_kv_heads = tl.num_programs(2) // num_splits
+        kvh = (tl.program_id(2) % num_kv_heads).to(tl.int64)
+        split = num_splits - 1 - tl.program_id(2) // num_kv_heads
 
     ext = tl.load(ExtLens + b)
     kv = tl.maximum(tl.load(SeqLens + b) - ext, 0)  # the prefix (0 in padded rows: seq 1 < ext)
@@ -207,7 +226,10 @@ def _extend_kernel(
         )
 
     pdl_release_late(PDL)
-    _store_rows(Out, MidO, MidLse, qrow, heads, split, d, rvalid[:, None] & dmask[None, :], rvalid, m_i, l_i, acc,
+    # No cached prefix: every key of the request is in the last split (the prefix splits are empty),
+    # which writes the output itself and marks its rows done for the merge to leave.
+    own = (kv == 0) & (split == num_splits - 1)
+    _store_rows(Out, MidO, MidLse, qrow, heads, split, d, rvalid[:, None] & dmask[None, :], rvalid, m_i, l_i, acc, own,
                 stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT)
 
 
@@ -268,7 +290,7 @@ def extend_attention(
     stride_ti = tree_mask.stride(1) if tree_mask is not None else 0
     log2e = 1.4426950408889634
     block_d = max(16, next_pow2(dim))
-    grid = (triton.cdiv(max_ext, block_t), bsz, hkv * num_splits)
+    grid = (triton.cdiv(max_ext, block_t), bsz, num_splits * hkv)
     _extend_kernel[grid](
         q, k_new, v_new, k_pool, v_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens,
         ext_lens, ext_start, tm,

@@ -11,7 +11,9 @@ next_pow2(num_splits)``, a frozen host scalar; ``BLOCK_D`` and ``BLOCK_HM`` keep
 elements, so 32 splits of MLA's 512-wide latent output do not spill; under the interpreter,
 where each op is expensive, one program takes all heads and columns). Splits with ``lse = -inf`` are masked
 out of the load, so empty splits cost no bandwidth. A row whose every split is empty (only
-possible with unseeded, zero-length metadata: failure class 8) gets 0, not NaN.
+possible with unseeded, zero-length metadata: failure class 8) gets 0, not NaN. A row with a
+split whose lse is +inf is done (the extend kernel's split that saw every key of its request
+wrote the output itself): the merge loads nothing of it and leaves its output alone.
 """
 
 from __future__ import annotations
@@ -52,8 +54,9 @@ def _merge_kernel(
     lse = tl.load(
         MidLse + t * stride_lt + h[:, None] * stride_lh + s[None, :], mask=hs_mask, other=float("-inf")
     )  # [HM, S]
-    live = lse > float("-inf")
-    mx = tl.max(lse, 1)
+    done = tl.max(lse, 1) == float("inf")  # written by the split that saw every key (extend)
+    live = (lse > float("-inf")) & (lse < float("inf"))
+    mx = tl.max(tl.where(live, lse, float("-inf")), 1)
     mx = tl.where(mx == float("-inf"), 0.0, mx)
     w = tl.where(live, tl.exp2(lse - mx[:, None]), 0.0)
     o_ptrs = MidO + t * stride_mt + h[:, None, None] * stride_mh + s[None, :, None] * stride_ms + d[None, None, :]
@@ -61,7 +64,7 @@ def _merge_kernel(
     num = tl.sum(w[:, :, None] * o, 1)
     den = tl.sum(w, 1)
     out = num / tl.where(den == 0.0, 1.0, den)[:, None]
-    o_mask = (h[:, None] < num_heads) & (d[None, :] < HEAD_DIM)
+    o_mask = (h[:, None] < num_heads) & (d[None, :] < HEAD_DIM) & ~done[:, None]
     tl.store(Out + t * stride_ot + h[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=o_mask)
 
 
