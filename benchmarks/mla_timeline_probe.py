@@ -164,14 +164,16 @@ def kernels() -> Any:
     return timeline_kernel
 
 
-def setup(bs: int, ctx: int, device: torch.device, dims: tuple[int, int], heads: int) -> dict[str, Any]:
+def setup(bs: int, ctx: int, device: torch.device, dims: tuple[int, int],
+          heads: int) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(LatentSetup, q, seq_lens, out)``: ``bs`` requests of ``ctx`` cached latent rows each."""
     from mla_bench import LatentSetup
 
     gen = torch.Generator(device=device).manual_seed(bs * 7 + ctx)
     st = LatentSetup(bs, ctx, heads, dims[0], dims[1], 1, device, gen)
     q = torch.randn(bs, heads, sum(dims), device=device, generator=gen).to(torch.bfloat16)
     seq = torch.full((bs,), ctx, dtype=torch.int32, device=device)
-    return {"st": st, "q": q, "seq": seq, "out": torch.empty(bs, heads, dims[0], dtype=torch.bfloat16, device=device)}
+    return st, q, seq, torch.empty(bs, heads, dims[0], dtype=torch.bfloat16, device=device)
 
 
 def timed(fn: Any, launches: int, device: torch.device) -> float:
@@ -213,11 +215,10 @@ def probe_shape(bs: int, ctx: int, splits: int, args: argparse.Namespace, device
                 dims: tuple[int, int], heads: int, kernel: Any) -> list[dict[str, Any]]:
     from updraft.attention.triton_kernels import TileConfig
     from updraft.attention.triton_kernels.merge import merge_splits
-    from updraft.attention.triton_kernels.mla_common import latent_consts
+    from updraft.attention.triton_kernels.mla_common import grid_rows, latent_consts
     from updraft.attention.triton_kernels.mla_decode import mla_decode_attention
 
-    s = setup(bs, ctx, device, dims, heads)
-    st, q, seq, out = s["st"], s["q"], s["seq"], s["out"]
+    st, q, seq, out = setup(bs, ctx, device, dims, heads)
     pool, table, rows = st.pool.k_buffer[0], st.table, st.rows
     mid_o = torch.empty(bs, heads, splits, dims[0], dtype=torch.float32, device=device)
     mid_lse = torch.empty(bs, heads, splits, dtype=torch.float32, device=device)
@@ -227,7 +228,7 @@ def probe_shape(bs: int, ctx: int, splits: int, args: argparse.Namespace, device
     dot_f32 = device.type != "cuda"
     consts = latent_consts(dims[0], sum(dims), q.dtype, dot_f32)
     scale = (128 + dims[1]) ** -0.5
-    grid = (triton_cdiv(heads, cfg.block_rows), bs, splits)
+    grid = (grid_rows(1, heads, cfg.block_rows), bs, splits)
     times = torch.zeros(grid[0] * bs * splits, 5, dtype=torch.int64, device=device)
 
     def production() -> None:
@@ -263,10 +264,6 @@ def probe_shape(bs: int, ctx: int, splits: int, args: argparse.Namespace, device
                 row["max_err_vs_production"] = float((out.float() - want).abs().max())
         got.append(row)
     return got
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def main(argv: list[str] | None = None) -> int:

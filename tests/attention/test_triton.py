@@ -14,13 +14,10 @@ are tested. Block sizes are the interpreter's (16-key blocks), plus a few cases 
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import torch  # does not import triton
 
@@ -513,51 +510,6 @@ def test_metadata_from_another_mode_is_refused() -> None:
     batch.mode = ForwardMode.TARGET_VERIFY
     with pytest.raises(AssertionError, match="built for DRAFT_EXTEND_V2"):
         backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
-
-
-def _load_bench(name: str) -> Any:
-    """``benchmarks/<name>.py`` as a module (the folder on the path while it loads: the scripts
-    import each other)."""
-    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench_dir))
-    try:
-        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(bench_dir))
-    return module
-
-
-def test_bench_script_smoke(tmp_path: Path) -> None:
-    """benchmarks/attention_bench.py parses its arguments and runs end to end on tiny shapes
-    (interpreter: plumbing and correctness checks only; the timings mean nothing here)."""
-    bench = _load_bench("attention_bench")
-    assert bench.parse_args(["--only", "prefill", "--repeats", "5"]).repeats == 5
-    out = tmp_path / "bench.json"
-    assert bench.main(["--smoke", "--warmup", "0", "--out", str(out)]) == 0
-    data = json.loads(out.read_text())
-    assert len(data["decode"]) == 2 and len(data["verify"]) == 1 and len(data["prefill"]) == 3
-    assert all(r["rel_err_req0"] < 2e-2 for r in data["decode"] + data["verify"])
-    assert all(r["rel_err_vs_sdpa"] < 2e-2 for r in data["prefill"])
-
-
-def test_prefill_sweep_smoke() -> None:
-    """benchmarks/prefill_sweep.py's shape sweep on tiny shapes (interpreter): the production
-    tile first, each candidate's splits and error against SDPA recorded, a prefix case and a
-    fresh prompt (one split: an eager extend without a prefix)."""
-    from updraft.attention.triton_kernels import TileConfig as Tile
-
-    sweep = _load_bench("prefill_sweep")
-    args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1, as_graph=False)
-    rows = sweep.sweep_shape((4, 2, 32), 1, 20, 40, [Tile(16, 16, 32, 1, 1)], args, torch.device("cpu"))
-    rows += sweep.sweep_shape((4, 2, 32), 2, 0, 24, [], args, torch.device("cpu"))
-    args.as_graph = True  # as a prefill graph plans it: the split policy, the last split writing the output
-    rows += sweep.sweep_shape((4, 2, 32), 1, 0, 24, [], args, torch.device("cpu"))
-    assert [r["production"] for r in rows] == [True, False, True, True]
-    assert all(not r["bad"] and r["rel_err"] < 2e-2 for r in rows)
-    assert rows[2]["splits"] == 1 and rows[3]["splits"] > 1
 
 
 def test_kernels_compile_for_h100() -> None:
