@@ -256,8 +256,12 @@ def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, varia
         fused_mod.FUSED_LM_HEAD = head_flag
     t = replay_time(graph)
     kernels, busy, names, times = profile_replay(graph)
-    # tied embeddings are one parameter, read once (by the LM head); gathered rows are negligible
+    # tied embeddings are one parameter, read once (by the LM head); an untied embedding table is
+    # only gathered from (a row per token), so it is not part of what a step must read
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    embed = model.model.embed_tokens.weight
+    if model.lm_head_weight is not embed:
+        weights -= embed.numel() * embed.element_size()
     kv = cfg.kv_bytes_per_token(DT) * (context + width) * bs
     floor = (weights + kv) / PEAK
     del graph, runner

@@ -415,6 +415,31 @@ def test_configs_are_legal_and_cover_shapes() -> None:
         assert any(c.block_k == 1024 and not c.dot for c in candidates(kind, n, k, 1, d)), (kind, k)
         assert not any(c.block_k == 1024 and c.dot for c in candidates(kind, n, k, 8, d)), (kind, k)
     assert not any(c.block_k == 1024 for c in candidates("linear", 576, 1536, 1))
+    # one token row: tensor-core tiles are swept over long (bandwidth-bound) rows only
+    assert any(c.dot for c in candidates("linear", 4096, 14336, 1)) and any(c.dot for c in candidates("qkv", 6144, 4096, 1, 128))
+    assert not any(c.dot for c in candidates("linear", 576, 1536, 1)) and not any(c.dot for c in candidates("qkv", 960, 576, 1, 64))
+
+
+def test_every_shipped_entry_is_a_legal_launch() -> None:
+    """Each entry of ``gemv_tuned.json``: a key ``GPU|kind|n=|k=|d=|m=|dtype`` of a GPU the table
+    names a family for, a kind and M bucket the kernels take, a dtype they run, and a config that
+    ``allowed`` accepts for its kind (a hand-merged sweep result cannot ship a tile the launcher
+    would refuse; the 8B shape's one-row H200 entries are tensor-core tiles: rows padded to 16)."""
+    from updraft.ops import gemv_config as gc
+
+    families = gc._shipped_families()
+    entries = gc._shipped()
+    assert entries and set(families) >= {k.split("|")[0] for k in entries}
+    for key, cfg in entries.items():
+        gpu, kind, n, k, d, m, dt = key.split("|")
+        assert kind in gc.KINDS and dt in ("bfloat16", "float16", "float32", "float8_e4m3fn"), key
+        assert n.startswith("n=") and k.startswith("k=") and d.startswith("d=") and m.startswith("m="), key
+        assert int(m[2:]) in gc.M_BUCKETS and int(n[2:]) > 0 and int(k[2:]) > 0, key
+        assert gc.allowed(kind, cfg, int(d[2:])), key
+        assert cfg.num_warps in (1, 2, 4, 8, 16) and cfg.block_k & (cfg.block_k - 1) == 0, key
+        assert key == gc._key(gpu, kind, int(n[2:]), int(k[2:]), int(m[2:]), getattr(torch, dt), int(d[2:]))
+    h200_8b = [c for key, c in entries.items() if key.startswith("NVIDIA H200|") and "|k=4096|" in key]
+    assert h200_8b and all(c.dot for c in h200_8b)
 
 
 def test_a_gpu_takes_the_tuned_entries_of_its_family(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,10 +11,12 @@ same launch it would run eagerly. Where it comes from, in order:
    included), so a known GPU and shape needs no sweep (the H100 runs of
    ``benchmarks/results/2026-11-26-h100-gemv-tuning/``); for a launch the table has no entry of
    this GPU for, the entry of one with the same architecture and SM count (its ``_families``: the
-   H200 takes the H100's, both sm_90 with 132 SMs; the launch configs are latency choices, and a
+   H200 takes the H100's, both sm_90 with 132 SMs; SmolLM2's launches are latency choices, and a
    faster memory moves them little: ``benchmarks/results/2026-12-01-h200-family-configs/``; its
-   own two entries, SmolLM2's one-row QKV and the EAGLE-3 head's, won in its cycle:
-   ``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop/``);
+   own entries: SmolLM2's one-row QKV and the EAGLE-3 head's, which won in its cycle
+   (``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop/``), and the 8B shape's bandwidth-bound
+   GEMMs at one and 6-8 rows, tensor-core tiles at both (decode step 4.41 -> 4.18 ms:
+   ``benchmarks/results/2026-12-02-h200-8b-gemv-tune/``));
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
    tensor-core dots (token rows padded to 16) from 3 (the H100 sweep at SmolLM2's shapes picked
@@ -126,10 +128,18 @@ def heuristic(kind: str, n: int, k: int, bucket: int, num_sms: int, head_dim: in
     return GemvConfig(block, _block_k(rows, bm, k, dot), dot, num_warps=4, num_stages=3)
 
 
+#: Rows at least this long (the 8B shape's 4096 and 14336) are bandwidth-bound at one token row:
+#: the sweep gives them deeper pipelines and tensor-core tiles (``candidates``).
+LONG_ROW_K = 2048
+
+
 def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> list[GemvConfig]:
-    """The sweep: tile widths x K chunks x warps x pipeline stages, FMA or dot (no dot at one
-    token row: it would pad 1 row to 16; FMA at any bucket whose product tile stays in
-    registers), legal ones only. Long rows (K >= 2048: the 8B shape's
+    """The sweep: tile widths x K chunks x warps x pipeline stages, FMA or dot (FMA at any bucket
+    whose product tile stays in registers; a dot at one token row only over long rows: it pads
+    the row to 16, which costs a short row's latency-bound launch, while a long row's
+    bandwidth-bound stream gains from the dot's tiles: the 8B shape's one-row step on the H200
+    4.405 -> 4.181 ms with the 6-row sweep's dot tiles, ``benchmarks/results/2026-12-02-h200-8b-gemv-tune``),
+    legal ones only. Long rows (K >= 2048: the 8B shape's
     4096 and 14336) try longer chunks and deeper pipelines, where more weight bytes must be in
     flight per program. Past 16 token rows, dots also split the rows over programs
     (``m_tile`` 16 or 32). A few dozen to a hundred per shape: each distinct one is a compile,
@@ -137,9 +147,9 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     out = []
     # a fifth stage for long rows: the 8B down projection's 8-row dot tile was fastest at 256 x 5
     # (41.9 us against 42.6 at 1024 x 3; a wider sweep on the H100, 2026-11-26)
-    depths = ((4, 3), (4, 4), (8, 3), (8, 4)) + (((4, 5),) if k >= 2048 else ())
+    depths = ((4, 3), (4, 4), (8, 3), (8, 4)) + (((4, 5),) if k >= LONG_ROW_K else ())
     m_tiles = (0,) + tuple(t for t in (16, 32) if t < bucket)
-    for dot in ((False,) if bucket == 1 else (False, True)):
+    for dot in ((False,) if bucket == 1 and k < LONG_ROW_K else (False, True)):
         for m_tile in (m_tiles if dot else (0,)):
             for block in (4, 8, 16, 32):
                 for bk in _chunks(k, GemvConfig(block, 16, dot, m_tile=m_tile).block_m(bucket), dot):
@@ -163,7 +173,7 @@ def _chunks(k: int, block_m: int, dot: bool = False) -> tuple[int, ...]:
     ``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop``)."""
     if block_m >= 32:
         return (64, 128, 256)
-    if k >= 2048:
+    if k >= LONG_ROW_K:
         return (256, 512, 1024)
     return (128, 256, 512) + ((1024,) if not dot and k % 512 else ())
 
