@@ -15,7 +15,7 @@ same launch it would run eagerly. Where it comes from, in order:
    faster memory moves them little: ``benchmarks/results/2026-12-01-h200-family-configs/``; its
    own entries: SmolLM2's one-row QKV and the EAGLE-3 head's, which won in its cycle
    (``benchmarks/results/2026-12-02-h200-dual-qkv-one-loop/``), and the 8B shape's bandwidth-bound
-   GEMMs at one and 6-8 rows, tensor-core tiles at both (decode step 4.41 -> 4.18 ms:
+   GEMMs at 1-8 rows, tensor-core tiles at every bucket (bs-1 decode step 4.41 -> 4.18 ms:
    ``benchmarks/results/2026-12-02-h200-8b-gemv-tune/``));
 3. the heuristic below: the largest column tile that still gives >= 2 programs per SM (so every
    SM streams weight rows from several programs at once), FMA products for 1-2 token rows and
