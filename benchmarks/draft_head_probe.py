@@ -149,6 +149,16 @@ def main(argv: list[str] | None = None) -> int:
 
         return graph_seconds(rep, reps) * 1e6
 
+    def record(row: dict[str, Any], fn: Callable[[int], object], check: str) -> None:
+        """Time ``fn`` warm (weight copy 0 every call) and cold (copies rotated), then keep and
+        print the row."""
+        if gpu:
+            row["warm_us"] = timed(lambda i: fn(0)) - base
+            row["cold_us"] = timed(fn) - base
+        rows.append(row)
+        print(f"rows {row['rows']} {row['variant']:36s} warm {row.get('warm_us', float('nan')):6.2f}  "
+              f"cold {row.get('cold_us', float('nan')):6.2f} us  {check}", flush=True)
+
     base = graph_seconds(lambda: gemv.linear(pred_x, pred_w), reps) * 1e6 if gpu else 0.0
     for m_rows in (1, 8) if gpu else (1, 3):
         x = rnd(m_rows, hid)
@@ -190,13 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                     got_ok = True  # its own tests check it; no map here
                 else:
                     got_ok = bool((dst == want).all())
-                row: dict[str, Any] = {"rows": m_rows, "variant": name, "norm": norm, "pick_ok": got_ok}
-                if gpu:
-                    row["warm_us"] = timed(lambda i, fn=fn: fn(0)) - base
-                    row["cold_us"] = timed(fn) - base
-                rows.append(row)
-                print(f"rows {m_rows} {name:36s} warm {row.get('warm_us', float('nan')):6.2f}  "
-                      f"cold {row.get('cold_us', float('nan')):6.2f} us  pick ok {got_ok}", flush=True)
+                record({"rows": m_rows, "variant": name, "norm": norm, "pick_ok": got_ok}, fn, f"pick ok {got_ok}")
     # the draft extend's fc: 6 rows of three features -> the head's width
     fcw = [rnd(hid, fc_in, scale=fc_in ** -0.5) for _ in range(copies)]
     feats = rnd(6, fc_in)
@@ -205,13 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                      "fc gemv": lambda i: gemv.linear(feats, fcw[i % copies])[0]}.items():
         got = fn(0)
         err = float((got.double() - ref).abs().max() / ref.abs().max())
-        row = {"rows": 6, "variant": name, "rel_err": err}
-        if gpu:
-            row["warm_us"] = timed(lambda i, fn=fn: fn(0)) - base
-            row["cold_us"] = timed(fn) - base
-        rows.append(row)
-        print(f"rows 6 {name:36s} warm {row.get('warm_us', float('nan')):6.2f}  "
-              f"cold {row.get('cold_us', float('nan')):6.2f} us  rel err {err:.1e}", flush=True)
+        record({"rows": 6, "variant": name, "rel_err": err}, fn, f"rel err {err:.1e}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"meta": meta(dev), "predecessor_us": base, "rows": rows}, indent=1))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,6 +28,31 @@ if not _HAS_CUDA:
 from updraft.ops.interpreter import install as _install_interpreter_speedup  # noqa: E402
 
 _install_interpreter_speedup()  # interpreter only: one language patch per launch, not per helper call
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load_benchmark(name: str) -> ModuleType:
+    bench_dir = str(BENCHMARKS)
+    sys.path.insert(0, bench_dir)
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(bench_dir)
+    return module
+
+
+@pytest.fixture(scope="session")
+def load_benchmark() -> Callable[[str], ModuleType]:
+    """Factory: ``load_benchmark(name)`` -> ``benchmarks/<name>.py`` loaded afresh as a module
+    (registered under its name; the folder on ``sys.path`` while it loads: the scripts import each
+    other), for the scripts' smoke tests."""
+    return _load_benchmark
 
 
 @pytest.fixture(scope="session")

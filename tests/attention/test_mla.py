@@ -11,11 +11,11 @@ latent cache against DeepSeek's unabsorbed multi-head form (the interface the mo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch  # does not import triton
 
@@ -378,15 +378,10 @@ def test_absorbed_latent_attention_equals_deepseek_multi_head_form() -> None:
     assert torch.allclose(torch.einsum("nhr,hvr->nhv", out_latent, w_uv), mha, atol=1e-10)
 
 
-def test_bench_script_smoke(tmp_path: Path) -> None:
+def test_bench_script_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     """benchmarks/mla_bench.py parses its arguments and runs end to end on tiny shapes
     (interpreter: plumbing and correctness only; its timings mean nothing here)."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "mla_bench.py"
-    spec = importlib.util.spec_from_file_location("mla_bench", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["mla_bench"] = bench  # its dataclasses look their module up there
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("mla_bench")
     assert bench.parse_args(["--sweep", "--repeats", "5"]).sweep
     assert {v.label for v in bench.sweep_variants(16, 1)} >= {"rows=16,keys=64,warps=4,stages=2",
                                                              "rows=16,keys=32,splits=32,warps=8,stages=3"}
@@ -402,16 +397,11 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
 
 
 
-def test_timeline_probe_smoke(tmp_path: Path) -> None:
+def test_timeline_probe_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     """benchmarks/mla_timeline_probe.py on tiny shapes (interpreter: zero stamps): its copies of the
     decode kernel's body (stamped, unstamped, slots two blocks ahead) give the production kernel's
     output exactly, so the timeline it reports on the GPU is that kernel's."""
-    root = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(root))
-    spec = importlib.util.spec_from_file_location("mla_timeline_probe", root / "mla_timeline_probe.py")
-    assert spec is not None and spec.loader is not None
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = load_benchmark("mla_timeline_probe")
     out = tmp_path / "timeline.json"
     assert probe.main(["--smoke", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]

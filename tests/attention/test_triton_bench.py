@@ -5,10 +5,9 @@ set at the very top on a CPU-only machine and the module skips itself where kern
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +22,10 @@ if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
     pytest.skip("CUDA is present: these run under the CPU interpreter (TRITON_INTERPRET=1)", allow_module_level=True)
 
 
-def _load_bench(name: str) -> Any:
-    """``benchmarks/<name>.py`` as a module (the folder on the path while it loads: the scripts
-    import each other)."""
-    bench_dir = Path(__file__).resolve().parents[2] / "benchmarks"
-    sys.path.insert(0, str(bench_dir))
-    try:
-        spec = importlib.util.spec_from_file_location(name, bench_dir / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(bench_dir))
-    return module
-
-
-def test_bench_script_smoke(tmp_path: Path) -> None:
+def test_bench_script_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     """benchmarks/attention_bench.py parses its arguments and runs end to end on tiny shapes
     (interpreter: plumbing and correctness checks only; the timings mean nothing here)."""
-    bench = _load_bench("attention_bench")
+    bench = load_benchmark("attention_bench")
     assert bench.parse_args(["--only", "prefill", "--repeats", "5"]).repeats == 5
     out = tmp_path / "bench.json"
     assert bench.main(["--smoke", "--warmup", "0", "--out", str(out)]) == 0
@@ -51,13 +35,13 @@ def test_bench_script_smoke(tmp_path: Path) -> None:
     assert all(r["rel_err_vs_sdpa"] < 2e-2 for r in data["prefill"])
 
 
-def test_prefill_sweep_smoke() -> None:
+def test_prefill_sweep_smoke(load_benchmark: Callable[[str], Any]) -> None:
     """benchmarks/prefill_sweep.py's shape sweep on tiny shapes (interpreter): the production
     tile first, each candidate's splits and error against SDPA recorded, a prefix case and a
     fresh prompt (one split: an eager extend without a prefix)."""
     from updraft.attention.triton_kernels import TileConfig as Tile
 
-    sweep = _load_bench("prefill_sweep")
+    sweep = load_benchmark("prefill_sweep")
     args = sweep.argparse.Namespace(repeats=1, warmup=0, inner=1, as_graph=False)
     rows = sweep.sweep_shape((4, 2, 32), 1, 20, 40, [Tile(16, 16, 32, 1, 1)], args, torch.device("cpu"))
     rows += sweep.sweep_shape((4, 2, 32), 2, 0, 24, [], args, torch.device("cpu"))

@@ -4,20 +4,15 @@ the norm prologue, equals the float64 argmax mapped to target ids, like producti
 
 from __future__ import annotations
 
-import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
-
-def test_probe_smoke(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("draft_head_probe", BENCH / "draft_head_probe.py")
-    assert spec is not None and spec.loader is not None
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+def test_probe_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     out = tmp_path / "probe.json"
-    assert probe.main(["--smoke", "--out", str(out)]) == 0
+    assert load_benchmark("draft_head_probe").main(["--smoke", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     picks = [r for r in rows if "pick_ok" in r]
     assert {r["variant"] for r in picks} >= {"cublas + argmax", "probe n8 k16 w2", "probe n8 k16 w2 norm"}

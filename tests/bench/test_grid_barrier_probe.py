@@ -5,40 +5,33 @@ between programs: the compiled code is the evidence until a GPU runs it)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
-def _probe() -> object:
-    spec = importlib.util.spec_from_file_location("grid_barrier_probe", BENCH / "grid_barrier_probe.py")
-    assert spec is not None and spec.loader is not None
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    return probe
-
-
-def test_probe_smoke(tmp_path: Path) -> None:
+def test_probe_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     out = tmp_path / "probe.json"
-    assert _probe().main(["--smoke", "--out", str(out)]) == 0
+    assert load_benchmark("grid_barrier_probe").main(["--smoke", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["chunk"] for r in rows] == [0, 128]
     assert all(r["chain_rel_err"] < 1e-6 and r["persistent_rel_err"] < 1e-6 and r["counters_reset"] for r in rows)
 
 
-def test_gemv_chain_smoke(tmp_path: Path) -> None:
+def test_gemv_chain_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     """Three GEMV shapes, two steps: production ``gemv.linear`` launches and the persistent
     launch both follow the float64 replay (bf16 outputs rounded each phase: a few ulps drift over
     six phases; a phase reading a stale buffer would be off by O(1))."""
     out = tmp_path / "chain.json"
-    assert _probe().main(["--smoke", "--gemv-chain", "--out", str(out)]) == 0
+    assert load_benchmark("grid_barrier_probe").main(["--smoke", "--gemv-chain", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["variant"].split(",")[0] for r in rows] == ["chain (gemv.linear", "persistent"]
     assert all(r["rel_err"] < 5e-2 for r in rows) and rows[1]["counters_reset"]

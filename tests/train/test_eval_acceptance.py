@@ -5,25 +5,14 @@ plot-only mode."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
 from updraft.train.heads import new_head, save_head
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _module():  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location("eval_acceptance", ROOT / "benchmarks" / "eval_acceptance.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
-def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:  # noqa: ANN001
+def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target, load_benchmark) -> None:  # noqa: ANN001
     evals = tmp_path / "eval-sets"
     evals.mkdir()
     cats = ["writing", "math", "writing"]
@@ -34,7 +23,7 @@ def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:
     monkeypatch.setenv("UPDRAFT_EVAL_DIR", str(evals))
     head, cfg = new_head("eagle", tiny_target.model, seed=1)
     save_head(head, cfg, tmp_path / "head", dtype=torch.float32)
-    mod = _module()
+    mod = load_benchmark("eval_acceptance")
     out = tmp_path / "out"
     rc = mod.main(["--model", str(tiny_target.source), "--head", str(tmp_path / "head"), "--sets", "mt_bench,qa",
                    "--limit", "default=3", "--max-tokens", "12", "--speed-prompts", "2", "--accept-batch", "2",
@@ -59,7 +48,7 @@ def test_eval_acceptance_end_to_end(tmp_path, monkeypatch, tiny_target) -> None:
         assert (tmp_path / "replot" / "per_position.png").stat().st_size > 1000
 
 
-def test_draft_vocab_reads_a_sharded_eagle3_head(tmp_path, tiny_target) -> None:  # noqa: ANN001
+def test_draft_vocab_reads_a_sharded_eagle3_head(tmp_path, tiny_target, load_benchmark) -> None:  # noqa: ANN001
     """The coverage figure's vocabulary: ``arange + d2t`` of an EAGLE-3 head, found in whichever
     shard holds ``d2t``; None for an EAGLE-1 head."""
     target = tiny_target.model
@@ -67,7 +56,7 @@ def test_draft_vocab_reads_a_sharded_eagle3_head(tmp_path, tiny_target) -> None:
     head, cfg = new_head("eagle3", target, draft_ids=ids, aux_layers=(0, 1, 1), seed=2)
     folder = save_head(head, cfg, tmp_path / "e3", dtype=torch.float32, max_file_bytes=4096)
     assert len(list(folder.glob("model-*.safetensors"))) > 1
-    mod = _module()
+    mod = load_benchmark("eval_acceptance")
     assert mod.draft_vocab(str(folder)) == set(ids.tolist())
     e1, cfg1 = new_head("eagle", target, seed=1)
     assert mod.draft_vocab(str(save_head(e1, cfg1, tmp_path / "e1", dtype=torch.float32))) is None

@@ -119,20 +119,13 @@ def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, f
     assert sum(accepted) >= sum(engine_acc) - len(stats) * S and sum(accepted) > 0
 
 
-def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir) -> None:  # noqa: ANN001
+def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
     """``benchmarks/acceptance_by_confidence.py`` walks the same greedy chains as the trainer's
     ``chain_acceptance`` (the engine's, checked above): the same verify steps and accepted drafts
     per position; its confidence and token fields read the positions it says."""
-    import importlib.util
-    from pathlib import Path
-
     from updraft.models.eagle import load_draft_head
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "acceptance_by_confidence.py"
-    spec_ = importlib.util.spec_from_file_location("acceptance_by_confidence", path)
-    assert spec_ is not None and spec_.loader is not None
-    mod = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(mod)
+    mod = load_benchmark("acceptance_by_confidence")
     target = tiny_target.model
     plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
     params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
