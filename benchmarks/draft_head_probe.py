@@ -51,7 +51,7 @@ from attention_bench import meta  # noqa: E402
 
 from updraft.ops import gemv, rmsnorm  # noqa: E402
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
-from updraft.ops.gemv_kernels import _prefetch_rows  # noqa: E402
+from updraft.ops.gemv_kernels import _argmax_partial, _argmax_reduce, _prefetch_rows  # noqa: E402
 from updraft.ops.triton_utils import pdl_enter, pdl_opts  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
 
@@ -83,28 +83,13 @@ def probe_kernel(X, NW, W, PMax, PIdx, Sem, Table, Out, M, N, K, stride_x, strid
         acc += tl.sum(w[:, None, :] * a[None, :, :], axis=2)
     if NORM:
         acc = acc * tl.rsqrt(sumsq / K + eps)[None, :]
-    v = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding, as the bf16 LM head's
-    v = tl.where(nmask[:, None], v, float("-inf"))
-    best = tl.max(v, axis=0)
-    idx = tl.min(tl.where(v == best[None, :], n[:, None], N), axis=0)
     nprog = tl.num_programs(0)
-    tl.store(PMax + m * nprog + pid, best, mask=mmask)
-    tl.store(PIdx + m * nprog + pid, idx, mask=mmask)
+    # the logits' rounding, as the bf16 LM head's; then the production GEMV's argmax epilogue
+    _argmax_partial(acc.to(X.dtype.element_ty), n, nmask, m, mmask, PMax, PIdx, pid, nprog, N)
     tl.debug_barrier()
     ticket = tl.atomic_add(Sem, 1, sem="acq_rel")
     if ticket == nprog - 1:
-        bv = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        bi = tl.zeros([BLOCK_M], tl.int32)
-        for p0 in range(0, nprog, BLOCK_P):
-            p = p0 + tl.arange(0, BLOCK_P)
-            msk = mmask[:, None] & (p < nprog)[None, :]
-            off = m[:, None] * nprog + p[None, :]
-            cv = tl.load(PMax + off, mask=msk, other=float("-inf"), cache_modifier=".cg")
-            ci = tl.load(PIdx + off, mask=msk, other=N, cache_modifier=".cg")
-            cb = tl.max(cv, axis=1)
-            cix = tl.min(tl.where(cv == cb[:, None], ci, N), axis=1)
-            bi = tl.where(cb > bv, cix, bi)
-            bv = tl.maximum(bv, cb)
+        bi = _argmax_reduce(PMax, PIdx, m, mmask, nprog, N, BLOCK_M, BLOCK_P)
         tid = bi.to(tl.int64) + tl.load(Table + bi, mask=mmask, other=0)  # EAGLE-3's d2t: target = i + d2t[i]
         tl.store(Out + m * stride_out, tid, mask=mmask)
         tl.atomic_xchg(Sem, 0)

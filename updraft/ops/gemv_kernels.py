@@ -194,8 +194,15 @@ def _argmax_partial(y, n, nmask, m, mmask, PMax, PIdx, pid, nprog, N):
 
 @triton.jit
 def _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr):
-    """The last program: reduce every program's (max, index) per token row, in program order
-    (column order), so ties keep the first column."""
+    """The last program: every token row's argmax (``_argmax_reduce``) into ``Argmax`` [M] int64."""
+    arg = _argmax_reduce(PMax, PIdx, m, mmask, nprog, N, BLOCK_M, BLOCK_P)
+    tl.store(Argmax + m, arg.to(tl.int64), mask=mmask)
+
+
+@triton.jit
+def _argmax_reduce(PMax, PIdx, m, mmask, nprog, N, BLOCK_M: tl.constexpr, BLOCK_P: tl.constexpr):
+    """Every program's (max, index) per token row reduced in program order (column order), so ties
+    keep the first column: the best column [BLOCK_M] int32."""
     best = tl.full([BLOCK_M], float("-inf"), tl.float32)
     arg = tl.zeros([BLOCK_M], tl.int32)
     for p0 in range(0, nprog, BLOCK_P):
@@ -210,7 +217,7 @@ def _argmax_finish(PMax, PIdx, Argmax, m, mmask, nprog, N, BLOCK_M: tl.constexpr
         take = cb > best
         arg = tl.where(take, ci, arg)
         best = tl.maximum(best, cb)
-    tl.store(Argmax + m, arg.to(tl.int64), mask=mmask)
+    return arg
 
 
 @triton.jit

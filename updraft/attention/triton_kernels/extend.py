@@ -106,12 +106,12 @@ def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_
     registers stay the partial store's (a branch per store spilled the 8B prefill tile)."""
     has_keys = l_i > 0.0
     out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+    out_ptrs = Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :]
     if DIRECT:
-        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
-                 mask=omask)
+        tl.store(out_ptrs, out.to(Out.dtype.element_ty), mask=omask)
     else:  # rows without keys store lse -inf only: the merge never loads their partial
-        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
-                 mask=tl.where(own, omask, False))  # (a where: the interpreter refuses mask & scalar)
+        # (a where: the interpreter refuses mask & scalar)
+        tl.store(out_ptrs, out.to(Out.dtype.element_ty), mask=tl.where(own, omask, False))
         tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
                  mask=tl.where(own, False, omask & has_keys[:, None]))
         lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
