@@ -302,6 +302,8 @@ def main() -> None:
     p.add_argument("--tune", action="store_true", help="sweep launch configs first and write the cache file")
     p.add_argument("--context", type=int, default=1024)
     p.add_argument("--peak-bw", type=float, default=3.01e12, help="bytes/s the floor is computed against")
+    p.add_argument("--tune-block-n", type=int, default=0,
+                   help="with --tune: sweep only the candidates of this many columns a program (0: all)")
     p.add_argument("--skip-gemms", action="store_true")
     p.add_argument("--skip-steps", action="store_true")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)} (and custom)")
@@ -325,6 +327,9 @@ def main() -> None:
         p.error(f"--models {','.join(unknown)}: expected {', '.join(MODELS)}"
                 + ("" if args.hf_config else " (custom needs --hf-config)") + " (NAME-draft with --skip-steps)")
     PEAK = args.peak_bw
+    if args.tune_block_n:
+        every = gemv_config.candidates
+        gemv_config.candidates = lambda *a, **kw: [c for c in every(*a, **kw) if c.block_n == args.tune_block_n]
     torch.manual_seed(0)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,
                                   cache=str(gemv_config.cache_path()))

@@ -483,6 +483,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smollm", default=None, help="SmolLM2 GGUF path (parts 1 and 2)")
     ap.add_argument("--eight-b", action="store_true", help="part 1 on the random Llama-3.1-8B shape")
+    ap.add_argument("--eight-b-sizes", default="1", help="batch sizes of the 8B shape's cycle costs")
     ap.add_argument("--random-smollm", action="store_true",
                     help="part 1 on SmolLM2's shape with random weights and --head (no GGUF; the requests' KV unwritten)")
     ap.add_argument("--context", type=int, default=512)
@@ -510,13 +511,14 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     cost_sizes = [int(x) for x in args.cost_sizes.split(",")]
+    eight_b_sizes = [int(x) for x in args.eight_b_sizes.split(",")]
     results: dict[str, Any] = {"commit": git_commit(), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
     if args.eight_b:
         cfg = ModelConfig(**LLAMA8B)
         with tempfile.TemporaryDirectory() as tmp:
             head = write_random_eagle3(Path(tmp) / "e3", cfg, 32000)
             loaded = random_llama(cfg, torch.bfloat16)
-            results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", [1], args.context, args.iters,
+            results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", eight_b_sizes, args.context, args.iters,
                                                   draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
                                                   top_k=args.sampled_top_k)
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)

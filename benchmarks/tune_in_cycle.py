@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from decode_kernels import SMOLLM2, gemm_cases  # noqa: E402
+from decode_kernels import SMOLLM2, GemmBench, gemm_cases  # noqa: E402
 from spec_iteration import fake_requests, fused_ms, head_method, smollm_engine_config  # noqa: E402
 
 from updraft.ops import gemv_config  # noqa: E402
@@ -49,6 +49,27 @@ def grid(kind: str, n: int, k: int, bucket: int, head_dim: int, tiles: str = "al
     # tensor-core tiles first from 4 rows (``--max`` keeps the head of the list): FMA tiles cost
     # 0.1-1 ms a cycle there on the H100 (2026-11-27)
     return sorted(cands, key=lambda c: c.dot != (bucket >= 4))
+
+
+def prefilter(name: str, kind: str, n: int, k: int, rows: int, cands: list[GemvConfig], keep: int) -> list[GemvConfig]:
+    """The ``keep`` candidates fastest in isolation (``gemv_config.graph_seconds`` over rotating
+    weight copies, as ``decode_kernels.py --tune`` times them), in that order: a 48-row bucket
+    offers ~100 tensor-core tiles, too many to recapture the engines for each."""
+    bench = GemmBench(SMOLLM2, name, kind, n, k, rows)
+    timed = []
+    for cfg in cands:
+        fns = [bench.fused(w, cfg) for w in bench.w]
+        calls = iter(range(1 << 30))
+        try:
+            fns[0]()
+            timed.append((gemv_config.graph_seconds(lambda: fns[next(calls) % len(fns)](), 24), cfg))
+        except Exception:  # noqa: BLE001 - a config the compiler rejects just loses
+            continue
+    timed.sort(key=lambda tc: tc[0])
+    print(f"  {name}: {len(timed)} candidates in isolation, kept " +
+          ", ".join(f"{c.block_n}x{c.block_k}/m{c.m_tile}/w{c.num_warps} {t * 1e6:.2f} us" for t, c in timed[:keep]),
+          flush=True)
+    return [c for _, c in timed[:keep]]
 
 
 def engines(bs: int, context: int, head: str) -> tuple[Any, Any, list[Any], list[Any]]:
@@ -84,6 +105,8 @@ def main() -> None:
     ap.add_argument("--tiles", choices=("all", "fma", "dot"), default="all", help="only these candidates (the current config always)")
     ap.add_argument("--warps", type=int, default=0, help="only candidates of this many warps (0: all)")
     ap.add_argument("--max", type=int, default=0, help="at most this many candidates per GEMM (0: all)")
+    ap.add_argument("--prefilter", type=int, default=0,
+                    help="time every candidate in isolation first and recapture only this many fastest (0: off)")
     ap.add_argument("--store", action="store_true", help="keep each GEMM's winner in $UPDRAFT_CACHE")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -107,6 +130,8 @@ def main() -> None:
         key = gemv_config.key(kind, n, k, bucket, DT, dev, hd)
         before = gemv_config.lookup(kind, n, k, args.rows, DT, dev, hd)
         cands = grid(kind, n, k, bucket, hd, args.tiles, args.warps)
+        if args.prefilter and name != "head_qkv":  # the head's two-input QKV has no isolated bench
+            cands = prefilter(name, kind, n, k, args.rows, cands, args.prefilter)
         cands = ([before] + [c for c in cands if c != before])[: args.max or None]
         rows = []
         for cfg in cands:

@@ -168,8 +168,9 @@ def test_switch_turns_the_fused_path_off(tiny_checkpoint, calls: Calls) -> None:
 
 def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Production ("auto"): bf16/fp16 CUDA rows; up to 64 rows over narrow activations (SmolLM2's
-    576), 40 in a verify block; over wide ones (the 8B shape's 4096) up to 8 rows and only where every GEMM of the
-    layer has a config tuned for this GPU at that M bucket (the heuristic's launches lost there);
+    576), a verify block too; over wide ones (the 8B shape's 4096) up to 32 rows and only where every GEMM of
+    the layer has a config tuned for this GPU (or one of its family) at that M bucket (the heuristic's
+    launches lost there);
     on by default, off with ``use_fused_layers(False)`` (``UPDRAFT_FUSED_LAYERS=0``). Deciding
     needs no GPU."""
     from updraft.ops import gemv_config
@@ -177,6 +178,7 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     cuda, bf16 = torch.device("cuda"), torch.bfloat16
     monkeypatch.setattr(gemv_config, "_table", dict)  # no user cache: the shipped table only
     monkeypatch.setattr(gemv_config, "_device_name", lambda device: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(gemv_config, "family", lambda device: "sm90x132")  # as on the GPU, not the CPU's ""
     gemv_config.is_tuned.cache_clear()
     llama8b = (("qkv", 6144, 4096, 128), ("linear", 4096, 4096, 0), ("gate_up", 14336, 4096, 0),
                ("linear", 4096, 14336, 0))
@@ -191,10 +193,12 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     assert v.takes(64, 576, cuda) and not v.takes(65, 576, cuda) and v.for_verify() == v
     v40 = ops.FusedPolicy(verify_max_rows=40).for_verify()
     assert v40.takes(40, 576, cuda) and not v40.takes(41, 576, cuda) and p.takes(41, 576, cuda)
-    assert v.takes(8, 4096, cuda, bf16, llama8b) and not v.takes(9, 4096, cuda, bf16, llama8b)
+    assert v.takes(32, 4096, cuda, bf16, llama8b) and not v.takes(33, 4096, cuda, bf16, llama8b)
     assert ops.FusedPolicy(max_rows=16).for_verify().max_rows == 16
     assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in range(1, 9))  # buckets 1, 2, 4, 8 shipped
-    assert not any(p.takes(r, 4096, cuda, bf16, llama8b) for r in (9, 16))
+    # 9-32 rows: the H100 has no entries of its own; it takes the H200's by family (2026-12-02)
+    assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in (9, 16, 17, 32))
+    assert not p.takes(33, 4096, cuda, bf16, llama8b), "wide_max_rows"
     assert not p.takes(1, 4096, cuda, bf16, llama2_7b), "another 4096-wide model has no tuned configs"
     assert p.takes(1, 4096, cuda, bf16, qwen3_8b) and not p.takes(6, 4096, cuda, bf16, qwen3_8b)
     assert not p.takes(1, 4096, cuda, bf16, llama8b[:1] + (("gate_up", 11008, 4096, 0),))
@@ -202,7 +206,21 @@ def test_auto_policy_where_the_h100_measured_a_gain(monkeypatch: pytest.MonkeyPa
     assert not p.takes(1, 4096, cuda, torch.float16, llama8b), "the table is bf16's"
     assert not p.takes(1, 8192, cuda, bf16, llama8b)
     assert ops.EVERYWHERE.takes(64, 8192, cuda) and not ops.EVERYWHERE.takes(65, 576, cuda)
+    # the H200's own 16- and 32-row entries (2026-12-02): wide rows fused to 32; past that the cap
+    # holds even where a 64-row config is tuned (the user's cache)
+    monkeypatch.setattr(gemv_config, "_device_name", lambda device: "NVIDIA H200")
+    gemv_config.is_tuned.cache_clear()
+    assert all(p.takes(r, 4096, cuda, bf16, llama8b) for r in range(1, 33))
+    assert not p.takes(33, 4096, cuda, bf16, llama8b) and not v.takes(48, 4096, cuda, bf16, llama8b)
+    user = {gemv_config._key("NVIDIA H200", kind, n, k, 64, bf16, d): gemv_config.GemvConfig(32, 256, True)
+            for kind, n, k, d in llama8b}
+    monkeypatch.setattr(gemv_config, "_table", lambda: user)
+    gemv_config.is_tuned.cache_clear()
+    assert gemv_config.is_tuned("linear", 4096, 4096, 64, bf16, cuda) and not p.takes(48, 4096, cuda, bf16, llama8b)
+    assert ops.FusedPolicy(wide_max_rows=64).takes(48, 4096, cuda, bf16, llama8b)
+    monkeypatch.setattr(gemv_config, "_table", dict)
     monkeypatch.setattr(gemv_config, "_device_name", lambda device: "another GPU")  # nothing tuned
+    monkeypatch.setattr(gemv_config, "family", lambda device: "sm80x108")
     gemv_config.is_tuned.cache_clear()
     assert p.takes(8, 576, cuda) and not p.takes(1, 4096, cuda, bf16, llama8b)
     gemv_config.is_tuned.cache_clear()

@@ -122,11 +122,17 @@ class FusedPolicy:
       the heuristic's launches lost badly (bs 2 decode 16.4 ms against 6.19; bs 3 8.16 against
       6.27; bs 16 8.79 against 6.97), so a wide shape needs its bucket tuned. Tuned (shipped), bs
       2 / 3 / 4 decode 5.94 / 6.10 / 6.16 against 6.17 / 6.26 / 6.34 unfused.
+    * 8B shape on the H200 with its own 16- and 32-row configs (2026-12-02,
+      ``benchmarks/results/2026-12-02-h200-wide-rows``): a 6-token verify at bs 2 / 4 (12 / 24
+      rows) 4.45 / 4.58 ms against 4.89 / 4.93 on cuBLAS, decode at bs 16 / 32 4.82 / 5.63 against
+      5.24 / 6.11; at 48 rows the sweep's best tiles lost (bs 8 verify 5.99 against 5.24: down
+      46 us against cuBLAS's 34), so ``wide_max_rows`` is 32 and the 64-row bucket ships no
+      wide entry.
     """
 
     max_rows: int = 64
     narrow_width: int = 1024
-    wide_max_rows: int = 8
+    wide_max_rows: int = 32
     max_width: int = 4096
     wide_needs_tuned: bool = True
     verify_max_rows: int = 64

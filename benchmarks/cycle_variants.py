@@ -1,0 +1,108 @@
+"""The S = 5 cycle and the plain step under named variants, in alternating rounds on one machine.
+
+    python benchmarks/cycle_variants.py --bs 8 --variants base,verify_pdl,tiles,verify_pdl+tiles \
+        --tiles-json tiles.json --rounds 3 --out DIR
+
+Random-weight SmolLM2 with the builtin head, as ``tune_in_cycle.py`` builds them (plain and
+speculative engines over one model, ``--bs`` parked requests at ``--context`` tokens). A variant
+is ``base`` or a ``+``-joined set of knobs, each applied before the graphs are captured anew:
+
+* ``verify_pdl``: a verify block of 41-64 token rows launches its attention with PDL too
+  (``TritonBackend.verify_no_pdl_rows`` emptied; the H100 measured it off, 2026-11-27);
+* ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
+  written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
+
+Rounds run every variant in order, so drift over the run hits each alike. Prints per variant
+the median of its rounds (cycle, plain step, cycle in plain steps); writes ``cycle_variants.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+KNOBS = ("verify_pdl", "tiles")
+
+
+def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
+    """``base,verify_pdl,tiles+verify_pdl`` -> [(name, knobs)], unknown knobs refused."""
+    out = []
+    for name in (v.strip() for v in spec.split(",") if v.strip()):
+        knobs = frozenset() if name == "base" else frozenset(name.split("+"))
+        bad = sorted(knobs - set(KNOBS))
+        if bad:
+            raise ValueError(f"--variants {name!r}: unknown knob(s) {', '.join(bad)}; expected base or "
+                             f"'+'-joined of {', '.join(KNOBS)}")
+        out.append((name, knobs))
+    if not out:
+        raise ValueError("--variants: expected at least one variant")
+    return out
+
+
+def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
+    """Put the knobs in force (and the others back to the shipped state)."""
+    from updraft.attention.triton_backend import TritonBackend
+    from updraft.ops import gemv_config
+    from updraft.ops.gemv_config import GemvConfig
+
+    TritonBackend.verify_no_pdl_rows = (1, 0) if "verify_pdl" in knobs else (41, 64)  # (1, 0): no row count
+    cache.unlink(missing_ok=True)
+    gemv_config._table.cache_clear()  # the in-process copy of the (now empty) cache file
+    gemv_config.is_tuned.cache_clear()
+    if "tiles" in knobs:
+        for key, cfg in tiles.items():
+            gemv_config.store(key, GemvConfig(**cfg))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bs", type=int, default=1)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--head", default="builtin:smollm2")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="base,verify_pdl")
+    ap.add_argument("--tiles-json", type=Path, default=None, help="launch configs for the 'tiles' knob")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    variants = parse_variants(args.variants)
+    if any("tiles" in k for _, k in variants) and args.tiles_json is None:
+        ap.error("--variants with 'tiles' needs --tiles-json")
+    tiles = json.loads(args.tiles_json.read_text()) if args.tiles_json else {}
+    os.environ["UPDRAFT_CACHE"] = tempfile.mkdtemp(prefix="cycle_variants_")
+    from tune_in_cycle import engines, measure
+
+    from updraft.ops import gemv_config
+
+    cache = gemv_config.cache_path()
+    plain, spec, preqs, sreqs = engines(args.bs, args.context, args.head)
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in variants}
+    for rnd in range(args.rounds):
+        for name, knobs in variants:
+            apply(knobs, tiles, cache)
+            cycle, step = measure(plain, spec, preqs, sreqs, args.iters)
+            runs[name].append((cycle, step))
+            print(f"round {rnd} {name:>24}: cycle {cycle:.4f} ms, plain {step:.4f} ms, {cycle / step:.3f} steps",
+                  flush=True)
+    apply(frozenset(), tiles, cache)
+    rows = []
+    for name, _ in variants:
+        cyc = statistics.median(c for c, _ in runs[name])
+        step = statistics.median(s for _, s in runs[name])
+        rows.append(dict(variant=name, cycle_ms=cyc, plain_ms=step, steps=cyc / step, rounds=runs[name]))
+        print(f"{name:>24}: cycle {cyc:.4f} ms, plain {step:.4f} ms, {cyc / step:.3f} plain steps (median of "
+              f"{args.rounds})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "cycle_variants.json").write_text(json.dumps(dict(bs=args.bs, context=args.context, rows=rows,
+                                                                 tiles=tiles), indent=1))
+
+
+if __name__ == "__main__":
+    main()

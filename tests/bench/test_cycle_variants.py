@@ -1,0 +1,46 @@
+"""``benchmarks/cycle_variants.py`` (GPU script): its variant names and knobs, on CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def test_variants_parse_into_knobs(load_benchmark) -> None:
+    cv = load_benchmark("cycle_variants")
+    assert cv.parse_variants("base, verify_pdl,tiles+verify_pdl") == [
+        ("base", frozenset()), ("verify_pdl", frozenset({"verify_pdl"})),
+        ("tiles+verify_pdl", frozenset({"tiles", "verify_pdl"}))]
+    with pytest.raises(ValueError, match="unknown knob"):
+        cv.parse_variants("base,pdl")
+    with pytest.raises(ValueError, match="at least one"):
+        cv.parse_variants(" , ")
+
+
+def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tiles`` writes the given entries into the scratch cache the lookups read; ``base`` leaves
+    an empty cache and the shipped PDL window."""
+    import torch
+
+    from updraft.attention.triton_backend import TritonBackend
+    from updraft.ops import gemv_config
+
+    cv = load_benchmark("cycle_variants")
+    monkeypatch.setenv("UPDRAFT_CACHE", str(tmp_path))
+    monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", TritonBackend.verify_no_pdl_rows)
+    cache = gemv_config.cache_path()
+    key = gemv_config.key("linear", 576, 576, 64, torch.bfloat16, torch.device("cpu"))
+    tiles = {key: dict(block_n=16, block_k=256, dot=True, num_warps=4, num_stages=3, m_tile=32)}
+    cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
+    assert TritonBackend.verify_no_pdl_rows == (1, 0)
+    assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")) == \
+        gemv_config.GemvConfig(16, 256, True, 4, 3, 32)
+    assert json.loads(cache.read_text()) == tiles
+    cv.apply(frozenset(), tiles, cache)
+    assert TritonBackend.verify_no_pdl_rows == (41, 64) and not cache.exists()
+    assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
+    monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
+    gemv_config._table.cache_clear()
+    gemv_config.is_tuned.cache_clear()
