@@ -142,11 +142,10 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     legal ones only. Long rows (K >= 2048: the 8B shape's
     4096 and 14336) try longer chunks and deeper pipelines, where more weight bytes must be in
     flight per program. Past 16 token rows, dots also split the rows over programs
-    (``m_tile`` 16 or 32), and offer 64-column tiles: each program reads its token rows' whole
-    activation block, so past 8 rows wider tiles read it fewer times (the 8B shape's 12-48-row
-    sweep on the H200 picked the widest tile offered, 32, for every GEMM,
-    ``benchmarks/results/2026-12-02-h200-wide-rows``). A few dozen to ~150 per shape: each
-    distinct one is a compile, ~1 s."""
+    (``m_tile`` 16 or 32). A few dozen to a hundred per shape: each distinct one is a compile,
+    ~1 s. (64-column tiles past 8 rows, swept on the H200, won only at 48 rows, where the fused
+    layers still lose to cuBLAS, and for the 8B gate/up at 12 rows by 1.3%; not offered,
+    ``benchmarks/results/2026-12-02-h200-wide-rows``.)"""
     out = []
     # a fifth stage for long rows: the 8B down projection's 8-row dot tile was fastest at 256 x 5
     # (41.9 us against 42.6 at 1024 x 3; a wider sweep on the H100, 2026-11-26)
@@ -154,7 +153,7 @@ def candidates(kind: str, n: int, k: int, bucket: int, head_dim: int = 0) -> lis
     m_tiles = (0,) + tuple(t for t in (16, 32) if t < bucket)
     for dot in ((False,) if bucket == 1 and k < LONG_ROW_K else (False, True)):
         for m_tile in (m_tiles if dot else (0,)):
-            for block in (4, 8, 16, 32) + ((64,) if dot and bucket >= 16 else ()):
+            for block in (4, 8, 16, 32):
                 for bk in _chunks(k, GemvConfig(block, 16, dot, m_tile=m_tile).block_m(bucket), dot):
                     for warps, stages in depths:
                         cfg = GemvConfig(block, min(bk, triton_next_pow2(k)), dot, warps, stages, m_tile)
