@@ -126,8 +126,8 @@ class FusedPolicy:
       ``benchmarks/results/2026-12-02-h200-wide-rows``): a 6-token verify at bs 2 / 4 (12 / 24
       rows) 4.45 / 4.58 ms against 4.89 / 4.93 on cuBLAS, decode at bs 16 / 32 4.82 / 5.63 against
       5.24 / 6.11; at 48 rows the sweep's best tiles lost (bs 8 verify 5.99 against 5.24: down
-      46 us against cuBLAS's 34), so ``wide_max_rows`` is 32 and the 64-row bucket ships no
-      wide entry.
+      46 us against cuBLAS's 34; 64-column tiles tied, 5.24), so ``wide_max_rows`` is 32 and the
+      64-row bucket ships no wide entry.
     """
 
     max_rows: int = 64
