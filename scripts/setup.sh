@@ -18,5 +18,15 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 echo "[setup] installing updraft and its test dependencies"
 $PIP install -e ".[hub,serve,bench,test]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+# The GPU machine runs triton 3.6.0 (../shared/gpu.md), this venv whatever torch pulled in (3.9 with
+# torch 2.13): what one compiles the other may not (a string-defaulted constexpr, 2026-12-02). The
+# kernels' sm_90 compile checks also run under the device's version, from a folder of its own
+# (tests/test_device_triton.py).
+DEVICE_TRITON=3.6.0
+if [ "$(uname -sm)" = "Linux x86_64" ] && [ ! -d "$VENV/triton-device/triton-$DEVICE_TRITON.dist-info" ]; then
+  echo "[setup] installing triton==$DEVICE_TRITON (the GPU machine's) into $VENV/triton-device"
+  rm -rf "$VENV/triton-device"
+  $PIP install --no-deps --target "$VENV/triton-device" "triton==$DEVICE_TRITON" 2>&1 | { grep -v "^WARNING: Location" || true; }
+fi
 "$VENV/bin/python" -c "import updraft, torch; print(f'[setup] updraft ready (torch {torch.__version__})')"
 touch "$STAMP"

@@ -173,6 +173,13 @@ MUTATIONS: tuple[Mutation, ...] = (
        SLOTS, "        nxt = pos + BLOCK_N\n", "        nxt = pos + BLOCK_N + 1  # MUTATION\n",
        "tests/attention/test_triton.py::test_slots_prefetched_a_block_ahead",
        "tests/attention/test_mla.py::test_slots_prefetched_a_block_ahead"),
+    Mutation("jit-helper-string-default", "-", "a jit helper's constexpr takes a string default (the GPU machine's "
+             "triton 3.6 cannot compile it, the CPU's 3.9 can: 2026-12-02)",
+             (Edit(SLOTS, "def first_slots(table_row, lo, hi, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr):",
+                   'def first_slots(table_row, lo, hi, BLOCK_N: tl.constexpr, PREFETCH: tl.constexpr, CACHE: tl.constexpr = ""):'),
+              Edit(SLOTS, "    return tl.load(table_row + nxt, mask=(nxt < hi) & PREFETCH, other=0)\n",
+                   "    return tl.load(table_row + nxt, mask=(nxt < hi) & PREFETCH, other=0, cache_modifier=CACHE)  # MUTATION\n")),
+             ("tests/test_device_triton.py::test_kernels_compile_under_the_device_triton[attention]",)),
     _m("wrong-stride", "-", "triton's extend kernel gets the head stride as the token stride of the new keys",
        "updraft/attention/triton_kernels/extend.py", "*_two_strides(q), *_two_strides(k_new),",
        "*_two_strides(q), k_new.stride(1), k_new.stride(1),",
