@@ -9,6 +9,8 @@ is ``base`` or a ``+``-joined set of knobs, each applied before the graphs are c
 
 * ``verify_pdl``: a verify block of 41-64 token rows launches its attention with PDL too
   (``TritonBackend.verify_no_pdl_rows`` emptied; the H100 measured it off, 2026-11-27);
+  ``verify_pdl_decode`` / ``verify_pdl_merge``: only the decode kernel / only its split merge
+  keeps PDL there (``TritonBackend.verify_pdl_in_window``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -28,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-KNOBS = ("verify_pdl", "tiles")
+KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "tiles")
 
 
 def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
@@ -53,6 +55,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
     from updraft.ops.gemv_config import GemvConfig
 
     TritonBackend.verify_no_pdl_rows = (1, 0) if "verify_pdl" in knobs else (41, 64)  # (1, 0): no row count
+    TritonBackend.verify_pdl_in_window = frozenset(k.removeprefix("verify_pdl_") for k in knobs
+                                                   if k in ("verify_pdl_decode", "verify_pdl_merge"))
     cache.unlink(missing_ok=True)
     gemv_config._table.cache_clear()  # the in-process copy of the (now empty) cache file
     gemv_config.is_tuned.cache_clear()

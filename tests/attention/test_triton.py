@@ -566,6 +566,17 @@ def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
     assert _decode_kwarg_seen(monkeypatch, "pdl", mode, ext) == [mode == ForwardMode.DECODE or pdl]
 
 
+@pytest.mark.parametrize("keep", [frozenset(), frozenset({"decode"}), frozenset({"merge"}), frozenset({"decode", "merge"})])
+def test_verify_window_keeps_pdl_for_the_named_launches(monkeypatch: pytest.MonkeyPatch, keep: frozenset[str]) -> None:
+    """``verify_pdl_in_window`` names which of the pair (the decode kernel, its merge) keeps PDL
+    in the window; outside it (one-token decode) both keep it whatever it names."""
+    monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", (8, 8))
+    monkeypatch.setattr(TritonBackend, "verify_pdl_in_window", keep)
+    for name, kernel in (("pdl", "decode"), ("merge_pdl", "merge")):
+        assert _decode_kwarg_seen(monkeypatch, name, ForwardMode.TARGET_VERIFY, 4) == [kernel in keep]
+        assert _decode_kwarg_seen(monkeypatch, name, ForwardMode.DECODE, 1) == [True]
+
+
 @pytest.mark.parametrize("verify,decode", [(True, False), (False, True)])
 @pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
 def test_decode_kernel_prewarm_follows_the_mode(

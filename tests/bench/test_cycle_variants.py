@@ -30,16 +30,21 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     cv = load_benchmark("cycle_variants")
     monkeypatch.setenv("UPDRAFT_CACHE", str(tmp_path))
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", TritonBackend.verify_no_pdl_rows)
+    monkeypatch.setattr(TritonBackend, "verify_pdl_in_window", TritonBackend.verify_pdl_in_window)
     cache = gemv_config.cache_path()
     key = gemv_config.key("linear", 576, 576, 64, torch.bfloat16, torch.device("cpu"))
     tiles = {key: dict(block_n=16, block_k=256, dot=True, num_warps=4, num_stages=3, m_tile=32)}
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
-    assert TritonBackend.verify_no_pdl_rows == (1, 0)
+    assert TritonBackend.verify_no_pdl_rows == (1, 0) and TritonBackend.verify_pdl_in_window == frozenset()
+    cv.apply(frozenset({"verify_pdl_merge"}), tiles, cache)
+    assert TritonBackend.verify_no_pdl_rows == (41, 64) and TritonBackend.verify_pdl_in_window == {"merge"}
+    cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")) == \
         gemv_config.GemvConfig(16, 256, True, 4, 3, 32)
     assert json.loads(cache.read_text()) == tiles
     cv.apply(frozenset(), tiles, cache)
     assert TritonBackend.verify_no_pdl_rows == (41, 64) and not cache.exists()
+    assert TritonBackend.verify_pdl_in_window == frozenset()
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
     gemv_config._table.cache_clear()

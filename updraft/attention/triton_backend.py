@@ -139,6 +139,10 @@ class TritonBackend(AttentionBackend):
     #: bs 1 (6 rows) 0.662 with it, 0.694 without. Blocks over 64 rows run the unfused layers,
     #: where the attention's PDL made no difference at 48 rows (1.132 / 1.137 ms): unchanged.
     verify_no_pdl_rows: ClassVar[tuple[int, int]] = (41, 64)
+    #: Launches of a verify block in that window that keep PDL all the same: "decode" (the
+    #: attention kernel), "merge" (its split merge). None by default; the pair's timing knob
+    #: (``benchmarks/cycle_variants.py``).
+    verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset()
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
     #: decode (read at each launch: a graph keeps the value it was captured with). H200,
@@ -415,14 +419,18 @@ class TritonBackend(AttentionBackend):
         alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
         return alloc((q.shape[0], self.num_heads, self.kv_pool.v_head_dim), dtype=q.dtype, device=q.device)
 
-    def _attention_pdl(self, plan: LaunchPlan) -> bool:
+    def _attention_pdl(self, plan: LaunchPlan) -> tuple[bool, bool]:
         """Whether the decode kernel and its merge may launch with PDL: not for a verify block
-        in ``verify_no_pdl_rows`` (host scalars only: frozen at capture with the plan)."""
+        in ``verify_no_pdl_rows`` unless ``verify_pdl_in_window`` names it (host scalars only:
+        frozen at capture with the plan)."""
         lo, hi = self.verify_no_pdl_rows
-        return plan.stride <= 1 or not lo <= plan.num_tokens <= hi
+        if plan.stride <= 1 or not lo <= plan.num_tokens <= hi:
+            return True, True
+        return "decode" in self.verify_pdl_in_window, "merge" in self.verify_pdl_in_window
 
     def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        pdl, merge_pdl = self._attention_pdl(md.plan)
         decode_kernels.decode_attention(
             q,
             self.kv_pool.k_buffer[layer_id],
@@ -439,8 +447,9 @@ class TritonBackend(AttentionBackend):
             self._dot_f32(q),
             md.sem,
             max(md.plan.stride, 1),
-            pdl=self._attention_pdl(md.plan),
+            pdl=pdl,
             prewarm=self.prewarm_verify if md.plan.stride > 1 else self.prewarm_decode,
+            merge_pdl=merge_pdl,
         )
         return out
 

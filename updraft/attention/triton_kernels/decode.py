@@ -204,6 +204,7 @@ def decode_attention(
     stride: int = 1,
     pdl: bool = True,
     prewarm: bool = True,
+    merge_pdl: bool | None = None,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -214,8 +215,9 @@ def decode_attention(
     counters at 0: the last split program of each (request, KV head) merges the partials in the
     same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
     ``pdl``: False launches both without PDL whatever the family allows (``TritonBackend``'s
-    verify blocks of 41-64 rows). ``prewarm`` (with PDL only): each program prefetches its
-    split's first block of cached K/V rows into L2 before its wait (``slots.py``).
+    verify blocks of 41-64 rows); ``merge_pdl`` the merge launch's own (None: as ``pdl``).
+    ``prewarm`` (with PDL only): each program prefetches its split's first block of cached K/V
+    rows into L2 before its wait (``slots.py``).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -243,4 +245,4 @@ def decode_attention(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_kw,
     )
     if not direct and sem is None:
-        merge_splits(mid_o, mid_lse, out, family, pdl)
+        merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl)
