@@ -58,8 +58,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
     TritonBackend.verify_pdl_in_window = frozenset(k.removeprefix("verify_pdl_") for k in knobs
                                                    if k in ("verify_pdl_decode", "verify_pdl_merge"))
     cache.unlink(missing_ok=True)
-    gemv_config._table.cache_clear()  # the in-process copy of the (now empty) cache file
-    gemv_config.is_tuned.cache_clear()
+    gemv_config.reread()
     if "tiles" in knobs:
         for key, cfg in tiles.items():
             gemv_config.store(key, GemvConfig(**cfg))

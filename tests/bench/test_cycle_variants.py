@@ -47,5 +47,4 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     assert TritonBackend.verify_pdl_in_window == frozenset()
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
-    gemv_config._table.cache_clear()
-    gemv_config.is_tuned.cache_clear()
+    gemv_config.reread()

@@ -342,5 +342,11 @@ def store(k: str, cfg: GemvConfig) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(raw, indent=1, sort_keys=True))
     tmp.replace(path)
+    reread()
+
+
+def reread() -> None:
+    """Forget the in-process copy of the user's cache file (read again at the next lookup): after
+    the file or ``$UPDRAFT_CACHE`` changed other than through ``store``."""
     _table.cache_clear()
     is_tuned.cache_clear()
