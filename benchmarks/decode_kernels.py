@@ -124,26 +124,22 @@ class GemmBench:
     def cublas(self, w: torch.Tensor) -> Callable[[], object]:
         return lambda: torch.nn.functional.linear(self.x, w)
 
-    def tune(self) -> tuple[gemv_config.GemvConfig, float]:
-        kind = self.kind
-        n = self.n
-        if self.name == "lm_head":  # the argmax epilogue is timed with it (cached under "linear")
-            kind = "linear"
+    def rotating(self, cfg: gemv_config.GemvConfig | None = None) -> Callable[[], object]:
+        """One fused launch with ``cfg`` a call, each on the next weight copy (from memory, not L2)."""
+        fns = [self.fused(w, cfg) for w in self.w]
+        calls = itertools.count()
+        return lambda: fns[next(calls) % len(fns)]()
 
-        def run(c: gemv_config.GemvConfig) -> Callable[[], object]:
-            fns = [self.fused(w, c) for w in self.w]
-            state = {"i": 0}
-
-            def call() -> None:
-                fns[state["i"] % len(fns)]()
-                state["i"] += 1
-            return call
-        return gemv_config.tune(kind, n, self.k, gemv_config.m_bucket(self.m), DT, torch.device("cuda"), run,
-                                self.cfg.head_dim if kind == "qkv" else 0)
+    def tune(self, block_n: int = 0) -> tuple[gemv_config.GemvConfig, float]:
+        """Sweep this GEMM's launch configs (``block_n`` > 0: only tiles that wide) into the cache."""
+        kind = "linear" if self.name == "lm_head" else self.kind  # the LM head's argmax is timed with it
+        return gemv_config.tune(kind, self.n, self.k, gemv_config.m_bucket(self.m), DT, torch.device("cuda"),
+                                self.rotating, self.cfg.head_dim if kind == "qkv" else 0,
+                                keep=(lambda c: c.block_n == block_n) if block_n else None)
 
 
 def bench_gemms(peak: float, tune: bool, models: list[str], gemms: list[str] | None,
-                m_values: tuple[int, ...]) -> list[dict[str, Any]]:
+                m_values: tuple[int, ...], tune_block_n: int = 0) -> list[dict[str, Any]]:
     rows = []
     for model in models:
         cfg = MODELS[model] if model in MODELS else DRAFTS[model.removesuffix("-draft")]
@@ -154,7 +150,7 @@ def bench_gemms(peak: float, tune: bool, models: list[str], gemms: list[str] | N
                 if name == "lm_head" and m > gemv.ARGMAX_MAX_M:  # the argmax epilogue's limit
                     continue
                 b = GemmBench(cfg, name, kind, n, k, m)
-                tuned = b.tune() if tune else None
+                tuned = b.tune(tune_block_n) if tune else None
                 t_f = graph_time([b.fused(w) for w in b.w])
                 t_c = graph_time([b.cublas(w) for w in b.w])
                 used = gemv_config.lookup(kind, n, k, m, DT, torch.device("cuda"), cfg.head_dim if kind == "qkv" else 0)
@@ -327,15 +323,12 @@ def main() -> None:
         p.error(f"--models {','.join(unknown)}: expected {', '.join(MODELS)}"
                 + ("" if args.hf_config else " (custom needs --hf-config)") + " (NAME-draft with --skip-steps)")
     PEAK = args.peak_bw
-    if args.tune_block_n:
-        every = gemv_config.candidates
-        gemv_config.candidates = lambda *a, **kw: [c for c in every(*a, **kw) if c.block_n == args.tune_block_n]
     torch.manual_seed(0)
     result: dict[str, Any] = dict(device=torch.cuda.get_device_name(), peak_bw=PEAK, context=args.context,
                                   cache=str(gemv_config.cache_path()))
     if not args.skip_gemms:
         result["gemms"] = bench_gemms(PEAK, args.tune, models, args.gemms.split(",") if args.gemms else None,
-                                      tuple(int(v) for v in args.m_values.split(",")))
+                                      tuple(int(v) for v in args.m_values.split(",")), args.tune_block_n)
         show("GEMMs (bf16, CUDA graphs; bw = share of peak)", result["gemms"],
              ["model", "gemm", "m", "fused_us", "cublas_us", "fused_bw", "cublas_bw"])
     if not args.skip_steps:

@@ -58,11 +58,10 @@ def prefilter(name: str, kind: str, n: int, k: int, rows: int, cands: list[GemvC
     bench = GemmBench(SMOLLM2, name, kind, n, k, rows)
     timed = []
     for cfg in cands:
-        fns = [bench.fused(w, cfg) for w in bench.w]
-        calls = iter(range(1 << 30))
         try:
-            fns[0]()
-            timed.append((gemv_config.graph_seconds(lambda: fns[next(calls) % len(fns)](), 24), cfg))
+            call = bench.rotating(cfg)
+            call()  # compile + warm
+            timed.append((gemv_config.graph_seconds(call, 24), cfg))
         except Exception:  # noqa: BLE001 - a config the compiler rejects just loses
             continue
     timed.sort(key=lambda tc: tc[0])

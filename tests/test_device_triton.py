@@ -23,9 +23,9 @@ def _device_version() -> str:
     return found[0].name.removeprefix("triton-").removesuffix(".dist-info") if found else ""
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="triton's wheels are Linux x86_64's")
-@pytest.mark.parametrize("module", CHECKS, ids=lambda m: m.split(".")[1])
-def test_kernels_compile_under_the_device_triton(module: str) -> None:
+@pytest.fixture(scope="module")
+def device_env() -> dict[str, str]:
+    """The environment of a process that imports the device's triton (checked once)."""
     version = _device_version()
     assert version, f"{DEVICE} holds no triton: run `make setup` (scripts/setup.sh installs the GPU machine's)"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -33,6 +33,12 @@ def test_kernels_compile_under_the_device_triton(module: str) -> None:
     probe = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__)"], env=env, cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert probe.stdout.strip() == version, f"the subprocess imported triton {probe.stdout.strip()!r}: {probe.stderr[-400:]}"
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-m", module], env=env, cwd=ROOT, capture_output=True,
+    return env
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="triton's wheels are Linux x86_64's")
+@pytest.mark.parametrize("module", CHECKS, ids=lambda m: m.split(".")[1])
+def test_kernels_compile_under_the_device_triton(module: str, device_env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-m", module], env=device_env, cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]

@@ -290,13 +290,15 @@ def is_tuned(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device:
 
 
 def tune(kind: str, n: int, k: int, bucket: int, dtype: torch.dtype, device: torch.device,
-         run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 24) -> tuple[GemvConfig, float]:
-    """Time every candidate (``run(cfg)`` returns a closure launching one GEMM with it), store the
-    fastest in the cache file, return it and its time in seconds. CUDA only, never in a capture."""
+         run: Callable[[GemvConfig], Callable[[], object]], head_dim: int = 0, reps: int = 24,
+         keep: Callable[[GemvConfig], bool] | None = None) -> tuple[GemvConfig, float]:
+    """Time every candidate (``run(cfg)`` returns a closure launching one GEMM with it; ``keep``:
+    only the candidates it accepts), store the fastest in the cache file, return it and its time
+    in seconds. CUDA only, never in a capture."""
     if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
         raise RuntimeError("gemv tune: needs a CUDA device and no graph capture in progress")
     timed: list[tuple[float, GemvConfig]] = []
-    for cfg in candidates(kind, n, k, bucket, head_dim):
+    for cfg in (c for c in candidates(kind, n, k, bucket, head_dim) if keep is None or keep(c)):
         try:
             fn = run(cfg)
             fn()  # compile + warm (and the argmax counter allocated outside the capture)

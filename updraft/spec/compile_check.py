@@ -25,6 +25,8 @@ from updraft.spec import rejection_kernels as rk
 from updraft.spec import row_io as ri
 from updraft.spec import sampling_kernels as sk
 
+SM90 = GPUTarget("cuda", 90, 32)  # an H100 / H200
+
 
 def src(fn: Any, sig: dict[str, str], cons: dict[str, Any]) -> ASTSource:  # every kernel launches with PDL on sm_90
     return ASTSource(fn, sig, {"PDL": 1, **cons})
@@ -41,7 +43,7 @@ def sampling() -> None:
            "log_cap": "fp32"}
     cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
             "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS, "SKIP_CUTS": True}
-    triton.compile(src(rk._filter_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    triton.compile(src(rk._filter_kernel, sig, cons), target=SM90, options={"num_warps": 8})
     # filter_hist's four launches over a bf16 target's logits (SmolLM2's 12 chunks of the vocabulary)
     sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
            "greedy_below": "fp32", "V": "i32"}
@@ -49,40 +51,40 @@ def sampling() -> None:
     sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Coarse": "*i32", **sel}
     triton.compile(src(fh._max_kernel, sig, {"CHUNK": fh._CHUNK, "NBINS": fh.NBINS, "ZB": 8192, "IDX": fh._IDX,
                                              "GROUP": fh.GROUP, **coarse}),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "maxnreg": fh.MAX_REGS})
+                   target=SM90, options={"num_warps": 8, "maxnreg": fh.MAX_REGS})
     sig = {"Logits": "*bf16", "stride_row": "i64", "Hist": "*i32", "Acc": "*i64", "Coarse": "*i32", "Tail": "*fp32", **sel}
     triton.compile(src(fh._hist_kernel, sig, {"CHUNK": fh._CHUNK, "NCH": 12, "NBINS": fh.NBINS,
                                               "TAIL_P_MAX": fh.TAIL_P_MAX, **coarse}),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+                   target=SM90, options={"num_warps": 8})
     sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", **sel}
     triton.compile(src(fh._block_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB}),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+                   target=SM90, options={"num_warps": 4})
     sig = {"Hist": "*i32", "Acc": "*i64", "Part": "*fp32", "Tail": "*fp32", **{k: v for k, v in prm.items()},
            "Stats": "*fp32", "ndt": "i32", "V": "i32", "greedy_below": "fp32"}
     triton.compile(src(fh._cut_kernel, sig, {"NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB, "NS": rk.NUM_STATS,
                                              "NCH": 12, "NCH_P2": 16}),
-                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+                   target=SM90, options={"num_warps": 8})
     sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
            "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
            "Emitted": "*i64", "Part": "*i64", "Tickets": "*i32", "greedy_below": "fp32", "S": "i32"}
     cons = {"V": 49152, "K": 64, "KP2": 64, "SP2": 8, "NSUB": ak._NSUB, "SUB": ak._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
-    triton.compile(src(ak._accept_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    triton.compile(src(ak._accept_kernel, sig, cons), target=SM90, options={"num_warps": 8})
     sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
            "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64", "s_pick": "i64",
            "Sq": "*fp32", "s_sq": "i64", "n_sq": "i32", "width": "i32", "eps": "fp32"}
     # a draft step's candidates without its final norm's factor (the row's 36 partial sums of squares)
     cons = {"K": 64, "BLOCK_K": 64, "HAS_IDS": True, "COPY_IDS": True, "SCALE": True, "BLOCK_SQ": 64}
-    triton.compile(src(sk._choose_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 2})
+    triton.compile(src(sk._choose_kernel, sig, cons), target=SM90, options={"num_warps": 2})
     # topk_rows as _choose launches it: the EAGLE-3 head's bf16 logits over its 8,192-token vocabulary,
     # the candidates mapped to target ids (d2t) in the same launch.
     sig = {"X": "*bf16", "s_x": "i64", "OutV": "*fp32", "s_ov": "i64", "OutI": "*i64", "s_oi": "i64", "Map": "*i64",
            "V": "i32"}
     cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
-    triton.compile(src(sk._topk_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+    triton.compile(src(sk._topk_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
     # the greedy draft pick (argmax + d2t)
     sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
     cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
-    triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+    triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
 
 
 def iteration() -> None:
@@ -95,7 +97,7 @@ def iteration() -> None:
            "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "UOut": "*fp32", "stream_c": "i64", "n_u": "i32",
            "Table": "*i32", "s_table": "i64", "Pos": "*i64", "Loc": "*i64", "Seq": "*i32", "Seg": "*i32", "bs": "i32"}
     cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16, "J": 5, "BLOCK_W": 8}
-    triton.compile(src(ri._read_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    triton.compile(src(ri._read_rows_kernel, sig, cons), target=SM90, options={"num_warps": 4})
     # the iteration's commit (greedy, the SmolLM2 head's 576-wide bf16 feature) and the greedy
     # acceptance's argmax over a target's vocabulary (longer than one tile)
     sig = {"Rows": "*i64", "N": "*i64", "Drafts": "*i64", "s_d": "i64", "Emitted": "*i64", "s_e": "i64",
@@ -104,17 +106,17 @@ def iteration() -> None:
            "Hist": "*i32", "s_hist": "i64", "HIST_COLS": "i32"}
     for hist in (False, True):  # with the lookup assist's token histories, and without
         cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024, "HIST": hist, "HIST_PAD": 4}
-        triton.compile(src(cm._commit_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+        triton.compile(src(cm._commit_kernel, sig, cons), target=SM90, options={"num_warps": 1})
     # the n-gram lookup (the proposer's and the assist's; sampled: the replaced rows' q and candidates)
     sig = {"Hist": "*i32", "s_h": "i64", "Rows": "*i64", "Lens": "*i64", "Ids": "*i64", "s_i": "i64", "Q": "*fp32",
            "Cand": "*i64", "s_qb": "i64", "s_qk": "i64", "s_cb": "i64", "s_ck": "i64", "W": "i32", "MIN_MATCH": "i32"}
     for dist in (False, True):
         cons = {"PAD": 4, "N_MIN": 1, "N_MAX": 4, "N_P2": 4, "K": 5, "BLOCK_K": 8, "DIST": dist, "KC": 64, "BLOCK_KC": 64,
                 "BLOCK_E": 1024}
-        triton.compile(src(nd._lookup_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        triton.compile(src(nd._lookup_kernel, sig, cons), target=SM90, options={"num_warps": 4})
     sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
     cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
-    triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=GPUTarget("cuda", 90, 32), options={"num_warps": 16})
+    triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
 
 
 def main() -> int:
