@@ -11,6 +11,12 @@ is ``base`` or a ``+``-joined set of knobs, each applied before the graphs are c
   (``TritonBackend.verify_no_pdl_rows`` emptied; the H100 measured it off, 2026-11-27);
   ``verify_pdl_decode`` / ``verify_pdl_merge``: only the decode kernel / only its split merge
   keeps PDL there (``TritonBackend.verify_pdl_in_window``);
+* ``no_prewarm``: verify blocks launched with PDL skip the prefetch of their first cached K/V
+  rows before the wait (``TritonBackend.prewarm_verify`` off);
+* ``verify_wavesN``: verify blocks' KV splits aim at N waves of programs instead of 2
+  (``TritonBackend.verify_split_waves``);
+* ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
+  splits in its own last program instead of a merge launch (``TritonBackend.merge_in_kernel``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -30,7 +36,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "tiles")
+KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "no_prewarm", "merge_in_kernel", "tiles")
+
+
+#: Shipped values of the settings a knob overrides with a number (read at the first ``apply``).
+_SHIPPED: dict[str, int] = {}
+
+
+def _waves(knob: str) -> int:
+    """``verify_wavesN`` -> N (> 0), anything else -> 0."""
+    digits = knob.removeprefix("verify_waves")
+    return int(digits) if digits != knob and digits.isdigit() and int(digits) > 0 else 0
 
 
 def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
@@ -38,10 +54,10 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     out = []
     for name in (v.strip() for v in spec.split(",") if v.strip()):
         knobs = frozenset() if name == "base" else frozenset(name.split("+"))
-        bad = sorted(knobs - set(KNOBS))
+        bad = sorted(k for k in knobs if k not in KNOBS and not _waves(k))
         if bad:
             raise ValueError(f"--variants {name!r}: unknown knob(s) {', '.join(bad)}; expected base or "
-                             f"'+'-joined of {', '.join(KNOBS)}")
+                             f"'+'-joined of {', '.join(KNOBS)}, verify_wavesN")
         out.append((name, knobs))
     if not out:
         raise ValueError("--variants: expected at least one variant")
@@ -57,6 +73,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
     TritonBackend.verify_no_pdl_rows = (1, 0) if "verify_pdl" in knobs else (41, 64)  # (1, 0): no row count
     TritonBackend.verify_pdl_in_window = frozenset(k.removeprefix("verify_pdl_") for k in knobs
                                                    if k in ("verify_pdl_decode", "verify_pdl_merge"))
+    TritonBackend.prewarm_verify = "no_prewarm" not in knobs
+    TritonBackend.merge_in_kernel = "merge_in_kernel" in knobs
+    shipped_waves = _SHIPPED.setdefault("verify_split_waves", TritonBackend.verify_split_waves)
+    TritonBackend.verify_split_waves = max((_waves(k) for k in knobs), default=0) or shipped_waves
     cache.unlink(missing_ok=True)
     gemv_config.reread()
     if "tiles" in knobs:

@@ -13,6 +13,11 @@ def test_variants_parse_into_knobs(load_benchmark) -> None:
     assert cv.parse_variants("base, verify_pdl,tiles+verify_pdl") == [
         ("base", frozenset()), ("verify_pdl", frozenset({"verify_pdl"})),
         ("tiles+verify_pdl", frozenset({"tiles", "verify_pdl"}))]
+    assert cv.parse_variants("verify_waves1+no_prewarm") == [
+        ("verify_waves1+no_prewarm", frozenset({"verify_waves1", "no_prewarm"}))]
+    for bad in ("verify_waves0", "verify_waves", "verify_wavesx"):
+        with pytest.raises(ValueError, match="unknown knob"):
+            cv.parse_variants(bad)
     with pytest.raises(ValueError, match="unknown knob"):
         cv.parse_variants("base,pdl")
     with pytest.raises(ValueError, match="at least one"):
@@ -31,6 +36,10 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     monkeypatch.setenv("UPDRAFT_CACHE", str(tmp_path))
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", TritonBackend.verify_no_pdl_rows)
     monkeypatch.setattr(TritonBackend, "verify_pdl_in_window", TritonBackend.verify_pdl_in_window)
+    monkeypatch.setattr(TritonBackend, "prewarm_verify", TritonBackend.prewarm_verify)
+    monkeypatch.setattr(TritonBackend, "merge_in_kernel", TritonBackend.merge_in_kernel)
+    monkeypatch.setattr(TritonBackend, "verify_split_waves", TritonBackend.verify_split_waves)
+    waves = TritonBackend.verify_split_waves
     cache = gemv_config.cache_path()
     key = gemv_config.key("linear", 576, 576, 64, torch.bfloat16, torch.device("cpu"))
     tiles = {key: dict(block_n=16, block_k=256, dot=True, num_warps=4, num_stages=3, m_tile=32)}
@@ -38,6 +47,10 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     assert TritonBackend.verify_no_pdl_rows == (1, 0) and TritonBackend.verify_pdl_in_window == frozenset()
     cv.apply(frozenset({"verify_pdl_merge"}), tiles, cache)
     assert TritonBackend.verify_no_pdl_rows == (41, 64) and TritonBackend.verify_pdl_in_window == {"merge"}
+    assert TritonBackend.prewarm_verify and not TritonBackend.merge_in_kernel
+    cv.apply(frozenset({"verify_pdl", "no_prewarm", "merge_in_kernel", "verify_waves5"}), tiles, cache)
+    assert not TritonBackend.prewarm_verify and TritonBackend.merge_in_kernel
+    assert TritonBackend.verify_split_waves == 5
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")) == \
         gemv_config.GemvConfig(16, 256, True, 4, 3, 32)
@@ -45,6 +58,8 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     cv.apply(frozenset(), tiles, cache)
     assert TritonBackend.verify_no_pdl_rows == (41, 64) and not cache.exists()
     assert TritonBackend.verify_pdl_in_window == frozenset()
+    assert TritonBackend.prewarm_verify and not TritonBackend.merge_in_kernel
+    assert TritonBackend.verify_split_waves == waves
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
     gemv_config.reread()

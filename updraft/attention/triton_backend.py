@@ -154,6 +154,14 @@ class TritonBackend(AttentionBackend):
     #: GEMV before them streams its weights.
     prewarm_verify: ClassVar[bool] = True
     prewarm_decode: ClassVar[bool] = False
+    #: Whether the decode kernel merges its KV splits itself (the last split of each request
+    #: and KV head to finish) instead of a second merge launch (a default for every backend; a
+    #: test or benchmark may set it on one instance). Off: on the H100 the second launch was
+    #: faster at every decode and verify shape swept (SmolLM2 bs 1 decode at 1k: 5.1 us against
+    #: 7.4 in one launch; Llama-8B heads 6.4 against 8.7; the last program's serial merge after
+    #: its atomic ticket is a longer chain than a parallel launch). Read when metadata is built,
+    #: so graphs keep the choice they were captured with.
+    merge_in_kernel: bool = False
     #: New token rows (``max_ext x bsz``, frozen at capture) from which an extend with heads over
     #: 64 wide takes the 128 x 128 tile (``_tile``).
     wide_prefill_rows: ClassVar[int] = 4096
@@ -181,13 +189,6 @@ class TritonBackend(AttentionBackend):
             self.num_sms = 2  # interpreter: small grids, but still several splits in tests
         #: Tests set this to force a split count (None: the occupancy policy in ``_num_kv_splits``).
         self.kv_splits_override: int | None = None
-        #: Whether the decode kernel merges its KV splits itself (the last split of each request
-        #: and KV head to finish) instead of a second merge launch. Off: on the H100 the second
-        #: launch was faster at every decode and verify shape swept (SmolLM2 bs 1 decode at 1k:
-        #: 5.1 us against 7.4 in one launch; Llama-8B heads 6.4 against 8.7; the last program's
-        #: serial merge after its atomic ticket is a longer chain than a parallel launch). Read
-        #: when metadata is built, so graphs keep the choice they were captured with.
-        self.merge_in_kernel = False
 
     # ---- launch plan (host scalars) ----------------------------------------------------
     def _tile(self, use_decode_kernel: bool, max_ext: int, bsz: int) -> TileConfig:
