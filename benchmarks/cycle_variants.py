@@ -5,15 +5,16 @@
 
 Random-weight SmolLM2 with the builtin head, as ``tune_in_cycle.py`` builds them (plain and
 speculative engines over one model, ``--bs`` parked requests at ``--context`` tokens). A variant
-is ``base`` or a ``+``-joined set of knobs, each applied before the graphs are captured anew:
+is ``base`` (the shipped settings) or a ``+``-joined set of knobs, each applied before the graphs
+are captured anew; a setting no knob names keeps its shipped value:
 
 * ``verify_pdl``: a verify block of 41-64 token rows launches its attention with PDL too
   (``TritonBackend.verify_no_pdl_rows`` emptied; the H100 measured it off, 2026-11-27);
-  ``verify_pdl_decode`` / ``verify_pdl_merge``: only the decode kernel / only its split merge
-  keeps PDL there (``TritonBackend.verify_pdl_in_window``);
-* ``no_prewarm``: verify blocks launched with PDL skip the prefetch of their first cached K/V
-  rows before the wait (``TritonBackend.prewarm_verify`` off);
-* ``verify_wavesN``: verify blocks' KV splits aim at N waves of programs instead of 2
+  ``verify_pdl_decode`` / ``verify_pdl_merge`` / ``verify_pdl_none``: in that window only the
+  decode kernel / only its split merge / neither keeps PDL (``TritonBackend.verify_pdl_in_window``);
+* ``prewarm`` / ``no_prewarm``: verify blocks launched with PDL do / skip the prefetch of their
+  first cached K/V rows before the wait (``TritonBackend.prewarm_verify``);
+* ``verify_wavesN``: verify blocks' KV splits aim at N waves of programs
   (``TritonBackend.verify_split_waves``);
 * ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
   splits in its own last program instead of a merge launch (``TritonBackend.merge_in_kernel``);
@@ -36,11 +37,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "no_prewarm", "merge_in_kernel", "tiles")
+KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
+         "merge_in_kernel", "tiles")
+_WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 
 
-#: Shipped values of the settings a knob overrides with a number (read at the first ``apply``).
-_SHIPPED: dict[str, int] = {}
+#: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
+_SHIPPED: dict[type, dict[str, object]] = {}
 
 
 def _waves(knob: str) -> int:
@@ -70,13 +73,22 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
     from updraft.ops import gemv_config
     from updraft.ops.gemv_config import GemvConfig
 
-    TritonBackend.verify_no_pdl_rows = (1, 0) if "verify_pdl" in knobs else (41, 64)  # (1, 0): no row count
-    TritonBackend.verify_pdl_in_window = frozenset(k.removeprefix("verify_pdl_") for k in knobs
-                                                   if k in ("verify_pdl_decode", "verify_pdl_merge"))
-    TritonBackend.prewarm_verify = "no_prewarm" not in knobs
-    TritonBackend.merge_in_kernel = "merge_in_kernel" in knobs
-    shipped_waves = _SHIPPED.setdefault("verify_split_waves", TritonBackend.verify_split_waves)
-    TritonBackend.verify_split_waves = max((_waves(k) for k in knobs), default=0) or shipped_waves
+    shipped = _SHIPPED.setdefault(TritonBackend, dict(
+        verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
+        prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
+        verify_split_waves=TritonBackend.verify_split_waves))
+    for name, value in shipped.items():
+        setattr(TritonBackend, name, value)
+    if "verify_pdl" in knobs:
+        TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
+    if knobs & _WINDOW.keys():
+        TritonBackend.verify_pdl_in_window = frozenset(_WINDOW[k] for k in knobs & _WINDOW.keys()) - {None}
+    if "prewarm" in knobs or "no_prewarm" in knobs:
+        TritonBackend.prewarm_verify = "prewarm" in knobs
+    if "merge_in_kernel" in knobs:
+        TritonBackend.merge_in_kernel = True
+    if any(_waves(k) for k in knobs):
+        TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
     cache.unlink(missing_ok=True)
     gemv_config.reread()
     if "tiles" in knobs:

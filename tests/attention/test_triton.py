@@ -560,10 +560,21 @@ def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
     monkeypatch: pytest.MonkeyPatch, mode: ForwardMode, ext: int, rows: tuple[int, int], pdl: bool
 ) -> None:
     """A verify block whose token rows (here 2 requests x 4 = 8) fall in ``verify_no_pdl_rows``
-    asks the decode kernel and its merge for no PDL; one-token decode and other blocks keep it.
-    The output is the reference's either way."""
+    asks the decode kernel and its merge for no PDL (none named in ``verify_pdl_in_window``);
+    one-token decode and other blocks keep it. The output is the reference's either way."""
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", rows)
-    assert _decode_kwarg_seen(monkeypatch, "pdl", mode, ext) == [mode == ForwardMode.DECODE or pdl]
+    monkeypatch.setattr(TritonBackend, "verify_pdl_in_window", frozenset())
+    for name in ("pdl", "merge_pdl"):
+        assert _decode_kwarg_seen(monkeypatch, name, mode, ext) == [mode == ForwardMode.DECODE or pdl]
+
+
+def test_shipped_verify_window_keeps_pdl_for_the_decode_kernel_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As shipped, a verify block in the window (41-64 rows) launches its decode kernel with PDL
+    and its split merge without (H200: the merge's PDL there lost 59 us a bs-8 cycle)."""
+    assert TritonBackend.verify_pdl_in_window == frozenset({"decode"})
+    monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", (8, 8))
+    assert _decode_kwarg_seen(monkeypatch, "pdl", ForwardMode.TARGET_VERIFY, 4) == [True]
+    assert _decode_kwarg_seen(monkeypatch, "merge_pdl", ForwardMode.TARGET_VERIFY, 4) == [False]
 
 
 @pytest.mark.parametrize("keep", [frozenset(), frozenset({"decode"}), frozenset({"merge"}), frozenset({"decode", "merge"})])

@@ -118,9 +118,12 @@ class TritonBackend(AttentionBackend):
     #: a verify block's decode-kernel programs (ndt x group rows each) at ``verify_split_waves``.
     #: H100 sweep (``benchmarks/decode_attn_sweep.py``, 2026-11-26, 1k context, merge launch):
     #: decode fastest at 2-4 waves, 6-token verify at 1-2 (8B heads, bs 1: 16 splits 7.8 us,
-    #: 64 splits 9.2 us).
+    #: 64 splits 9.2 us). Verify at 1 wave (2 until 2026-12-03): SmolLM2's S = 5 cycle on the H200
+    #: (random weights, 512 tokens of context, alternating rounds;
+    #: benchmarks/results/2026-12-03-h200-verify-window) at bs 1 / 2 / 4 / 8 0.815 -> 0.802,
+    #: 0.851 -> 0.837, 0.979 -> 0.929 and 1.047 -> 1.039 ms, the plain step unchanged.
     split_waves: ClassVar[int] = 4
-    verify_split_waves: ClassVar[int] = 2
+    verify_split_waves: ClassVar[int] = 1
     #: Pipeline stages of the decode kernel's tile for verify blocks (>= 3: slots prefetched, K/V
     #: double-buffered). H100, 2026-11-26, 1k context, 6-token verify: 8B bs 8 7.02 -> 6.82 ms,
     #: SmolLM2 bs 8 1.142 -> 1.122 ms, bs 1 unchanged. One-token decode stays at 2: at 3 its
@@ -140,9 +143,10 @@ class TritonBackend(AttentionBackend):
     #: where the attention's PDL made no difference at 48 rows (1.132 / 1.137 ms): unchanged.
     verify_no_pdl_rows: ClassVar[tuple[int, int]] = (41, 64)
     #: Launches of a verify block in that window that keep PDL all the same: "decode" (the
-    #: attention kernel), "merge" (its split merge). None by default; the pair's timing knob
-    #: (``benchmarks/cycle_variants.py``).
-    verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset()
+    #: attention kernel), "merge" (its split merge). The decode kernel does: H200, 2026-12-03,
+    #: SmolLM2's bs-8 S = 5 cycle (48 rows; benchmarks/results/2026-12-03-h200-verify-window,
+    #: alternating rounds) 1.0554 -> 1.0373 ms with it on, 1.1142 with the merge's on instead.
+    verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset({"decode"})
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
     #: decode (read at each launch: a graph keeps the value it was captured with). H200,
@@ -151,8 +155,12 @@ class TritonBackend(AttentionBackend):
     #: SmolLM2's 6-token verify at bs 1 0.628-0.630 -> 0.619-0.620 ms (verify blocks past 40 rows
     #: launch without PDL, so without prewarm); its decode at bs 1 0.594 -> 0.587 but at bs 8 0.671
     #: -> 0.684 ms (the 8B shape's 4.78 -> 4.83): eight requests' programs prefetch while the QKV
-    #: GEMV before them streams its weights.
-    prewarm_verify: ClassVar[bool] = True
+    #: GEMV before them streams its weights. Off for verify blocks too since 2026-12-03: in the
+    #: S = 5 cycle, where the verify runs, the prewarm cost time at every batch size (H200, with
+    #: one verify wave and the decode kernel's PDL at 41-64 rows: bs 1 / 2 / 4 / 8 0.8025 /
+    #: 0.8385 / 0.9291 / 1.0179 ms with it, 0.7961 / 0.8360 / 0.9280 / 1.0109 without;
+    #: benchmarks/results/2026-12-03-h200-verify-window).
+    prewarm_verify: ClassVar[bool] = False
     prewarm_decode: ClassVar[bool] = False
     #: Whether the decode kernel merges its KV splits itself (the last split of each request
     #: and KV head to finish) instead of a second merge launch (a default for every backend; a
