@@ -14,8 +14,9 @@ are captured anew; a setting no knob names keeps its shipped value:
   decode kernel / only its split merge / neither keeps PDL (``TritonBackend.verify_pdl_in_window``);
 * ``prewarm`` / ``no_prewarm``: verify blocks launched with PDL do / skip the prefetch of their
   first cached K/V rows before the wait (``TritonBackend.prewarm_verify``);
-* ``verify_wavesN``: verify blocks' KV splits aim at N waves of programs
-  (``TritonBackend.verify_split_waves``);
+* ``verify_wavesN``: every verify block's KV splits aim at N waves of programs
+  (``TritonBackend.verify_split_waves``, and no block at one wave for its size:
+  ``verify_one_wave_programs`` 0);
 * ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
   splits in its own last program instead of a merge launch (``TritonBackend.merge_in_kernel``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
@@ -76,7 +77,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
     shipped = _SHIPPED.setdefault(TritonBackend, dict(
         verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
         prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
-        verify_split_waves=TritonBackend.verify_split_waves))
+        verify_split_waves=TritonBackend.verify_split_waves,
+        verify_one_wave_programs=TritonBackend.verify_one_wave_programs))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     if "verify_pdl" in knobs:
@@ -89,6 +91,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         TritonBackend.merge_in_kernel = True
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
+        TritonBackend.verify_one_wave_programs = 0
     cache.unlink(missing_ok=True)
     gemv_config.reread()
     if "tiles" in knobs:

@@ -9,14 +9,19 @@ variants), so its verify / decode ratio read 1.25 where a clean pair reads 1.16.
 times only the default path (the fused layers under the "auto" policy), decode then verify per
 batch size, and reports per graph: back-to-back replay time, the median of single synced
 replays, the kernels' busy time (torch profiler) and the host time to enqueue one replay.
-Random weights, --context tokens of KV. Writes ``step_pair.json`` under --out.
+Random weights, --context tokens of KV. ``--variants`` runs rounds under the backend settings of
+``cycle_variants.py``'s knobs (e.g. ``base,no_prewarm,base,no_prewarm`` for alternating pairs; each
+round's graphs are captured under its settings, with an empty launch-config cache as there).
+Writes ``step_pair.json`` under --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import decode_kernels as dk  # noqa: E402
 from attention_bench import meta  # noqa: E402
+from cycle_variants import apply, parse_variants  # noqa: E402
 
-from updraft.attention.triton_backend import TritonBackend  # noqa: E402
 from updraft.batch import ForwardMode  # noqa: E402
+from updraft.ops import gemv_config  # noqa: E402
 
 
 def capture(model: torch.nn.Module, mode: ForwardMode, bs: int, context: int) -> tuple[torch.cuda.CUDAGraph, Any]:
@@ -59,39 +65,33 @@ def host_us(graph: torch.cuda.CUDAGraph, n: int = 30) -> float:
     return (t1 - t0) / n * 1e6
 
 
-_PREWARM_DEFAULT = (TritonBackend.prewarm_verify, TritonBackend.prewarm_decode)
-_PREWARM = {"default": _PREWARM_DEFAULT, "off": (False, False), "verify": (True, False), "all": (True, True)}
-
-
-def set_prewarm(name: str) -> None:
-    if name not in _PREWARM:
-        raise ValueError(f"--prewarm: {name!r} is not one of {', '.join(_PREWARM)}")
-    TritonBackend.prewarm_verify, TritonBackend.prewarm_decode = _PREWARM[name]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--models", default="smollm2")
     ap.add_argument("--batch-sizes", default="1")
     ap.add_argument("--context", type=int, default=1024)
-    ap.add_argument("--prewarm", default="default",
-                    help="comma-separated rounds, each default, off, verify or all: the decode attention "
-                         "kernel's L2 prewarm (TritonBackend.prewarm_verify / prewarm_decode), e.g. "
-                         "verify,off,verify,off for alternating pairs")
+    ap.add_argument("--variants", default="base",
+                    help="comma-separated rounds, each a cycle_variants.py variant: base (as shipped) or "
+                         "'+'-joined knobs, e.g. base,no_prewarm,base,no_prewarm for alternating pairs")
     args = ap.parse_args()
+    variants = parse_variants(args.variants)
+    if any("tiles" in knobs for _, knobs in variants):
+        ap.error("--variants: the 'tiles' knob needs cycle_variants.py's --tiles-json")
+    os.environ["UPDRAFT_CACHE"] = tempfile.mkdtemp(prefix="step_pair_")  # apply() empties its cache file
+    cache = gemv_config.cache_path()
     torch.manual_seed(0)
     rows = []
     for name in args.models.split(","):
         model = dk.random_model(dk.MODELS[name])
-        for rnd, prewarm in enumerate(v.strip() for v in args.prewarm.split(",")):
-            set_prewarm(prewarm)  # read at each launch: the graphs below keep it
+        for rnd, (variant, knobs) in enumerate(variants):
+            apply(knobs, {}, cache)  # read at capture: the graphs below keep it
             for bs in (int(b) for b in args.batch_sizes.split(",")):
                 pair = {}
                 for mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
                     graph, keep = capture(model, mode, bs, args.context)
                     kernels, busy, _, _ = dk.profile_replay(graph)
-                    r = dict(model=name, bs=bs, mode=mode.name, prewarm=prewarm, round=rnd,
+                    r = dict(model=name, bs=bs, mode=mode.name, variant=variant, round=rnd,
                              replay_ms=dk.replay_time(graph) * 1e3, synced_ms=synced_ms(graph), busy_ms=busy / 1e3,
                              kernels=kernels, host_us=host_us(graph))
                     rows.append(r)
@@ -99,14 +99,14 @@ def main() -> None:
                     del graph, keep
                 ratio = pair[ForwardMode.TARGET_VERIFY]["replay_ms"] / pair[ForwardMode.DECODE]["replay_ms"]
                 rows[-1]["verify_over_decode"] = ratio
-        set_prewarm("default")
+        apply(frozenset(), {}, cache)
         del model
         torch.cuda.empty_cache()
     dk.show(f"decode and verify at {args.context} tokens of context (CUDA graphs, default path)", rows,
-            ["model", "bs", "mode", "prewarm", "replay_ms", "synced_ms", "busy_ms", "kernels", "host_us"])
+            ["model", "bs", "mode", "variant", "replay_ms", "synced_ms", "busy_ms", "kernels", "host_us"])
     for r in rows:
         if "verify_over_decode" in r:
-            print(f"{r['model']} bs {r['bs']} prewarm {r['prewarm']}: verify / decode = {r['verify_over_decode']:.3f}")
+            print(f"{r['model']} bs {r['bs']} {r['variant']}: verify / decode = {r['verify_over_decode']:.3f}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "step_pair.json").write_text(json.dumps(dict(meta=meta(torch.device("cuda")), rows=rows), indent=1))
 

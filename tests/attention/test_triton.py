@@ -600,3 +600,24 @@ def test_decode_kernel_prewarm_follows_the_mode(
     monkeypatch.setattr(TritonBackend, "prewarm_decode", decode)
     seen = _decode_kwarg_seen(monkeypatch, "prewarm", mode, ext)
     assert seen == [verify if mode == ForwardMode.TARGET_VERIFY else decode]
+
+
+@pytest.mark.parametrize("bs,stride,want", [(1, 6, 44), (4, 6, 11), (5, 6, 18), (8, 6, 11), (1, 1, 64), (8, 1, 22)])
+def test_verify_blocks_of_few_programs_split_for_one_wave(bs: int, stride: int, want: int) -> None:
+    """A verify block of at most ``verify_one_wave_programs`` decode-kernel programs a split
+    (requests x KV heads; SmolLM2's 3 KV heads here, 132 SMs) aims its splits at one wave of
+    programs, a larger one at ``verify_split_waves``; one-token decode at ``split_waves``."""
+    from updraft.batch import make_forward_batch
+    from updraft.memory.pools import KVPool
+
+    pool = KVPool(1, 64, 16, 3, 64, torch.bfloat16, "cpu")
+    table = torch.zeros(bs + 1, 8192, dtype=torch.int32)
+    backend = TritonBackend(pool, table, 9, 3, 64)
+    backend.interpret, backend.num_sms = False, 132
+    assert (TritonBackend.verify_one_wave_programs, TritonBackend.verify_split_waves, TritonBackend.split_waves) == (12, 2, 4)
+    mode = ForwardMode.DECODE if stride == 1 else ForwardMode.TARGET_VERIFY
+    batch = make_forward_batch(mode, torch.zeros(bs * stride, dtype=torch.long), torch.arange(1, bs + 1),
+                               torch.full((bs,), 512, dtype=torch.int32), torch.full((bs,), stride, dtype=torch.int32),
+                               table, logits="none", stride=stride)
+    plan = backend._plan(batch)
+    assert plan.use_decode_kernel and plan.num_kv_splits == want

@@ -25,8 +25,9 @@ def test_variants_parse_into_knobs(load_benchmark) -> None:
 
 
 def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``tiles`` writes the given entries into the scratch cache the lookups read; ``base`` leaves
-    an empty cache and the shipped PDL window."""
+    """``tiles`` writes the given entries into the scratch cache the lookups read; a knob changes
+    its setting only, the others keep their shipped values; ``base`` leaves an empty cache and
+    every setting as shipped."""
     import torch
 
     from updraft.attention.triton_backend import TritonBackend
@@ -39,27 +40,34 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     monkeypatch.setattr(TritonBackend, "prewarm_verify", TritonBackend.prewarm_verify)
     monkeypatch.setattr(TritonBackend, "merge_in_kernel", TritonBackend.merge_in_kernel)
     monkeypatch.setattr(TritonBackend, "verify_split_waves", TritonBackend.verify_split_waves)
+    monkeypatch.setattr(TritonBackend, "verify_one_wave_programs", TritonBackend.verify_one_wave_programs)
+    one_wave = TritonBackend.verify_one_wave_programs
+    prewarm = TritonBackend.prewarm_verify
+    window = TritonBackend.verify_pdl_in_window
     waves = TritonBackend.verify_split_waves
     cache = gemv_config.cache_path()
     key = gemv_config.key("linear", 576, 576, 64, torch.bfloat16, torch.device("cpu"))
     tiles = {key: dict(block_n=16, block_k=256, dot=True, num_warps=4, num_stages=3, m_tile=32)}
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
-    assert TritonBackend.verify_no_pdl_rows == (1, 0) and TritonBackend.verify_pdl_in_window == frozenset()
+    assert TritonBackend.verify_no_pdl_rows == (1, 0) and TritonBackend.verify_pdl_in_window == window
     cv.apply(frozenset({"verify_pdl_merge"}), tiles, cache)
     assert TritonBackend.verify_no_pdl_rows == (41, 64) and TritonBackend.verify_pdl_in_window == {"merge"}
-    assert TritonBackend.prewarm_verify and not TritonBackend.merge_in_kernel
+    assert TritonBackend.prewarm_verify == prewarm and not TritonBackend.merge_in_kernel
     cv.apply(frozenset({"verify_pdl", "no_prewarm", "merge_in_kernel", "verify_waves5"}), tiles, cache)
     assert not TritonBackend.prewarm_verify and TritonBackend.merge_in_kernel
-    assert TritonBackend.verify_split_waves == 5
+    assert TritonBackend.verify_split_waves == 5 and TritonBackend.verify_one_wave_programs == 0
+    cv.apply(frozenset({"prewarm", "verify_pdl_none"}), tiles, cache)
+    assert TritonBackend.prewarm_verify and TritonBackend.verify_pdl_in_window == frozenset()
+    assert TritonBackend.verify_split_waves == waves and not TritonBackend.merge_in_kernel
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")) == \
         gemv_config.GemvConfig(16, 256, True, 4, 3, 32)
     assert json.loads(cache.read_text()) == tiles
     cv.apply(frozenset(), tiles, cache)
     assert TritonBackend.verify_no_pdl_rows == (41, 64) and not cache.exists()
-    assert TritonBackend.verify_pdl_in_window == frozenset()
-    assert TritonBackend.prewarm_verify and not TritonBackend.merge_in_kernel
-    assert TritonBackend.verify_split_waves == waves
+    assert TritonBackend.verify_pdl_in_window == window
+    assert TritonBackend.prewarm_verify == prewarm and not TritonBackend.merge_in_kernel
+    assert TritonBackend.verify_split_waves == waves and TritonBackend.verify_one_wave_programs == one_wave
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
     gemv_config.reread()

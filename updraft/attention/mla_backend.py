@@ -62,6 +62,7 @@ class MLABackend(TritonBackend):
     #: by the merge), so more splits than this costs more than the programs it adds.
     split_waves: ClassVar[int] = 4
     verify_split_waves: ClassVar[int] = 4  # MLA's verify is its decode, ndt rows wider (same sweep)
+    verify_one_wave_programs: ClassVar[int] = 0  # no small-batch exception (the GQA kernel's)
     #: The decode kernel's tiles take a whole SM (a double-buffered 64-key latent tile), so their
     #: splits aim at one wave: decode bs 8 -> 16 splits, a 4-token verify bs 8 -> 8 (H100,
     #: 2026-11-26, 16 heads, 8k: decode 41.6 us at 16 splits, 48.8 at 32; verify 68.9 / 82.1 us at

@@ -118,12 +118,15 @@ class TritonBackend(AttentionBackend):
     #: a verify block's decode-kernel programs (ndt x group rows each) at ``verify_split_waves``.
     #: H100 sweep (``benchmarks/decode_attn_sweep.py``, 2026-11-26, 1k context, merge launch):
     #: decode fastest at 2-4 waves, 6-token verify at 1-2 (8B heads, bs 1: 16 splits 7.8 us,
-    #: 64 splits 9.2 us). Verify at 1 wave (2 until 2026-12-03): SmolLM2's S = 5 cycle on the H200
-    #: (random weights, 512 tokens of context, alternating rounds;
-    #: benchmarks/results/2026-12-03-h200-verify-window) at bs 1 / 2 / 4 / 8 0.815 -> 0.802,
-    #: 0.851 -> 0.837, 0.979 -> 0.929 and 1.047 -> 1.039 ms, the plain step unchanged.
+    #: 64 splits 9.2 us). A verify block of at most ``verify_one_wave_programs`` programs a split
+    #: (requests x KV heads) aims at one wave instead. H200, 2026-12-03, SmolLM2's S = 5 cycle
+    #: (random weights, alternating rounds; benchmarks/results/2026-12-03-h200-verify-window), one
+    #: wave against two: at 512 tokens of context bs 1 / 2 / 4 (3 / 6 / 12 programs) 0.815 -> 0.802,
+    #: 0.851 -> 0.837, 0.979 -> 0.929 ms and bs 8 (24) 1.047 -> 1.039; at 4k bs 1 0.876 -> 0.866,
+    #: bs 4 1.129 -> 1.135, but bs 8 1.304 -> 1.426 (6 splits of ~680 keys each).
     split_waves: ClassVar[int] = 4
-    verify_split_waves: ClassVar[int] = 1
+    verify_split_waves: ClassVar[int] = 2
+    verify_one_wave_programs: ClassVar[int] = 12
     #: Pipeline stages of the decode kernel's tile for verify blocks (>= 3: slots prefetched, K/V
     #: double-buffered). H100, 2026-11-26, 1k context, 6-token verify: 8B bs 8 7.02 -> 6.82 ms,
     #: SmolLM2 bs 8 1.142 -> 1.122 ms, bs 1 unchanged. One-token decode stays at 2: at 3 its
@@ -240,6 +243,10 @@ class TritonBackend(AttentionBackend):
         width_cap = -(-int(self.req_to_token.shape[1]) // tile.min_split)
         return max(1, min(want, self.max_kv_splits, width_cap))
 
+    def _verify_waves(self, base_programs: int) -> int:
+        """Waves of programs a verify block's decode-kernel splits aim at (``split_waves``'s note)."""
+        return 1 if base_programs <= self.verify_one_wave_programs else self.verify_split_waves
+
     def _uses_decode_kernel(self, mode: ForwardMode, tree_stride: int, stride: int = 1) -> bool:
         """Whether ``mode`` (``stride`` tokens per request, a tree mask over ``tree_stride``
         tokens, 0: none) takes the decode kernel when its new K/V are stored first. Never for an
@@ -277,7 +284,7 @@ class TritonBackend(AttentionBackend):
             max_ext = int(batch.extend_seq_lens_cpu.max()) if bsz else 0
         tile = self._tile(use_decode, max_ext, bsz)
         base = self._base_programs(use_decode, bsz, max_ext, tile)
-        splits = self._num_kv_splits(base, tile, self.verify_split_waves if use_decode and max_ext > 1 else None)
+        splits = self._num_kv_splits(base, tile, self._verify_waves(base) if use_decode and max_ext > 1 else None)
         if eager and self.kv_splits_override is None and bsz and int(batch.prefix_lens_cpu().max()) == 0:
             # An eager extend with no cached prefix anywhere (a fresh prompt's prefill): splits
             # divide only the prefix, so more would add empty programs, fp32 partials and the
