@@ -17,6 +17,10 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``verify_wavesN``: every verify block's KV splits aim at N waves of programs
   (``TritonBackend.verify_split_waves``, and no block at one wave for its size:
   ``verify_one_wave_programs`` 0);
+* ``decode_wavesN``: one-token decode's KV splits (the plain step's, the draft steps') aim at N
+  waves of programs (``TritonBackend.split_waves``);
+* ``skip_empty`` / ``no_skip_empty``: decode-kernel programs whose split lies past the context
+  do / do not skip their body (``TritonBackend.skip_empty_splits``);
 * ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
   splits in its own last program instead of a merge launch (``TritonBackend.merge_in_kernel``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
@@ -39,7 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
-         "merge_in_kernel", "tiles")
+         "merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 
 
@@ -47,9 +51,9 @@ _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_p
 _SHIPPED: dict[type, dict[str, object]] = {}
 
 
-def _waves(knob: str) -> int:
-    """``verify_wavesN`` -> N (> 0), anything else -> 0."""
-    digits = knob.removeprefix("verify_waves")
+def _waves(knob: str, prefix: str = "verify_waves") -> int:
+    """``verify_wavesN`` (``prefix`` N) -> N (> 0), anything else -> 0."""
+    digits = knob.removeprefix(prefix)
     return int(digits) if digits != knob and digits.isdigit() and int(digits) > 0 else 0
 
 
@@ -58,10 +62,10 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     out = []
     for name in (v.strip() for v in spec.split(",") if v.strip()):
         knobs = frozenset() if name == "base" else frozenset(name.split("+"))
-        bad = sorted(k for k in knobs if k not in KNOBS and not _waves(k))
+        bad = sorted(k for k in knobs if k not in KNOBS and not _waves(k) and not _waves(k, "decode_waves"))
         if bad:
             raise ValueError(f"--variants {name!r}: unknown knob(s) {', '.join(bad)}; expected base or "
-                             f"'+'-joined of {', '.join(KNOBS)}, verify_wavesN")
+                             f"'+'-joined of {', '.join(KNOBS)}, verify_wavesN, decode_wavesN")
         out.append((name, knobs))
     if not out:
         raise ValueError("--variants: expected at least one variant")
@@ -78,7 +82,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
         prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
         verify_split_waves=TritonBackend.verify_split_waves,
-        verify_one_wave_programs=TritonBackend.verify_one_wave_programs))
+        verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
+        skip_empty_splits=TritonBackend.skip_empty_splits))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     if "verify_pdl" in knobs:
@@ -89,6 +94,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         TritonBackend.prewarm_verify = "prewarm" in knobs
     if "merge_in_kernel" in knobs:
         TritonBackend.merge_in_kernel = True
+    if "skip_empty" in knobs or "no_skip_empty" in knobs:
+        TritonBackend.skip_empty_splits = "skip_empty" in knobs
+    if any(_waves(k, "decode_waves") for k in knobs):
+        TritonBackend.split_waves = max(_waves(k, "decode_waves") for k in knobs)
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
         TritonBackend.verify_one_wave_programs = 0

@@ -14,6 +14,7 @@ are tested. Block sizes are the interpreter's (16-key blocks), plus a few cases 
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -621,3 +622,42 @@ def test_verify_blocks_of_few_programs_split_for_one_wave(bs: int, stride: int, 
                                table, logits="none", stride=stride)
     plan = backend._plan(batch)
     assert plan.use_decode_kernel and plan.num_kv_splits == want
+
+
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
+def test_splits_past_the_context_skip_their_body(
+    monkeypatch: pytest.MonkeyPatch, skip: bool, mode: ForwardMode, ext: int
+) -> None:
+    """With ``skip_empty_splits`` a decode-kernel program whose split holds none of its request's
+    keys stores only its rows' lse (-inf): its partial rows keep what was there (NaN here; the
+    merge weighs them 0 and never reads them); without, it stores zeros. Every live split's rows
+    are written, and the output is the reference's either way."""
+    monkeypatch.setattr(TritonBackend, "skip_empty_splits", skip)
+    case = AttnCase(mode, 4, 2, 32, 16, (60, 3, 17), (ext,) * 3, "float32", "shuffled")
+    setup = harness.build_case(case)
+    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 4, 2, 32)
+    backend.kv_splits_override = 7
+    batch = harness.make_batch(setup)
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    md = batch.attn_metadata
+    md.mid_o.fill_(float("nan"))
+    md.mid_lse.fill_(0.0)  # a stale finite lse, as an earlier step's live split leaves
+    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    result = harness.check_output(setup, batch, out, backend.scale)
+    assert result.ok, result.describe()
+    tile = md.plan.tile
+    empty_seen = 0
+    for b, seq in enumerate(batch.seq_lens.tolist()):
+        span = max(math.ceil(math.ceil(seq / 7) / tile.block_n) * tile.block_n, tile.min_split)  # slots.split_len
+        rows = md.mid_o[b * ext:(b + 1) * ext]
+        for s in range(7):
+            part = rows[:, :, s]
+            if s * span >= seq:
+                empty_seen += 1
+                assert bool(part.isnan().all()) if skip else bool((part == 0).all()), (b, s)
+                assert bool((md.mid_lse[b * ext:(b + 1) * ext, :, s] == float("-inf")).all()), (b, s)
+            else:
+                assert bool(part.isfinite().all()), (b, s)
+    assert empty_seen >= 6

@@ -15,7 +15,8 @@ def test_variants_parse_into_knobs(load_benchmark) -> None:
         ("tiles+verify_pdl", frozenset({"tiles", "verify_pdl"}))]
     assert cv.parse_variants("verify_waves1+no_prewarm") == [
         ("verify_waves1+no_prewarm", frozenset({"verify_waves1", "no_prewarm"}))]
-    for bad in ("verify_waves0", "verify_waves", "verify_wavesx"):
+    assert cv.parse_variants("decode_waves2") == [("decode_waves2", frozenset({"decode_waves2"}))]
+    for bad in ("verify_waves0", "verify_waves", "verify_wavesx", "decode_waves0"):
         with pytest.raises(ValueError, match="unknown knob"):
             cv.parse_variants(bad)
     with pytest.raises(ValueError, match="unknown knob"):
@@ -41,6 +42,9 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     monkeypatch.setattr(TritonBackend, "merge_in_kernel", TritonBackend.merge_in_kernel)
     monkeypatch.setattr(TritonBackend, "verify_split_waves", TritonBackend.verify_split_waves)
     monkeypatch.setattr(TritonBackend, "verify_one_wave_programs", TritonBackend.verify_one_wave_programs)
+    monkeypatch.setattr(TritonBackend, "split_waves", TritonBackend.split_waves)
+    monkeypatch.setattr(TritonBackend, "skip_empty_splits", TritonBackend.skip_empty_splits)
+    decode_waves, skip = TritonBackend.split_waves, TritonBackend.skip_empty_splits
     one_wave = TritonBackend.verify_one_wave_programs
     prewarm = TritonBackend.prewarm_verify
     window = TritonBackend.verify_pdl_in_window
@@ -56,7 +60,10 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     cv.apply(frozenset({"verify_pdl", "no_prewarm", "merge_in_kernel", "verify_waves5"}), tiles, cache)
     assert not TritonBackend.prewarm_verify and TritonBackend.merge_in_kernel
     assert TritonBackend.verify_split_waves == 5 and TritonBackend.verify_one_wave_programs == 0
+    cv.apply(frozenset({"decode_waves7", "no_skip_empty"}), tiles, cache)
+    assert TritonBackend.split_waves == 7 and not TritonBackend.skip_empty_splits
     cv.apply(frozenset({"prewarm", "verify_pdl_none"}), tiles, cache)
+    assert TritonBackend.split_waves == decode_waves and TritonBackend.skip_empty_splits == skip
     assert TritonBackend.prewarm_verify and TritonBackend.verify_pdl_in_window == frozenset()
     assert TritonBackend.verify_split_waves == waves and not TritonBackend.merge_in_kernel
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)

@@ -165,6 +165,10 @@ class TritonBackend(AttentionBackend):
     #: benchmarks/results/2026-12-03-h200-verify-window).
     prewarm_verify: ClassVar[bool] = False
     prewarm_decode: ClassVar[bool] = False
+    #: Whether a decode-kernel program whose KV split lies past its request's context (the splits
+    #: are sized at capture for the longest context; short ones leave the trailing ones empty)
+    #: stores only its rows' lse and skips the body (``decode_attention``'s ``skip_empty``).
+    skip_empty_splits: ClassVar[bool] = True
     #: Whether the decode kernel merges its KV splits itself (the last split of each request
     #: and KV head to finish) instead of a second merge launch (a default for every backend; a
     #: test or benchmark may set it on one instance). Off: on the H100 the second launch was
@@ -466,6 +470,7 @@ class TritonBackend(AttentionBackend):
             pdl=pdl,
             prewarm=self.prewarm_verify if md.plan.stride > 1 else self.prewarm_decode,
             merge_pdl=merge_pdl,
+            skip_empty=self.skip_empty_splits,
         )
         return out
 

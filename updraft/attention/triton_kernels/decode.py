@@ -121,7 +121,7 @@ def _decode_kernel(
     GROUP: tl.constexpr, STRIDE: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, DIRECT: tl.constexpr, DOT_F32: tl.constexpr,
     DOT_PREC: tl.constexpr, MERGE: tl.constexpr, PREFETCH: tl.constexpr, PREWARM: tl.constexpr,
-    LINE: tl.constexpr, PDL: tl.constexpr,
+    LINE: tl.constexpr, PDL: tl.constexpr, SKIP_EMPTY: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
@@ -144,46 +144,50 @@ def _decode_kernel(
     hmask = ti < STRIDE
     heads = kvh * GROUP + rr % GROUP
     qrow = b * STRIDE + ti
-    last = tl.maximum(seq - STRIDE, 0) + ti  # the last position row rr may see
-    d = tl.arange(0, BLOCK_D)
-    dmask = d < HEAD_DIM
-    q = tl.load(Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
-                mask=hmask[:, None] & dmask[None, :], other=0.0)
-    if DOT_F32:
-        q = q.to(tl.float32)
-
-    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_H], tl.float32)
-    acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
-    table_row = ReqToToken + rpi * stride_rt
-    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
-    for start in range(lo, hi, BLOCK_N):
-        pos = start + tl.arange(0, BLOCK_N)
-        pmask = pos < hi
-        slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
-        m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, pos, pmask, slot, last, KPool, VPool, kvh, d, dmask,
-                                      stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
-                                      DOT_F32, DOT_PREC, STRIDE > 1)
-
-    pdl_release_late(PDL)
-    has_keys = l_i > 0.0
-    out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
-    omask = hmask[:, None] & dmask[None, :]
-    if DIRECT:
-        tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
-                 mask=omask)
+    if (lo >= hi) & SKIP_EMPTY:  # a split past the context: only its lse (-inf: the merge skips it)
+        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, tl.full([BLOCK_H], float("-inf"), tl.float32),
+                 mask=hmask)
     else:
-        tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
-                 mask=omask)
-        lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
-        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=hmask)
-        if MERGE:  # the last split of (b, kvh) to finish merges them all: no second launch
-            tl.debug_barrier()  # every thread's partial stored before the ticket releases them
-            counter = Sem + b * tl.num_programs(1) + kvh
-            if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
-                _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, span), stride_mt,
-                            stride_mh, stride_ms, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_H, BLOCK_D)
-                tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
+        last = tl.maximum(seq - STRIDE, 0) + ti  # the last position row rr may see
+        d = tl.arange(0, BLOCK_D)
+        dmask = d < HEAD_DIM
+        q = tl.load(Q + qrow[:, None] * stride_qt + heads[:, None] * stride_qh + d[None, :],
+                    mask=hmask[:, None] & dmask[None, :], other=0.0)
+        if DOT_F32:
+            q = q.to(tl.float32)
+
+        m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_H], tl.float32)
+        acc = tl.zeros([BLOCK_H, BLOCK_D], tl.float32)
+        table_row = ReqToToken + rpi * stride_rt
+        slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
+        for start in range(lo, hi, BLOCK_N):
+            pos = start + tl.arange(0, BLOCK_N)
+            pmask = pos < hi
+            slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
+            m_i, l_i, acc = _decode_block(q, m_i, l_i, acc, pos, pmask, slot, last, KPool, VPool, kvh, d, dmask,
+                                          stride_ks, stride_kh, stride_vs, stride_vh, scale_log2, Q.dtype.element_ty,
+                                          DOT_F32, DOT_PREC, STRIDE > 1)
+
+        pdl_release_late(PDL)
+        has_keys = l_i > 0.0
+        out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
+        omask = hmask[:, None] & dmask[None, :]
+        if DIRECT:
+            tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
+                     mask=omask)
+        else:
+            tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
+                     mask=omask)
+            lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
+            tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=hmask)
+            if MERGE:  # the last split of (b, kvh) to finish merges them all: no second launch
+                tl.debug_barrier()  # every thread's partial stored before the ticket releases them
+                counter = Sem + b * tl.num_programs(1) + kvh
+                if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
+                    _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, span), stride_mt,
+                                stride_mh, stride_ms, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_H, BLOCK_D)
+                    tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
 
 
 def decode_attention(
@@ -205,6 +209,7 @@ def decode_attention(
     pdl: bool = True,
     prewarm: bool = True,
     merge_pdl: bool | None = None,
+    skip_empty: bool = True,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -217,7 +222,9 @@ def decode_attention(
     ``pdl``: False launches both without PDL whatever the family allows (``TritonBackend``'s
     verify blocks of 41-64 rows); ``merge_pdl`` the merge launch's own (None: as ``pdl``).
     ``prewarm`` (with PDL only): each program prefetches its split's first block of cached K/V
-    rows into L2 before its wait (``slots.py``).
+    rows into L2 before its wait (``slots.py``). ``skip_empty`` (split partials merged by the
+    second launch only): a program whose split lies past its request's context stores only its
+    rows' lse (-inf), not its q load, its zero partial or the rest of the body.
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -242,6 +249,7 @@ def decode_attention(
         BLOCK_D=max(16, next_pow2(dim)), MIN_SPLIT=cfg.min_split, DIRECT=direct, DOT_F32=dot_f32,
         DOT_PREC=dot_precision(q.dtype, dot_f32), MERGE=sem is not None and not direct, PREFETCH=cfg.num_stages >= 3,
         PREWARM=prewarm and bool(pdl_kw["PDL"]), LINE=128 // k_pool.element_size(),
+        SKIP_EMPTY=skip_empty and not direct and sem is None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_kw,
     )
     if not direct and sem is None:
