@@ -167,8 +167,9 @@ class TritonBackend(AttentionBackend):
     prewarm_decode: ClassVar[bool] = False
     #: Whether a decode-kernel program whose KV split lies past its request's context (the splits
     #: are sized at capture for the longest context; short ones leave the trailing ones empty)
-    #: stores only its rows' lse and skips the body (``decode_attention``'s ``skip_empty``).
-    skip_empty_splits: ClassVar[bool] = True
+    #: stores only its rows' lse and skips the body (``decode_attention``'s ``skip_empty``). Off
+    #: until timed on the GPU (``benchmarks/cycle_variants.py``'s ``skip_empty`` knob).
+    skip_empty_splits: ClassVar[bool] = False
     #: Whether the decode kernel merges its KV splits itself (the last split of each request
     #: and KV head to finish) instead of a second merge launch (a default for every backend; a
     #: test or benchmark may set it on one instance). Off: on the H100 the second launch was
