@@ -22,7 +22,8 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``skip_empty`` / ``no_skip_empty``: decode-kernel programs whose split lies past the context
   do / do not skip their body (``TritonBackend.skip_empty_splits``);
 * ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
-  splits in its own last program instead of a merge launch (``TritonBackend.merge_in_kernel``);
+  splits in its own last live program instead of a merge launch (``TritonBackend.merge_in_kernel``);
+* ``min_splitN``: decode-kernel KV splits cover at least N keys (``TritonBackend.decode_min_split``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -45,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
+#: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``.
+_NUMBERED = ("verify_waves", "decode_waves", "min_split")
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
@@ -62,10 +65,10 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     out = []
     for name in (v.strip() for v in spec.split(",") if v.strip()):
         knobs = frozenset() if name == "base" else frozenset(name.split("+"))
-        bad = sorted(k for k in knobs if k not in KNOBS and not _waves(k) and not _waves(k, "decode_waves"))
+        bad = sorted(k for k in knobs if k not in KNOBS and not any(_waves(k, p) for p in _NUMBERED))
         if bad:
             raise ValueError(f"--variants {name!r}: unknown knob(s) {', '.join(bad)}; expected base or "
-                             f"'+'-joined of {', '.join(KNOBS)}, verify_wavesN, decode_wavesN")
+                             f"'+'-joined of {', '.join(KNOBS)}, {', '.join(p + 'N' for p in _NUMBERED)}")
         out.append((name, knobs))
     if not out:
         raise ValueError("--variants: expected at least one variant")
@@ -83,7 +86,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
         verify_split_waves=TritonBackend.verify_split_waves,
         verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
-        skip_empty_splits=TritonBackend.skip_empty_splits))
+        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     if "verify_pdl" in knobs:
@@ -98,6 +101,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         TritonBackend.skip_empty_splits = "skip_empty" in knobs
     if any(_waves(k, "decode_waves") for k in knobs):
         TritonBackend.split_waves = max(_waves(k, "decode_waves") for k in knobs)
+    if any(_waves(k, "min_split") for k in knobs):
+        TritonBackend.decode_min_split = max(_waves(k, "min_split") for k in knobs)
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
         TritonBackend.verify_one_wave_programs = 0

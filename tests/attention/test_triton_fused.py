@@ -6,6 +6,7 @@ merge; and ``forward_stored`` (K/V already in the pool) equal to ``forward`` wit
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -53,6 +54,74 @@ def test_decode_merges_splits_in_one_launch(monkeypatch: pytest.MonkeyPatch, dty
         assert torch.equal(out, out2)
         outs.append(out)
     assert not merges, "the merge kernel must not run when the decode kernel merges"
+
+
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
+def test_in_kernel_merge_touches_live_splits_only(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode,
+                                                   ext: int) -> None:
+    """With the in-launch merge only the splits that hold keys take part: a request whose keys
+    fit one split gets its output from that split directly (none of its partial rows written),
+    one with several writes exactly its live splits' partials, and no program past the context
+    stores anything. Output against the float64 reference; every counter back at 0."""
+    monkeypatch.setattr(decode_kernels, "merge_splits", lambda *a: pytest.fail("merge launch"))
+    case = AttnCase(mode, 4, 2, 32, 16, (70, 3, 21), (ext,) * 3, "float32", "shuffled")
+    setup = harness.build_case(case)
+    be = backend_for(setup, case, 7, merge_in_kernel=True)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    md = batch.attn_metadata
+    md.mid_o.fill_(float("nan"))
+    md.mid_lse.fill_(float("nan"))
+    out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    result = harness.check_output(setup, batch, out, be.scale)
+    assert result.ok, result.describe()
+    assert not md.sem.any(), "every ticket counter must be back at 0"
+    block = md.plan.tile.block_n
+    lone = 0
+    for b, seq in enumerate(batch.seq_lens.tolist()):
+        span = max(math.ceil(math.ceil(seq / 7) / block) * block, md.plan.tile.min_split)  # slots.split_len
+        live = math.ceil(seq / span)
+        rows = slice(b * ext, (b + 1) * ext)
+        for s in range(7):
+            written = not md.mid_lse[rows, :, s].isnan().any().item()
+            assert written == (live > 1 and s < live), (b, seq, s, live)
+        lone += live == 1
+    assert lone >= 1, "the case must hold a request whose keys fit one split"
+
+
+@pytest.mark.parametrize("in_kernel", [False, True])
+def test_decode_min_split_gives_short_contexts_few_live_splits(monkeypatch: pytest.MonkeyPatch,
+                                                               in_kernel: bool) -> None:
+    """``decode_min_split`` floors the decode kernel's split length (whole key blocks): the
+    tile's ``min_split`` is the floor rounded up to a block, the split count is capped by what
+    the table width can fill at that length, and the output is the reference's with both merges;
+    extend tiles keep theirs."""
+    monkeypatch.setattr(TritonBackend, "decode_min_split", 40)
+    merges: list[int] = []
+    real_merge = decode_kernels.merge_splits
+    monkeypatch.setattr(decode_kernels, "merge_splits", lambda *a, **k: (merges.append(1), real_merge(*a, **k)))
+    for mode, ext in ((ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 3)):
+        case = AttnCase(mode, 8, 2, 32, 16, (100, 30, 2), (ext,) * 3, "float32", "shuffled")
+        setup = harness.build_case(case)
+        be = TritonBackend(setup.kv_pool, setup.req_to_token, case.num_heads, case.num_kv_heads, case.head_dim)
+        be.merge_in_kernel = in_kernel
+        be.num_sms = 64  # the occupancy policy would want many splits: the width caps them
+        batch = harness.make_batch(setup)
+        batch.attn_backend = be
+        be.init_forward_metadata(batch)
+        plan = batch.attn_metadata.plan
+        assert plan.tile.min_split == 48
+        assert plan.num_kv_splits == min(-(-setup.req_to_token.shape[1] // 48), be.max_kv_splits) > 1
+        merges.clear()
+        out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+        result = harness.check_output(setup, batch, out, be.scale)
+        assert result.ok, result.describe()
+        assert len(merges) == (0 if in_kernel else 1)
+    ext_case = AttnCase(ForwardMode.EXTEND, 8, 2, 32, 16, (20,), (9,), "float32", "shuffled")
+    setup = harness.build_case(ext_case)
+    be = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+    assert be._tile(False, 9, 1).min_split == 16
 
 
 def test_in_kernel_merge_equals_merge_kernel() -> None:

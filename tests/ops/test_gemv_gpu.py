@@ -228,14 +228,19 @@ def test_fused_layer_graph_replay() -> None:
     assert int(gemv.semaphore(x.device).item()) == 0
 
 
-def test_decode_in_kernel_merge_many_replays() -> None:
-    """Long contexts with many splits, replayed: the in-launch merge equals the merge kernel."""
+@pytest.mark.parametrize("verify", [False, True])
+@pytest.mark.parametrize("min_split", [0, 256])
+def test_decode_in_kernel_merge_many_replays(monkeypatch: pytest.MonkeyPatch, verify: bool, min_split: int) -> None:
+    """Long contexts with many splits next to ones whose keys fit one split (written directly),
+    replayed: the in-launch merge equals the merge kernel, with the shipped split floor and 256."""
     from updraft.attention.triton_backend import TritonBackend
     from updraft.batch import ForwardMode
     from updraft.kit import harness
     from updraft.kit.cases import AttnCase
 
-    case = AttnCase(ForwardMode.DECODE, 32, 8, 128, 16, (3000, 17, 900, 1), (1, 1, 1, 1), "bfloat16", "shuffled")
+    monkeypatch.setattr(TritonBackend, "decode_min_split", min_split)
+    mode, ext = (ForwardMode.TARGET_VERIFY, 6) if verify else (ForwardMode.DECODE, 1)
+    case = AttnCase(mode, 32, 8, 128, 16, (3000, 17, 900, 1), (ext,) * 4, "bfloat16", "shuffled")
     outs = []
     for in_kernel in (True, False):
         setup = harness.build_case(case, device=DEV)

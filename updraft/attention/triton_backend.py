@@ -178,6 +178,11 @@ class TritonBackend(AttentionBackend):
     #: its atomic ticket is a longer chain than a parallel launch). Read when metadata is built,
     #: so graphs keep the choice they were captured with.
     merge_in_kernel: bool = False
+    #: Fewest keys a decode-kernel KV split covers (rounded up to whole key blocks; 0: one block).
+    #: The split count is frozen at capture for the longest context, so short contexts leave
+    #: most splits empty; a larger floor gives them fewer, longer live splits (one at most this
+    #: many keys: with ``merge_in_kernel`` it writes the output itself, no merge at all).
+    decode_min_split: ClassVar[int] = 0
     #: New token rows (``max_ext x bsz``, frozen at capture) from which an extend with heads over
     #: 64 wide takes the 128 x 128 tile (``_tile``).
     wide_prefill_rows: ClassVar[int] = 4096
@@ -215,7 +220,8 @@ class TritonBackend(AttentionBackend):
         group_pad = next_pow2(self.num_heads // self.num_kv_heads)
         if self.interpret:  # small blocks: short test sequences still cross block boundaries
             rows = min(max(16, next_pow2(max_ext * group_pad)), 32)
-            return TileConfig(block_rows=rows, block_n=16, min_split=16, num_warps=1, num_stages=1)
+            return TileConfig(block_rows=rows, block_n=16, min_split=self._decode_floor(16) if use_decode_kernel else 16,
+                              num_warps=1, num_stages=1)
         big_head = self.head_dim > 128
         if fp32:
             block_n, max_rows = (16 if big_head else 32), 32
@@ -224,7 +230,7 @@ class TritonBackend(AttentionBackend):
         if use_decode_kernel:  # a split may be one block: short contexts still spread (same sweep)
             # verify blocks: 3 stages, the K/V tiles double-buffered, the slots loaded a block ahead
             # (decode.py); one-token decode keeps 2 (more programs per SM hide its latency better)
-            return TileConfig(block_rows=16, block_n=block_n, min_split=block_n, num_warps=4,
+            return TileConfig(block_rows=16, block_n=block_n, min_split=self._decode_floor(block_n), num_warps=4,
                               num_stages=self.verify_stages if max_ext > 1 else 2)
         # Extend tiles for bf16/fp16 heads up to 128 wide, H200 sweep 2026-12-02
         # (benchmarks/results/2026-12-02-h200-prefill-tiles): 64 rows of 64 keys on 4 warps came
@@ -237,6 +243,10 @@ class TritonBackend(AttentionBackend):
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
         warps = 8 if rows >= 128 else 4
         return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
+
+    def _decode_floor(self, block_n: int) -> int:
+        """The decode kernel's ``min_split``: ``decode_min_split`` in whole blocks, at least one."""
+        return max(1, -(-self.decode_min_split // block_n)) * block_n
 
     def _num_kv_splits(self, base_programs: int, tile: TileConfig, waves: int | None = None) -> int:
         """Splits so that ``base_programs * splits`` covers ``waves`` (default ``split_waves``)

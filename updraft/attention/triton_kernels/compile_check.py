@@ -84,7 +84,7 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
                              BLOCK_N=bn, BLOCK_D=hd, MIN_SPLIT=2 * bn, DIRECT=direct, DOT_F32=False, DOT_PREC=prec,
                              MERGE=merge_in, PREFETCH=stride > 1, num_stages=3 if stride > 1 else 2,  # _tile's
                              PREWARM=dt != "float32", LINE=128 // (4 if dt == "float32" else 2),
-                             SKIP_EMPTY=not (direct or merge_in)),
+                             SKIP_EMPTY=not direct),  # decode_attention: on with the in-kernel merge
                         4,
                     ))
         shapes = [(128, 4, 16, True, False), (128, 4, 128, False, True)]  # verify block; prefill

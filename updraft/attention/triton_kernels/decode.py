@@ -15,9 +15,11 @@ device from ``seq_lens[b]``: ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN
 one captured value serves every context length; short requests leave trailing splits empty
 (they store ``lse = -inf`` and the merge skips them). With one split the kernel normalises and
 writes the output directly (``DIRECT``); otherwise it writes fp32 partials, merged either by
-``merge`` (a second launch) or, with ``MERGE``, by the last split program of each (request, KV
-head) to finish (an atomic ticket per group; the counters start and end at 0): one launch at
-every context length, and no merge work for splits that short contexts leave empty.
+``merge`` (a second launch) or, with ``MERGE``, in the same launch: only the ``n_live =
+cdiv(seq, split length)`` splits that hold keys take part (the others return at once); a lone
+live split writes the output itself, several take an atomic ticket per (request, KV head) and the
+last to finish merges them (the counters start and end at 0). A larger ``MIN_SPLIT`` leaves
+short contexts one or two live splits (``TritonBackend.decode_min_split``).
 
 Pipelining: tiles with ``num_stages >= 3`` load the next block's slots a block ahead
 (``PREFETCH``), so the K/V tiles are double-buffered (``slots.py`` says why it takes that).
@@ -144,9 +146,11 @@ def _decode_kernel(
     hmask = ti < STRIDE
     heads = kvh * GROUP + rr % GROUP
     qrow = b * STRIDE + ti
-    if (lo >= hi) & SKIP_EMPTY:  # a split past the context: only its lse (-inf: the merge skips it)
-        tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, tl.full([BLOCK_H], float("-inf"), tl.float32),
-                 mask=hmask)
+    n_live = tl.maximum(tl.cdiv(seq, span), 1)  # splits holding keys (split 0 always counts)
+    if (split >= n_live) & SKIP_EMPTY:  # a split past the context
+        if not MERGE:  # only its lse (-inf: the merge launch skips it); the in-kernel merge never reads it
+            tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split,
+                     tl.full([BLOCK_H], float("-inf"), tl.float32), mask=hmask)
     else:
         last = tl.maximum(seq - STRIDE, 0) + ti  # the last position row rr may see
         d = tl.arange(0, BLOCK_D)
@@ -173,19 +177,21 @@ def _decode_kernel(
         has_keys = l_i > 0.0
         out = acc / tl.where(has_keys, l_i, 1.0)[:, None]
         omask = hmask[:, None] & dmask[None, :]
+        out_ptrs = Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :]
         if DIRECT:
-            tl.store(Out + qrow[:, None] * stride_ot + heads[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty),
-                     mask=omask)
+            tl.store(out_ptrs, out.to(Out.dtype.element_ty), mask=omask)
+        elif (n_live == 1) & MERGE:  # the only split with keys: its rows are final, no ticket
+            tl.store(out_ptrs, out.to(Out.dtype.element_ty), mask=omask)
         else:
             tl.store(MidO + qrow[:, None] * stride_mt + heads[:, None] * stride_mh + split * stride_ms + d[None, :], out,
                      mask=omask)
             lse = tl.where(has_keys, m_i + tl.log2(tl.where(has_keys, l_i, 1.0)), float("-inf"))
             tl.store(MidLse + qrow * stride_lt + heads * stride_lh + split, lse, mask=hmask)
-            if MERGE:  # the last split of (b, kvh) to finish merges them all: no second launch
+            if MERGE:  # the last live split of (b, kvh) to finish merges them all: no second launch
                 tl.debug_barrier()  # every thread's partial stored before the ticket releases them
                 counter = Sem + b * tl.num_programs(1) + kvh
-                if tl.atomic_add(counter, 1, sem="acq_rel") == num_splits - 1:
-                    _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, tl.cdiv(seq, span), stride_mt,
+                if tl.atomic_add(counter, 1, sem="acq_rel") == n_live - 1:
+                    _merge_rows(MidO, MidLse, Out, qrow, heads, hmask, d, dmask, n_live, stride_mt,
                                 stride_mh, stride_ms, stride_lt, stride_lh, stride_ot, stride_oh, BLOCK_H, BLOCK_D)
                     tl.atomic_xchg(counter, 0)  # ready for the next layer / replay (stream order)
 
@@ -217,13 +223,14 @@ def decode_attention(
     ``mid_o`` [T, H, num_splits, D] and ``mid_lse`` [T, H, num_splits] (fp32) are scratch for the
     split partials (unused when ``num_splits == 1``). ``num_splits`` and ``cfg`` are host scalars:
     under a CUDA graph they are the values seen at capture. ``sem``: int32 [B * num_kv_heads]
-    counters at 0: the last split program of each (request, KV head) merges the partials in the
-    same launch (and resets its counter); None: a second launch (``merge_splits``) merges.
+    counters at 0: the splits are merged in the same launch (a lone live split writes the output,
+    else the last live split program of each request and KV head merges and resets its counter;
+    splits past the context return at once); None: a second launch (``merge_splits``) merges.
     ``pdl``: False launches both without PDL whatever the family allows (``TritonBackend``'s
     verify blocks of 41-64 rows); ``merge_pdl`` the merge launch's own (None: as ``pdl``).
     ``prewarm`` (with PDL only): each program prefetches its split's first block of cached K/V
     rows into L2 before its wait (``slots.py``). ``skip_empty`` (split partials merged by the
-    second launch only): a program whose split lies past its request's context stores only its
+    second launch): a program whose split lies past its request's context stores only its
     rows' lse (-inf), not its q load, its zero partial or the rest of the body.
     """
     num_tokens, num_heads, dim = q.shape
@@ -249,7 +256,7 @@ def decode_attention(
         BLOCK_D=max(16, next_pow2(dim)), MIN_SPLIT=cfg.min_split, DIRECT=direct, DOT_F32=dot_f32,
         DOT_PREC=dot_precision(q.dtype, dot_f32), MERGE=sem is not None and not direct, PREFETCH=cfg.num_stages >= 3,
         PREWARM=prewarm and bool(pdl_kw["PDL"]), LINE=128 // k_pool.element_size(),
-        SKIP_EMPTY=skip_empty and not direct and sem is None,
+        SKIP_EMPTY=not direct and (skip_empty or sem is not None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_kw,
     )
     if not direct and sem is None:
