@@ -124,12 +124,14 @@ def test_decode_min_split_gives_short_contexts_few_live_splits(monkeypatch: pyte
     assert be._tile(False, 9, 1).min_split == 16
 
 
-def test_in_kernel_merge_equals_merge_kernel() -> None:
-    case = AttnCase(ForwardMode.DECODE, 8, 2, 32, 16, (90, 33), (1, 1), "float32", "shuffled")
+@pytest.mark.parametrize("splits,prefix", [(5, (90, 33)), (24, (400, 33))])
+def test_in_kernel_merge_equals_merge_kernel(splits: int, prefix: tuple[int, int]) -> None:
+    """Up to and past the merge's splits per load (16 at these rows: 400 keys give 24 live)."""
+    case = AttnCase(ForwardMode.DECODE, 8, 2, 32, 16, prefix, (1, 1), "float32", "shuffled")
     got = []
     for in_kernel in (True, False):
         setup = harness.build_case(case)
-        be = backend_for(setup, case, 5, merge_in_kernel=in_kernel)
+        be = backend_for(setup, case, splits, merge_in_kernel=in_kernel)
         batch = harness.make_batch(setup)
         batch.attn_backend = be
         be.init_forward_metadata(batch)
