@@ -167,21 +167,28 @@ class TritonBackend(AttentionBackend):
     prewarm_decode: ClassVar[bool] = False
     #: Whether a decode-kernel program whose KV split lies past its request's context (the splits
     #: are sized at capture for the longest context; short ones leave the trailing ones empty)
-    #: stores only its rows' lse and skips the body (``decode_attention``'s ``skip_empty``). Off
-    #: until timed on the GPU (``benchmarks/cycle_variants.py``'s ``skip_empty`` knob).
+    #: stores only its rows' lse and skips the body (``decode_attention``'s ``skip_empty``). Off:
+    #: H200, 2026-12-03, SmolLM2 at 512 tokens (benchmarks/results/2026-12-03-h200-live-splits),
+    #: the S = 5 cycle 6-9 us and the plain step 3-5 us slower with it at bs 1 and 8.
     skip_empty_splits: ClassVar[bool] = False
     #: Whether the decode kernel merges its KV splits itself (the last split of each request
     #: and KV head to finish) instead of a second merge launch (a default for every backend; a
     #: test or benchmark may set it on one instance). Off: on the H100 the second launch was
     #: faster at every decode and verify shape swept (SmolLM2 bs 1 decode at 1k: 5.1 us against
     #: 7.4 in one launch; Llama-8B heads 6.4 against 8.7; the last program's serial merge after
-    #: its atomic ticket is a longer chain than a parallel launch). Read when metadata is built,
-    #: so graphs keep the choice they were captured with.
+    #: its atomic ticket is a longer chain than a parallel launch). Only the splits holding keys
+    #: take part since 2026-12-03, a lone one writing the output itself: on the H200 that won only
+    #: the bs-1 plain step at 512 tokens (0.634 -> 0.627 ms) and lost the S = 5 cycle (+47 / +51 us
+    #: at bs 1 / 8) and the plain step at 4k (+68 us; benchmarks/results/2026-12-03-h200-live-splits).
+    #: Read when metadata is built, so graphs keep the choice they were captured with.
     merge_in_kernel: bool = False
     #: Fewest keys a decode-kernel KV split covers (rounded up to whole key blocks; 0: one block).
     #: The split count is frozen at capture for the longest context, so short contexts leave
     #: most splits empty; a larger floor gives them fewer, longer live splits (one at most this
-    #: many keys: with ``merge_in_kernel`` it writes the output itself, no merge at all).
+    #: many keys: with ``merge_in_kernel`` it writes the output itself, no merge at all). 0: H200,
+    #: 2026-12-03, with the in-launch merge, floors of 128 / 256 keys made the SmolLM2 plain step at
+    #: 512 tokens 42 / 123 us slower than no floor (benchmarks/results/2026-12-03-h200-live-splits):
+    #: short contexts want many short splits.
     decode_min_split: ClassVar[int] = 0
     #: New token rows (``max_ext x bsz``, frozen at capture) from which an extend with heads over
     #: 64 wide takes the 128 x 128 tile (``_tile``).
