@@ -1,7 +1,9 @@
-"""The triton backend's pieces for the small-M fused layer, under the interpreter: the decode
-kernel merging its KV splits in the same launch (the last split of each request and KV head to
-finish merges; counters back at 0 afterwards), against the float64 reference and the two-launch
-merge; and ``forward_stored`` (K/V already in the pool) equal to ``forward`` with its own store.
+"""The triton decode kernel's KV splits and their merge, under the interpreter: the kernel
+merging its splits in the same launch (only the splits that hold keys take part; a lone one
+writes the output; counters back at 0 afterwards) against the float64 reference and the
+two-launch merge, the split floor (``decode_min_split``), programs past the context skipping
+their body (``skip_empty_splits``), and ``forward_stored`` (K/V already in the pool) equal to
+``forward`` with its own store.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ pytest.importorskip("triton")
 
 from updraft.attention.base import Rope  # noqa: E402
 from updraft.attention.triton_backend import TritonBackend  # noqa: E402
+from updraft.attention.triton_kernels import TileConfig  # noqa: E402
 from updraft.attention.triton_kernels import decode as decode_kernels  # noqa: E402
 from updraft.batch import ForwardMode  # noqa: E402
 from updraft.kit import harness  # noqa: E402
@@ -29,6 +32,11 @@ def backend_for(setup: harness.CaseSetup, case: AttnCase, splits: int, merge_in_
     be.kv_splits_override = splits
     be.merge_in_kernel = merge_in_kernel
     return be
+
+
+def split_span(seq: int, splits: int, tile: TileConfig) -> int:
+    """Keys a KV split covers for a request of ``seq`` keys (``slots.split_len``'s arithmetic)."""
+    return max(math.ceil(math.ceil(seq / splits) / tile.block_n) * tile.block_n, tile.min_split)
 
 
 @pytest.mark.parametrize("dtype,heads", [("float32", (8, 2)), ("bfloat16", (6, 1))])
@@ -77,10 +85,9 @@ def test_in_kernel_merge_touches_live_splits_only(monkeypatch: pytest.MonkeyPatc
     result = harness.check_output(setup, batch, out, be.scale)
     assert result.ok, result.describe()
     assert not md.sem.any(), "every ticket counter must be back at 0"
-    block = md.plan.tile.block_n
     lone = 0
     for b, seq in enumerate(batch.seq_lens.tolist()):
-        span = max(math.ceil(math.ceil(seq / 7) / block) * block, md.plan.tile.min_split)  # slots.split_len
+        span = split_span(seq, 7, md.plan.tile)
         live = math.ceil(seq / span)
         rows = slice(b * ext, (b + 1) * ext)
         for s in range(7):
@@ -163,3 +170,42 @@ def test_forward_stored_equals_forward_with_store(mode: ForwardMode, ext: tuple[
     assert torch.equal(be.kv_pool.k_buffer[0], stored_k) and torch.equal(be.kv_pool.v_buffer[0], stored_v)
     got = be.forward_stored(q, k, v, 0, batch)
     assert torch.allclose(got, want, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
+def test_splits_past_the_context_skip_their_body(
+    monkeypatch: pytest.MonkeyPatch, skip: bool, mode: ForwardMode, ext: int
+) -> None:
+    """With ``skip_empty_splits`` a decode-kernel program whose split holds none of its request's
+    keys stores only its rows' lse (-inf): its partial rows keep what was there (NaN here; the
+    merge weighs them 0 and never reads them); without, it stores zeros. Every live split's rows
+    are written, and the output is the reference's either way."""
+    monkeypatch.setattr(TritonBackend, "skip_empty_splits", skip)
+    case = AttnCase(mode, 4, 2, 32, 16, (60, 3, 17), (ext,) * 3, "float32", "shuffled")
+    setup = harness.build_case(case)
+    backend = TritonBackend(setup.kv_pool, setup.req_to_token, 4, 2, 32)
+    backend.kv_splits_override = 7
+    batch = harness.make_batch(setup)
+    batch.attn_backend = backend
+    backend.init_forward_metadata(batch)
+    md = batch.attn_metadata
+    md.mid_o.fill_(float("nan"))
+    md.mid_lse.fill_(0.0)  # a stale finite lse, as an earlier step's live split leaves
+    out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+    result = harness.check_output(setup, batch, out, backend.scale)
+    assert result.ok, result.describe()
+    tile = md.plan.tile
+    empty_seen = 0
+    for b, seq in enumerate(batch.seq_lens.tolist()):
+        span = split_span(seq, 7, tile)
+        rows = md.mid_o[b * ext:(b + 1) * ext]
+        for s in range(7):
+            part = rows[:, :, s]
+            if s * span >= seq:
+                empty_seen += 1
+                assert bool(part.isnan().all()) if skip else bool((part == 0).all()), (b, s)
+                assert bool((md.mid_lse[b * ext:(b + 1) * ext, :, s] == float("-inf")).all()), (b, s)
+            else:
+                assert bool(part.isfinite().all()), (b, s)
+    assert empty_seen >= 6

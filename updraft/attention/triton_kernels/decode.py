@@ -219,7 +219,7 @@ def decode_attention(
     pdl: bool = True,
     prewarm: bool = True,
     merge_pdl: bool | None = None,
-    skip_empty: bool = True,
+    skip_empty: bool = False,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
