@@ -23,6 +23,8 @@ are captured anew; a setting no knob names keeps its shipped value:
   do / do not skip their body (``TritonBackend.skip_empty_splits``);
 * ``merge_in_kernel``: every decode-kernel launch (plain step, verify, draft steps) merges its KV
   splits in its own last live program instead of a merge launch (``TritonBackend.merge_in_kernel``);
+* ``draft_merge_in_kernel``: only the draft's attention (its backend instance: the chain's steps
+  and the draft extend) merges its KV splits in its own launch;
 * ``min_splitN``: decode-kernel KV splits cover at least N keys (``TritonBackend.decode_min_split``);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
@@ -44,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
-         "merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
+         "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``.
 _NUMBERED = ("verify_waves", "decode_waves", "min_split")
@@ -75,8 +77,9 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     return out
 
 
-def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
-    """Put the knobs in force (and the others back to the shipped state)."""
+def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_backend: object = None) -> None:
+    """Put the knobs in force (and the others back to the shipped state); ``draft_backend``: the
+    speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone)."""
     from updraft.attention.triton_backend import TritonBackend
     from updraft.ops import gemv_config
     from updraft.ops.gemv_config import GemvConfig
@@ -97,6 +100,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path) -> None:
         TritonBackend.prewarm_verify = "prewarm" in knobs
     if "merge_in_kernel" in knobs:
         TritonBackend.merge_in_kernel = True
+    if draft_backend is not None:
+        vars(draft_backend).pop("merge_in_kernel", None)  # back to the class's value
+        if "draft_merge_in_kernel" in knobs:
+            draft_backend.merge_in_kernel = True  # type: ignore[attr-defined]
     if "skip_empty" in knobs or "no_skip_empty" in knobs:
         TritonBackend.skip_empty_splits = "skip_empty" in knobs
     if any(_waves(k, "decode_waves") for k in knobs):
@@ -135,15 +142,17 @@ def main() -> None:
 
     cache = gemv_config.cache_path()
     plain, spec, preqs, sreqs = engines(args.bs, args.context, args.head)
+    drafter = spec.driver.fused.drafter
+    draft_backend = drafter.runner.backend if drafter is not None else None
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in variants}
     for rnd in range(args.rounds):
         for name, knobs in variants:
-            apply(knobs, tiles, cache)
+            apply(knobs, tiles, cache, draft_backend)
             cycle, step = measure(plain, spec, preqs, sreqs, args.iters)
             runs[name].append((cycle, step))
             print(f"round {rnd} {name:>24}: cycle {cycle:.4f} ms, plain {step:.4f} ms, {cycle / step:.3f} steps",
                   flush=True)
-    apply(frozenset(), tiles, cache)
+    apply(frozenset(), tiles, cache, draft_backend)
     rows = []
     for name, _ in variants:
         cyc = statistics.median(c for c, _ in runs[name])

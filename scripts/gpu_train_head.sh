@@ -18,7 +18,8 @@
 #   RUN=init INIT_FROM=<head folder>   the weights of any head, with a new schedule.
 #   EVAL_ONLY=1 HEAD=<head folder>     only the evaluation of that head (no training).
 # METHOD=eagle (EAGLE-1) or eagle3 (default). PROMPT_SET=v3 (default, the shipped head's recipe),
-# v4 (v3 + self-instruct prompts) or v5 (v3 + 40% long first-turn requests with constraints);
+# v4 (v3 + self-instruct prompts), v5 (v3 + 40% long first-turn requests with constraints) or v6
+# (v5 + half free user turns: the target writes the user's turn itself);
 # every call of one schedule must pass the same set.
 # DRAFT_VOCAB=8192 (default, the shipped head's): the EAGLE-3 draft vocabulary; every call of one
 # schedule must pass the same size. RUN=init with EXTRA_TRAIN_ARGS="--resize-draft-vocab" grows

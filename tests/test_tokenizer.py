@@ -91,6 +91,19 @@ def test_smollm2_chat_matches_transformers(smol: tuple[Tokenizer, object]) -> No
             assert ours.encode_chat(chat, add_generation_prompt=gen) == list(ref_ids)
 
 
+def test_smollm2_open_user_turn(smol: tuple[Tokenizer, object]) -> None:
+    """The chat up to the user's words, as transformers renders it: system prompt, user header,
+    then the opener and nothing after (no end of turn, no assistant header)."""
+    ours, ref = smol
+    full = ref.apply_chat_template([{"role": "user", "content": "Write a haiku."}], tokenize=False, add_generation_prompt=False)
+    for opener in ("", "Write"):
+        ids = ours.encode_open_user_turn(opener)
+        text = ours.decode(ids, skip_special_tokens=False)
+        assert full.startswith(text) and text.endswith("<|im_start|>user\n" + opener)
+        assert text.count("<|im_end|>") == 1  # the system turn's only
+        assert ids == ours.encode(text, add_special_tokens=False)
+
+
 def test_smollm2_special_tokens(smol: tuple[Tokenizer, object]) -> None:
     ours, _ = smol
     assert ours.bos_token_id == 1 and ours.eos_token_id == 2
@@ -328,6 +341,15 @@ def test_chat_template_errors(hf_folder: Path) -> None:
     tok.chat_template = "{% for %}"
     with pytest.raises(CheckpointError, match="chat template"):
         tok.apply_chat_template(CHATS[0])
+
+
+def test_open_user_turn_needs_a_template_that_writes_the_message(hf_folder: Path) -> None:
+    tok = Tokenizer.from_hf_folder(hf_folder)
+    whole = tok.apply_chat_template(CHATS[0], add_generation_prompt=False)
+    assert whole.startswith(tok.decode(tok.encode_open_user_turn("Hi"), skip_special_tokens=False))
+    tok.chat_template, tok._compiled = "{% for m in messages %}[{{ m.role }}]{% endfor %}", None
+    with pytest.raises(RequestError, match="no open user turn"):
+        tok.encode_open_user_turn("Hi")
 
 
 def test_added_token_roundtrip_without_config(tmp_path: Path) -> None:

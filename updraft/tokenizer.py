@@ -207,6 +207,17 @@ class Tokenizer:
         text = self.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, **kwargs)
         return self.encode(text, add_special_tokens=False)
 
+    def encode_open_user_turn(self, opener: str = "", **kwargs: Any) -> list[int]:
+        """Token ids of a chat whose only turn is the user's, left open after ``opener``: what
+        the model continues AS the user (training prompts the target writes itself). The
+        template renders a one-message chat around a marker and the text is cut there, so the
+        template's own system prompt and turn markup come first, exactly as in a real chat."""
+        marker = "\x00open-turn\x00"
+        text = self.apply_chat_template([{"role": "user", "content": marker}], add_generation_prompt=False, **kwargs)
+        if marker not in text:
+            raise RequestError("the chat template does not write the user's message as given: no open user turn")
+        return self.encode(text[: text.index(marker)] + opener, add_special_tokens=False)
+
     # ---- constructors ----------------------------------------------------------------------
     @classmethod
     def from_hf_folder(cls, path: str | Path) -> Tokenizer:

@@ -16,6 +16,7 @@ def test_variants_parse_into_knobs(load_benchmark) -> None:
     assert cv.parse_variants("verify_waves1+no_prewarm") == [
         ("verify_waves1+no_prewarm", frozenset({"verify_waves1", "no_prewarm"}))]
     assert cv.parse_variants("decode_waves2") == [("decode_waves2", frozenset({"decode_waves2"}))]
+    assert cv.parse_variants("draft_merge_in_kernel") == [("draft_merge_in_kernel", frozenset({"draft_merge_in_kernel"}))]
     assert cv.parse_variants("min_split256+merge_in_kernel") == [
         ("min_split256+merge_in_kernel", frozenset({"min_split256", "merge_in_kernel"}))]
     for bad in ("verify_waves0", "verify_waves", "verify_wavesx", "decode_waves0", "min_split", "min_split0"):
@@ -84,3 +85,26 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
     gemv_config.reread()
+
+
+def test_draft_merge_knob_sets_the_draft_backend_alone(load_benchmark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``draft_merge_in_kernel`` shadows the class setting on the draft's backend instance only;
+    any other variant puts the instance back on the class's value."""
+    from updraft.attention.triton_backend import TritonBackend
+
+    cv = load_benchmark("cycle_variants")
+    monkeypatch.setenv("UPDRAFT_CACHE", str(tmp_path))
+    monkeypatch.setattr(TritonBackend, "merge_in_kernel", TritonBackend.merge_in_kernel)
+
+    class Draft:  # stands for the draft runner's TritonBackend instance
+        merge_in_kernel = TritonBackend.merge_in_kernel
+
+    draft, cache = Draft(), tmp_path / "cache.json"
+    cv.apply(frozenset({"draft_merge_in_kernel"}), {}, cache, draft)
+    assert draft.merge_in_kernel and not TritonBackend.merge_in_kernel
+    cv.apply(frozenset(), {}, cache, draft)
+    assert not draft.merge_in_kernel and "merge_in_kernel" not in vars(draft)
+    cv.apply(frozenset({"merge_in_kernel"}), {}, cache, draft)
+    assert TritonBackend.merge_in_kernel and "merge_in_kernel" not in vars(draft)
+    cv.apply(frozenset(), {}, cache, None)
+    assert not TritonBackend.merge_in_kernel

@@ -1,6 +1,7 @@
 """Prompt sets: v3 is frozen (the shipped head's recipe must reproduce from a fresh checkout);
 v4 adds ``self_instruct`` prompts, whose second stage is the target's own request, cleaned; v5
-adds ``brief`` prompts (tests/data/test_briefs.py)."""
+adds ``brief`` prompts (tests/data/test_briefs.py); v6 adds ``free_turn`` prompts, whose first stage is
+an open user turn the target continues as the user."""
 
 from __future__ import annotations
 
@@ -9,9 +10,18 @@ import json
 
 import pytest
 
-from updraft.data.clean import MAX_CHARS, clean_request
+from updraft.data import free_turn
+from updraft.data.clean import MAX_CHARS, clean_request, clean_user_turn
 from updraft.data.material import TOPICS
-from updraft.data.prompts import PROMPT_SETS, WEIGHTS, WEIGHTS_V4, build_prompts, prompts_version
+from updraft.data.prompts import (
+    PROMPT_SETS,
+    WEIGHTS,
+    WEIGHTS_V4,
+    WEIGHTS_V5,
+    WEIGHTS_V6,
+    build_prompts,
+    prompts_version,
+)
 from updraft.data.types import TrainPrompt
 
 #: sha256 of build_prompts(n, seed) (every field) before prompt sets existed (commit 20ecdc5).
@@ -36,11 +46,11 @@ def test_v3_is_unchanged_byte_for_byte(n: int, seed: int) -> None:
 
 
 def test_prompt_set_names_and_versions() -> None:
-    assert PROMPT_SETS == ("v3", "v4", "v5")
-    assert prompts_version("v3") == 3 and prompts_version("v4") == 4 and prompts_version("v5") == 5
-    with pytest.raises(ValueError, match=r"prompt_set='v6' is invalid: choose one of v3, v4, v5"):
-        build_prompts(10, 0, "v6")
-    with pytest.raises(ValueError, match="v3, v4, v5"):
+    assert PROMPT_SETS == ("v3", "v4", "v5", "v6")
+    assert [prompts_version(v) for v in PROMPT_SETS] == [3, 4, 5, 6]
+    with pytest.raises(ValueError, match=r"prompt_set='v7' is invalid: choose one of v3, v4, v5, v6"):
+        build_prompts(10, 0, "v7")
+    with pytest.raises(ValueError, match="v3, v4, v5, v6"):
         prompts_version("V4")
 
 
@@ -118,3 +128,58 @@ def test_clean_request_echo_and_length_cap() -> None:
     words = " ".join(f"word{i}" for i in range(600))  # no sentence end: cut at a space
     out = clean_request(words)
     assert out is not None and len(out) <= MAX_CHARS and words.startswith(out) and not out.endswith(" ")
+
+
+def test_v6_adds_half_free_turns() -> None:
+    assert WEIGHTS_V6 == WEIGHTS_V5 | {"free_turn": sum(WEIGHTS_V5.values())}
+    pool = build_prompts(2000, 3, "v6")
+    assert pool == build_prompts(2000, 3, "v6") and pool != build_prompts(2000, 4, "v6")
+    ft = [p for p in pool if p.category == "free_turn"]
+    assert 0.45 < len(ft) / len(pool) < 0.55
+    assert {p.category for p in pool} == set(WEIGHTS_V6)
+    others = [p for p in pool if p.category != "free_turn"]
+    assert len({p.text for p in others}) == len(others)  # the templated ones stay distinct
+    empty = sum(p.text == "" for p in ft) / len(ft)
+    assert abs(empty - free_turn.EMPTY_SHARE) < 0.06
+    assert {p.text for p in ft} == {""} | set(free_turn.OPENERS)
+    for p in ft:
+        assert p.open_turn and p.two_stage and not p.trains_stage1 and p.followup is None and p.second_turn is None
+        assert p.fallback_request and len(p.fallback_request.split()) >= 3 and p.eval_request == p.fallback_request
+    assert not any(p.open_turn for p in others) and all(p.trains_stage1 and p.eval_request == p.text for p in others)
+    with pytest.raises(ValueError, match="needs a fallback request"):
+        TrainPrompt("Write", "free_turn", open_turn=True)
+
+
+def test_free_turn_second_stage_is_the_opener_and_the_targets_words() -> None:
+    p = TrainPrompt("Write", "free_turn", fallback_request="Explain how tides work.", open_turn=True)
+    assert p.stage2_messages(" a short poem about the sea for my daughter's birthday card.") == [
+        {"role": "user", "content": "Write a short poem about the sea for my daughter's birthday card."}]
+    # cut by its token cap: the unfinished sentence goes
+    cut = " a toast for my sister's wedding. She loves hiking and old films, and we grew up"
+    assert p.stage2_messages(cut, complete=False) == [{"role": "user", "content": "Write a toast for my sister's wedding."}]
+    for junk in ("", " !!", " me", " the the the" * 20):
+        assert p.stage2_messages(junk) == [{"role": "user", "content": "Explain how tides work."}]
+    assert p.stage2_messages(" a poem and keep going forever", complete=False)[0]["content"] == "Explain how tides work."
+
+
+@pytest.mark.parametrize(
+    ("raw", "complete", "want"),
+    [
+        ("  How do I center a div?\n", True, "How do I center a div?"),
+        # paragraphs stay: a user pastes the text to work on
+        ("Summarize this for me:\n\nThe council met on Monday.\n\nIt voted to fix the bridge.", True,
+         "Summarize this for me:\n\nThe council met on Monday.\n\nIt voted to fix the bridge."),
+        ("What is a prime number?\nAssistant: A prime number is ...", True, "What is a prime number?"),
+        ("Explain recursion with an example. Then give me a", False, "Explain recursion with an example."),
+        ("Fix my code:\n\ndef f(x):\n    return x+", False, None),  # no sentence ends: nothing usable
+    ],
+)
+def test_clean_user_turn(raw: str, complete: bool, want: str | None) -> None:
+    assert clean_user_turn(raw, complete) == want
+
+
+def test_clean_user_turn_drops_the_unusable() -> None:
+    for raw in ("", "Hi", "%%% ### 123 456 789", "I'm here to help you with anything. What's your question?",
+                "as an AI I cannot", "Tell me a story about a dragon and"):
+        assert clean_user_turn(raw, complete=raw != "Tell me a story about a dragon and") is None
+    assert len(clean_user_turn(" ".join(f"Tell me about {t}." for t in TOPICS)) or "") <= MAX_CHARS

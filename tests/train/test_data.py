@@ -246,3 +246,39 @@ def test_self_instruct_generation_on_a_tiny_target(engine) -> None:  # noqa: ANN
         assert gen.stats["fallback_requests"] == fallbacks
         if max_new == 3:
             assert fallbacks == len(prompts)
+
+
+def test_free_turn_generation_on_a_tiny_target(engine) -> None:  # noqa: ANN001
+    """Set v6's free turns end to end: stage 1 continues an open user turn (sampled with the
+    prompt's seed even in a greedy run) and is not kept; stage 2, the cleaned turn or the
+    fallback as a new conversation, is the one training sequence. Reproducible from the seed."""
+    from updraft.data import free_turn
+    from updraft.sampling_params import SamplingParams
+    from updraft.train.data import conversation_ids
+
+    pool = build_prompts(300, seed=2, prompt_set="v6")
+    prompts = [p for p in pool if p.open_turn and len(p.fallback_request) < 120][:5]
+    assert len(prompts) == 5
+    gen = collect_sequences(engine, prompts, max_new_tokens=6, seed=5, progress=False)
+    assert gen.prompt_index == [0, 1, 2, 3, 4]  # stage 2 only
+    assert gen.stats["user_turn_tokens"] > 0 and gen.stats["requests"] == 10
+    turns = []
+    for i, p in enumerate(prompts):
+        # stage 1 again, alone, with the collector's parameters: the same user turn
+        params = SamplingParams(temperature=free_turn.TEMPERATURE, top_p=free_turn.TOP_P, max_tokens=free_turn.MAX_TOKENS,
+                                seed=5 * 1_000_003 + 2 * i + 1)
+        ids = engine.tokenizer.encode_open_user_turn(p.text)
+        req = engine.add_request(ids, params, detokenize=False)
+        while engine.has_unfinished():
+            engine.step()
+        engine.release_finished(req.request_id)
+        turns.append(list(req.output_ids))
+        text = engine.tokenizer.decode(list(req.output_ids), skip_special_tokens=True)
+        messages = p.stage2_messages(text, complete=req.finish_reason != "length")
+        assert gen.seqs[i][: gen.prompt_lens[i]] == conversation_ids(engine, messages)
+        assert len(gen.seqs[i]) - gen.prompt_lens[i] == 6  # the greedy answer, capped
+    assert len({tuple(t) for t in turns}) == 5  # sampled: five different turns
+    again = collect_sequences(engine, prompts, max_new_tokens=6, seed=5, progress=False)
+    assert again.seqs == gen.seqs
+    other = collect_sequences(engine, prompts, max_new_tokens=6, seed=6, progress=False)
+    assert other.stats["user_turn_tokens"] != gen.stats["user_turn_tokens"] or other.seqs != gen.seqs

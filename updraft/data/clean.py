@@ -1,4 +1,5 @@
-"""Cleaning of the user requests the target writes itself (``self_instruct`` prompts, stage 1).
+"""Cleaning of the user requests the target writes itself (``self_instruct`` and ``free_turn``
+prompts, stage 1).
 
 The text a small instruct model writes when asked for "one realistic request" is rarely just
 the request: it comes wrapped in quotes or a code fence, after a preamble ("Sure! Here is a
@@ -124,17 +125,41 @@ def clean_request(text: str, instruction: str = "") -> str | None:
     if cut:
         s = s[: cut.start()]
     s = _strip_wrapping(_cap(_first_block(s)))
-    if len(s.split()) < MIN_WORDS:
+    if not _usable(s):
         return None
+    if instruction and s.lower()[:60] in instruction.lower():
+        return None
+    return s
+
+
+def clean_user_turn(text: str, complete: bool = True) -> str | None:
+    """The user message the target wrote as the user (``free_turn`` prompts, stage 1: an open
+    user turn it continued), or None when it is unusable (as ``clean_request`` judges). Nothing
+    wraps such a message, so only its ends are trimmed: a line where the model starts answering
+    itself ("Assistant: ...") and what follows, the part past ``MAX_CHARS``, and, when the turn
+    did not end by itself (``complete`` False: cut by its token cap), the unfinished last
+    sentence. Paragraphs stay (a user pastes a text to work on)."""
+    s = text.replace("\r\n", "\n").strip()
+    cut = _ANSWER.search(s)
+    if cut:
+        s = s[: cut.start()]
+    if not complete:
+        ends = [m.end() for m in re.finditer(r"[.?!](?=\s|$)", s)]
+        s = s[: ends[-1]] if ends else ""
+    s = _cap(s.strip()).strip()
+    return s if _usable(s) else None
+
+
+def _usable(s: str) -> bool:
+    """At least ``MIN_WORDS`` words, mostly letters, not a loop of a few words, no refusal and
+    not the assistant's voice."""
+    if len(s.split()) < MIN_WORDS:
+        return False
     visible = [c for c in s if not c.isspace()]
     if sum(c.isalpha() for c in visible) < 0.5 * len(visible):
-        return None
+        return False
     low = s.lower()
     words = low.split()
     if len(words) >= 20 and len(set(words)) < 0.3 * len(words):  # a degenerate loop
-        return None
-    if low.startswith(_REFUSALS) or _ASSISTANT_VOICE.search(s):
-        return None
-    if instruction and low[:60] in instruction.lower():
-        return None
-    return s
+        return False
+    return not (low.startswith(_REFUSALS) or _ASSISTANT_VOICE.search(s))

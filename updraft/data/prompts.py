@@ -26,14 +26,19 @@ text, multi-turn reworks). Two kinds are two-stage:
   pasted text, STEM and humanities explanations, plans and advice), then 1-4 constraints on
   length, format, tone, audience, what to include or avoid.
 
+* free_turn (set v6 only, ``updraft.data.free_turn``): the target continues an open user turn
+  (nothing, or a short opener such as "Write" or "I have this code") as the user, sampled from
+  its own chat distribution; that message, cleaned, is the only user turn of a NEW conversation.
+
 (``news`` is a passage task with a long article; ``multiturn`` a second turn after any first.)
-Both stages of every two-stage kind are training sequences (``updraft.train.data``).
+Both stages of every two-stage kind are training sequences (``updraft.train.data``), except a
+free turn's first (the user's side, which a head never drafts).
 
 Prompt sets (``build_prompts(n, seed, prompt_set)``, ``TrainConfig.prompt_set``): ``v3``
 (``WEIGHTS``, the default and the shipped head's recipe: its output for every ``(n, seed)`` is
 frozen, pinned by hash in tests/data/test_prompt_sets.py), ``v4`` (``WEIGHTS_V4``: v3 plus
-self_instruct at a third of the prompts) and ``v5`` (``WEIGHTS_V5``: v3 plus brief at 40% of the
-prompts). Everything is generated from ``updraft.data.material`` /
+self_instruct at a third of the prompts), ``v5`` (``WEIGHTS_V5``: v3 plus brief at 40% of the
+prompts) and ``v6`` (``WEIGHTS_V6``: v5 plus free_turn at half of the prompts). Everything is generated from ``updraft.data.material`` /
 ``facts`` by a seeded ``random.Random``: the same ``(n, seed, prompt_set)`` always gives the same
 list (the order of the lists and templates is part of the contract; a new category goes into a
 new set, never into an old one). The EAGLE evaluation sets are held out and never read here.
@@ -47,11 +52,12 @@ from collections.abc import Callable
 from updraft.data import material as m
 from updraft.data import styles
 from updraft.data.briefs import brief
+from updraft.data.free_turn import free_turn
 from updraft.data.self_instruct import self_instruct
 from updraft.data.types import Message, TrainPrompt
 
 __all__ = [
-    "PROMPTS_VERSION", "PROMPT_SETS", "WEIGHTS", "WEIGHTS_V4", "WEIGHTS_V5", "Message", "TrainPrompt", "build_prompts",
+    "PROMPTS_VERSION", "PROMPT_SETS", "WEIGHTS", "WEIGHTS_V4", "WEIGHTS_V5", "WEIGHTS_V6", "Message", "TrainPrompt", "build_prompts",
     "check_prompt_set", "prompts_version", "split_prompts",
 ]
 
@@ -294,6 +300,7 @@ _STAGED: dict[str, Callable[[random.Random], TrainPrompt]] = {
     "multiturn": lambda r: styles.multiturn(r, _FIRST_TURNS),
     "self_instruct": self_instruct,
     "brief": brief,
+    "free_turn": free_turn,
 }
 #: Category weights (passage, news, advice and multi-turn tasks produce two training responses
 #: each). Version 3 leans toward the evaluation styles: short instructions, factual questions,
@@ -309,9 +316,12 @@ WEIGHTS_V4 = WEIGHTS | {"self_instruct": sum(WEIGHTS.values()) // 2}
 #: Set v5: v3's categories and weights plus long first-turn requests (``brief``) at two thirds
 #: of their total weight (40% of the prompts): real users' prompts, where v3's head drafts worst.
 WEIGHTS_V5 = WEIGHTS | {"brief": round(sum(WEIGHTS.values()) * 2 / 3)}
+#: Set v6: v5 plus as many free user turns (``free_turn``: the target writes the user's turn
+#: itself, from its own chat distribution): half of the prompts.
+WEIGHTS_V6 = WEIGHTS_V5 | {"free_turn": sum(WEIGHTS_V5.values())}
 #: Prompt sets by name: (category weights, version).
 _SETS: dict[str, tuple[dict[str, int], int]] = {
-    "v3": (WEIGHTS, PROMPTS_VERSION), "v4": (WEIGHTS_V4, 4), "v5": (WEIGHTS_V5, 5),
+    "v3": (WEIGHTS, PROMPTS_VERSION), "v4": (WEIGHTS_V4, 4), "v5": (WEIGHTS_V5, 5), "v6": (WEIGHTS_V6, 6),
 }
 PROMPT_SETS = tuple(_SETS)
 
@@ -352,6 +362,9 @@ def build_prompts(n: int, seed: int = 0, prompt_set: str = "v3") -> list[TrainPr
             raise ValueError(f"could not build {n} distinct prompts (got {len(out)}); the template space is smaller")
         cat = r.choices(cats, weights)[0]
         p = _make(cat, r)
+        if p.open_turn:  # distinct by its sampling seed (the prompt's index), not by its opener
+            out.append(p)
+            continue
         if p.text in seen:
             continue
         seen.add(p.text)

@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from updraft.batch import CaptureHidden, ForwardMode
+from updraft.data import free_turn
 from updraft.data.prompts import Message, TrainPrompt
 from updraft.engine.engine import Engine
 from updraft.sampling_params import SamplingParams
@@ -305,8 +306,11 @@ def collect_sequences(
     self-instruct): as soon as the first response finishes, the second stage (the passage's
     follow-up, the conversation's next user turn, or the self-written request in a new
     conversation) is queued ahead of the remaining first-stage prompts, so a deadline cuts both
-    stages alike. Both stages are training sequences (each response came from the target);
-    ``stats["fallback_requests"]`` counts self-instruct prompts whose own request was unusable.
+    stages alike. Both stages are training sequences (each response came from the target),
+    except a free turn's first (an open user turn the target continued as the user, sampled
+    with the prompt's seed even when the run is greedy; counted in ``stats["user_turn_tokens"]``);
+    ``stats["fallback_requests"]`` counts self-instruct and free-turn prompts whose own request
+    was unusable.
 
     Requests are fed in waves: whenever a quarter of the engine's ``max_running_requests`` slots
     are free, enough new requests to fill them are added at once, so their prompts share one
@@ -361,21 +365,29 @@ class _Collector:
         self.inflight: dict[str, tuple[int, int, list[int]]] = {}
         self.done: list[tuple[int, int, list[int], list[int]]] = []
         self.stats = {"requests": 0.0, "finished": 0.0, "aborted": 0.0, "skipped_long": 0.0, "generated_tokens": 0.0,
-                      "fallback_requests": 0.0}
+                      "fallback_requests": 0.0, "user_turn_tokens": 0.0}
         self.bar: Any = None
 
     def params_for(self, i: int, stage: int) -> SamplingParams:
-        s = None if self.temperature == 0 else self.seed * 1_000_003 + 2 * i + stage
+        seed = self.seed * 1_000_003 + 2 * i + stage
         p = self.prompts[i]
+        if stage == 1 and p.open_turn:  # the user's turn: sampled (seeded) even in a greedy run
+            return SamplingParams(temperature=free_turn.TEMPERATURE, top_p=free_turn.TOP_P, max_tokens=free_turn.MAX_TOKENS,
+                                  seed=seed)
         cap = p.max_tokens if stage == 1 and p.max_tokens is not None else self.max_new_tokens
-        return SamplingParams(temperature=self.temperature, max_tokens=cap, seed=s)
+        return SamplingParams(temperature=self.temperature, max_tokens=cap, seed=None if self.temperature == 0 else seed)
+
+    def stage_ids(self, i: int, stage: int, messages: list[Message]) -> list[int]:
+        if stage == 1 and self.prompts[i].open_turn:
+            return self.engine.tokenizer.encode_open_user_turn(self.prompts[i].text)
+        return conversation_ids(self.engine, messages)
 
     def top_up(self) -> None:
         """Once a quarter of the slots are free, fill them all (one shared prefill step)."""
         add = self.slots - len(self.inflight) if len(self.inflight) <= self.slots - self.refill else 0
         while add > 0 and (self.follow or self.todo):
             i, stage, messages = self.follow.popleft() if self.follow else self.todo.popleft()
-            ids = conversation_ids(self.engine, messages)
+            ids = self.stage_ids(i, stage, messages)
             if len(ids) >= self.limit:
                 self.stats["skipped_long"] += 1
                 continue
@@ -389,12 +401,17 @@ class _Collector:
         req = self.engine.release_finished(rid)
         assert req is not None
         resp = list(req.output_ids)
-        if req.error is None and len(resp) >= 2:
-            self.done.append((i, stage, ids, resp))
-            self.stats["generated_tokens"] += len(resp)
-            p = self.prompts[i]
+        p = self.prompts[i]
+        user_turn = stage == 1 and p.open_turn  # a free turn's stage 1: the user's side
+        if req.error is None and (len(resp) >= 2 or user_turn):
+            if user_turn:
+                self.stats["user_turn_tokens"] += len(resp)
+            else:
+                self.done.append((i, stage, ids, resp))
+                self.stats["generated_tokens"] += len(resp)
             if stage == 1 and p.two_stage and req.finish_reason != "abort":
-                messages = p.stage2_messages(self.engine.tokenizer.decode(resp, skip_special_tokens=True))
+                text = self.engine.tokenizer.decode(resp, skip_special_tokens=True)
+                messages = p.stage2_messages(text, complete=req.finish_reason != "length")
                 if p.fallback_request is not None and messages[-1]["content"] == p.fallback_request:
                     self.stats["fallback_requests"] += 1
                 self.follow.append((i, 2, messages))

@@ -179,7 +179,8 @@ def _generate(cfg: TrainConfig, loaded: LoadedModel, prompts: list[TrainPrompt],
     _say(
         f"generated {int(s['generated_tokens'])} tokens in {s['wall_s']:.1f}s ({s['tokens_per_s']:.0f} tok/s, "
         f"{int(s['finished'])} finished, {int(s['aborted'])} cut at the deadline"
-        + (f", {int(s['fallback_requests'])} self-instruct requests unusable: fallback)" if s.get("fallback_requests") else ")")
+        + (f", {int(s['fallback_requests'])} self-written requests unusable: fallback" if s.get("fallback_requests") else "")
+        + (f", {int(s['user_turn_tokens'])} tokens of user turns, not trained on)" if s.get("user_turn_tokens") else ")")
     )
     del engine
     _free()
@@ -270,7 +271,7 @@ def engine_acceptance(
     )
     t = time.perf_counter()
     params = SamplingParams(temperature=0.0, max_tokens=cfg.final_eval_tokens)
-    encoded = [chat_ids(engine, p.text) for p in prompts]
+    encoded = [chat_ids(engine, p.eval_request) for p in prompts]
     # A prompt that leaves no room to generate is left out (tiny test targets have short contexts).
     reqs = [engine.add_request(ids, params, detokenize=False) for ids in encoded if len(ids) < engine.max_model_len - 1]
     cut = False
