@@ -50,7 +50,7 @@ class LookupAssist:
     fused path, ``SpeculativeConfig.ngram_assist``; a sampled iteration accepts those rows' drafts
     against q one-hot at each, as the n-gram proposer's). Where a request copies
     from its prompt or repeats itself, the lookup drafts what a small head misses (rare words,
-    names, code it saw). H100, bf16, greedy S = 5, the shipped head: mt_bench 2.66 -> 2.84,
+    names, code it saw). H100, bf16, greedy S = 5, the head shipped then (2026-11-27): mt_bench 2.66 -> 2.84,
     alpaca 2.45 -> 2.89, sum 2.19 -> 2.63, every set better, at no cost in the S = 5 cycle that
     four alternating rounds resolve (``benchmarks/results/2026-11-27-h100-lookup-assist/``)."""
 

@@ -1,0 +1,2 @@
+# Call 8 (same machine, right after call 7): spec / plain with call 6's head (now shipped), 64 mt_bench prompts x 256
+source benchmarks/device/env.sh >/dev/null; timeout 380 python benchmarks/spec_iteration.py --smollm $GGUF --head /tmp/updraft-gpu-head/head --skip-lossless --variants plain,eagle_adaptive,eagle_s5 --num-prompts 64 --bs1-prompts 64 --output-len 256 --out $OUT 2>&1 | grep -v Warn | tail -30
