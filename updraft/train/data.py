@@ -402,13 +402,13 @@ class _Collector:
         assert req is not None
         resp = list(req.output_ids)
         p = self.prompts[i]
-        user_turn = stage == 1 and p.open_turn  # a free turn's stage 1: the user's side
-        if req.error is None and (len(resp) >= 2 or user_turn):
-            if user_turn:
-                self.stats["user_turn_tokens"] += len(resp)
-            else:
+        trains = stage == 2 or p.trains_stage1  # not a free turn's stage 1 (the user's side)
+        if req.error is None and (len(resp) >= 2 or not trains):
+            if trains:
                 self.done.append((i, stage, ids, resp))
                 self.stats["generated_tokens"] += len(resp)
+            else:
+                self.stats["user_turn_tokens"] += len(resp)
             if stage == 1 and p.two_stage and req.finish_reason != "abort":
                 text = self.engine.tokenizer.decode(resp, skip_special_tokens=True)
                 messages = p.stage2_messages(text, complete=req.finish_reason != "length")
