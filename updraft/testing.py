@@ -171,9 +171,10 @@ def write_eagle_head(folder: Path, seed: int = 0, **cfg_extra: object) -> Path:
     return folder
 
 
-def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg_extra: object) -> Path:
+def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, extra_layers: int = 0, **cfg_extra: object) -> Path:
     """EAGLE-3 layout: fc 3h -> h, midlayer (2h attention input, hidden_norm), norm, own lm_head
-    over a draft vocabulary, d2t offsets and t2d membership."""
+    over a draft vocabulary, d2t offsets and t2d membership; ``extra_layers`` standard layers
+    after the mid layer as ``layers.1..`` (ours: ``train-draft --head-layers``)."""
     gen = torch.Generator().manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     cfg = head_config("LlamaForCausalLMEagle3", draft_vocab_size=draft_vocab, **cfg_extra)
@@ -181,6 +182,10 @@ def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, **cfg
     t = {"fc.weight": torch.randn(HIDDEN, 3 * HIDDEN, generator=gen) * 0.08}
     t.update(_layer("midlayer", 2 * HIDDEN, gen, input_norm=True))
     t["midlayer.hidden_norm.weight"] = 1 + 0.1 * torch.randn(HIDDEN, generator=gen)
+    for i in range(1, extra_layers + 1):
+        t.update(_layer(f"layers.{i}", HIDDEN, gen, input_norm=True))
+    if extra_layers:
+        cfg["num_hidden_layers"] = 1 + extra_layers
     t["norm.weight"] = torch.ones(HIDDEN)
     t["lm_head.weight"] = torch.randn(draft_vocab, HIDDEN, generator=gen) * 0.08
     t["d2t"] = keep - torch.arange(draft_vocab)

@@ -26,6 +26,12 @@ def eagle3_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def eagle3_deep_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """EAGLE-3 with two standard layers after its mid layer (``train-draft --head-layers 3``)."""
+    return write_eagle3_head(tmp_path_factory.mktemp("eagle3_deep"), seed=3, extra_layers=2)
+
+
+@pytest.fixture(scope="session")
 def target(tiny_checkpoint):  # noqa: ANN001, ANN201
     """The tiny Llama target every speculative test drafts for."""
     return tiny_checkpoint("llama")

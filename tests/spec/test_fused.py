@@ -44,6 +44,20 @@ def test_fused_lossless_greedy(target, reference, eagle_head, eagle3_head, kind:
     eng.allocator.check_consistency()
 
 
+@pytest.mark.parametrize("bsz", [1, 8])
+def test_fused_lossless_with_a_deeper_eagle3_head(target, reference, eagle3_deep_head, bsz: int) -> None:  # noqa: ANN001
+    """A three-layer EAGLE-3 head (its draft KV pool has three layers) in the fused iteration:
+    exact greedy outputs, graphs captured, KV all returned."""
+    llm = fused_llm(target, eagle3_deep_head, "eagle3", adaptive=False)
+    assert llm.engine.driver.fused.graphs is not None
+    ps = prompts(bsz, seed=30 + bsz)
+    outs = llm.generate(ps, GREEDY)
+    assert [o.outputs[0].token_ids for o in outs] == reference(ps)
+    eng = llm.engine
+    assert eng.driver.fused.graphs and eng.spec_stats.num_draft_tokens == 3 * eng.spec_stats.num_drafts > 0
+    assert eng.allocator.used_tokens == 0
+
+
 def test_fused_self_consistent_with_per_phase_path(target, reference, eagle_head) -> None:  # noqa: ANN001
     """A batch that mixes a penalty request (per-phase path) with greedy ones switches paths
     between iterations; the greedy outputs stay exact."""

@@ -44,6 +44,17 @@ def test_lossless_greedy(tiny_checkpoint, target, reference, eagle_head, eagle3_
     assert llm.engine.allocator.used_tokens == 0
 
 
+@pytest.mark.parametrize("version", ["v2", "v1"])
+def test_lossless_greedy_with_a_deeper_eagle3_head(target, reference, eagle3_deep_head, version: str) -> None:  # noqa: ANN001
+    """The per-phase path with a three-layer EAGLE-3 head: exact greedy outputs at batch 8."""
+    llm = LLM(str(target), device="cpu", progress=False,
+              speculative_config=spec_config("eagle3", version, {"eagle3": eagle3_deep_head}))
+    assert llm.engine.spec is not None and llm.engine.spec.proposer.runner.kv_pool.num_layers == 3  # type: ignore[attr-defined]
+    ps = prompts(8, seed=21)
+    assert [o.outputs[0].token_ids for o in llm.generate(ps, GREEDY)] == reference(ps)
+    assert llm.engine.allocator.used_tokens == 0
+
+
 def test_self_draft_accept_length_is_full(target) -> None:  # noqa: ANN001
     llm = LLM(str(target), device="cpu", progress=False, speculative_config={"method": "standalone", "model": str(target), "num_speculative_tokens": 4, "adaptive": False})
     out = llm.generate([[1, 2, 3, 4, 5]], SamplingParams(temperature=0, max_tokens=21, ignore_eos=True))[0]

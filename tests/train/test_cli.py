@@ -41,6 +41,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--save-dtype", "int8"], "save_dtype='int8' is invalid"),
         (["--prompt-set", "v7"], "prompt_set='v7' is invalid: choose one of v3, v4, v5, v6"),
         (["--head-intermediate-size", "0"], "head_intermediate_size=0 is invalid: must be an integer >= 1"),
+        (["--head-layers", "0"], "head_layers=0 is invalid: must be an integer >= 1"),
         (["--early-weight", "0"], "early_weight=0.0 is invalid: must be > 0"),
         (["--early-tokens", "0"], "early_tokens=0 is invalid: must be an integer >= 1"),
     ],

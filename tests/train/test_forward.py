@@ -58,13 +58,14 @@ def _engine_side(head, ids: torch.Tensor, feature: torch.Tensor, j: int, steps: 
     return hidden, logits, out0
 
 
-@pytest.mark.parametrize("method", ["eagle", "eagle3"])
-def test_unroll_equals_engine_extend_and_draft_decode(tiny_target, method: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(("method", "layers"), [("eagle", 1), ("eagle3", 1), ("eagle", 2), ("eagle3", 3)])
+def test_unroll_equals_engine_extend_and_draft_decode(tiny_target, method: str, layers: int) -> None:  # noqa: ANN001
     target = tiny_target.model
     cfg = target.config
     g = torch.Generator().manual_seed(1)
     draft_ids = torch.randperm(cfg.vocab_size, generator=g)[:150].sort().values if method == "eagle3" else None
-    head, _ = new_head(method, target, draft_ids=draft_ids, aux_layers=(0, 0, 1) if method == "eagle3" else None, seed=3)
+    head, _ = new_head(method, target, draft_ids=draft_ids, aux_layers=(0, 0, 1) if method == "eagle3" else None, seed=3,
+                       num_layers=layers)
     _randomise(head, 5)
     head.eval()
     ids = torch.randint(0, cfg.vocab_size, (N,), generator=g)

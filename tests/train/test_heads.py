@@ -117,6 +117,72 @@ def test_warm_start_keeps_the_source_heads_width(tmp_path, tiny_target) -> None:
         assert torch.equal(again.state_dict()[k], t), k
 
 
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_deeper_head_saves_loads_and_drafts(tmp_path, tiny_target, method: str) -> None:  # noqa: ANN001
+    """--head-layers 3: EAGLE-3 keeps its mid layer and writes the standard layers after it as
+    ``layers.1.*`` / ``layers.2.*`` (the loader counts them from the tensors, whatever the config
+    says); EAGLE-1 writes ``layers.0..2``. The loaded head computes the same and serves a KV pool
+    of three layers."""
+    target = tiny_target.model
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, cfg = new_head(method, target, draft_ids=draft, aux_layers=(0, 1, 1) if method == "eagle3" else None,
+                         seed=2, num_layers=3)
+    assert cfg["num_hidden_layers"] == 3
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    folder = save_head(head, cfg, tmp_path / method, dtype=torch.float32)
+    names = set(load_file(str(folder / "model.safetensors")))
+    layer_ids = {k.split(".")[1] for k in names if k.startswith("layers.")}
+    assert layer_ids == ({"1", "2"} if method == "eagle3" else {"0", "1", "2"})
+    # A config that copies the target's layer count: the tensors decide.
+    conf = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(dict(conf, num_hidden_layers=30 if method == "eagle3" else 3)))
+    loaded = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    assert loaded.config.num_layers == 3
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, target.config.vocab_size, (1, 10), generator=g)
+    feat = torch.randn(1, 10, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    with torch.no_grad():
+        torch.testing.assert_close(head_logits(loaded, unroll(loaded, ids, feat, 3)[2]),
+                                   head_logits(head, unroll(head, ids, feat, 3)[2]))
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_growing_a_head_starts_as_the_source(tmp_path, tiny_target, method: str) -> None:  # noqa: ANN001
+    """--init-from a 1-layer head with --head-layers 2: the added layer starts as the identity
+    (zero o_proj and down_proj), so every draft step of the grown head equals the source's; its
+    input projections are random, so training moves it off the identity. Shrinking is refused."""
+    from updraft.train.checkpoint import warm_start
+    from updraft.train.config import TrainConfig
+
+    target = tiny_target.model
+    draft = torch.arange(1, target.config.vocab_size, 3) if method == "eagle3" else None
+    src, cfg = new_head(method, target, draft_ids=draft, aux_layers=(0, 1, 1) if method == "eagle3" else None, seed=6)
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    folder = save_head(src, cfg, tmp_path / "src", dtype=torch.float32)
+    run = TrainConfig(out=str(tmp_path / "o"), method=method, init_from=str(folder), head_layers=2).validate()
+    started = warm_start(run, target, torch.device("cpu"))
+    assert started is not None
+    grown, grown_cfg = started
+    assert grown.config.num_layers == 2 and grown_cfg["num_hidden_layers"] == 2
+    added = grown.layers["1"] if isinstance(grown, Eagle3Head) else grown.layers[1]
+    assert not added.self_attn.o_proj.weight.any() and not added.mlp.down_proj.weight.any()
+    assert added.self_attn.qkv_proj.weight.abs().sum() > 0
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, target.config.vocab_size, (1, 11), generator=g)
+    feat = torch.randn(1, 11, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    with torch.no_grad():
+        for a, b in zip(unroll(grown, ids, feat, 3), unroll(src, ids, feat, 3), strict=True):
+            torch.testing.assert_close(head_logits(grown, a), head_logits(src, b))
+    deep = save_head(grown, grown_cfg, tmp_path / "deep", dtype=torch.float32)
+    with pytest.raises(ValueError, match="head_layers=1: init_from=.* has 2 layers"):
+        warm_start(TrainConfig(out=str(tmp_path / "o"), method=method, init_from=str(deep), head_layers=1),
+                   target, torch.device("cpu"))
+
+
 def test_bf16_save_is_small_and_embedding_optional(tmp_path, tiny_target) -> None:  # noqa: ANN001
     target = tiny_target.model
     head, cfg = new_head("eagle", target)

@@ -72,7 +72,9 @@ class DraftHeadConfig:
         base = dict(cfg, architectures=["LlamaForCausalLM"])
         model = ModelConfig.from_hf(base)
         if kind == "eagle3":
-            model = replace(model, num_layers=1)
+            # The mid layer plus any standard layers after it (``layers.1..``). Loaded heads get the
+            # count from their tensors (``normalize_config``): foreign configs often copy the target's.
+            model = replace(model, num_layers=max(1, int(cfg.get("num_hidden_layers") or 1)))
         aux = None
         eagle_cfg = cfg.get("eagle_config") or {}
         if isinstance(eagle_cfg, dict) and eagle_cfg.get("eagle_aux_hidden_state_layer_ids"):
@@ -210,7 +212,11 @@ class Eagle3Layer(nn.Module):
 
 
 class Eagle3Head(nn.Module):
-    """EAGLE-3 draft head with its own (usually reduced) draft vocabulary."""
+    """EAGLE-3 draft head with its own (usually reduced) draft vocabulary.
+
+    ``config.num_layers > 1``: standard Llama decoder layers ``layers.1 ..`` (KV layers 1 ..) run
+    on the mid layer's output stream before the final norm; the output feature is the stream after
+    the last. Ours (``updraft train-draft --head-layers``), not a published layout."""
 
     def __init__(self, hc: DraftHeadConfig) -> None:
         super().__init__()
@@ -220,6 +226,8 @@ class Eagle3Head(nn.Module):
         self.shared = _SharedWeights()
         self.fc = Linear(3 * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
         self.midlayer = Eagle3Layer(cfg)
+        # Keys "1", "2", ..: the tensors are ``layers.{i}.*`` (``layers.0`` is vLLM's mid layer name).
+        self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(cfg, i) for i in range(1, cfg.num_layers)})
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = Linear(cfg.hidden_size, hc.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(hc.draft_vocab_size, dtype=torch.long))
@@ -253,7 +261,7 @@ class Eagle3Head(nn.Module):
         table, ids = self.shared.embed_table(), batch.input_ids
         fast = fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary)
         scale = None
-        if fast and batch.unscaled_logits:
+        if fast and batch.unscaled_logits and not self.layers:
             # The reader applies each row's 1 / rms (> 0) itself: the rows times the norm weight,
             # which the down projection writes with the feature, feed the LM head, and the norm's
             # launch is left out.
@@ -263,6 +271,8 @@ class Eagle3Head(nn.Module):
         else:
             x, residual = (fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary) if fast
                            else self.midlayer(self.shared.embed(ids), feat, batch, self.rotary))
+            for layer in self.layers.values():
+                x, residual = layer(x, residual, batch, self.rotary)
             # One pass gives the pre-norm output feature (next step's input) and its norm (the
             # logits' input); normalising every row and then selecting equals selecting first.
             normed, out = self.norm.forward_add(x, residual)

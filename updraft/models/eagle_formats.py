@@ -11,6 +11,8 @@ names):
 * key prefixes: ``model.`` (exporters that save the wrapped model) is dropped.
 * EAGLE-3's decoder layer as ``midlayer.*`` (EAGLE repo, SpecForge, SGLang) or ``layers.0.*``
   (vLLM names its one layer so and renames ``midlayer.`` on load).
+* ours only: standard decoder layers after EAGLE-3's mid layer as ``layers.1.*``, ``layers.2.*``,
+  ... (``updraft train-draft --head-layers``); their count comes from the tensors.
 * q/k/v and gate/up as separate matrices (every trainer) or already stacked as ``qkv_proj`` /
   ``gate_up_proj`` (a state dict dumped from an inference engine); both load.
 * ``t2d`` (bool over the target vocabulary) is derivable from ``d2t`` and dropped; ``d2t`` may be
@@ -77,6 +79,11 @@ def normalize_config(cfg: dict[str, Any], kind: str, sd: dict[str, torch.Tensor]
     out = dict(cfg)
     if kind == "eagle" and "bias" not in out:
         out["bias"] = "fc.bias" in sd
+    if kind == "eagle3":
+        # Our multi-layer heads keep layers 1.. as ``layers.{i}.*`` (``layers.0`` is vLLM's name for
+        # the mid layer). The tensors decide: published configs often copy the target's count.
+        extra = [int(k.split(".")[1]) for k in sd if k.startswith("layers.") and k.split(".")[1].isdigit()]
+        out["num_hidden_layers"] = 1 + max((i for i in extra if i >= 1), default=0)
     if out.get("norm_before_residual"):
         # vLLM's variant normalises the feature before it becomes the residual: other math.
         raise CheckpointError("draft head config sets norm_before_residual: that EAGLE-3 variant is not supported")

@@ -35,9 +35,10 @@ RESUME_KEYS = (
     "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
     "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
     "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds", "early_weight", "early_tokens",
+    "head_layers",
 )
 #: RESUME_KEYS added after checkpoints were written without them: their value in those runs.
-_ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128}
+_ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128, "head_layers": None}
 STATE_NAME = "train_state.json"
 
 
@@ -176,8 +177,29 @@ def warm_start(
             raise ValueError("resize_draft_vocab: the training targets' token counts are needed to choose the vocabulary")
         new_ids = select_draft_vocab(counts, cfg.draft_vocab_size, first=draft_ids)
         return resize_draft_vocab(src, target, new_ids, aux, seed=cfg.seed, device=device)
+    have = src.config.num_layers
+    layers = cfg.head_layers or have
+    if layers < have:
+        raise ValueError(f"head_layers={layers}: {name}={source!r} has {have} layers (a head grows, never shrinks)")
     head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
-                            intermediate_size=src.config.intermediate_size)
+                            intermediate_size=src.config.intermediate_size, num_layers=layers)
     own = head.state_dict()
-    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=True)
+    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=False)
+    grown_layers_identity(head, have)
     return head, hf_cfg
+
+
+def grown_layers_identity(head: Head, first: int) -> None:
+    """Zero the output projections (``o_proj``, ``down_proj``) of layers ``first ..``: a layer
+    added to a trained head then passes its input stream through unchanged, so the grown head
+    starts with the trained head's outputs exactly (and the added layers' gradients start at
+    those two projections). EAGLE-3's layer 0 is its mid layer; ``head.layers`` holds 1 ..."""
+    if isinstance(head, Eagle3Head):
+        numbered = [(int(i), layer) for i, layer in head.layers.items()]
+    else:
+        numbered = list(enumerate(head.layers))
+    with torch.no_grad():
+        for i, layer in numbered:
+            if i >= first:
+                layer.self_attn.o_proj.weight.zero_()
+                layer.mlp.down_proj.weight.zero_()

@@ -87,6 +87,10 @@ class TrainConfig:
     head_intermediate_size: int | None = _opt(
         "MLP width of a new head (default: the target's); --init-from / --resume-from keep the source head's",
         default=None)
+    head_layers: int | None = _opt(
+        "decoder layers of the head (EAGLE-3: its mid layer and N-1 standard layers after it; each costs a layer "
+        "per draft step). Default: 1, or the --init-from / --resume-from head's; --init-from a head with fewer "
+        "grows it, the added layers starting as the identity (zero output projections)", default=None)
     # ---- monitoring and output
     spec_steps: int = _opt("draft steps S of the chain the estimates and the final check assume", default=5)
     eval_every: int = _opt("held-out estimate every N steps (0 = only at the end)", default=200)
@@ -148,6 +152,11 @@ class TrainConfig:
                 not isinstance(self.head_intermediate_size, int) or isinstance(self.head_intermediate_size, bool)
                 or self.head_intermediate_size < 1):
             raise bad("head_intermediate_size", "must be an integer >= 1 or unset (the target's MLP width)")
+        if self.head_layers is not None and (
+                not isinstance(self.head_layers, int) or isinstance(self.head_layers, bool) or self.head_layers < 1):
+            raise bad("head_layers", "must be an integer >= 1 or unset (1, or the source head's)")
+        if self.head_layers is not None and self.resize_draft_vocab:
+            raise bad("head_layers", "grow a head and re-choose its draft vocabulary in separate runs (--resize-draft-vocab is set)")
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise bad("steps", "must be an integer >= 1 or unset")
         if self.gen_max_total_tokens is not None and self.gen_max_total_tokens < 64:

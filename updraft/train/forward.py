@@ -3,7 +3,7 @@
 The inference forward (``updraft.models.eagle``) runs one ``ForwardBatch`` through the paged KV
 engine and the fused ops (Triton on CUDA, which have no autograd). Training needs a dense,
 differentiable forward over padded ``[B, L]`` sequences; this module computes it from the SAME
-modules and parameters (``head.fc``, ``head.layers`` / ``head.midlayer``, norms, ``lm_head``,
+modules and parameters (``head.fc``, ``head.layers``, ``head.midlayer``, norms, ``lm_head``,
 the target's embedding and LM head through ``head.shared``) with the pure-torch op references
 (``updraft.ops.reference``), so a head trained here serves unchanged. tests/train/test_forward.py
 checks it against the engine's EXTEND and DRAFT_DECODE paths.
@@ -24,6 +24,7 @@ chain's steps ``1..k`` (row ``j`` of each step: the "diagonal").
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -32,7 +33,7 @@ from torch import nn
 
 from updraft.models.eagle import Eagle3Head, EagleHead
 from updraft.models.layers import GatedMLP, RMSNorm
-from updraft.models.llama import LlamaAttention
+from updraft.models.llama import LlamaAttention, LlamaDecoderLayer
 from updraft.ops import reference
 
 Head = EagleHead | Eagle3Head
@@ -107,25 +108,35 @@ def rope(head: Head, length: int, offset: int) -> tuple[torch.Tensor, torch.Tens
     return reference.cos_sin_at(pos, table)
 
 
-def eagle_step(head: EagleHead, tokens: torch.Tensor, feat: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kvs: list[LayerKV]) -> torch.Tensor:
-    """One EAGLE-1 step: ``fc(embed ‖ feature)`` then the decoder layers (layer 0 has no input
-    norm); returns the output feature [B, L, h] (no final norm: it is the residual stream)."""
-    emb = head.shared.embed(tokens)
-    x = head.fc(torch.cat([emb, feat.to(emb.dtype)], dim=-1))
-    for layer, kv in zip(head.layers, kvs):
+def decoder_layers(layers: Iterable[LlamaDecoderLayer], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   kvs: list[LayerKV]) -> torch.Tensor:
+    """Standard pre-norm decoder layers on the residual stream ``x`` (an ``nn.Identity`` input
+    norm passes it: EAGLE-1's layer 0)."""
+    for layer, kv in zip(layers, kvs, strict=True):
         x = x + attention(layer.self_attn, norm(layer.input_layernorm, x), cos, sin, kv)
         x = x + mlp(layer.mlp, norm(layer.post_attention_layernorm, x))
     return x
 
 
-def eagle3_step(head: Eagle3Head, tokens: torch.Tensor, feat: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kv: LayerKV) -> torch.Tensor:
-    """One EAGLE-3 step over a projected feature [B, L, h]: attention input is
-    ``input_layernorm(embed) ‖ hidden_norm(feature)``; the feature is the residual."""
+def eagle_step(head: EagleHead, tokens: torch.Tensor, feat: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, kvs: list[LayerKV]) -> torch.Tensor:
+    """One EAGLE-1 step: ``fc(embed ‖ feature)`` then the decoder layers (layer 0 has no input
+    norm); returns the output feature [B, L, h] (no final norm: it is the residual stream)."""
+    emb = head.shared.embed(tokens)
+    x = head.fc(torch.cat([emb, feat.to(emb.dtype)], dim=-1))
+    return decoder_layers(head.layers, x, cos, sin, kvs)  # type: ignore[arg-type]
+
+
+def eagle3_step(head: Eagle3Head, tokens: torch.Tensor, feat: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kvs: list[LayerKV]) -> torch.Tensor:
+    """One EAGLE-3 step over a projected feature [B, L, h]: the mid layer's attention input is
+    ``input_layernorm(embed) ‖ hidden_norm(feature)`` and the feature is its residual; any
+    further layers (``head.layers``) run on its output stream. ``kvs``: one per layer."""
     mid = head.midlayer
     emb = head.shared.embed(tokens)
     x = torch.cat([norm(mid.input_layernorm, emb), norm(mid.hidden_norm, feat)], dim=-1)
-    r = feat + attention(mid.self_attn, x, cos, sin, kv)
-    return r + mlp(mid.mlp, norm(mid.post_attention_layernorm, r))
+    r = feat + attention(mid.self_attn, x, cos, sin, kvs[0])
+    r = r + mlp(mid.mlp, norm(mid.post_attention_layernorm, r))
+    return decoder_layers(head.layers.values(), r, cos, sin, kvs[1:])  # type: ignore[arg-type]
 
 
 def shift_left(x: torch.Tensor, k: int, fill: int = 0) -> torch.Tensor:
@@ -148,10 +159,10 @@ def unroll(head: Head, ids: torch.Tensor, target_feature: torch.Tensor, steps: i
     outs: list[torch.Tensor] = []
     if isinstance(head, Eagle3Head):
         feat = head.fc(target_feature.to(head.fc.weight.dtype) if not torch.is_autocast_enabled() else target_feature)
-        kv = LayerKV()
+        kvs = [LayerKV() for _ in range(head.config.num_layers)]
         for k in range(steps):
             cos, sin = rope(head, length, k)
-            feat = eagle3_step(head, shift_left(ids, k + 1), feat, cos, sin, kv)
+            feat = eagle3_step(head, shift_left(ids, k + 1), feat, cos, sin, kvs)
             outs.append(feat)
         return outs
     feat = target_feature

@@ -38,7 +38,8 @@ def head_hf_config(
 ) -> dict[str, Any]:
     """``config.json`` of a head for ``target``: the target's width, heads and RoPE, its MLP size
     unless ``intermediate_size`` says otherwise (a wider head: more capacity at the same launch
-    count); one decoder layer (EAGLE-3 always has one)."""
+    count); ``num_layers`` decoder layers (EAGLE-3: the mid layer and ``num_layers - 1`` standard
+    layers after it)."""
     if method not in ARCH:
         raise ValueError(f"method={method!r}: expected eagle or eagle3")
     rope: dict[str, Any] | None = None
@@ -56,7 +57,7 @@ def head_hf_config(
         "hidden_size": target.hidden_size,
         "target_hidden_size": target.hidden_size,
         "intermediate_size": int(intermediate_size or target.intermediate_size),
-        "num_hidden_layers": num_layers if method == "eagle" else 1,
+        "num_hidden_layers": num_layers,
         "num_attention_heads": target.num_heads,
         "num_key_value_heads": target.num_kv_heads,
         "head_dim": target.head_dim,
@@ -110,7 +111,7 @@ def vocab_maps(draft_ids: torch.Tensor, target_vocab: int) -> tuple[torch.Tensor
 def new_head(
     method: str, target: LlamaForCausalLM, *, draft_ids: torch.Tensor | None = None,
     aux_layers: tuple[int, ...] | None = None, seed: int = 0, device: torch.device | str = "cpu",
-    intermediate_size: int | None = None,
+    intermediate_size: int | None = None, num_layers: int = 1,
 ) -> tuple[Head, dict[str, Any]]:
     """A freshly initialised head (float32, on ``device``) bound to ``target``, and its config.
 
@@ -120,8 +121,10 @@ def new_head(
     tcfg = target.config
     if method == "eagle3" and draft_ids is None:
         draft_ids = torch.arange(tcfg.vocab_size)
+    if num_layers < 1:
+        raise ValueError(f"num_layers={num_layers} must be >= 1")
     cfg = head_hf_config(method, tcfg, None if draft_ids is None else int(draft_ids.numel()), aux_layers,
-                         intermediate_size=intermediate_size)
+                         num_layers=num_layers, intermediate_size=intermediate_size)
     hc = DraftHeadConfig.from_hf(cfg)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -148,7 +151,7 @@ def resize_draft_vocab(
     the target's row as in ``new_head``; every other weight is ``src``'s."""
     src_ids = src.vocab_ids().cpu()
     head, cfg = new_head("eagle3", target, draft_ids=draft_ids, aux_layers=aux_layers, seed=seed, device=device,
-                         intermediate_size=src.config.intermediate_size)
+                         intermediate_size=src.config.intermediate_size, num_layers=src.config.num_layers)
     assert isinstance(head, Eagle3Head)
     weights = {k: v for k, v in src.state_dict().items() if k in head.state_dict()}
     rows = head.lm_head.weight.detach().clone()

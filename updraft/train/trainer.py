@@ -318,7 +318,7 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
                 draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
         aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
         started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
-                           intermediate_size=cfg.head_intermediate_size)
+                           intermediate_size=cfg.head_intermediate_size, num_layers=cfg.head_layers or 1)
     head, hf_cfg = started
     if isinstance(head, Eagle3Head) and counts is not None:
         in_vocab = head.vocab_ids().cpu()
