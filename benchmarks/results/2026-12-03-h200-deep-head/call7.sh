@@ -1,4 +1,4 @@
-# Calls 7-10 (a fresh machine): 7-9 carry GGUF parts 1-3 (nothing runs), 10 part 4, the eval sets and the shipped
+# NOT RUN (three refused starts; 264 s of budget left). Calls 7-11 (a fresh machine): 7-9 carry GGUF parts 1-3 (nothing runs), 10 part 4 and the eval sets, 11 the shipped
 # head before this change (v6b, in an ignored .stage/old): own drafts (no lookup assist) of v6b and of v6c (call 4's
 # head, now shipped), one process each, side by side in one run; v6c twice, to see whether a repeat moves.
 R=benchmarks/results/2026-12-03-h200-deep-head
