@@ -26,6 +26,14 @@ EAGLE3_KEYS = {
 }
 
 
+def _probe(target, method: str, length: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+    """Random token ids [1, length] and target features of the head's input width."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, target.config.vocab_size, (1, length), generator=g)
+    feat = torch.randn(1, length, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    return ids, feat
+
+
 def test_draft_vocab_and_maps() -> None:
     counts = torch.tensor([0, 5, 1, 5, 9, 0, 2])
     ids = select_draft_vocab(counts, 4)
@@ -65,9 +73,7 @@ def test_save_load_round_trip(tmp_path, tiny_target, method: str) -> None:  # no
     for k, t in loaded.state_dict().items():
         if k in ref:
             assert torch.equal(t, ref[k]), k
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, v, (1, 12), generator=g)
-    feat = torch.randn(1, 12, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    ids, feat = _probe(target, method, 12, 0)
     with torch.no_grad():
         a = head_logits(head, unroll(head, ids, feat, 2)[1])
         b = head_logits(loaded, unroll(loaded, ids, feat, 2)[1])
@@ -90,9 +96,7 @@ def test_wider_head_saves_loads_and_drafts(tmp_path, tiny_target, method: str) -
     assert tuple(gate.shape) == (wide, target.config.hidden_size)
     loaded = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
     assert loaded.config.intermediate_size == wide
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, target.config.vocab_size, (1, 10), generator=g)
-    feat = torch.randn(1, 10, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    ids, feat = _probe(target, method, 10, 1)
     with torch.no_grad():
         torch.testing.assert_close(head_logits(loaded, unroll(loaded, ids, feat, 2)[1]),
                                    head_logits(head, unroll(head, ids, feat, 2)[1]))
@@ -140,9 +144,7 @@ def test_deeper_head_saves_loads_and_drafts(tmp_path, tiny_target, method: str) 
     (folder / "config.json").write_text(json.dumps(dict(conf, num_hidden_layers=30 if method == "eagle3" else 3)))
     loaded = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
     assert loaded.config.num_layers == 3
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, target.config.vocab_size, (1, 10), generator=g)
-    feat = torch.randn(1, 10, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    ids, feat = _probe(target, method, 10, 1)
     with torch.no_grad():
         torch.testing.assert_close(head_logits(loaded, unroll(loaded, ids, feat, 3)[2]),
                                    head_logits(head, unroll(head, ids, feat, 3)[2]))
@@ -171,9 +173,7 @@ def test_growing_a_head_starts_as_the_source(tmp_path, tiny_target, method: str)
     added = grown.layers["1"] if isinstance(grown, Eagle3Head) else grown.layers[1]
     assert not added.self_attn.o_proj.weight.any() and not added.mlp.down_proj.weight.any()
     assert added.self_attn.qkv_proj.weight.abs().sum() > 0
-    g = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, target.config.vocab_size, (1, 11), generator=g)
-    feat = torch.randn(1, 11, (3 if method == "eagle3" else 1) * target.config.hidden_size, generator=g)
+    ids, feat = _probe(target, method, 11, 2)
     with torch.no_grad():
         for a, b in zip(unroll(grown, ids, feat, 3), unroll(src, ids, feat, 3), strict=True):
             torch.testing.assert_close(head_logits(grown, a), head_logits(src, b))

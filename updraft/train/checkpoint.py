@@ -184,22 +184,25 @@ def warm_start(
     head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
                             intermediate_size=src.config.intermediate_size, num_layers=layers)
     own = head.state_dict()
-    head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=False)
-    grown_layers_identity(head, have)
+    missing, _ = head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=False)
+    added = grown_layers_identity(head, have)
+    left = [k for k in missing if not k.startswith(added)]
+    if left:
+        raise ValueError(f"{name}={source!r}: the saved head has no {', '.join(left[:3])}")
     return head, hf_cfg
 
 
-def grown_layers_identity(head: Head, first: int) -> None:
-    """Zero the output projections (``o_proj``, ``down_proj``) of layers ``first ..``: a layer
-    added to a trained head then passes its input stream through unchanged, so the grown head
-    starts with the trained head's outputs exactly (and the added layers' gradients start at
-    those two projections). EAGLE-3's layer 0 is its mid layer; ``head.layers`` holds 1 ..."""
-    if isinstance(head, Eagle3Head):
-        numbered = [(int(i), layer) for i, layer in head.layers.items()]
-    else:
-        numbered = list(enumerate(head.layers))
+def grown_layers_identity(head: Head, first: int) -> tuple[str, ...]:
+    """Zero the output projections (``o_proj``, ``down_proj``) of the decoder layers whose KV
+    layer is ``first`` or later: a layer added to a trained head then passes its input stream
+    through unchanged, so the grown head starts with the trained head's outputs exactly (and the
+    added layers' gradients start at those two projections). Returns those layers' parameter
+    name prefixes (EAGLE-3's layer 0 is its mid layer; ``head.layers`` holds the rest)."""
+    added = []
     with torch.no_grad():
-        for i, layer in numbered:
-            if i >= first:
+        for name, layer in head.layers.named_children():
+            if layer.self_attn.layer_id >= first:
                 layer.self_attn.o_proj.weight.zero_()
                 layer.mlp.down_proj.weight.zero_()
+                added.append(f"layers.{name}.")
+    return tuple(added)
