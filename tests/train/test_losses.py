@@ -129,6 +129,41 @@ def test_early_weight_shifts_the_loss_to_the_opening(tiny_target, method: str) -
     assert not torch.allclose(alone, plain)
 
 
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_hard_labels_are_the_cross_entropy_against_the_target_argmax(tiny_target, method: str) -> None:  # noqa: ANN001
+    """``hard_label_weight`` 1 gives the cross-entropy of the head's logits against the target's
+    argmax (in the head's columns), computed here from the head's own logits; 0 leaves the soft
+    loss alone, and a share in between mixes the two linearly."""
+    from updraft.train.forward import head_logits, unroll
+
+    target = tiny_target.model
+    target.requires_grad_(False)
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
+    batch = _batch(target, torch.Generator().manual_seed(3), method == "eagle3")
+    labels = TargetHead(head)
+    with torch.no_grad():
+        soft, ms = compute_loss(head, batch, LossConfig(steps=1), labels)
+        hard, mh = compute_loss(head, batch, LossConfig(steps=1, hard_label_weight=1.0), labels)
+        mix, _ = compute_loss(head, batch, LossConfig(steps=1, hard_label_weight=0.25), labels)
+        out = unroll(head, batch.ids, batch.head_input(), 1)[0]
+        rows = torch.roll(batch.target_mask, -1, 1)
+        rows[:, -1] = False
+        want = torch.roll(batch.argmax, -1, 1)[rows]
+        if draft is not None:  # rows whose target argmax the draft vocabulary lacks are left out
+            keep = torch.isin(want, draft)
+            rows[rows.clone()] = keep
+            want = want[keep] // 2  # draft column of target id 2c is c
+        logits = head_logits(head, out[rows]).double()
+        expect = torch.nn.functional.cross_entropy(logits, want)
+    scale = 1.0 if method == "eagle3" else 0.1  # EAGLE-1's token loss weight
+    feature = soft - scale * ms["ploss0"]  # EAGLE-1's regression term, 0 for EAGLE-3
+    assert mh["hloss0"] == pytest.approx(float(expect), rel=1e-5)
+    torch.testing.assert_close(hard, feature + scale * expect.float(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(mix, feature + scale * (0.75 * ms["ploss0"] + 0.25 * expect.float()), rtol=1e-5, atol=1e-6)
+    assert "hloss0" not in ms and mh["acc0"] == ms["acc0"]
+
+
 def test_resume_keys_added_later_default_to_their_old_value() -> None:
     """A checkpoint written before ``early_weight`` / ``early_tokens`` existed resumes under
     their defaults and is refused under other values."""

@@ -77,6 +77,9 @@ class TrainConfig:
         "loss weight of each sequence's first --early-tokens training positions (an answer's opening) against 1 "
         "for the rest; 1 = off", default=1.0)
     early_tokens: int = _opt("training positions at the start of each sequence that --early-weight weighs", default=128)
+    hard_label_weight: float = _opt(
+        "share of the token cross-entropy taken against the target's argmax alone (the rest against its distribution): "
+        "0 = soft labels only, 1 = hard labels only", default=0.0)
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
@@ -182,6 +185,8 @@ class TrainConfig:
             raise bad("step_decay", "must be in (0, 1]")
         if not self.early_weight > 0:
             raise bad("early_weight", "must be > 0")
+        if not 0 <= self.hard_label_weight <= 1:
+            raise bad("hard_label_weight", "must be in [0, 1]")
         if not self.early_tokens >= 1:
             raise bad("early_tokens", "must be an integer >= 1")
         return self

@@ -14,7 +14,10 @@ padding, last token) are left out. Per step:
 Steps are weighted ``decay**k`` (0.8, as EAGLE-3's training-time test) and summed. Within a
 step, the first ``early_tokens`` training positions of each sequence (an answer's opening: the
 engine accepts worst there on prompts unlike the training set's) weigh ``early_weight`` times
-the others (1.0: a plain mean). The
+the others (1.0: a plain mean). With ``hard_label_weight`` h > 0 the cross-entropy is
+``(1 - h) * soft + h * hard``, ``hard`` being the cross-entropy against the target's argmax alone:
+the engine's greedy acceptance asks only that the head's argmax match the target's, and the soft
+labels spend the head's fit on the rest of the distribution too. The
 per-step top-1 accuracy (head argmax == target argmax, in target ids) is the acceptance rate of
 draft ``k+1`` given drafts ``1..k`` were accepted, which is what the engine measures.
 """
@@ -39,6 +42,7 @@ class LossConfig:
     step_decay: float = 0.8
     early_weight: float = 1.0  # weight of each sequence's first early_tokens training positions
     early_tokens: int = 128
+    hard_label_weight: float = 0.0  # share of the cross-entropy taken against the target's argmax alone
 
 
 def position_weights(target_mask: torch.Tensor, cfg: LossConfig) -> torch.Tensor | None:
@@ -67,10 +71,18 @@ class TargetHead:
             self.in_draft = torch.zeros(w.shape[0], dtype=torch.bool, device=w.device)
             self.in_draft[draft_ids.to(w.device)] = True
             self.draft_ids = draft_ids.to(w.device)
+            self.to_draft = torch.full((w.shape[0],), -1, dtype=torch.long, device=w.device)
+            self.to_draft[self.draft_ids] = torch.arange(len(self.draft_ids), device=w.device)
         else:
             self.weight = w
             self.in_draft = None
             self.draft_ids = None
+            self.to_draft = None
+
+    def head_index(self, target_ids: torch.Tensor) -> torch.Tensor:
+        """Target token ids -> the head's logit columns (the draft vocabulary's index for
+        EAGLE-3; callers pass only ids inside it)."""
+        return target_ids if self.to_draft is None else self.to_draft[target_ids]
 
     @torch.no_grad()
     def probs(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -100,8 +112,15 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
         logits = head_logits(head, pred).float()
         p = p_all[shift_left(index, k + 1, fill=-1)[rows]]
         w = shift_left(weights, k + 1)[rows] if weights is not None else None
-        ploss = _mean(-(p * torch.log_softmax(logits, dim=-1)).sum(-1), w)
-        step_loss = ploss if labels.eagle3 else cfg.token_weight * ploss
+        logp = torch.log_softmax(logits, dim=-1)
+        ploss = _mean(-(p * logp).sum(-1), w)
+        want = shift_left(batch.argmax, k + 1)[rows]
+        closs = ploss
+        if cfg.hard_label_weight > 0:
+            hloss = _mean(-logp.gather(1, labels.head_index(want)[:, None])[:, 0], w)
+            closs = (1 - cfg.hard_label_weight) * ploss + cfg.hard_label_weight * hloss
+            metrics[f"hloss{k}"] = float(hloss.detach())
+        step_loss = closs if labels.eagle3 else cfg.token_weight * closs
         if not labels.eagle3:
             tgt = shift_left(batch.hidden, k + 1)[rows]
             vloss = _mean(F.smooth_l1_loss(pred.float(), tgt.float(), reduction="none").mean(-1), w)
@@ -112,7 +131,6 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
             top = logits.argmax(-1)
             if labels.draft_ids is not None:
                 top = labels.draft_ids[top]
-            want = shift_left(batch.argmax, k + 1)[rows]
             metrics[f"acc{k}"] = float((top == want).float().mean())
             metrics[f"ploss{k}"] = float(ploss.detach())
     metrics["loss"] = float(total.detach())

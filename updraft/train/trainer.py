@@ -487,7 +487,8 @@ def train(
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
-                          step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens)
+                          step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens,
+                          hard_label_weight=cfg.hard_label_weight)
     run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
     fp = data_fingerprint(prep.train)
     state = _start_state(cfg, blob, head, opt, fp)
