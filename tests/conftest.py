@@ -96,7 +96,8 @@ def tiny_hf():  # noqa: ANN201
 class FakeCuda:
     """What ``fake_cuda`` counts: events made, ``torch.cuda.current_stream`` calls (an event
     recorded without a stream makes one, as the real ``Event.record()`` does), and every
-    record as (event, stream)."""
+    record as (event, stream). With ``clock`` set (milliseconds, advanced by the test's work)
+    a record takes the clock's time and ``elapsed_time`` is the difference; else 1.5 ms."""
 
     def __init__(self) -> None:
         self.stream = object()  # the one stream current_stream hands out
@@ -104,6 +105,7 @@ class FakeCuda:
         self.stream_lookups = 0
         self.records: list[tuple[object, object]] = []
         self.busy: set[object] = set()  # events whose work has not run (query() is False)
+        self.clock: float | None = None
 
 
 @pytest.fixture
@@ -123,6 +125,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
                 cuda.stream_lookups += 1
                 stream = cuda.stream
             cuda.records.append((self, stream))
+            self.at = cuda.clock
 
         def query(self) -> bool:
             return self not in cuda.busy
@@ -132,7 +135,9 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
 
         def elapsed_time(self, end: Event) -> float:
             assert self.timing and end.timing, "elapsed_time needs timing events"
-            return 1.5  # milliseconds
+            if cuda.clock is None:
+                return 1.5  # milliseconds
+            return end.at - self.at
 
     def current_stream(device: object = None) -> object:
         cuda.stream_lookups += 1

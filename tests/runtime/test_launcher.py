@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from updraft.runtime.launcher import CudaLauncher, EmulatedLauncher
+from updraft.runtime.launcher import CudaLauncher, EmulatedLauncher, fastest_replay
 
 
 def test_cuda_launcher_makes_no_event_and_looks_up_no_stream_per_launch(fake_cuda) -> None:  # noqa: ANN001
@@ -47,3 +47,18 @@ def test_emulated_copy_lands_at_the_wait() -> None:
     assert not dst.any(), "read before the wait must see nothing"
     pending.synchronize()
     assert dst.tolist() == [[1, 2]] and pending.seconds() >= 0.0
+
+
+def test_fastest_replay_leaves_the_cold_first_replay_out(fake_cuda) -> None:  # noqa: ANN001
+    """A graph just captured: its first replay uploads it and runs cold (5 ms), the warm ones
+    take 1.3, 1.1 and 1.2 ms. The cost is the fastest warm one, after one untimed replay."""
+    fake_cuda.clock = 0.0
+    times = iter([5.0, 1.3, 1.1, 1.2])
+
+    def replay() -> None:
+        fake_cuda.clock += next(times)
+
+    assert fastest_replay(replay, 3) == pytest.approx(1.1e-3)
+    assert next(times, None) is None  # 1 untimed + 3 timed replays
+    fake_cuda.clock, times = 0.0, iter([5.0, 1.3])
+    assert fastest_replay(replay, 1) == pytest.approx(1.3e-3)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from updraft.spec.adaptive import AdaptiveSteps
 
 
@@ -87,6 +89,26 @@ def test_one_stalled_sample_does_not_price_an_s_out_for_good() -> None:
         picks.append(s)
         a.record_device(s, 1, {0: 1.0, 5: 1.3}[s])
     assert picks[-8:].count(5) >= 7, picks
+
+
+def test_a_cold_device_sample_gives_way_to_one_honest_one() -> None:
+    """The H200 run that priced S = 5 out at bs 24: its start-up sample was a cold replay (2.17
+    ms against 1.37 honest; S = 2 and 3 were cold too), S = 1 cost 0.935. With the acceptance measured there (E[5] = 2.86,
+    E[1] = 1.65 tokens), one honest S = 5 sample makes it the pick again; the median of the two
+    samples (1.77 ms: 1.61 tokens a ms against S = 1's 1.76) would have kept S = 1."""
+    a = AdaptiveSteps([0, 1, 2, 3, 5], explore_every=10_000)
+    rates = [0.65, 0.68, 0.72, 0.78, 0.81]
+    reached = [100_000]  # rows whose first j drafts were accepted: the conditional rates as measured
+    for r in rates:
+        reached.append(round(reached[-1] * r))
+    a.record(5, [j + 1 for j in range(6) for _ in range(reached[j] - (reached[j + 1] if j < 5 else 0))])
+    assert a.expected_tokens(5) == pytest.approx(2.86, abs=0.01)
+    for s, c in {0: 1.03, 1: 0.935, 2: 1.86, 3: 1.71, 5: 2.17}.items():  # that run's table at bs 24
+        a.record_device(s, 24, c * 1e-3)
+    assert a.choose(24) == 1
+    a.record_device(5, 24, 1.37e-3)
+    assert a.cost(5, 24) == pytest.approx(1.37e-3)
+    assert a.choose(24) == 5
 
 
 def test_greedy_and_sampled_costs_are_separate() -> None:

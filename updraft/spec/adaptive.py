@@ -9,12 +9,17 @@ where ``a_j`` is the running conditional acceptance of draft position j (accepte
 drafts before it were), estimated from every verify step with a Beta(2, 2) prior and an
 exponential decay (recent content matters more). The cost of S in a bucket (captured batch size,
 greedy or sampled: different graphs) has two measured parts: the device time of its replay
-(CUDA events around every replay; timed once per graph at start-up) and the host's work per
+(CUDA events around every replay; timed at start-up: ``FusedIteration.capture_all``) and the host's work per
 iteration in that bucket (completion-to-completion time minus the time spent waiting, whatever
 S ran: every iteration is a sample). With overlap the host works while the device runs, so the
 cost is ``max(device, host)`` (at large batches the host's per-iteration work is what a larger S
-amortises); without, their sum. Each part is the median of its last ``window`` samples, so one
-stall (a graph capture, a GC pause) cannot price an S out for good. The pick is
+amortises); without, their sum. The device part is the fastest of its last ``window`` samples: a
+replay's work is fixed by its graph, and what else lands in its events (the cold first launch of
+a graph just captured, a host late to launch after the start event) only adds, so a slow sample
+never outweighs honest ones (when start-up timed that first launch, the median of it and one more
+sample priced S = 5 at 2.17 ms at bs 24 on the H200, 1.37 ms honest, and adaptive S ran S = 1
+there). The host part is the median of its last ``window`` samples, so one stall (a
+graph capture, a GC pause) cannot price an S out for good. The pick is
 ``argmax E[S] / cost(S, bucket)``; a pair without a device time yet is tried first. Every
 ``explore_every``-th iteration explores: it runs the next S deeper than the current pick (a
 round robin, deepest first), since the acceptance of positions past the pick is learnt only by
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -69,10 +75,10 @@ class AdaptiveSteps:
     _deeper_runs: int = 0
     _shallower_runs: int = 0
     chosen: Counter[int] = field(default_factory=Counter)
-    # Caches for the choice (it reads every S's cost and E[S] per iteration): the medians of the
-    # windows above (dropped when a window moves) and E[S] for S = 0, 1, ... (cleared when the
-    # acceptance moves). Filled on use: with S pinned nothing reads them.
-    _device_med: dict[_Key, float] = field(default_factory=dict)
+    # Caches for the choice (it reads every S's cost and E[S] per iteration): the minima / medians
+    # of the windows above (dropped when a window moves) and E[S] for S = 0, 1, ... (cleared when
+    # the acceptance moves). Filled on use: with S pinned nothing reads them.
+    _device_min: dict[_Key, float] = field(default_factory=dict)
     _host_med: dict[tuple[int, bool], float] = field(default_factory=dict)
     _expected: list[float] = field(default_factory=list)
     _run: float = 1.0  # prod_{j <= len(_expected) - 1} a_j
@@ -102,10 +108,10 @@ class AdaptiveSteps:
 
     def cost(self, s: int, bs: int, sampled: bool = False) -> float | None:
         """Estimated seconds per iteration of S in this bucket; None before any device time."""
-        dev = _median(self._device, self._device_med, (s, bs, sampled))
+        dev = _window_stat(self._device, self._device_min, (s, bs, sampled), min)
         if dev is None:
             return None
-        host = _median(self._host, self._host_med, (bs, sampled))
+        host = _window_stat(self._host, self._host_med, (bs, sampled), statistics.median)
         host = 0.0 if host is None else host
         return max(dev, host) if self.overlap else dev + host
 
@@ -194,7 +200,7 @@ class AdaptiveSteps:
     def record_device(self, s: int, bs: int, seconds: float, sampled: bool = False) -> None:
         """Device time of one replay of S in this bucket."""
         self._device.setdefault((s, bs, sampled), deque(maxlen=self.window)).append(seconds)
-        self._device_med.pop((s, bs, sampled), None)
+        self._device_min.pop((s, bs, sampled), None)
 
     def record_host(self, bs: int, seconds: float, sampled: bool = False) -> None:
         """Host work of one iteration in this bucket (completion to completion, minus waiting)."""
@@ -228,12 +234,13 @@ class AdaptiveSteps:
         }
 
 
-def _median(windows: dict[_K, deque[float]], cache: dict[_K, float], key: _K) -> float | None:
-    """The median of ``windows[key]`` (None: no samples), cached in ``cache`` until it moves."""
+def _window_stat(windows: dict[_K, deque[float]], cache: dict[_K, float], key: _K,
+                 stat: Callable[[deque[float]], float]) -> float | None:
+    """``stat`` of ``windows[key]`` (None: no samples), cached in ``cache`` until it moves."""
     m = cache.get(key)
     if m is None:
         w = windows.get(key)
         if not w:
             return None
-        m = cache[key] = statistics.median(w)
+        m = cache[key] = stat(w)
     return m
