@@ -106,17 +106,23 @@ def test_position_weights_count_training_positions() -> None:
     assert position_weights(mask, LossConfig()) is None
 
 
+def _frozen_head(tiny_target, method: str, seed: int):  # noqa: ANN001, ANN202
+    """A new head over the frozen tiny target (EAGLE-3: every even token as its draft
+    vocabulary), a batch, its labels and the draft ids (None for EAGLE-1)."""
+    target = tiny_target.model
+    target.requires_grad_(False)
+    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
+    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
+    batch = _batch(target, torch.Generator().manual_seed(seed), method == "eagle3")
+    return head, batch, TargetHead(head), draft
+
+
 @pytest.mark.parametrize("method", ["eagle", "eagle3"])
 def test_early_weight_shifts_the_loss_to_the_opening(tiny_target, method: str) -> None:  # noqa: ANN001
     """Weighting every position alike changes nothing; a very large weight on the first 3
     training positions of each sequence gives the loss of those positions alone (one step, so
     the rows are exactly the training positions)."""
-    target = tiny_target.model
-    target.requires_grad_(False)
-    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
-    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
-    batch = _batch(target, torch.Generator().manual_seed(2), method == "eagle3")
-    labels = TargetHead(head)
+    head, batch, labels, _ = _frozen_head(tiny_target, method, seed=2)
     with torch.no_grad():
         plain, _ = compute_loss(head, batch, LossConfig(steps=1), labels)
         same, _ = compute_loss(head, batch, LossConfig(steps=1, early_weight=5.0, early_tokens=1000), labels)
@@ -136,12 +142,7 @@ def test_hard_labels_are_the_cross_entropy_against_the_target_argmax(tiny_target
     loss alone, and a share in between mixes the two linearly."""
     from updraft.train.forward import head_logits, unroll
 
-    target = tiny_target.model
-    target.requires_grad_(False)
-    draft = torch.arange(0, target.config.vocab_size, 2) if method == "eagle3" else None
-    head, _ = new_head(method, target, draft_ids=draft, aux_layers=(0, 0, 1) if method == "eagle3" else None)
-    batch = _batch(target, torch.Generator().manual_seed(3), method == "eagle3")
-    labels = TargetHead(head)
+    head, batch, labels, draft = _frozen_head(tiny_target, method, seed=3)
     with torch.no_grad():
         soft, ms = compute_loss(head, batch, LossConfig(steps=1), labels)
         hard, mh = compute_loss(head, batch, LossConfig(steps=1, hard_label_weight=1.0), labels)

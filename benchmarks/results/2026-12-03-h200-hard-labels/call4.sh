@@ -3,7 +3,9 @@
 R=benchmarks/results/2026-12-03-h200-hard-labels
 source benchmarks/device/env.sh >/dev/null
 W=${W:-0.5}; N=h${W/./}
-mkdir -p /tmp/$N && rm -rf /tmp/$N/head /tmp/$N/data && ln -s /tmp/updraft-gpu-head/data /tmp/$N/data
+mkdir -p /tmp/$N && rm -rf /tmp/$N/head /tmp/$N/data
+# on a fresh machine (call 5b: call 5 found the machine given back) the data is generated anew from the same seed
+[ -d /tmp/updraft-gpu-head/data ] && ln -s /tmp/updraft-gpu-head/data /tmp/$N/data
 WORK=/tmp/$N STEPS=2500 RUN=init INIT_FROM=/tmp/shipped PROMPT_SET=v6 NUM_PROMPTS=16000 TRAIN_BUDGET=430 TOTAL_LIMIT=450 EVAL=0 \
   EXTRA_TRAIN_ARGS="--seed 14 --lr 2e-4 --warmup-steps 30 --temperature 0.8 --hard-label-weight $W" \
   OUT=$OUT/$N bash scripts/gpu_train_head.sh 2>&1 | grep -v Warn | grep -E "^(training|data|held-out|engine,|train-draft exit)" | head -12
