@@ -62,3 +62,26 @@ def test_helper_calls_patch_once_per_launch_and_compute_the_same(monkeypatch: py
 def test_does_nothing_without_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     assert interpreter.install() is False
+
+
+@triton.jit
+def _dot_kernel(A, B, Out, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    a = tl.load(A + rm[:, None] * K + rk[None, :])
+    b = tl.load(B + rk[:, None] * N + rn[None, :])
+    tl.store(Out + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def test_dot_sums_every_output_the_same_way() -> None:
+    """Identical columns of B give identical columns of A @ B, bit for bit, as an MMA gives
+    them (numpy's BLAS, which the interpreter's ``tl.dot`` called, summed a tile's edge columns
+    in another order on AMD EPYC, and a tie broke to a later index), and the products are the
+    float32 sums of the float64 reference."""
+    g = torch.Generator().manual_seed(0)
+    m, k, n = 16, 64, 64
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, 1, generator=g).expand(k, n).contiguous()
+    out = torch.empty(m, n)
+    _dot_kernel[(1,)](a, b, out, M=m, K=k, N=n)
+    assert all(torch.equal(out[:, j], out[:, 0]) for j in range(n)), (out - out[:, :1]).abs().max()
+    torch.testing.assert_close(out.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)

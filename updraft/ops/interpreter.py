@@ -1,4 +1,6 @@
-"""One language patch per launch for the Triton interpreter's device-function calls.
+"""The Triton interpreter made faster and position-independent: one language patch per launch for
+its device-function calls, and ``tl.dot`` summed the same way for every output element
+(``_position_independent_dot``).
 
 CPU runs of the Triton kernels (the CPU test suite, ``updraft kit run --device cpu``) go through
 the interpreter (``TRITON_INTERPRET=1``). It patches ``triton.language`` (``inspect.getmembers``
@@ -23,6 +25,8 @@ from __future__ import annotations
 
 import inspect
 from typing import Any
+
+import numpy as np
 
 from updraft.ops import interpreting
 
@@ -74,5 +78,33 @@ def install() -> bool:
 
     ti.GridExecutor.__call__ = grid_call
     ti.InterpretedFunction.__call__ = device_call
+    _position_independent_dot(ti)
     ti._updraft_patched = True
     return True
+
+
+def _position_independent_dot(ti: Any) -> None:
+    """``tl.dot`` of float operands as ``np.einsum`` instead of the interpreter's ``np.matmul``.
+
+    ``np.matmul`` hands float32 to the BLAS numpy ships, whose kernels for a tile's edge rows and
+    columns sum in another order than its main block on some CPUs (AMD EPYC here): two identical
+    weight rows then give different fp32 logits, so a tie broke to the later index, and a row's
+    sums depended on which rows shared its launch. On the GPU every output element of an MMA
+    sums the same way. ``einsum`` (unoptimised: its own loops) sums every element over K in one
+    order, so results depend on the values alone, as the kernels' tests assume (ties to the
+    first index, split rows equal to unsplit). 8-bit float operands keep the interpreter's path."""
+    builder = getattr(ti, "InterpreterBuilder", None)
+    dot = getattr(builder, "create_dot", None)
+    if dot is None:
+        return
+
+    def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any) -> Any:
+        acc = d.data.dtype
+        if a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating() or b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating():
+            return dot(self, a, b, d, *args)
+        if acc.kind != "f":
+            return dot(self, a, b, d, *args)
+        prod = np.einsum("...ik,...kj->...ij", a.data.astype(acc, copy=False), b.data.astype(acc, copy=False))
+        return ti.TensorHandle(prod + d.data, d.dtype.scalar)
+
+    builder.create_dot = create_dot
