@@ -100,9 +100,8 @@ def _position_independent_dot(ti: Any) -> None:
 
     def create_dot(self: Any, a: Any, b: Any, d: Any, *args: Any) -> Any:
         acc = d.data.dtype
-        if a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating() or b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating():
-            return dot(self, a, b, d, *args)
-        if acc.kind != "f":
+        fp8 = any(t.dtype.primitive_bitwidth == 8 and t.dtype.is_floating() for t in (a, b))
+        if fp8 or acc.kind != "f":
             return dot(self, a, b, d, *args)
         prod = np.einsum("...ik,...kj->...ij", a.data.astype(acc, copy=False), b.data.astype(acc, copy=False))
         return ti.TensorHandle(prod + d.data, d.dtype.scalar)

@@ -360,8 +360,9 @@ class FusedIteration:
         capture's duration, and adaptive S visits every S at every batch size. On CUDA, also
         time each (on padding rows): the device seconds per (S, bs), a first cost estimate for
         adaptive S that spares it trying every S at every batch size. The first replay of a graph
-        just captured is not timed (its first launch uploads the graph and runs cold: up to 1.6x
-        a warm one on the H200), then the fastest of ``TIMED_REPLAYS``."""
+        just captured is not timed (its first launch uploads the graph and runs cold: the start-up
+        price of S = 5 at bs 24 read 1.6x its serving time on the H200), then the fastest of
+        ``TIMED_REPLAYS``."""
         timed: dict[tuple[int, int], float] = {}
         for bs in self.sizes:
             for s in choices:
