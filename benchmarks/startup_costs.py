@@ -16,6 +16,7 @@ import torch
 from updraft.bench.models import random_model
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
+from updraft.runtime.launcher import replay_seconds
 
 
 def main() -> None:
@@ -40,14 +41,7 @@ def main() -> None:
             g = fused.graph_for(s, False, bs)  # captured anew
             g.rows.zero_()
             g.rows_now = None
-            ms = []
-            for _ in range(3):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                g.graph.replay()
-                end.record()
-                end.synchronize()
-                ms.append(round(start.elapsed_time(end), 4))
+            ms = [round(t * 1e3, 4) for t in replay_seconds(g.graph.replay, 3)]
             rows[f"S={s},bs={bs}"] = {"replays_ms": ms, "startup_ms": startup.get(f"S={s},bs={bs}")}
     print(f"{'graph':<12} {'1st':>8} {'2nd':>8} {'3rd':>8} {'1st/min':>8} {'start-up':>9}")
     for k, v in rows.items():

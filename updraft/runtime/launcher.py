@@ -119,20 +119,25 @@ class EmulatedLauncher:
         return _EmulatedPending(dst, src, time.perf_counter() - t0)
 
 
-def fastest_replay(replay: Callable[[], None], repeats: int) -> float:
-    """Device seconds of one CUDA ``replay``, for a cost table: one untimed replay first (a
-    graph's first launch uploads it and runs cold), then the fastest of ``repeats`` timed ones
-    (anything else in a replay's events only adds to its time)."""
-    replay()
+def replay_seconds(replay: Callable[[], None], repeats: int) -> list[float]:
+    """Device seconds of each of ``repeats`` CUDA ``replay`` calls, one after another."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
+    out = []
     for _ in range(repeats):
         start.record()
         replay()
         end.record()
         end.synchronize()
-        best = min(best, start.elapsed_time(end) / 1000.0)
-    return best
+        out.append(start.elapsed_time(end) / 1000.0)
+    return out
+
+
+def fastest_replay(replay: Callable[[], None], repeats: int) -> float:
+    """Device seconds of one CUDA ``replay``, for a cost table: one untimed replay first (a
+    graph's first launch uploads it and runs cold), then the fastest of ``repeats`` timed ones
+    (anything else in a replay's events only adds to its time)."""
+    replay()
+    return min(replay_seconds(replay, repeats))
 
 
 def make_launcher(device: torch.device) -> CudaLauncher | EmulatedLauncher:

@@ -66,13 +66,12 @@ class TargetHead:
         w = head.shared._target[0].lm_head_weight.detach()
         self.eagle3 = isinstance(head, Eagle3Head)
         if isinstance(head, Eagle3Head):
-            draft_ids = head.vocab_ids()
-            self.weight = w[draft_ids.to(w.device)]
-            self.in_draft = torch.zeros(w.shape[0], dtype=torch.bool, device=w.device)
-            self.in_draft[draft_ids.to(w.device)] = True
-            self.draft_ids = draft_ids.to(w.device)
+            self.draft_ids = head.vocab_ids().to(w.device)
+            self.weight = w[self.draft_ids]
+            # target id -> draft column, -1 outside the draft vocabulary
             self.to_draft = torch.full((w.shape[0],), -1, dtype=torch.long, device=w.device)
             self.to_draft[self.draft_ids] = torch.arange(len(self.draft_ids), device=w.device)
+            self.in_draft = self.to_draft >= 0
         else:
             self.weight = w
             self.in_draft = None
