@@ -4,7 +4,8 @@
 # Leaves the head at /tmp/$NAME-head (the next run's INIT); brings back $OUT/$NAME/run.log and head/ (config,
 # two weight shards, train_state, train_log) and
 # $OUT/{noassist,assist}-$NAME/eval_acceptance.json: 8 files, the device tool's most. The data ($WORK/data, ~40 GB
-# at 32,000 prompts) is deleted at the end: a machine holds one run's.
+# at 32,000 prompts) is deleted at the end: a machine holds one run's. A CPU dry run of the whole call: TINY=1
+# (gpu_train_head.sh's shrunk pipeline) with LIMIT=mt_bench=2,default=1 EVAL_TOKENS=16 and GGUF set.
 : "${NAME:?}" "${INIT:?}" "${SEED:?}" "${T:?}"
 mkdir -p /tmp/$NAME
 WORK=/tmp/$NAME STEPS=${STEPS:-2500} RUN=init INIT_FROM=$INIT PROMPT_SET=v6 NUM_PROMPTS=${PROMPTS:-32000} \
@@ -15,7 +16,7 @@ rm -rf /tmp/$NAME/data /tmp/$NAME-head && cp -r /tmp/$NAME/head /tmp/$NAME-head 
 for kind in noassist assist; do
   flag=""; [ $kind = noassist ] && flag="--ngram-assist 0"
   timeout 70 python benchmarks/eval_acceptance.py --model $GGUF --head /tmp/$NAME-head --num-steps 5 $flag \
-    --limit mt_bench=80,default=20 --max-tokens 256 --speed-prompts 0 --accept-batch 16 --max-total-tokens 65536 \
+    --limit ${LIMIT:-mt_bench=80,default=20} --max-tokens ${EVAL_TOKENS:-256} --speed-prompts 0 --accept-batch 16 --max-total-tokens 65536 \
     --out $OUT/$kind-$NAME > /tmp/$kind-$NAME.log 2>&1
   rm -f $OUT/$kind-$NAME/per_position.png
   grep "^mean accept" /tmp/$kind-$NAME.log | sed "s/^/$kind-$NAME: /"
