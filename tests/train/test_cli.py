@@ -45,6 +45,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--early-weight", "0"], "early_weight=0.0 is invalid: must be > 0"),
         (["--early-tokens", "0"], "early_tokens=0 is invalid: must be an integer >= 1"),
         (["--hard-label-weight", "1.5"], "hard_label_weight=1.5 is invalid: must be in [0, 1]"),
+        (["--feature-noise", "-0.1"], "feature_noise=-0.1 is invalid: must be in [0, 1]"),
     ],
 )
 def test_bad_values_are_one_line_errors(capsys, tmp_path, argv: list[str], needle: str) -> None:  # noqa: ANN001

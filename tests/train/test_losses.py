@@ -176,3 +176,51 @@ def test_resume_keys_added_later_default_to_their_old_value() -> None:
     _check_keys("resume_from", old, cfg)
     with pytest.raises(ValueError, match="early_weight=2.0 but the checkpoint was trained with early_weight=1.0"):
         _check_keys("resume_from", old, TrainConfig(early_weight=2.0))
+
+
+def test_noised_feature_scales_with_each_layers_rms() -> None:
+    """Each token's chunk (one per target layer) moves by ``U(-a, a)`` times that chunk's RMS: the
+    bound holds per chunk although the chunks' scales differ by 10^4, the scaled noise has the
+    uniform's mean 0 and std 1/sqrt(3), and one seed draws the same noise twice."""
+    from updraft.train.losses import noised_feature
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 50, 3, 64, generator=g, dtype=torch.float64) * torch.tensor([1.0, 100.0, 0.01], dtype=torch.float64)[:, None]
+    x = x.flatten(-2)
+    a = 0.1
+    y = noised_feature(x, a, 3, torch.Generator().manual_seed(7))
+    assert y.dtype == x.dtype and y.shape == x.shape
+    rms = x.unflatten(-1, (3, 64)).pow(2).mean(-1, keepdim=True).sqrt()
+    u = (y - x).unflatten(-1, (3, 64)) / (a * rms)
+    assert u.abs().max() <= 1 + 1e-5
+    for c in range(3):
+        assert abs(float(u[..., c, :].mean())) < 0.03
+        assert float(u[..., c, :].std()) == pytest.approx(3**-0.5, rel=0.05)
+    torch.testing.assert_close(noised_feature(x, a, 3, torch.Generator().manual_seed(7)), y)
+    assert not torch.equal(noised_feature(x, a, 3, torch.Generator().manual_seed(8)), y)
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_feature_noise_reaches_only_the_first_steps_input(tiny_target, method: str) -> None:  # noqa: ANN001
+    """``feature_noise`` > 0 trains on the noised input feature (EAGLE-3's three-layer feature, or
+    EAGLE-1's final hidden state) while the labels stay the clean target's: the loss equals the
+    plain loss of a batch whose input alone was noised with the same generator. Amplitude 0
+    changes nothing; a positive one without a generator is refused."""
+    from updraft.train.losses import noised_feature
+
+    head, batch, labels, _ = _frozen_head(tiny_target, method, seed=4)
+    cfg = LossConfig(steps=2, feature_noise=0.2)
+    with torch.no_grad():
+        plain, _ = compute_loss(head, batch, LossConfig(steps=2), labels)
+        zero, _ = compute_loss(head, batch, LossConfig(steps=2, feature_noise=0.0), labels, torch.Generator().manual_seed(1))
+        noisy, _ = compute_loss(head, batch, cfg, labels, torch.Generator().manual_seed(1))
+        moved = noised_feature(batch.head_input(), 0.2, 3 if method == "eagle3" else 1, torch.Generator().manual_seed(1))
+        # a batch's ``feature``, when set, is the head's input (EAGLE-1 reads ``hidden`` otherwise),
+        # while the labels come from ``hidden`` either way
+        by_hand = TrainBatch(batch.ids, batch.hidden, batch.argmax, batch.target_mask, moved, batch.size)
+        expect, _ = compute_loss(head, by_hand, LossConfig(steps=2), labels)
+    torch.testing.assert_close(zero, plain)
+    assert not torch.allclose(noisy, plain)
+    torch.testing.assert_close(noisy, expect)
+    with pytest.raises(ValueError, match="noise generator"):
+        compute_loss(head, batch, cfg, labels)

@@ -35,10 +35,11 @@ RESUME_KEYS = (
     "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
     "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
     "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds", "early_weight", "early_tokens",
-    "head_layers", "hard_label_weight",
+    "head_layers", "hard_label_weight", "feature_noise",
 )
 #: RESUME_KEYS added after checkpoints were written without them: their value in those runs.
-_ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128, "head_layers": None, "hard_label_weight": 0.0}
+_ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128, "head_layers": None, "hard_label_weight": 0.0,
+                                 "feature_noise": 0.0}
 STATE_NAME = "train_state.json"
 
 

@@ -80,6 +80,9 @@ class TrainConfig:
     hard_label_weight: float = _opt(
         "share of the token cross-entropy taken against the target's argmax alone (the rest against its distribution): "
         "0 = soft labels only, 1 = hard labels only", default=0.0)
+    feature_noise: float = _opt(
+        "uniform noise U(-a, a) times the feature's own RMS (per token and target layer) added to the target feature the "
+        "first draft step reads, in training only (EAGLE's data noise); 0 = off", default=0.0)
     feature_weight: float = _opt("EAGLE-1 feature regression weight (smooth L1)", default=1.0)
     token_weight: float = _opt("EAGLE-1 token cross-entropy weight", default=0.1)
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
@@ -187,6 +190,8 @@ class TrainConfig:
             raise bad("early_weight", "must be > 0")
         if not 0 <= self.hard_label_weight <= 1:
             raise bad("hard_label_weight", "must be in [0, 1]")
+        if not 0 <= self.feature_noise <= 1:
+            raise bad("feature_noise", "must be in [0, 1]")
         if not self.early_tokens >= 1:
             raise bad("early_tokens", "must be an integer >= 1")
         return self

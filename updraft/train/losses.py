@@ -17,8 +17,12 @@ engine accepts worst there on prompts unlike the training set's) weigh ``early_w
 the others (1.0: a plain mean). With ``hard_label_weight`` h > 0 the cross-entropy is
 ``(1 - h) * soft + h * hard``, ``hard`` being the cross-entropy against the target's argmax alone:
 the engine's greedy acceptance asks only that the head's argmax match the target's, and the soft
-labels spend the head's fit on the rest of the distribution too. The
-per-step top-1 accuracy (head argmax == target argmax, in target ids) is the acceptance rate of
+labels spend the head's fit on the rest of the distribution too. With ``feature_noise`` a > 0 the
+target feature step 0 reads gets uniform noise ``U(-a, a)`` times its own RMS, per token and per
+target layer (EAGLE-3's feature is three layers' hidden states side by side, whose scales differ):
+EAGLE's data noise, so the head leans less on a feature the target computed exactly. Only the
+training step noises (it passes a generator); held-out estimates and chains read clean features.
+The per-step top-1 accuracy (head argmax == target argmax, in target ids) is the acceptance rate of
 draft ``k+1`` given drafts ``1..k`` were accepted, which is what the engine measures.
 """
 
@@ -43,6 +47,7 @@ class LossConfig:
     early_weight: float = 1.0  # weight of each sequence's first early_tokens training positions
     early_tokens: int = 128
     hard_label_weight: float = 0.0  # share of the cross-entropy taken against the target's argmax alone
+    feature_noise: float = 0.0  # amplitude of the uniform noise on step 0's target feature, in its RMS
 
 
 def position_weights(target_mask: torch.Tensor, cfg: LossConfig) -> torch.Tensor | None:
@@ -88,8 +93,19 @@ class TargetHead:
         return torch.softmax(F.linear(hidden.to(self.weight.dtype), self.weight).float(), dim=-1)
 
 
-def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats)."""
+def noised_feature(feature: torch.Tensor, amplitude: float, chunks: int, generator: torch.Generator) -> torch.Tensor:
+    """``feature`` [..., chunks * h] plus ``U(-amplitude, amplitude)`` times the RMS of each
+    token's chunk (one chunk per target layer), drawn from ``generator`` (on the feature's device)."""
+    x = feature.float().unflatten(-1, (chunks, -1))
+    rms = x.pow(2).mean(-1, keepdim=True).sqrt()
+    u = torch.rand(x.shape, generator=generator, device=x.device, dtype=torch.float32) * 2 - 1
+    return (x + amplitude * rms * u).flatten(-2).to(feature.dtype)
+
+
+def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
+                 noise: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats).
+    ``noise``: the generator of ``cfg.feature_noise`` (required when it is > 0)."""
     mask = batch.target_mask
     if labels.in_draft is not None:
         mask = mask & labels.in_draft[batch.argmax]
@@ -98,7 +114,12 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
     index[mask] = torch.arange(int(mask.sum()), device=mask.device)
     p_all = labels.probs(batch.hidden[mask])
     weights = position_weights(batch.target_mask, cfg)
-    outs = unroll(head, batch.ids, batch.head_input(), cfg.steps)
+    feature = batch.head_input()
+    if cfg.feature_noise > 0:
+        if noise is None:
+            raise ValueError("feature_noise > 0 needs the noise generator")
+        feature = noised_feature(feature, cfg.feature_noise, feature.shape[-1] // batch.hidden.shape[-1], noise)
+    outs = unroll(head, batch.ids, feature, cfg.steps)
     total = torch.zeros((), device=mask.device)
     metrics: dict[str, float] = {}
     for k, out in enumerate(outs):

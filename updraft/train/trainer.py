@@ -372,12 +372,17 @@ class _Run:
             return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def step(self, batch: TrainBatch, lr: float) -> dict[str, float]:
-        """One optimizer step at ``lr``; the step's metrics."""
+    def step(self, batch: TrainBatch, lr: float, index: int) -> dict[str, float]:
+        """Optimizer step number ``index`` at ``lr``; the step's metrics. Its feature noise (if
+        any) is drawn from a generator seeded by the run's seed and ``index``, so a resumed run
+        draws what the uninterrupted one would have."""
         for g in self.opt.param_groups:
             g["lr"] = lr
+        noise = None
+        if self.loss_cfg.feature_noise > 0:
+            noise = torch.Generator(device=self.device).manual_seed(self.cfg.seed * 1_000_003 + index)
         with self.autocast():
-            loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels)
+            loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels, noise)
         loss.backward()
         clip = self.cfg.grad_clip
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, clip) if clip > 0 else torch.zeros(())
@@ -437,7 +442,7 @@ def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: An
                 batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
             upcoming = batches[state.batch_index + 1] if state.batch_index + 1 < len(batches) else None
             lr = lr_at(cfg, state.step, state.total_steps, state.warmup) * rewarm_factor(cfg, state.step, rewarm_from)
-            m = run.step(loader.get(batches[state.batch_index], upcoming), lr)
+            m = run.step(loader.get(batches[state.batch_index], upcoming), lr, state.step)
             state.step += 1
             state.batch_index += 1
             state.tokens_seen += int(m["tokens"])
@@ -488,7 +493,7 @@ def train(
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
     loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
                           step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens,
-                          hard_label_weight=cfg.hard_label_weight)
+                          hard_label_weight=cfg.hard_label_weight, feature_noise=cfg.feature_noise)
     run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
     fp = data_fingerprint(prep.train)
     state = _start_state(cfg, blob, head, opt, fp)
