@@ -179,21 +179,21 @@ def test_commit_is_one_launch_in_both_bodies(target, eagle3_head, body_kernels, 
         assert with_torch[sampled] - with_kernel[sampled] >= 15, (sampled, with_torch, with_kernel)
 
 
+FIRST_PROMPT = (5, 17, 42, 9, 5, 17)
+FIRST_PARAMS = SamplingParams(temperature=0.8, top_k=6, max_tokens=2, ignore_eos=True)
+
+
 def _first_two_tokens(target, eagle_head, n: int) -> list[list[int]]:  # noqa: ANN001
     """The first two tokens of ``n`` seeded requests (T 0.8, top-k 6) through the fused graph
     (emulated), 8 at a time: the prefill samples the first, the speculative iteration the second."""
     import dataclasses
 
     eng = fused_llm(target, eagle_head, "eagle", adaptive=False, max_running_requests=8).engine
-    base = SamplingParams(temperature=0.8, top_k=6, max_tokens=2, ignore_eos=True)
-    reqs = [eng.add_request(list(FIRST_PROMPT), dataclasses.replace(base, seed=i)) for i in range(n)]
+    reqs = [eng.add_request(list(FIRST_PROMPT), dataclasses.replace(FIRST_PARAMS, seed=i)) for i in range(n)]
     while eng.has_unfinished():
         eng.step()
     assert eng.driver.launches > 0
     return [r.output_ids[:2] for r in reqs]
-
-
-FIRST_PROMPT = (5, 17, 42, 9, 5, 17)
 
 
 def test_fused_sampling_matches_the_target_distribution(target, eagle_head, monkeypatch) -> None:  # noqa: ANN001
@@ -227,13 +227,12 @@ def test_fused_sampling_matches_the_target_distribution(target, eagle_head, monk
     seconds = [p[1] for p in pairs if p[0] == t1]
     assert len(seconds) > 150
     # The target's distribution after prompt + t1, from a plain engine's prefill logits.
-    base = SamplingParams(temperature=0.8, top_k=6, max_tokens=2, ignore_eos=True)
     ref = LLM(str(target), device="cpu", progress=False).engine
     row = ref.req_pool.alloc()
     assert row is not None and ref.allocator.ensure(row, len(prompt) + 1)
     n = len(prompt) + 1
     logits = ref.runner.forward(ref.runner.make_batch(ForwardMode.EXTEND, prompt + [t1], [row], [n], [n])).logits
-    probs = Sampler().probs(logits, SamplingBatch.build([base], [None], logits.shape[-1], "cpu"))[0].double().numpy()
+    probs = Sampler().probs(logits, SamplingBatch.build([FIRST_PARAMS], [None], logits.shape[-1], "cpu"))[0].double().numpy()
     obs = np.bincount(seconds, minlength=probs.shape[0])
     support = probs > 0
     assert obs[~support].sum() == 0
