@@ -46,6 +46,13 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--early-tokens", "0"], "early_tokens=0 is invalid: must be an integer >= 1"),
         (["--hard-label-weight", "1.5"], "hard_label_weight=1.5 is invalid: must be in [0, 1]"),
         (["--feature-noise", "-0.1"], "feature_noise=-0.1 is invalid: must be in [0, 1]"),
+        (["--aux-layers", "1,2,3"], "aux_layers='1,2,3' is invalid: only an EAGLE-3 head (--method eagle3) reads"),
+        (["--method", "eagle3", "--aux-layers", "1,14"], "aux_layers='1,14' is invalid: give three distinct"),
+        (["--method", "eagle3", "--aux-layers", "1,x,3"], "aux_layers='1,x,3' is invalid: give three distinct"),
+        (["--method", "eagle3", "--aux-layers", "2,2,3"], "aux_layers='2,2,3' is invalid: give three distinct"),
+        (["--method", "eagle3", "--aux-layers=-1,2,3"], "aux_layers='-1,2,3' is invalid: give three distinct"),
+        (["--method", "eagle3", "--init-from", "nowhere"], "init_from='nowhere' is invalid: no head folder there"),
+        (["--resume-from", "nowhere"], "resume_from='nowhere' is invalid: no head folder there"),
     ],
 )
 def test_bad_values_are_one_line_errors(capsys, tmp_path, argv: list[str], needle: str) -> None:  # noqa: ANN001

@@ -309,3 +309,30 @@ def test_final_check_is_skipped_once_the_budget_is_spent(tmp_path, monkeypatch) 
     assert json.loads((tmp_path / "train_log.json").read_text())["engine_acceptance_error"].startswith("skipped")
     inside = trainer._finish(cfg, prep, tmp_path, dict(result), now, now + 60)
     assert calls == [now + 60] and inside["engine_acceptance"]["mean_accept_length"] == 2.0
+
+
+def test_aux_layers_choose_the_heads_target_layers(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN001
+    """``aux_layers`` on a 4-layer target: the teacher-forced features are those layers' outputs
+    (the data says which), the saved head names them, the engine serves it from them, and a run
+    warm-started from it keeps them; a layer past the target is refused before any generation."""
+    from updraft.models.loader import load_checkpoint
+
+    deep = load_checkpoint(tiny_checkpoint("llama", num_hidden_layers=4), dtype=torch.float32, device="cpu",
+                           progress=False)
+    base = dict(target=str(deep.source), method="eagle3", steps=2, draft_vocab_size=200, data_dir=str(tmp_path / "data"),
+                **(SMALL | {"final_eval_prompts": 1}))
+    log = train(TrainConfig(out=str(tmp_path / "a"), aux_layers="0,2,3", **base), loaded=deep)
+    assert log["data"]["aux_layers"] == [0, 2, 3]  # EAGLE-3's default on 4 layers is 0,1,3
+    saved = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert saved["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
+    assert 1.0 <= log["engine_acceptance"]["mean_accept_length"] <= 6.0
+    again = train(TrainConfig(out=str(tmp_path / "b"), init_from=str(tmp_path / "a"), **(base | {"steps": 1})), loaded=deep)
+    assert again["data"]["aux_layers"] == [0, 2, 3]
+    kept = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert kept["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
+    with pytest.raises(ValueError, match="aux_layers='0,1,3': .* reads target layers 0,2,3, which a warm start keeps"):
+        train(TrainConfig(out=str(tmp_path / "b2"), init_from=str(tmp_path / "a"), aux_layers="0,1,3", **base), loaded=deep)
+    with pytest.raises(ValueError, match="aux_layers=0,2,4: the target has 4 layers"):
+        train(TrainConfig(out=str(tmp_path / "c"), aux_layers="0,2,4", **(base | {"data_dir": str(tmp_path / "d")})),
+              loaded=deep)
+    assert not (tmp_path / "d").exists()  # nothing generated

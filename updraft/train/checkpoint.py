@@ -35,11 +35,11 @@ RESUME_KEYS = (
     "method", "seed", "num_prompts", "held_out", "max_new_tokens", "temperature", "batch_tokens", "lr",
     "min_lr_ratio", "warmup_steps", "weight_decay", "grad_clip", "ttt_steps", "step_decay", "feature_weight",
     "token_weight", "draft_vocab_size", "steps", "epochs", "train_seconds", "early_weight", "early_tokens",
-    "head_layers", "hard_label_weight", "feature_noise",
+    "head_layers", "hard_label_weight", "feature_noise", "aux_layers",
 )
 #: RESUME_KEYS added after checkpoints were written without them: their value in those runs.
 _ADDED_KEYS: dict[str, Any] = {"early_weight": 1.0, "early_tokens": 128, "head_layers": None, "hard_label_weight": 0.0,
-                                 "feature_noise": 0.0}
+                                 "feature_noise": 0.0, "aux_layers": None}
 STATE_NAME = "train_state.json"
 
 
@@ -157,33 +157,63 @@ def checkpoint_draft_ids(blob: dict[str, Any]) -> torch.Tensor | None:
     return None if d2t is None else torch.arange(d2t.numel()) + d2t.long()
 
 
+def run_aux_layers(cfg: TrainConfig, num_layers: int) -> tuple[int, ...]:
+    """The target layers whose outputs the EAGLE-3 head of this run reads (() for EAGLE-1): an
+    ``--init-from`` / ``--resume-from`` head's own (its fc was trained on them; ``--aux-layers``
+    may only repeat them), else ``--aux-layers``, else EAGLE-3's default. Decided before any data
+    is generated, so a bad value costs nothing."""
+    if cfg.method != "eagle3":
+        return ()
+    chosen = cfg.aux_layer_ids()
+    source = cfg.init_from or cfg.resume_from
+    if source:
+        config = Path(source) / "config.json"  # there: TrainConfig.validate checked
+        try:
+            eagle = json.loads(config.read_text()).get("eagle_config") or {}
+        except (json.JSONDecodeError, AttributeError):
+            raise ValueError(f"{config} is not a head's config (a JSON object)") from None
+        saved = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None
+        have = tuple(int(i) for i in saved) if saved else default_aux_layers(num_layers)
+        if chosen is not None and chosen != have:
+            raise ValueError(f"aux_layers={cfg.aux_layers!r}: {source!r} reads target layers "
+                             f"{','.join(map(str, have))}, which a warm start keeps")
+        chosen = have
+    ids = chosen or default_aux_layers(num_layers)
+    if max(ids) >= num_layers:
+        raise ValueError(f"aux_layers={','.join(map(str, ids))}: the target has {num_layers} layers (0-{num_layers - 1})")
+    return ids
+
+
 def warm_start(
     cfg: TrainConfig, target: Any, device: torch.device, counts: torch.Tensor | None = None,
+    aux: tuple[int, ...] | None = None,
 ) -> tuple[Head, dict[str, Any]] | None:
     """``--init-from`` / ``--resume-from``: a head built like ``new_head`` but holding a saved
     head's weights (and, for EAGLE-3, its draft vocabulary), for a run whose checkpoint
     (optimizer state) was lost. With ``--resize-draft-vocab`` the vocabulary is re-chosen at
     ``--draft-vocab-size`` from the training targets' ``counts``, the source's tokens first: a
-    kept token keeps its trained LM-head row, a new one starts from the target's row."""
+    kept token keeps its trained LM-head row, a new one starts from the target's row. ``aux``: the
+    source head's target layers (``run_aux_layers``, which None asks)."""
     name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
     if not source:
         return None
     src = load_draft_head(source, target, torch.float32, device)
+    if aux is None:
+        aux = run_aux_layers(cfg, target.config.num_layers)
     if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
-    aux = default_aux_layers(target.config.num_layers) if cfg.method == "eagle3" else None
     draft_ids = src.vocab_ids().cpu() if isinstance(src, Eagle3Head) else None
     if cfg.resize_draft_vocab and isinstance(src, Eagle3Head):
         if counts is None:
             raise ValueError("resize_draft_vocab: the training targets' token counts are needed to choose the vocabulary")
         new_ids = select_draft_vocab(counts, cfg.draft_vocab_size, first=draft_ids)
-        return resize_draft_vocab(src, target, new_ids, aux, seed=cfg.seed, device=device)
+        return resize_draft_vocab(src, target, new_ids, aux or None, seed=cfg.seed, device=device)
     have = src.config.num_layers
     layers = cfg.head_layers or have
     if layers < have:
         raise ValueError(f"head_layers={layers}: {name}={source!r} has {have} layers (a head grows, never shrinks)")
-    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
-                            intermediate_size=src.config.intermediate_size, num_layers=layers)
+    head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux or None, seed=cfg.seed,
+                            device=device, intermediate_size=src.config.intermediate_size, num_layers=layers)
     own = head.state_dict()
     missing, _ = head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=False)
     added = grown_layers_identity(head, have)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from updraft.data.prompts import check_prompt_set
@@ -93,6 +94,10 @@ class TrainConfig:
     head_intermediate_size: int | None = _opt(
         "MLP width of a new head (default: the target's); --init-from / --resume-from keep the source head's",
         default=None)
+    aux_layers: str | None = _opt(
+        "EAGLE-3: the three target layers whose outputs form the head's feature, comma-separated (e.g. 1,14,29; "
+        "0 = the first decoder layer). Default: EAGLE-3's low, middle and high (1, N/2-1, N-4 of N layers); "
+        "--init-from / --resume-from keep the source head's", default=None)
     head_layers: int | None = _opt(
         "decoder layers of the head (EAGLE-3: its mid layer and N-1 standard layers after it; each costs a layer "
         "per draft step). Default: 1, or the --init-from / --resume-from head's; --init-from a head with fewer "
@@ -148,6 +153,9 @@ class TrainConfig:
             raise bad("resize_draft_vocab", "needs --init-from an EAGLE-3 head (--method eagle3); a resumed schedule keeps its vocabulary")
         if self.resume_from and (self.resume or self.init_from):
             raise bad("resume_from", "give one of --resume (this machine's checkpoint), --resume-from and --init-from")
+        for name in ("init_from", "resume_from"):
+            if getattr(self, name) and not (Path(getattr(self, name)) / "config.json").is_file():
+                raise bad(name, "no head folder there (a folder with config.json that train-draft wrote)")
         if not isinstance(self.rewarm_steps, int) or self.rewarm_steps < 0:
             raise bad("rewarm_steps", "must be an integer >= 0")
         if not self.max_file_mb >= 0:
@@ -192,9 +200,26 @@ class TrainConfig:
             raise bad("hard_label_weight", "must be in [0, 1]")
         if not 0 <= self.feature_noise <= 1:
             raise bad("feature_noise", "must be in [0, 1]")
+        if self.aux_layers is not None:
+            self.aux_layer_ids()
         if not self.early_tokens >= 1:
             raise bad("early_tokens", "must be an integer >= 1")
         return self
+
+    def aux_layer_ids(self) -> tuple[int, ...] | None:
+        """``aux_layers`` as layer indices (None: unset); a one-line ``ValueError`` when malformed."""
+        if self.aux_layers is None:
+            return None
+        allowed = "give three distinct target layer indices >= 0, comma-separated (e.g. 1,14,29)"
+        if self.method != "eagle3":
+            raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: only an EAGLE-3 head (--method eagle3) reads target layers")
+        try:
+            ids = tuple(int(x) for x in self.aux_layers.split(","))
+        except ValueError:
+            raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: {allowed}") from None
+        if len(ids) != 3 or len(set(ids)) != 3 or min(ids) < 0:
+            raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: {allowed}")
+        return ids
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

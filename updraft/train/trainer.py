@@ -36,7 +36,7 @@ import torch
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.data.prompts import TrainPrompt, build_prompts, prompts_version, split_prompts
 from updraft.engine.engine import Engine
-from updraft.models.eagle import Eagle3Head, default_aux_layers
+from updraft.models.eagle import Eagle3Head
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
 from updraft.provenance import git_commit
@@ -49,6 +49,7 @@ from updraft.train.checkpoint import (
     data_fingerprint,
     load_checkpoint_state,
     read_checkpoint,
+    run_aux_layers,
     save_checkpoint,
     warm_start,
 )
@@ -94,6 +95,7 @@ class Prepared:
     held: DistillData
     held_prompts: list[TrainPrompt]
     data_info: dict[str, Any]
+    aux_layers: tuple[int, ...]  # the target layers the EAGLE-3 head reads (() for EAGLE-1)
 
 
 # ---- data -----------------------------------------------------------------------------------
@@ -107,6 +109,7 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     path = resolve_model(cfg.target)
     if loaded is None:
         loaded = load_checkpoint(path, dtype=dtype, device=device, progress=cfg.progress)
+    aux = run_aux_layers(cfg, loaded.config.num_layers)
     prompts = build_prompts(cfg.num_prompts, cfg.seed, cfg.prompt_set)
     train_p, held_p = split_prompts(prompts, cfg.held_out, cfg.seed)
     ordered = held_p + train_p  # held-out first: always generated in full, before any deadline
@@ -134,7 +137,6 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
             f"generation produced {len(train_seqs)} training and {len(held_seqs)} held-out sequences: "
             "raise time_budget / gen_fraction or lower held_out"
         )
-    aux = default_aux_layers(loaded.config.num_layers) if cfg.method == "eagle3" else ()
     longest = max(len(s) for s in train_seqs + held_seqs)
     tf_tokens = max(16384 if device.type == "cuda" else 4096, longest)
     t = time.perf_counter()
@@ -152,14 +154,14 @@ def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: floa
     del engine
     _free()
     info = {"reused_cache": reused, "data_dir": str(data_dir), "generation": gen.stats, "teacher_forcing_s": tf_s,
-            "engine_build_s": build_s,
+            "engine_build_s": build_s, "aux_layers": list(aux),
             "train": train.stats(), "held_out": held.stats(), "data_device": str(store)}
     _say(
         f"data: {len(train_seqs)} training sequences ({train.num_tokens} tokens, "
         f"{int(info['train']['training_positions'])} training positions, {train.nbytes() / 2**30:.1f} GiB on {store}), "
         f"{len(held_seqs)} held out"
     )
-    return Prepared(loaded, train, held, held_p, info)
+    return Prepared(loaded, train, held, held_p, info, aux)
 
 
 def _generate(cfg: TrainConfig, loaded: LoadedModel, prompts: list[TrainPrompt], deadline: float | None) -> GenerationResult:
@@ -307,7 +309,7 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
     ``blob``, whose weights ``_start_state`` loads next), and its vocabulary coverage logged."""
     # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
     counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
-    started = warm_start(cfg, target, device, counts)
+    started = warm_start(cfg, target, device, counts, prep.aux_layers)
     if started is not None:
         _say(f"initialised from {cfg.init_from or cfg.resume_from}")
     else:
@@ -316,9 +318,8 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
             draft_ids = checkpoint_draft_ids(blob) if blob is not None else None
             if draft_ids is None:
                 draft_ids = select_draft_vocab(counts, cfg.draft_vocab_size)
-        aux = default_aux_layers(prep.loaded.config.num_layers) if cfg.method == "eagle3" else None
-        started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux, seed=cfg.seed, device=device,
-                           intermediate_size=cfg.head_intermediate_size, num_layers=cfg.head_layers or 1)
+        started = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=prep.aux_layers or None, seed=cfg.seed,
+                           device=device, intermediate_size=cfg.head_intermediate_size, num_layers=cfg.head_layers or 1)
     head, hf_cfg = started
     if isinstance(head, Eagle3Head) and counts is not None:
         in_vocab = head.vocab_ids().cpu()
