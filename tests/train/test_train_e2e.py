@@ -330,6 +330,13 @@ def test_aux_layers_choose_the_heads_target_layers(tmp_path, tiny_checkpoint) ->
     assert again["data"]["aux_layers"] == [0, 2, 3]
     kept = json.loads((tmp_path / "b" / "config.json").read_text())
     assert kept["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
+    # interrupted and resumed (--resume names no source head): the checkpoint keeps the layers
+    part = base | {"steps": 2, "final_eval_prompts": 0}
+    train(TrainConfig(out=str(tmp_path / "p"), init_from=str(tmp_path / "a"), **part), loaded=deep, stop_after=1)
+    resumed = train(TrainConfig(out=str(tmp_path / "p"), resume=True, **part), loaded=deep)
+    assert resumed["data"]["aux_layers"] == [0, 2, 3] and resumed["steps"] == 2
+    kept = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert kept["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
     with pytest.raises(ValueError, match="aux_layers='0,1,3': .* reads target layers 0,2,3, which a warm start keeps"):
         train(TrainConfig(out=str(tmp_path / "b2"), init_from=str(tmp_path / "a"), aux_layers="0,1,3", **base), loaded=deep)
     with pytest.raises(ValueError, match="aux_layers=0,2,4: the target has 4 layers"):

@@ -109,9 +109,13 @@ def carried_state(cfg: TrainConfig, fp: list[int], prompts_version: int) -> Trai
     return carried.state
 
 
-def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: TrainState, cfg: TrainConfig, fp: list[int]) -> None:
+def save_checkpoint(path: Path, head: Head, opt: torch.optim.Optimizer, state: TrainState, cfg: TrainConfig, fp: list[int],
+                    aux: tuple[int, ...] = ()) -> None:
+    """``aux``: the target layers the head reads, as resolved (a warm start's come from its source
+    head, not from ``cfg``): ``--resume`` reads them back (``run_aux_layers``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     blob = {
+        "aux_layers": list(aux),
         "head": head.state_dict(), "optimizer": opt.state_dict(), "step": state.step, "epoch": state.epoch,
         "batch_index": state.batch_index, "total_steps": state.total_steps, "warmup": state.warmup,
         "log": state.log, "evals": state.evals, "config": cfg.as_dict(), "data": fp, "tokens_seen": state.tokens_seen,
@@ -157,13 +161,16 @@ def checkpoint_draft_ids(blob: dict[str, Any]) -> torch.Tensor | None:
     return None if d2t is None else torch.arange(d2t.numel()) + d2t.long()
 
 
-def run_aux_layers(cfg: TrainConfig, num_layers: int) -> tuple[int, ...]:
-    """The target layers whose outputs the EAGLE-3 head of this run reads (() for EAGLE-1): an
-    ``--init-from`` / ``--resume-from`` head's own (its fc was trained on them; ``--aux-layers``
+def run_aux_layers(cfg: TrainConfig, num_layers: int, blob: dict[str, Any] | None = None) -> tuple[int, ...]:
+    """The target layers whose outputs the EAGLE-3 head of this run reads (() for EAGLE-1): under
+    ``--resume`` the checkpoint ``blob``'s (checkpoints from before they were saved: as below);
+    an ``--init-from`` / ``--resume-from`` head's own (its fc was trained on them; ``--aux-layers``
     may only repeat them), else ``--aux-layers``, else EAGLE-3's default. Decided before any data
     is generated, so a bad value costs nothing."""
     if cfg.method != "eagle3":
         return ()
+    if blob is not None and blob.get("aux_layers"):
+        return tuple(int(i) for i in blob["aux_layers"])
     chosen = cfg.aux_layer_ids()
     source = cfg.init_from or cfg.resume_from
     if source:

@@ -104,12 +104,14 @@ def _target_identity(path: Path) -> dict[str, Any]:
     return {"target_name": path.name, "target_size": st.st_size if path.is_file() else None}
 
 
-def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: float, loaded: LoadedModel | None = None) -> Prepared:
-    """Load the target, generate (or reuse) the sequences, teacher-force them."""
+def prepare(cfg: TrainConfig, device: torch.device, dtype: torch.dtype, t0: float, loaded: LoadedModel | None = None,
+            blob: dict[str, Any] | None = None) -> Prepared:
+    """Load the target, generate (or reuse) the sequences, teacher-force them (at the target layers
+    ``run_aux_layers`` picks; ``blob``: the checkpoint a ``--resume`` continues)."""
     path = resolve_model(cfg.target)
     if loaded is None:
         loaded = load_checkpoint(path, dtype=dtype, device=device, progress=cfg.progress)
-    aux = run_aux_layers(cfg, loaded.config.num_layers)
+    aux = run_aux_layers(cfg, loaded.config.num_layers, blob)
     prompts = build_prompts(cfg.num_prompts, cfg.seed, cfg.prompt_set)
     train_p, held_p = split_prompts(prompts, cfg.held_out, cfg.seed)
     ordered = held_p + train_p  # held-out first: always generated in full, before any deadline
@@ -458,7 +460,7 @@ def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: An
                 _eval(run.head, run.prep, cfg, run.labels, run.device, run.autocast, state, at.t0, bar)
             stop = stop_after is not None and state.step >= stop_after
             if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or stop:
-                save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint)
+                save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, run.prep.aux_layers)
             if stop:
                 return None
     except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
@@ -485,10 +487,10 @@ def train(
     budget_end = t0 + cfg.time_budget if cfg.time_budget else None
     train_deadline = t0 + cfg.time_budget * (1 - RESERVE_FRACTION) if cfg.time_budget else None
 
-    prep = prepare(cfg, device, target_dtype, t0, loaded)
-    prep.loaded.model.requires_grad_(False)
     ckpt = out / CHECKPOINT
     blob = read_checkpoint(ckpt) if cfg.resume else None
+    prep = prepare(cfg, device, target_dtype, t0, loaded, blob)
+    prep.loaded.model.requires_grad_(False)
     head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device, blob)
     params = [p for p in head.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
@@ -524,7 +526,7 @@ def train(
     train_s = time.time() - train_start
     done = state.evals and state.evals[-1]["step"] == state.step
     final = state.evals[-1] if done else _eval(head, prep, cfg, run.labels, device, run.autocast, state, t0, None)
-    save_checkpoint(ckpt, head, opt, state, cfg, fp)
+    save_checkpoint(ckpt, head, opt, state, cfg, fp, prep.aux_layers)
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
     save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding,
               max_file_bytes=int(cfg.max_file_mb * 2**20) or None)
