@@ -120,10 +120,12 @@ class TrainConfig:
             return "bf16" if device_type == "cuda" else "fp32"
         return self.precision
 
-    def validate(self) -> TrainConfig:
-        def bad(name: str, allowed: str) -> ValueError:
-            return ValueError(f"{name}={getattr(self, name)!r} is invalid: {allowed}")
+    def _bad(self, name: str, allowed: str) -> ValueError:
+        return ValueError(f"{name}={getattr(self, name)!r} is invalid: {allowed}")
 
+    def validate(self) -> TrainConfig:
+        """Every field checked; returns self. Raises a one-line ``ValueError`` for the first bad one."""
+        bad = self._bad
         if not self.out:
             raise ValueError("out is required: give --out DIR for the trained head")
         if self.method not in METHODS:
@@ -147,15 +149,6 @@ class TrainConfig:
                 raise bad(name, "must be an integer >= 0")
         if self.held_out >= self.num_prompts:
             raise bad("held_out", f"must be smaller than num_prompts={self.num_prompts}")
-        if self.resume and self.init_from:
-            raise bad("init_from", "resume continues from the checkpoint: give one of --resume and --init-from")
-        if self.resize_draft_vocab and not (self.init_from and self.method == "eagle3"):
-            raise bad("resize_draft_vocab", "needs --init-from an EAGLE-3 head (--method eagle3); a resumed schedule keeps its vocabulary")
-        if self.resume_from and (self.resume or self.init_from):
-            raise bad("resume_from", "give one of --resume (this machine's checkpoint), --resume-from and --init-from")
-        for name in ("init_from", "resume_from"):
-            if getattr(self, name) and not (Path(getattr(self, name)) / "config.json").is_file():
-                raise bad(name, "no head folder there (a folder with config.json that train-draft wrote)")
         if not isinstance(self.rewarm_steps, int) or self.rewarm_steps < 0:
             raise bad("rewarm_steps", "must be an integer >= 0")
         if not self.max_file_mb >= 0:
@@ -169,8 +162,12 @@ class TrainConfig:
         if self.head_layers is not None and (
                 not isinstance(self.head_layers, int) or isinstance(self.head_layers, bool) or self.head_layers < 1):
             raise bad("head_layers", "must be an integer >= 1 or unset (1, or the source head's)")
-        if self.head_layers is not None and self.resize_draft_vocab:
-            raise bad("head_layers", "grow a head and re-choose its draft vocabulary in separate runs (--resize-draft-vocab is set)")
+        self._validate_schedule_and_loss()
+        self._validate_head_source()
+        return self
+
+    def _validate_schedule_and_loss(self) -> None:
+        bad = self._bad
         if self.steps is not None and (not isinstance(self.steps, int) or self.steps < 1):
             raise bad("steps", "must be an integer >= 1 or unset")
         if self.gen_max_total_tokens is not None and self.gen_max_total_tokens < 64:
@@ -200,11 +197,25 @@ class TrainConfig:
             raise bad("hard_label_weight", "must be in [0, 1]")
         if not 0 <= self.feature_noise <= 1:
             raise bad("feature_noise", "must be in [0, 1]")
-        if self.aux_layers is not None:
-            self.aux_layer_ids()
         if not self.early_tokens >= 1:
             raise bad("early_tokens", "must be an integer >= 1")
-        return self
+
+    def _validate_head_source(self) -> None:
+        """What the head starts from (--resume, --init-from, --resume-from) and what it keeps of it."""
+        bad = self._bad
+        if self.resume and self.init_from:
+            raise bad("init_from", "resume continues from the checkpoint: give one of --resume and --init-from")
+        if self.resize_draft_vocab and not (self.init_from and self.method == "eagle3"):
+            raise bad("resize_draft_vocab", "needs --init-from an EAGLE-3 head (--method eagle3); a resumed schedule keeps its vocabulary")
+        if self.resume_from and (self.resume or self.init_from):
+            raise bad("resume_from", "give one of --resume (this machine's checkpoint), --resume-from and --init-from")
+        for name in ("init_from", "resume_from"):
+            if getattr(self, name) and not (Path(getattr(self, name)) / "config.json").is_file():
+                raise bad(name, "no head folder there (a folder with config.json that train-draft wrote)")
+        if self.head_layers is not None and self.resize_draft_vocab:
+            raise bad("head_layers", "grow a head and re-choose its draft vocabulary in separate runs (--resize-draft-vocab is set)")
+        if self.aux_layers is not None:
+            self.aux_layer_ids()
 
     def aux_layer_ids(self) -> tuple[int, ...] | None:
         """``aux_layers`` as layer indices (None: unset); a one-line ``ValueError`` when malformed."""
