@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from updraft.models.eagle import Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.eagle import DraftHeadConfig, Eagle3Head, default_aux_layers, load_draft_head
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData
 from updraft.train.heads import Head, new_head, resize_draft_vocab, select_draft_vocab
@@ -176,11 +176,10 @@ def run_aux_layers(cfg: TrainConfig, num_layers: int, blob: dict[str, Any] | Non
     if source:
         config = Path(source) / "config.json"  # there: TrainConfig.validate checked
         try:
-            eagle = json.loads(config.read_text()).get("eagle_config") or {}
-        except (json.JSONDecodeError, AttributeError):
-            raise ValueError(f"{config} is not a head's config (a JSON object)") from None
-        saved = eagle.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle, dict) else None
-        have = tuple(int(i) for i in saved) if saved else default_aux_layers(num_layers)
+            saved = DraftHeadConfig.from_hf(json.loads(config.read_text()), "eagle3").aux_layer_ids
+        except (json.JSONDecodeError, AttributeError, TypeError, KeyError):
+            raise ValueError(f"{config} is not a head's config (a JSON object with the model's fields)") from None
+        have = saved or default_aux_layers(num_layers)
         if chosen is not None and chosen != have:
             raise ValueError(f"aux_layers={cfg.aux_layers!r}: {source!r} reads target layers "
                              f"{','.join(map(str, have))}, which a warm start keeps")
@@ -193,20 +192,18 @@ def run_aux_layers(cfg: TrainConfig, num_layers: int, blob: dict[str, Any] | Non
 
 def warm_start(
     cfg: TrainConfig, target: Any, device: torch.device, counts: torch.Tensor | None = None,
-    aux: tuple[int, ...] | None = None,
 ) -> tuple[Head, dict[str, Any]] | None:
     """``--init-from`` / ``--resume-from``: a head built like ``new_head`` but holding a saved
     head's weights (and, for EAGLE-3, its draft vocabulary), for a run whose checkpoint
     (optimizer state) was lost. With ``--resize-draft-vocab`` the vocabulary is re-chosen at
     ``--draft-vocab-size`` from the training targets' ``counts``, the source's tokens first: a
-    kept token keeps its trained LM-head row, a new one starts from the target's row. ``aux``: the
-    source head's target layers (``run_aux_layers``, which None asks)."""
+    kept token keeps its trained LM-head row, a new one starts from the target's row. The head
+    reads the source's target layers (``run_aux_layers``)."""
     name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
     if not source:
         return None
     src = load_draft_head(source, target, torch.float32, device)
-    if aux is None:
-        aux = run_aux_layers(cfg, target.config.num_layers)
+    aux = run_aux_layers(cfg, target.config.num_layers)
     if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
     draft_ids = src.vocab_ids().cpu() if isinstance(src, Eagle3Head) else None

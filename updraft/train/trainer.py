@@ -311,7 +311,7 @@ def _build_head(cfg: TrainConfig, prep: Prepared, target: torch.nn.Module, devic
     ``blob``, whose weights ``_start_state`` loads next), and its vocabulary coverage logged."""
     # EAGLE-3 only: the draft vocabulary is chosen (or re-chosen) from them and its coverage logged
     counts = prep.train.token_counts(prep.loaded.config.vocab_size) if cfg.method == "eagle3" else None
-    started = warm_start(cfg, target, device, counts, prep.aux_layers)
+    started = warm_start(cfg, target, device, counts)
     if started is not None:
         _say(f"initialised from {cfg.init_from or cfg.resume_from}")
     else:
