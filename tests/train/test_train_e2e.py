@@ -148,25 +148,25 @@ def test_resume_from_continues_the_schedule_on_another_machine(tmp_path, tiny_ta
     the same data from the seed, starts from those weights at step 4 of the same 8-step schedule
     (the LR ramped back up over ``rewarm_steps``), and keeps the logs."""
     from updraft.models.eagle import load_draft_head
-    from updraft.train import trainer as tr
+    from updraft.train import stepper as st
     from updraft.train.checkpoint import CarriedState
 
     method, _, _ = trained
     base = dict(target=str(tiny_target.source), method=method, steps=8, save_dtype="float32",
                 **(SMALL | {"final_eval_prompts": 0, "eval_every": 2, "log_every": 1, "checkpoint_every": 0}))
     calls = {"train": 0}
-    loss_fn = tr.compute_loss
+    loss_fn = st.compute_loss
 
     def interrupt_at_step_5(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        if torch.is_grad_enabled():  # a training step (held-out estimates run without grad)
+        if torch.is_grad_enabled():  # a training step (held-out estimates run without grad, elsewhere)
             calls["train"] += 1
             if calls["train"] == 5:
                 raise KeyboardInterrupt
         return loss_fn(*a, **k)
 
-    monkeypatch.setattr(tr, "compute_loss", interrupt_at_step_5)
+    monkeypatch.setattr(st, "compute_loss", interrupt_at_step_5)
     first = train(TrainConfig(out=str(tmp_path / "a"), data_dir=str(tmp_path / "data-a"), **base), loaded=tiny_target)
-    monkeypatch.setattr(tr, "compute_loss", loss_fn)
+    monkeypatch.setattr(st, "compute_loss", loss_fn)
     assert first["stopped_by"] == "interrupted" and first["steps"] == 4 and first["total_steps"] == 8
     carried = CarriedState.read(tmp_path / "a")
     assert (carried.state.step, carried.state.total_steps, len(carried.state.log)) == (4, 8, 4)

@@ -72,6 +72,10 @@ class TrainConfig:
     warmup_steps: int = _opt("linear warm-up steps", default=60)
     weight_decay: float = _opt("AdamW weight decay", default=0.0)
     grad_clip: float = _opt("gradient norm clip (0 = off)", default=0.5)
+    compile: bool = _opt(
+        "torch.compile the head's unrolled forward (and through it its backward), shapes dynamic: fewer, fused kernels "
+        "for a step that runs eagerly host-bound (H200, SmolLM2 head, 16,384 tokens a batch: 55 ms a step for 22 ms of "
+        "GPU work); the first step compiles (minutes on a 2-core CPU)", default=False)
     ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=5)
     step_decay: float = _opt("loss weight decay per unrolled step", default=0.8)
     early_weight: float = _opt(

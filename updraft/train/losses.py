@@ -28,6 +28,7 @@ draft ``k+1`` given drafts ``1..k`` were accepted, which is what the engine meas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +37,9 @@ import torch.nn.functional as F
 from updraft.models.eagle import Eagle3Head
 from updraft.train.data import TrainBatch
 from updraft.train.forward import Head, head_logits, shift_left, unroll
+
+#: ``unroll``'s signature: (head, ids, target feature, steps) -> each step's output features
+Unroll = Callable[[Head, torch.Tensor, torch.Tensor, int], list[torch.Tensor]]
 
 
 @dataclass(frozen=True)
@@ -103,9 +107,10 @@ def noised_feature(feature: torch.Tensor, amplitude: float, chunks: int, generat
 
 
 def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
-                 noise: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+                 noise: torch.Generator | None = None, forward: Unroll = unroll) -> tuple[torch.Tensor, dict[str, float]]:
     """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats).
-    ``noise``: the generator of ``cfg.feature_noise`` (required when it is > 0)."""
+    ``noise``: the generator of ``cfg.feature_noise`` (required when it is > 0). ``forward``:
+    ``unroll`` or a compiled copy of it (``TrainConfig.compile``)."""
     mask = batch.target_mask
     if labels.in_draft is not None:
         mask = mask & labels.in_draft[batch.argmax]
@@ -119,7 +124,7 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
         if noise is None:
             raise ValueError("feature_noise > 0 needs the noise generator")
         feature = noised_feature(feature, cfg.feature_noise, feature.shape[-1] // batch.hidden.shape[-1], noise)
-    outs = unroll(head, batch.ids, feature, cfg.steps)
+    outs = forward(head, batch.ids, feature, cfg.steps)
     total = torch.zeros((), device=mask.device)
     metrics: dict[str, float] = {}
     for k, out in enumerate(outs):

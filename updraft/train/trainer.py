@@ -22,7 +22,6 @@ end, and the number of optimizer steps (hence the LR schedule) is fixed after a 
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import sys
@@ -58,7 +57,6 @@ from updraft.train.data import (
     DistillData,
     GenerationResult,
     Prefetcher,
-    TrainBatch,
     collect_sequences,
     epoch_batches,
     pick_data_device,
@@ -74,6 +72,7 @@ from updraft.train.losses import (
 )
 from updraft.train.report import write_json, write_model_card
 from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
+from updraft.train.stepper import Stepper
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
@@ -356,46 +355,6 @@ class _LogWindow:
             _say(f"step {state.step}/{state.total_steps or '?'} loss {entry['loss']:.4f} acc [{accs}] lr {lr:.2e}")
 
 
-@dataclass
-class _Run:
-    """What one training run holds while it steps."""
-
-    cfg: TrainConfig
-    prep: Prepared
-    head: Head
-    opt: torch.optim.Optimizer
-    params: list[torch.nn.Parameter]
-    labels: TargetHead
-    loss_cfg: LossConfig
-    precision: str
-    device: torch.device
-
-    def autocast(self) -> Any:
-        if self.precision == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
-
-    def step(self, batch: TrainBatch, lr: float, index: int) -> dict[str, float]:
-        """Optimizer step number ``index`` at ``lr``; the step's metrics. Its feature noise (if
-        any) is drawn from a generator seeded by the run's seed and ``index``, so a resumed run
-        draws what the uninterrupted one would have."""
-        for g in self.opt.param_groups:
-            g["lr"] = lr
-        noise = None
-        if self.loss_cfg.feature_noise > 0:
-            noise = torch.Generator(device=self.device).manual_seed(self.cfg.seed * 1_000_003 + index)
-        with self.autocast():
-            loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels, noise)
-        loss.backward()
-        clip = self.cfg.grad_clip
-        gnorm = torch.nn.utils.clip_grad_norm_(self.params, clip) if clip > 0 else torch.zeros(())
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        m["grad_norm"] = float(gnorm)
-        m["tokens"] = float(batch.target_mask.sum())
-        return m
-
-
 def _device(cfg: TrainConfig) -> torch.device:
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but no CUDA GPU is available: use --device cpu or auto")
@@ -426,14 +385,13 @@ class _Where:
     deadline: float | None
 
 
-def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: Any, rewarm_from: int | None,
-           stop_after: int | None) -> str | None:
+def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at: _Where, loader: Prefetcher, bar: Any,
+           rewarm_from: int | None, stop_after: int | None) -> str | None:
     """Train until the schedule, the time budget or Ctrl-C ends it; what stopped it (None:
     ``stop_after`` steps were done and checkpointed, the head is not to be saved)."""
-    cfg = run.cfg
     window = _LogWindow()
     planner = StepPlanner()
-    lengths = run.prep.train.lengths.tolist()
+    lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
     try:
         while state.total_steps is None or state.step < state.total_steps:
@@ -457,10 +415,10 @@ def _steps(run: _Run, state: TrainState, at: _Where, loader: Prefetcher, bar: An
             if state.step % cfg.log_every == 0:
                 window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
             if cfg.eval_every and state.step % cfg.eval_every == 0:
-                _eval(run.head, run.prep, cfg, run.labels, run.device, run.autocast, state, at.t0, bar)
+                _eval(run.head, prep, cfg, run.labels, run.device, run.autocast, state, at.t0, bar)
             stop = stop_after is not None and state.step >= stop_after
             if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or stop:
-                save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, run.prep.aux_layers)
+                save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, prep.aux_layers)
             if stop:
                 return None
     except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
@@ -492,12 +450,8 @@ def train(
     prep = prepare(cfg, device, target_dtype, t0, loaded, blob)
     prep.loaded.model.requires_grad_(False)
     head, hf_cfg = _build_head(cfg, prep, prep.loaded.model, device, blob)
-    params = [p for p in head.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
-    loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
-                          step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens,
-                          hard_label_weight=cfg.hard_label_weight, feature_noise=cfg.feature_noise)
-    run = _Run(cfg, prep, head, opt, params, TargetHead(head), loss_cfg, precision, device)
+    run = Stepper.for_head(cfg, head, device, precision)
+    opt = run.opt
     fp = data_fingerprint(prep.train)
     state = _start_state(cfg, blob, head, opt, fp)
     del blob  # the optimizer moments and weights are copied out: free the checkpoint's tensors
@@ -515,7 +469,7 @@ def train(
     train_start = time.time()
     tokens_at_start = state.tokens_seen
     try:
-        stopped = _steps(run, state, _Where(ckpt, fp, t0, train_start, train_deadline), loader, bar, rewarm_from, stop_after)
+        stopped = _steps(cfg, prep, run, state, _Where(ckpt, fp, t0, train_start, train_deadline), loader, bar, rewarm_from, stop_after)
     finally:
         loader.close()
         if bar is not None:

@@ -1,0 +1,163 @@
+"""Training throughput of a draft head: the trainer's own optimizer step (``updraft.train.stepper``)
+timed on synthetic teacher-forced data at a real target's shape, and a profile of a few steps.
+
+Nothing is generated: sequences of random tokens with random target features (the target's random
+weights at the named shape give the labels), lengths drawn between ``--min-len`` and ``--max-len``,
+batched by ``epoch_batches`` as a run batches them. The numbers are speed only: milliseconds per
+optimizer step, training positions per second (the trainer's ``train_tokens_per_s``), peak memory,
+and with ``--profile N`` the kernels of N steps by GPU time and the host time they leave idle.
+
+    python benchmarks/train_step.py --target random:smollm2-135m --steps 40 --profile 3 --out DIR
+    python benchmarks/train_step.py --target random:tiny --device cpu --steps 3 --batch-tokens 512 --seqs 40 \
+        --min-len 16 --max-len 64 --draft-vocab 256  # the CPU check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from updraft.bench.models import random_model
+from updraft.train.config import TrainConfig
+from updraft.train.data import DistillData, Prefetcher, epoch_batches
+from updraft.train.heads import new_head
+from updraft.train.stepper import Stepper
+
+
+def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int], dtype: torch.dtype,
+                   device: torch.device, seed: int) -> DistillData:
+    """``seqs`` sequences of random tokens, features and argmax labels; a third of each is prompt
+    (the share of generated tokens in the 2026-12-04 run L's data: 69%)."""
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(lengths[0], lengths[1] + 1, (seqs,), generator=g)
+    offsets = torch.zeros(seqs + 1, dtype=torch.long)
+    offsets[1:] = torch.cumsum(lens, 0)
+    n = int(offsets[-1])
+    return DistillData(
+        tokens=torch.randint(0, vocab, (n,), generator=g).to(device),
+        offsets=offsets,
+        prompt_lens=(lens * 31 // 100).clamp(min=2),
+        hidden=torch.randn(n, hidden, generator=g).to(device=device, dtype=dtype),
+        argmax=torch.randint(0, vocab, (n,), generator=g).to(device),
+        aux=torch.randn(n, 3 * hidden, generator=g).to(device=device, dtype=dtype),
+        aux_layers=(1, 2, 3),
+    )
+
+
+def kernel_profile(stepper: Stepper, batches: list[Any], steps: int) -> dict[str, Any]:
+    """Kernels of ``steps`` optimizer steps: count, GPU-busy time, the top names by GPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+        for i in range(steps):
+            stepper.step(batches[i % len(batches)], 1e-4, i)
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - t
+    kernels = [e for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA")]
+
+    def dur(e: Any) -> float:
+        return float(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0))
+
+    times: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for e in kernels:
+        times[e.name[:90]] += dur(e)
+        counts[e.name[:90]] += 1
+    busy = sum(times.values())
+    return {
+        "steps": steps, "kernels_per_step": len(kernels) / steps, "gpu_busy_ms_per_step": busy / 1000 / steps,
+        "wall_ms_per_step_profiled": wall * 1000 / steps,
+        "top": [{"name": k, "ms_per_step": round(v / 1000 / steps, 3), "share": round(v / max(busy, 1e-9), 4),
+                 "calls_per_step": counts[k] / steps} for k, v in times.most_common(25)],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="random:smollm2-135m", help="random:<shape> (bench/models.py)")
+    ap.add_argument("--method", default="eagle3", choices=["eagle3"])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--batch-tokens", type=int, default=16384, help="padded tokens per batch (the trainer's --batch-tokens)")
+    ap.add_argument("--ttt-steps", type=int, default=5)
+    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--seqs", type=int, default=1200)
+    ap.add_argument("--shapes", type=int, default=8,
+                    help="distinct batches, each stepped during the warm-up and cycled in the timed steps (a run's "
+                         "steady state: its batch shapes recur; a new shape costs allocator growth and kernel choices)")
+    ap.add_argument("--compile", action="store_true", help="TrainConfig.compile: the unrolled forward torch.compile'd")
+    ap.add_argument("--min-len", type=int, default=64)
+    ap.add_argument("--max-len", type=int, default=640)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel choices)")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps")
+    ap.add_argument("--profile", type=int, default=0, help="then profile this many steps (CUDA only)")
+    ap.add_argument("--out", type=Path, default=None, help="folder for train_step.json")
+    args = ap.parse_args()
+
+    device = torch.device(args.device)
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    loaded = random_model(args.target, dtype, device)
+    target = loaded.model
+    target.requires_grad_(False)
+    cfg = TrainConfig(target=args.target, out="unused", ttt_steps=args.ttt_steps, device=args.device, compile=args.compile)
+    vocab = loaded.config.vocab_size
+    draft_ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: min(args.draft_vocab, vocab)].sort().values
+    head, _ = new_head(args.method, target, draft_ids=draft_ids, aux_layers=(1, 2, 3), device=device)
+    stepper = Stepper.for_head(cfg, head, device, precision)
+    data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), dtype, device, 0)
+    loader = Prefetcher(data, device, eagle3=True)
+    order = epoch_batches(data.lengths.tolist(), args.batch_tokens, 0, 0)
+    batches = [loader.get(order[i]) for i in range(min(args.shapes, len(order)))]
+
+    def run(first: int, count: int) -> tuple[float, float]:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        positions = 0.0
+        for i in range(first, first + count):
+            positions += stepper.step(batches[i % len(batches)], 1e-4, i)["tokens"]
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t, positions
+
+    t = time.perf_counter()
+    run(0, max(args.warmup, len(batches)))  # every shape once at least (and the compilation, if any)
+    warm_s = time.perf_counter() - t
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    wall, positions = run(args.warmup, args.steps)
+    result: dict[str, Any] = {
+        "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__, "precision": precision, "compile": args.compile, "warmup_s": warm_s,
+        "shapes": [list(b.ids.shape) for b in batches], "ttt_steps": args.ttt_steps, "batch_tokens": args.batch_tokens,
+        "draft_vocab": int(draft_ids.numel()), "lengths": [args.min_len, args.max_len], "steps": args.steps,
+        "ms_per_step": wall * 1000 / args.steps, "positions_per_step": positions / args.steps,
+        "positions_per_s": positions / wall,
+        "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+    }
+    print(f"{args.target} {precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {args.batch_tokens}: "
+          f"warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
+          f"{result['positions_per_step']:.0f} positions/step, {result['positions_per_s'] / 1e3:.1f}k positions/s"
+          + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else ""))
+    if args.profile and device.type == "cuda":
+        prof = kernel_profile(stepper, batches, args.profile)
+        result["profile"] = prof
+        print(f"profiled {prof['steps']} steps: {prof['kernels_per_step']:.0f} kernels/step, GPU busy "
+              f"{prof['gpu_busy_ms_per_step']:.1f} of {prof['wall_ms_per_step_profiled']:.1f} ms/step")
+        for row in prof["top"]:
+            print(f"  {row['ms_per_step']:7.3f} ms {row['share'] * 100:5.1f}% x{row['calls_per_step']:<5.0f} {row['name']}")
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "train_step.json").write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""The trainer's optimizer step (``Stepper``): what it reports and trains, and the compiled
+forward (``TrainConfig.compile``) training exactly as the eager one across batch shapes."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from updraft.train.config import TrainConfig
+from updraft.train.data import TrainBatch
+from updraft.train.forward import unroll
+from updraft.train.heads import new_head
+from updraft.train.losses import compute_loss
+from updraft.train.stepper import Stepper
+
+
+def _batch(target, g: torch.Generator, rows: int, length: int, device: str) -> TrainBatch:  # noqa: ANN001
+    h, vocab = target.config.hidden_size, target.config.vocab_size
+    ids = torch.randint(0, vocab, (rows, length), generator=g)
+    hidden = torch.randn(rows, length, h, generator=g)
+    with torch.no_grad():
+        argmax = target.compute_logits(hidden.to(device=device, dtype=target.lm_head_weight.dtype)).argmax(-1).cpu()
+    mask = torch.zeros(rows, length, dtype=torch.bool)
+    mask[:, 3 : length - 1] = True
+    mask[-1, length // 2 :] = False  # a shorter sequence
+    feat = torch.randn(rows, length, 3 * h, generator=g)
+    return TrainBatch(ids, hidden, argmax, mask, feat, rows).map(lambda t: t.to(device))
+
+
+def _stepper(target, compile_: bool, device: str, precision: str) -> Stepper:  # noqa: ANN001
+    head, _ = new_head("eagle3", target, draft_ids=torch.arange(0, target.config.vocab_size, 2), aux_layers=(0, 0, 1),
+                       seed=3, device=device)
+    cfg = TrainConfig(out="unused", method="eagle3", ttt_steps=3, lr=1e-3, compile=compile_)
+    return Stepper.for_head(cfg, head, torch.device(device), precision)
+
+
+def test_step_trains_the_head_and_reports_its_positions(tiny_target) -> None:  # noqa: ANN001
+    target = tiny_target.model
+    target.requires_grad_(False)
+    stepper = _stepper(target, False, "cpu", "fp32")
+    assert stepper.forward is unroll
+    before = [p.detach().clone() for p in stepper.params]
+    g = torch.Generator().manual_seed(0)
+    for i, (rows, length) in enumerate([(3, 20), (2, 31)]):
+        batch = _batch(target, g, rows, length, "cpu")
+        m = stepper.step(batch, 1e-3, i)
+        assert m["tokens"] == float(batch.target_mask.sum())
+        assert m["grad_norm"] > 0 and torch.isfinite(torch.tensor(m["loss"]))
+        assert {"acc0", "acc1", "acc2"} <= set(m)
+    assert all(not torch.equal(a, p) for a, p in zip(before, stepper.params))
+    assert all(g["lr"] == 1e-3 for g in stepper.opt.param_groups)
+
+
+def _compare(target, device: str, precision: str, rtol: float) -> None:  # noqa: ANN001
+    """Eager and compiled steppers from one head: the same gradients on a batch, then the same
+    losses over optimizer steps on batches of three shapes (a compiled graph per shape would be
+    no slower to notice here than a wrong one). Weights after AdamW are not compared: its update
+    normalises each gradient entry, so rounding-level differences in near-zero entries move it by
+    up to the learning rate."""
+    eager = _stepper(target, False, device, precision)
+    compiled = _stepper(target, True, device, precision)
+    compiled.head.load_state_dict(copy.deepcopy(eager.head.state_dict()))
+    assert compiled.forward is not unroll
+    g = torch.Generator().manual_seed(1)
+    first = _batch(target, g, 3, 20, device)
+    for s in (eager, compiled):
+        with s.autocast():
+            loss, _ = compute_loss(s.head, first, s.loss_cfg, s.labels, None, s.forward)
+        loss.backward()
+    for (name, p), q in zip(eager.head.named_parameters(), compiled.head.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, rtol=rtol, atol=rtol * float(p.grad.abs().max()), msg=name)
+    for s in (eager, compiled):
+        s.opt.zero_grad(set_to_none=True)
+    for i, (rows, length) in enumerate([(3, 20), (2, 33), (4, 17)]):
+        batch = _batch(target, g, rows, length, device)
+        a, b = eager.step(batch, 1e-3, i), compiled.step(batch, 1e-3, i)
+        assert b["loss"] == pytest.approx(a["loss"], rel=rtol), i
+        assert b["tokens"] == a["tokens"]
+
+
+@pytest.mark.slow
+def test_compiled_forward_trains_as_the_eager_one_cpu(tiny_target) -> None:  # noqa: ANN001
+    """Minutes on a 2-core CPU (Inductor compiles the forward and the backward)."""
+    target = tiny_target.model
+    target.requires_grad_(False)
+    _compare(target, "cpu", "fp32", 1e-4)
+
+
+@pytest.mark.gpu
+def test_compiled_forward_trains_as_the_eager_one_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+    from updraft.models.loader import load_checkpoint
+
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cuda", progress=False).model
+    target.requires_grad_(False)
+    _compare(target, "cuda", "bf16", 2e-2)  # bf16 autocast: fused and unfused ops round differently

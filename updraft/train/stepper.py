@@ -1,0 +1,68 @@
+"""One optimizer step of a draft head: what ``updraft train-draft`` runs per batch and what
+``benchmarks/train_step.py`` times (the same object, so the benchmark measures the trainer)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from updraft.train.config import TrainConfig
+from updraft.train.data import TrainBatch
+from updraft.train.forward import unroll
+from updraft.train.heads import Head
+from updraft.train.losses import LossConfig, TargetHead, Unroll, compute_loss
+
+
+@dataclass
+class Stepper:
+    """A head, its optimizer and loss: ``step`` trains it on one batch."""
+
+    head: Head
+    opt: torch.optim.Optimizer
+    params: list[torch.nn.Parameter]
+    labels: TargetHead
+    loss_cfg: LossConfig
+    precision: str  # "bf16": autocast over fp32 weights; "fp32": nothing mixed
+    device: torch.device
+    seed: int
+    grad_clip: float
+    forward: Unroll = unroll  # or its torch.compile'd copy (TrainConfig.compile)
+
+    @classmethod
+    def for_head(cls, cfg: TrainConfig, head: Head, device: torch.device, precision: str) -> Stepper:
+        """AdamW over the head's trainable parameters and the loss ``cfg`` describes."""
+        params = [p for p in head.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
+        loss_cfg = LossConfig(steps=cfg.ttt_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight,
+                              step_decay=cfg.step_decay, early_weight=cfg.early_weight, early_tokens=cfg.early_tokens,
+                              hard_label_weight=cfg.hard_label_weight, feature_noise=cfg.feature_noise)
+        # dynamic: every batch has its own [B, L]; one compiled graph serves them all
+        forward: Unroll = torch.compile(unroll, dynamic=True) if cfg.compile else unroll
+        return cls(head, opt, params, TargetHead(head), loss_cfg, precision, device, cfg.seed, cfg.grad_clip, forward)
+
+    def autocast(self) -> Any:
+        if self.precision == "bf16":
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def step(self, batch: TrainBatch, lr: float, index: int) -> dict[str, float]:
+        """Optimizer step number ``index`` at ``lr``; the step's metrics. Its feature noise (if
+        any) is drawn from a generator seeded by the run's seed and ``index``, so a resumed run
+        draws what the uninterrupted one would have."""
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        noise = None
+        if self.loss_cfg.feature_noise > 0:
+            noise = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + index)
+        with self.autocast():
+            loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels, noise, self.forward)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip) if self.grad_clip > 0 else torch.zeros(())
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        m["grad_norm"] = float(gnorm)
+        m["tokens"] = float(batch.target_mask.sum())
+        return m
