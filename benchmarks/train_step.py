@@ -80,41 +80,11 @@ def kernel_profile(stepper: Stepper, batches: list[Any], steps: int) -> dict[str
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", default="random:smollm2-135m", help="random:<shape> (bench/models.py)")
-    ap.add_argument("--method", default="eagle3", choices=["eagle3"])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--batch-tokens", type=int, default=16384, help="padded tokens per batch (the trainer's --batch-tokens)")
-    ap.add_argument("--ttt-steps", type=int, default=5)
-    ap.add_argument("--draft-vocab", type=int, default=8192)
-    ap.add_argument("--seqs", type=int, default=1200)
-    ap.add_argument("--shapes", type=int, default=8,
-                    help="distinct batches, each stepped during the warm-up and cycled in the timed steps (a run's "
-                         "steady state: its batch shapes recur; a new shape costs allocator growth and kernel choices)")
-    ap.add_argument("--compile", action="store_true", help="TrainConfig.compile: the unrolled forward torch.compile'd")
-    ap.add_argument("--min-len", type=int, default=64)
-    ap.add_argument("--max-len", type=int, default=640)
-    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel choices)")
-    ap.add_argument("--steps", type=int, default=40, help="timed steps")
-    ap.add_argument("--profile", type=int, default=0, help="then profile this many steps (CUDA only)")
-    ap.add_argument("--out", type=Path, default=None, help="folder for train_step.json")
-    args = ap.parse_args()
-
-    device = torch.device(args.device)
-    precision = "bf16" if device.type == "cuda" else "fp32"
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    loaded = random_model(args.target, dtype, device)
-    target = loaded.model
-    target.requires_grad_(False)
-    cfg = TrainConfig(target=args.target, out="unused", ttt_steps=args.ttt_steps, device=args.device, compile=args.compile)
-    vocab = loaded.config.vocab_size
-    draft_ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: min(args.draft_vocab, vocab)].sort().values
-    head, _ = new_head(args.method, target, draft_ids=draft_ids, aux_layers=(1, 2, 3), device=device)
-    stepper = Stepper.for_head(cfg, head, device, precision)
-    data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), dtype, device, 0)
-    loader = Prefetcher(data, device, eagle3=True)
-    order = epoch_batches(data.lengths.tolist(), args.batch_tokens, 0, 0)
+def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_tokens: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Warm up on ``--shapes`` batches of ``batch_tokens`` (every one at least once), time
+    ``--steps`` steps cycling over them, then profile ``--profile`` steps (CUDA)."""
+    device = stepper.device
+    order = epoch_batches(data.lengths.tolist(), batch_tokens, 0, 0)
     batches = [loader.get(order[i]) for i in range(min(args.shapes, len(order)))]
 
     def run(first: int, count: int) -> tuple[float, float]:
@@ -135,15 +105,12 @@ def main() -> None:
         torch.cuda.reset_peak_memory_stats(device)
     wall, positions = run(args.warmup, args.steps)
     result: dict[str, Any] = {
-        "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__, "precision": precision, "compile": args.compile, "warmup_s": warm_s,
-        "shapes": [list(b.ids.shape) for b in batches], "ttt_steps": args.ttt_steps, "batch_tokens": args.batch_tokens,
-        "draft_vocab": int(draft_ids.numel()), "lengths": [args.min_len, args.max_len], "steps": args.steps,
+        "batch_tokens": batch_tokens, "warmup_s": warm_s, "shapes": [list(b.ids.shape) for b in batches],
         "ms_per_step": wall * 1000 / args.steps, "positions_per_step": positions / args.steps,
         "positions_per_s": positions / wall,
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
     }
-    print(f"{args.target} {precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {args.batch_tokens}: "
+    print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {batch_tokens}: "
           f"warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
           f"{result['positions_per_step']:.0f} positions/step, {result['positions_per_s'] / 1e3:.1f}k positions/s"
           + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else ""))
@@ -154,10 +121,56 @@ def main() -> None:
               f"{prof['gpu_busy_ms_per_step']:.1f} of {prof['wall_ms_per_step_profiled']:.1f} ms/step")
         for row in prof["top"]:
             print(f"  {row['ms_per_step']:7.3f} ms {row['share'] * 100:5.1f}% x{row['calls_per_step']:<5.0f} {row['name']}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="random:smollm2-135m", help="random:<shape> (bench/models.py)")
+    ap.add_argument("--method", default="eagle3", choices=["eagle3"])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--batch-tokens", default="16384",
+                    help="padded tokens per batch (the trainer's --batch-tokens); a comma list is measured in order, "
+                         "in one process (a compiled forward compiles once)")
+    ap.add_argument("--ttt-steps", type=int, default=5)
+    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--seqs", type=int, default=1200)
+    ap.add_argument("--shapes", type=int, default=8,
+                    help="distinct batches, each stepped during the warm-up and cycled in the timed steps (a run's "
+                         "steady state: its batch shapes recur; a new shape costs allocator growth and kernel choices)")
+    ap.add_argument("--compile", action="store_true", help="TrainConfig.compile: the unrolled forward torch.compile'd")
+    ap.add_argument("--min-len", type=int, default=64)
+    ap.add_argument("--max-len", type=int, default=640)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel choices)")
+    ap.add_argument("--steps", type=int, default=40, help="timed steps")
+    ap.add_argument("--profile", type=int, default=0, help="then profile this many steps (CUDA only)")
+    ap.add_argument("--out", type=Path, default=None, help="folder for train_step.json")
+    args = ap.parse_args(argv)
+
+    device = torch.device(args.device)
+    precision = "bf16" if device.type == "cuda" else "fp32"
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    loaded = random_model(args.target, dtype, device)
+    target = loaded.model
+    target.requires_grad_(False)
+    cfg = TrainConfig(target=args.target, out="unused", ttt_steps=args.ttt_steps, device=args.device, compile=args.compile)
+    vocab = loaded.config.vocab_size
+    draft_ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: min(args.draft_vocab, vocab)].sort().values
+    head, _ = new_head(args.method, target, draft_ids=draft_ids, aux_layers=(1, 2, 3), device=device)
+    stepper = Stepper.for_head(cfg, head, device, precision)
+    data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), dtype, device, 0)
+    loader = Prefetcher(data, device, eagle3=True)
+    result: dict[str, Any] = {
+        "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__, "precision": precision, "compile": args.compile, "ttt_steps": args.ttt_steps,
+        "draft_vocab": int(draft_ids.numel()), "lengths": [args.min_len, args.max_len], "steps": args.steps,
+        "runs": [measure(stepper, loader, data, int(b), args) for b in args.batch_tokens.split(",")],
+    }
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "train_step.json").write_text(json.dumps(result, indent=1))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
