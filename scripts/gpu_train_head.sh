@@ -21,6 +21,8 @@
 # v4 (v3 + self-instruct prompts), v5 (v3 + 40% long first-turn requests with constraints) or v6
 # (v5 + half free user turns: the target writes the user's turn itself);
 # every call of one schedule must pass the same set.
+# BATCH_TOKENS=16384 (default, every shipped run's): padded tokens a training batch; every call of one
+# schedule must pass the same. EXTRA_TRAIN_ARGS="--compile" compiles the head's forward (see train-draft --help).
 # DRAFT_VOCAB=8192 (default, the shipped head's): the EAGLE-3 draft vocabulary; every call of one
 # schedule must pass the same size. RUN=init with EXTRA_TRAIN_ARGS="--resize-draft-vocab" grows
 # (or shrinks) the INIT_FROM head's vocabulary to DRAFT_VOCAB, its tokens first. A head with a
@@ -85,7 +87,7 @@ else
   # in all per prompt) in ~1.8 min at 65k tok/s; features ~50 GB, on the GPU when they fit with
   # 20 GiB to spare, else in host memory (--data-device).
   TRAIN_ARGS=(--num-prompts "${NUM_PROMPTS:-20000}" --held-out 64 --max-new-tokens 320 --gen-batch "${GEN_BATCH:-512}"
-              --gen-fraction 0.6 --gen-max-total-tokens "${GEN_KV:-524288}" --batch-tokens 16384 --eval-every 500
+              --gen-fraction 0.6 --gen-max-total-tokens "${GEN_KV:-524288}" --batch-tokens "${BATCH_TOKENS:-16384}" --eval-every 500
               --log-every 50 --checkpoint-every 500 --final-eval-prompts 16 --final-eval-tokens 192
               --draft-vocab-size "${DRAFT_VOCAB:-8192}")
   # STEPS=N fixes the schedule's length (to repeat a run's schedule exactly), else it is planned

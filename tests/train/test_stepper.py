@@ -55,8 +55,8 @@ def test_step_trains_the_head_and_reports_its_positions(tiny_target) -> None:  #
 
 def _compare(target, device: str, precision: str, rtol: float) -> None:  # noqa: ANN001
     """Eager and compiled steppers from one head: the same gradients on a batch, then the same
-    losses over optimizer steps on batches of three shapes (a compiled graph per shape would be
-    no slower to notice here than a wrong one). Weights after AdamW are not compared: its update
+    losses over optimizer steps on batches of three shapes (the compiled forward is dynamic in
+    [B, L], one graph for all three). Weights after AdamW are not compared: its update
     normalises each gradient entry, so rounding-level differences in near-zero entries move it by
     up to the learning rate."""
     eager = _stepper(target, False, device, precision)

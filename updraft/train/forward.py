@@ -87,13 +87,15 @@ def attention(
         kv.diag_k.append(k)
         kv.diag_v.append(v)
         assert kv.v0 is not None
+        # One attention over [step-0 keys | each later step's keys]: row j sees step-0 keys 0..j
+        # (never empty) and, of every later step's block, only its own row j (the diagonal).
+        steps = len(kv.diag_k)
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
-        s0 = torch.matmul(q, kv.k0.transpose(-1, -2)).float() * scale
-        s0 = s0.masked_fill(~causal, float("-inf"))  # row j sees step-0 keys 0..j (never empty)
-        sd = torch.stack([(q.float() * kk.float()).sum(-1) for kk in kv.diag_k], dim=-1) * scale
-        p = torch.softmax(torch.cat([s0, sd], dim=-1), dim=-1)  # fp32 softmax over both parts
-        vd = torch.stack(kv.diag_v, dim=-2)  # [B, H, L, steps, D]
-        out = torch.matmul(p[..., :length].to(v.dtype), kv.v0) + (p[..., length:, None] * vd.float()).sum(-2).to(v.dtype)
+        diag = torch.eye(length, dtype=torch.bool, device=x.device)
+        mask = torch.cat([causal, *([diag] * steps)], dim=1)  # [L, L * (1 + steps)]
+        keys = torch.cat([kv.k0, *kv.diag_k], dim=2)
+        values = torch.cat([kv.v0, *kv.diag_v], dim=2)
+        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=scale)
     return attn.o_proj(out.transpose(1, 2).reshape(bsz, length, h * d))
 
 
