@@ -12,7 +12,9 @@ mkdir -p /tmp/c $OUT
 # exported: scripts run as child shells (benchmarks/device/head_run.sh) read it too
 export GGUF=/tmp/c/SmolLM2-135M-Instruct.Q4_1.gguf
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for d in .stage/*/; do cp $d/gguf.*part.* /tmp/c/ 2>/dev/null; [ -d $d/eagle-eval ] && cp -r $d/eagle-eval /tmp/c/; done
+for d in .stage/*/; do
+  cp $d/gguf.*part.* $d/seq.xz.part-* /tmp/c/ 2>/dev/null; [ -d $d/eagle-eval ] && cp -r $d/eagle-eval /tmp/c/
+done
 if [ ! -f $GGUF ] && ls /tmp/c/gguf.part.ad >/dev/null 2>&1; then
   cat /tmp/c/gguf.part.a[a-d] > $GGUF && sha256sum $GGUF | cut -c1-16
 fi
@@ -22,6 +24,12 @@ if [ ! -f $GGUF ] && ls /tmp/c/gguf.xz.part.a? >/dev/null 2>&1; then
   cat /tmp/c/gguf.xz.part.a? | python -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)" \
     > $GGUF.tmp 2>/dev/null && mv $GGUF.tmp $GGUF && sha256sum $GGUF | cut -c1-16
   rm -f $GGUF.tmp
+fi
+# a run's generated sequences (benchmarks/device/data_pack.sh), joined the same way into /tmp/c/sequences.safetensors
+if [ ! -f /tmp/c/sequences.safetensors ] && ls /tmp/c/seq.xz.part-* >/dev/null 2>&1; then
+  cat /tmp/c/seq.xz.part-* | xz -dc > /tmp/c/sequences.tmp 2>/dev/null && mv /tmp/c/sequences.tmp /tmp/c/sequences.safetensors \
+    && echo "sequences joined: $(du -h /tmp/c/sequences.safetensors | cut -f1)"
+  rm -f /tmp/c/sequences.tmp
 fi
 # the base code (main before the change, `git archive` of updraft/ and benchmarks/*.py, without the head's
 # weights, which it shares with this checkout) travels in .stage/base
