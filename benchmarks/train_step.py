@@ -25,17 +25,21 @@ import torch
 
 from updraft.bench.models import random_model
 from updraft.train.config import TrainConfig
-from updraft.train.data import DistillData, Prefetcher, epoch_batches
+from updraft.train.data import DistillData, Prefetcher, TrainBatch, epoch_batches
 from updraft.train.heads import new_head
 from updraft.train.stepper import Stepper
 
 
-def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int], dtype: torch.dtype,
+def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int], dist: str, dtype: torch.dtype,
                    device: torch.device, seed: int) -> DistillData:
     """``seqs`` sequences of random tokens, features and argmax labels; a third of each is prompt
-    (the share of generated tokens in the 2026-12-04 run L's data: 69%)."""
+    (the share of generated tokens in the 2026-12-04 run L's data: 69%). ``dist``: lognormal
+    lengths (mean ~340 tokens, as run L's 14.4M tokens over 42,645 sequences) or uniform ones."""
     g = torch.Generator().manual_seed(seed)
-    lens = torch.randint(lengths[0], lengths[1] + 1, (seqs,), generator=g)
+    if dist == "lognormal":
+        lens = torch.exp(5.7 + 0.5 * torch.randn(seqs, generator=g)).long().clamp(lengths[0], lengths[1])
+    else:
+        lens = torch.randint(lengths[0], lengths[1] + 1, (seqs,), generator=g)
     offsets = torch.zeros(seqs + 1, dtype=torch.long)
     offsets[1:] = torch.cumsum(lens, 0)
     n = int(offsets[-1])
@@ -86,34 +90,41 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
     device = stepper.device
     order = epoch_batches(data.lengths.tolist(), batch_tokens, 0, 0)
     batches = [loader.get(order[i]) for i in range(min(args.shapes, len(order)))]
+    fresh = [loader.get(b) for b in order[len(batches) : len(batches) + args.cold]]
 
-    def run(first: int, count: int) -> tuple[float, float]:
+    def run(first: int, count: int, pool: list[TrainBatch]) -> tuple[float, float]:
         if device.type == "cuda":
             torch.cuda.synchronize()
         t = time.perf_counter()
         positions = 0.0
         for i in range(first, first + count):
-            positions += stepper.step(batches[i % len(batches)], 1e-4, i)["tokens"]
+            positions += stepper.step(pool[i % len(pool)], 1e-4, i)["tokens"]
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t, positions
 
     t = time.perf_counter()
-    run(0, max(args.warmup, len(batches)))  # every shape once at least (and the compilation, if any)
+    run(0, max(args.warmup, len(batches)), batches)  # every shape once at least (and the compilation, if any)
     warm_s = time.perf_counter() - t
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    wall, positions = run(args.warmup, args.steps)
+    wall, positions = run(args.warmup, args.steps, batches)
+    seen = {tuple(b.ids.shape) for b in batches}
+    cold_wall = run(0, len(fresh), fresh)[0] if fresh else 0.0
     result: dict[str, Any] = {
-        "batch_tokens": batch_tokens, "warmup_s": warm_s, "shapes": [list(b.ids.shape) for b in batches],
+        "batch_tokens": batch_tokens, "pad": args.pad, "warmup_s": warm_s, "shapes": [list(b.ids.shape) for b in batches],
         "ms_per_step": wall * 1000 / args.steps, "positions_per_step": positions / args.steps,
         "positions_per_s": positions / wall,
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "cold_steps": len(fresh), "cold_new_shapes": len({tuple(b.ids.shape) for b in fresh} - seen),
+        "cold_ms_per_step": cold_wall * 1000 / len(fresh) if fresh else None,
     }
-    print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {batch_tokens}: "
-          f"warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
+    print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {batch_tokens} "
+          f"pad {args.pad}: warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
           f"{result['positions_per_step']:.0f} positions/step, {result['positions_per_s'] / 1e3:.1f}k positions/s"
-          + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else ""))
+          + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else "")
+          + (f"; {len(fresh)} unseen batches ({result['cold_new_shapes']} new shapes) {result['cold_ms_per_step']:.1f} ms/step"
+             if fresh else ""))
     if args.profile and device.type == "cuda":
         prof = kernel_profile(stepper, batches, args.profile)
         result["profile"] = prof
@@ -139,8 +150,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="distinct batches, each stepped during the warm-up and cycled in the timed steps (a run's "
                          "steady state: its batch shapes recur; a new shape costs allocator growth and kernel choices)")
     ap.add_argument("--compile", action="store_true", help="TrainConfig.compile: the unrolled forward torch.compile'd")
-    ap.add_argument("--min-len", type=int, default=64)
-    ap.add_argument("--max-len", type=int, default=640)
+    ap.add_argument("--pad", type=int, default=TrainConfig().batch_pad, help="TrainConfig.batch_pad: batch lengths padded to a multiple")
+    ap.add_argument("--cold", type=int, default=0,
+                    help="then time this many batches not met before, once each (a fresh process's first steps)")
+    ap.add_argument("--lengths", default="lognormal", choices=["lognormal", "uniform"],
+                    help="lognormal: exp(N(5.7, 0.5)) in [--min-len, --max-len], mean ~340 as run L's data; uniform: in between")
+    ap.add_argument("--min-len", type=int, default=20)
+    ap.add_argument("--max-len", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (allocator, kernel choices)")
     ap.add_argument("--steps", type=int, default=40, help="timed steps")
     ap.add_argument("--profile", type=int, default=0, help="then profile this many steps (CUDA only)")
@@ -158,12 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     draft_ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: min(args.draft_vocab, vocab)].sort().values
     head, _ = new_head(args.method, target, draft_ids=draft_ids, aux_layers=(1, 2, 3), device=device)
     stepper = Stepper.for_head(cfg, head, device, precision)
-    data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), dtype, device, 0)
-    loader = Prefetcher(data, device, eagle3=True)
+    data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), args.lengths, dtype,
+                          device, 0)
+    loader = Prefetcher(data, device, eagle3=True, pad_to=args.pad)
     result: dict[str, Any] = {
         "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "precision": precision, "compile": args.compile, "ttt_steps": args.ttt_steps,
-        "draft_vocab": int(draft_ids.numel()), "lengths": [args.min_len, args.max_len], "steps": args.steps,
+        "draft_vocab": int(draft_ids.numel()), "lengths": [args.lengths, args.min_len, args.max_len], "steps": args.steps,
         "runs": [measure(stepper, loader, data, int(b), args) for b in args.batch_tokens.split(",")],
     }
     if args.out is not None:

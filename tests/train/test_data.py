@@ -280,3 +280,26 @@ def test_free_turn_generation_on_a_tiny_target(engine) -> None:  # noqa: ANN001
     assert again.seqs == gen.seqs
     other = collect_sequences(engine, prompts, max_new_tokens=6, seed=6, progress=False)
     assert other.stats["user_turn_tokens"] != gen.stats["user_turn_tokens"] or other.seqs != gen.seqs
+
+
+def test_padded_batches_train_as_unpadded_ones(engine, generated) -> None:  # noqa: ANN001
+    """``pad_to``: the batch's length is a multiple of it, the real columns are unchanged, and the
+    losses and per-step metrics of every unrolled step are those of the unpadded batch (padding
+    is masked out of the losses, and causal attention keeps real rows from reading it)."""
+    _, gen = generated
+    data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=(0, 1, 1), progress=False)
+    head, _ = new_head("eagle3", engine.model, aux_layers=(0, 1, 1))
+    labels = losses.TargetHead(head)
+    seqs = [3, 0, 5]
+    plain = data.batch(seqs, "cpu", eagle3=True)
+    padded = data.batch(seqs, "cpu", eagle3=True, pad_to=64)
+    n = plain.ids.shape[1]
+    assert padded.ids.shape[1] % 64 == 0 and padded.ids.shape[1] - n < 64
+    assert padded.ids.shape[1] > n  # the test pads something (the fixture's longest is not a multiple of 64)
+    for a, b in zip((plain.ids, plain.target_mask, plain.feature), (padded.ids, padded.target_mask, padded.feature)):
+        assert torch.equal(b[:, :n], a)
+    assert not padded.target_mask[:, n:].any()
+    loss_a, ma = losses.compute_loss(head, plain, losses.LossConfig(steps=3), labels)
+    loss_b, mb = losses.compute_loss(head, padded, losses.LossConfig(steps=3), labels)
+    torch.testing.assert_close(loss_b, loss_a, rtol=1e-5, atol=1e-6)
+    assert all(mb[f"acc{k}"] == ma[f"acc{k}"] and mb[f"rows{k}"] == ma[f"rows{k}"] for k in range(3))

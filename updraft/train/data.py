@@ -106,11 +106,13 @@ class DistillData:
             self.hidden[idx.to(dev)], self.argmax[idx.to(dev)], aux, self.aux_layers,
         )
 
-    def batch(self, seqs: list[int], device: torch.device | str, eagle3: bool) -> TrainBatch:
-        """Right-padded ``[B, L]`` batch of the given sequences, on ``device``."""
+    def batch(self, seqs: list[int], device: torch.device | str, eagle3: bool, pad_to: int = 1) -> TrainBatch:
+        """Right-padded ``[B, L]`` batch of the given sequences, on ``device``; ``L`` is the longest
+        one rounded up to a multiple of ``pad_to`` (fewer distinct shapes; padding is masked out of
+        every loss, and causal attention keeps real rows from reading it)."""
         lens = self.lengths[seqs].tolist()
         starts = self.offsets[seqs].tolist()
-        length = max(lens)
+        length = -(-max(lens) // pad_to) * pad_to
         bsz = len(seqs)
         # Flat gather index per (row, col); padded columns repeat the row's last token and are
         # masked out of every loss.
@@ -177,22 +179,22 @@ class Prefetcher:
     GPU to train on): the next batch is gathered into pinned memory on a worker thread while
     the current step runs (the gather releases the GIL), then copied without blocking."""
 
-    def __init__(self, data: DistillData, device: torch.device, eagle3: bool) -> None:
+    def __init__(self, data: DistillData, device: torch.device, eagle3: bool, pad_to: int = 1) -> None:
         from concurrent.futures import Future, ThreadPoolExecutor
 
-        self.data, self.device, self.eagle3 = data, device, eagle3
+        self.data, self.device, self.eagle3, self.pad_to = data, device, eagle3, pad_to
         self.async_copy = data.tokens.device.type == "cpu" and device.type == "cuda"
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="batches") if self.async_copy else None
         self.pending: tuple[tuple[int, ...], Future[TrainBatch]] | None = None
 
     def _host(self, seqs: list[int]) -> TrainBatch:
-        b = self.data.batch(seqs, "cpu", self.eagle3)
+        b = self.data.batch(seqs, "cpu", self.eagle3, self.pad_to)
         return b.map(lambda t: t.pin_memory()) if torch.cuda.is_available() else b
 
     def get(self, seqs: list[int], upcoming: list[int] | None = None) -> TrainBatch:
         """The batch of ``seqs``; ``upcoming``: the batch after it (prefetched)."""
         if self.pool is None:
-            return self.data.batch(seqs, self.device, self.eagle3)
+            return self.data.batch(seqs, self.device, self.eagle3, self.pad_to)
         pending, self.pending = self.pending, None
         host = pending[1].result() if pending is not None and pending[0] == tuple(seqs) else self._host(seqs)
         if upcoming:

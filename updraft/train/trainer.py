@@ -465,7 +465,7 @@ def train(
         from tqdm import tqdm
 
         bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
-    loader = Prefetcher(prep.train, device, cfg.method == "eagle3")
+    loader = Prefetcher(prep.train, device, cfg.method == "eagle3", cfg.batch_pad)
     train_start = time.time()
     tokens_at_start = state.tokens_seen
     try:
