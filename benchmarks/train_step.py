@@ -54,7 +54,7 @@ def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int],
     )
 
 
-def kernel_profile(stepper: Stepper, batches: list[Any], steps: int) -> dict[str, Any]:
+def kernel_profile(stepper: Stepper, batches: list[TrainBatch], steps: int) -> dict[str, Any]:
     """Kernels of ``steps`` optimizer steps: count, GPU-busy time, the top names by GPU time."""
     from torch.profiler import ProfilerActivity, profile
 
