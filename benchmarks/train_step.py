@@ -119,7 +119,7 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
         "cold_steps": len(fresh), "cold_new_shapes": len({tuple(b.ids.shape) for b in fresh} - seen),
         "cold_ms_per_step": cold_wall * 1000 / len(fresh) if fresh else None,
     }
-    print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} batch {batch_tokens} "
+    print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} sdpa {args.sdpa} batch {batch_tokens} "
           f"pad {args.pad}: warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
           f"{result['positions_per_step']:.0f} positions/step, {result['positions_per_s'] / 1e3:.1f}k positions/s"
           + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else "")
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="distinct batches, each stepped during the warm-up and cycled in the timed steps (a run's "
                          "steady state: its batch shapes recur; a new shape costs allocator growth and kernel choices)")
     ap.add_argument("--compile", action="store_true", help="TrainConfig.compile: the unrolled forward torch.compile'd")
+    ap.add_argument("--sdpa", default=TrainConfig().sdpa, help="TrainConfig.sdpa: auto or no-cudnn (attention kernels)")
     ap.add_argument("--pad", type=int, default=TrainConfig().batch_pad, help="TrainConfig.batch_pad: batch lengths padded to a multiple")
     ap.add_argument("--cold", type=int, default=0,
                     help="then time this many batches not met before, once each (a fresh process's first steps)")
@@ -169,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     loaded = random_model(args.target, dtype, device)
     target = loaded.model
     target.requires_grad_(False)
-    cfg = TrainConfig(target=args.target, out="unused", ttt_steps=args.ttt_steps, device=args.device, compile=args.compile)
+    cfg = TrainConfig(target=args.target, out="unused", ttt_steps=args.ttt_steps, device=args.device, compile=args.compile,
+                      sdpa=args.sdpa, batch_pad=args.pad).validate()
     vocab = loaded.config.vocab_size
     draft_ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: min(args.draft_vocab, vocab)].sort().values
     head, _ = new_head(args.method, target, draft_ids=draft_ids, aux_layers=(1, 2, 3), device=device)
@@ -179,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     loader = Prefetcher(data, device, eagle3=True, pad_to=args.pad)
     result: dict[str, Any] = {
         "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "torch": torch.__version__, "precision": precision, "compile": args.compile, "ttt_steps": args.ttt_steps,
+        "torch": torch.__version__, "precision": precision, "compile": args.compile, "sdpa": args.sdpa, "ttt_steps": args.ttt_steps,
         "draft_vocab": int(draft_ids.numel()), "lengths": [args.lengths, args.min_len, args.max_len], "steps": args.steps,
         "runs": [measure(stepper, loader, data, int(b), args) for b in args.batch_tokens.split(",")],
     }

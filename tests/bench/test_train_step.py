@@ -12,10 +12,10 @@ from typing import Any
 def test_train_step_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) -> None:
     args = ["--target", "random:tiny", "--device", "cpu", "--steps", "2", "--warmup", "1", "--batch-tokens", "256,512",
             "--seqs", "60", "--min-len", "16", "--max-len", "48", "--lengths", "uniform", "--draft-vocab", "128", "--shapes", "3",
-            "--pad", "16", "--cold", "2", "--out", str(tmp_path)]
+            "--pad", "16", "--cold", "2", "--sdpa", "no-cudnn", "--out", str(tmp_path)]
     assert load_benchmark("train_step").main(args) == 0
     result = json.loads((tmp_path / "train_step.json").read_text())
-    assert result["precision"] == "fp32" and result["compile"] is False and result["draft_vocab"] == 128
+    assert result["precision"] == "fp32" and result["compile"] is False and result["sdpa"] == "no-cudnn" and result["draft_vocab"] == 128
     runs = result["runs"]
     assert [r["batch_tokens"] for r in runs] == [256, 512]
     for r in runs:

@@ -37,6 +37,7 @@ def test_defaults_come_from_the_dataclass() -> None:
         (["--held-out", "500", "--num-prompts", "100"], "held_out=500 is invalid: must be smaller than num_prompts=100"),
         (["--gen-fraction", "1.5"], "gen_fraction=1.5 is invalid"),
         (["--precision", "fp8"], "precision='fp8' is invalid"),
+        (["--sdpa", "flash"], "sdpa='flash' is invalid: choose one of auto, no-cudnn"),
         (["--time-budget", "-3"], "time_budget=-3.0 is invalid"),
         (["--save-dtype", "int8"], "save_dtype='int8' is invalid"),
         (["--prompt-set", "v7"], "prompt_set='v7' is invalid: choose one of v3, v4, v5, v6"),

@@ -29,10 +29,10 @@ def _batch(target, g: torch.Generator, rows: int, length: int, device: str) -> T
     return TrainBatch(ids, hidden, argmax, mask, feat, rows).map(lambda t: t.to(device))
 
 
-def _stepper(target, compile_: bool, device: str, precision: str) -> Stepper:  # noqa: ANN001
+def _stepper(target, compile_: bool, device: str, precision: str, sdpa: str = "auto") -> Stepper:  # noqa: ANN001
     head, _ = new_head("eagle3", target, draft_ids=torch.arange(0, target.config.vocab_size, 2), aux_layers=(0, 0, 1),
                        seed=3, device=device)
-    cfg = TrainConfig(out="unused", method="eagle3", ttt_steps=3, lr=1e-3, compile=compile_)
+    cfg = TrainConfig(out="unused", method="eagle3", ttt_steps=3, lr=1e-3, compile=compile_, sdpa=sdpa)
     return Stepper.for_head(cfg, head, torch.device(device), precision)
 
 
@@ -53,6 +53,33 @@ def test_step_trains_the_head_and_reports_its_positions(tiny_target) -> None:  #
     assert all(g["lr"] == 1e-3 for g in stepper.opt.param_groups)
 
 
+def _sdpa_flags() -> tuple[bool, bool, bool, bool]:
+    b = torch.backends.cuda
+    return b.cudnn_sdp_enabled(), b.flash_sdp_enabled(), b.mem_efficient_sdp_enabled(), b.math_sdp_enabled()
+
+
+def test_no_cudnn_scope_keeps_cudnn_attention_out_and_trains_alike(tiny_target) -> None:  # noqa: ANN001
+    """``sdpa="no-cudnn"``: cuDNN attention off inside the step's scope only (flash, memory-efficient
+    and math stay allowed); "auto" leaves PyTorch's choice alone. The two train the same head alike."""
+    target = tiny_target.model
+    target.requires_grad_(False)
+    auto, no_cudnn = _stepper(target, False, "cpu", "fp32"), _stepper(target, False, "cpu", "fp32", "no-cudnn")
+    no_cudnn.head.load_state_dict(copy.deepcopy(auto.head.state_dict()))
+    outside = _sdpa_flags()
+    assert outside[0], "PyTorch's default allows cuDNN attention: the test would show nothing"
+    with auto.scope():
+        assert _sdpa_flags() == outside
+    with no_cudnn.scope():
+        assert _sdpa_flags() == (False, True, True, True)
+    assert _sdpa_flags() == outside
+    g = torch.Generator().manual_seed(2)
+    for i, (rows, length) in enumerate([(3, 20), (2, 29)]):
+        batch = _batch(target, g, rows, length, "cpu")
+        a, b = auto.step(batch, 1e-3, i), no_cudnn.step(batch, 1e-3, i)
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5), i
+        assert _sdpa_flags() == outside
+
+
 def _compare(target, device: str, precision: str, rtol: float) -> None:  # noqa: ANN001
     """Eager and compiled steppers from one head: the same gradients on a batch, then the same
     losses over optimizer steps on batches of three shapes (the compiled forward is dynamic in
@@ -66,7 +93,7 @@ def _compare(target, device: str, precision: str, rtol: float) -> None:  # noqa:
     g = torch.Generator().manual_seed(1)
     first = _batch(target, g, 3, 20, device)
     for s in (eager, compiled):
-        with s.autocast():
+        with s.scope():
             loss, _ = compute_loss(s.head, first, s.loss_cfg, s.labels, None, s.forward)
         loss.backward()
     for (name, p), q in zip(eager.head.named_parameters(), compiled.head.parameters()):
@@ -97,3 +124,20 @@ def test_compiled_forward_trains_as_the_eager_one_gpu(tiny_checkpoint) -> None: 
     target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cuda", progress=False).model
     target.requires_grad_(False)
     _compare(target, "cuda", "bf16", 2e-2)  # bf16 autocast: fused and unfused ops round differently
+
+
+@pytest.mark.gpu
+def test_no_cudnn_attention_trains_as_the_default_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+    """On the GPU "auto" runs cuDNN's attention where it applies; "no-cudnn" flash / memory-efficient:
+    the same losses over steps on three batch shapes, within bf16 rounding."""
+    from updraft.models.loader import load_checkpoint
+
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cuda", progress=False).model
+    target.requires_grad_(False)
+    auto, no_cudnn = _stepper(target, False, "cuda", "bf16"), _stepper(target, False, "cuda", "bf16", "no-cudnn")
+    no_cudnn.head.load_state_dict(copy.deepcopy(auto.head.state_dict()))
+    g = torch.Generator().manual_seed(4)
+    for i, (rows, length) in enumerate([(3, 64), (2, 128), (4, 40)]):
+        batch = _batch(target, g, rows, length, "cuda")
+        a, b = auto.step(batch, 1e-3, i), no_cudnn.step(batch, 1e-3, i)
+        assert b["loss"] == pytest.approx(a["loss"], rel=2e-2), i

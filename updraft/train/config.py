@@ -14,6 +14,7 @@ from updraft.data.prompts import check_prompt_set
 METHODS = ("eagle", "eagle3")
 PRECISIONS = ("auto", "fp32", "bf16")
 DEVICES = ("auto", "cpu", "cuda")
+SDPA_CHOICES = ("auto", "no-cudnn")
 
 
 def _opt(help_text: str, **kw: Any) -> Any:
@@ -80,6 +81,10 @@ class TrainConfig:
         "torch.compile the head's unrolled forward (and through it its backward), shapes dynamic: fewer, fused kernels "
         "for a step that runs eagerly host-bound (H200, SmolLM2 head, 16,384 tokens a batch: 55 ms a step for 22 ms of "
         "GPU work); the first step compiles (minutes on a 2-core CPU)", default=False)
+    sdpa: str = _opt(
+        "attention kernels of the training forward: auto (PyTorch's choice; on Hopper cuDNN, which builds a plan for "
+        "every new shape: the unrolled steps' 10 attention calls cost a step ~400 ms more at each new batch shape on "
+        "an H200) or no-cudnn (flash, memory-efficient or math: no per-shape plans)", default="auto")
     ttt_steps: int = _opt("draft steps unrolled in training (training-time test); 1 = plain EAGLE", default=5)
     step_decay: float = _opt("loss weight decay per unrolled step", default=0.8)
     early_weight: float = _opt(
@@ -144,6 +149,8 @@ class TrainConfig:
             raise bad("data_device", f"choose one of {', '.join(DEVICES)}")
         if self.precision not in PRECISIONS:
             raise bad("precision", f"choose one of {', '.join(PRECISIONS)}")
+        if self.sdpa not in SDPA_CHOICES:
+            raise bad("sdpa", f"choose one of {', '.join(SDPA_CHOICES)}")
         check_prompt_set(self.prompt_set)
         if self.save_dtype not in ("bfloat16", "float16", "float32"):
             raise bad("save_dtype", "choose bfloat16, float16 or float32")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from updraft.train.config import TrainConfig
 from updraft.train.data import TrainBatch
@@ -30,6 +30,7 @@ class Stepper:
     seed: int
     grad_clip: float
     forward: Unroll = unroll  # or its torch.compile'd copy (TrainConfig.compile)
+    sdpa: str = "auto"  # TrainConfig.sdpa: "no-cudnn" keeps cuDNN's per-shape attention plans out
 
     @classmethod
     def for_head(cls, cfg: TrainConfig, head: Head, device: torch.device, precision: str) -> Stepper:
@@ -41,12 +42,20 @@ class Stepper:
                               hard_label_weight=cfg.hard_label_weight, feature_noise=cfg.feature_noise)
         # dynamic: every batch has its own [B, L]; one compiled graph serves them all
         forward: Unroll = torch.compile(unroll, dynamic=True) if cfg.compile else unroll
-        return cls(head, opt, params, TargetHead(head), loss_cfg, precision, device, cfg.seed, cfg.grad_clip, forward)
+        return cls(head, opt, params, TargetHead(head), loss_cfg, precision, device, cfg.seed, cfg.grad_clip, forward,
+                   cfg.sdpa)
 
-    def autocast(self) -> Any:
+    def scope(self) -> contextlib.ExitStack:
+        """What every forward of the head runs under (training steps and held-out estimates): bf16
+        autocast when mixed, and the attention kernels ``sdpa`` allows (the backward runs the kernels
+        its forward chose)."""
+        stack = contextlib.ExitStack()
         if self.precision == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+            stack.enter_context(torch.autocast(device_type=self.device.type, dtype=torch.bfloat16))
+        if self.sdpa == "no-cudnn":
+            backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+            stack.enter_context(sdpa_kernel(backends))
+        return stack
 
     def step(self, batch: TrainBatch, lr: float, index: int) -> dict[str, float]:
         """Optimizer step number ``index`` at ``lr``; the step's metrics. Its feature noise (if
@@ -57,7 +66,7 @@ class Stepper:
         noise = None
         if self.loss_cfg.feature_noise > 0:
             noise = torch.Generator(device=self.device).manual_seed(self.seed * 1_000_003 + index)
-        with self.autocast():
+        with self.scope():
             loss, m = compute_loss(self.head, batch, self.loss_cfg, self.labels, noise, self.forward)
         loss.backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self.params, self.grad_clip) if self.grad_clip > 0 else torch.zeros(())

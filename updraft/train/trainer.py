@@ -26,6 +26,8 @@ import gc
 import json
 import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +83,7 @@ LOG_NAME = "train_log.json"
 #: there was a choice of sets still match.
 DATA_KEYS = ("num_prompts", "held_out", "seed", "max_new_tokens", "temperature")
 RESERVE_FRACTION = 0.1  # share of the time budget kept for saving and the final check
+Scope = Callable[[], AbstractContextManager[Any]]  # Stepper.scope: what the head's forwards run under
 
 
 def _say(msg: str) -> None:
@@ -216,7 +219,7 @@ def _start_state(cfg: TrainConfig, blob: dict[str, Any] | None, head: Head, opt:
 
 # ---- evaluation -----------------------------------------------------------------------------
 @torch.no_grad()
-def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: TargetHead, device: torch.device, autocast: Any) -> dict[str, Any]:
+def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: TargetHead, device: torch.device, scope: Scope) -> dict[str, Any]:
     """Per-step top-1 accuracy of a chain of ``spec_steps`` drafts on the held-out sequences
     (teacher-forced along the target's tokens) and the accept length it implies."""
     loss_cfg = LossConfig(steps=cfg.spec_steps, feature_weight=cfg.feature_weight, token_weight=cfg.token_weight, step_decay=cfg.step_decay)
@@ -232,7 +235,7 @@ def held_out_estimate(head: Head, data: DistillData, cfg: TrainConfig, labels: T
         while j < len(order) and (j - i + 1) * lengths[order[j]] <= cfg.batch_tokens:
             j += 1
         batch = data.batch(order[i:j], device, cfg.method == "eagle3")
-        with autocast():
+        with scope():
             _, m = compute_loss(head, batch, loss_cfg, labels)
             v, a = chain_acceptance(head, batch, cfg.spec_steps, labels)
         verify += v
@@ -415,7 +418,7 @@ def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at
             if state.step % cfg.log_every == 0:
                 window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
             if cfg.eval_every and state.step % cfg.eval_every == 0:
-                _eval(run.head, prep, cfg, run.labels, run.device, run.autocast, state, at.t0, bar)
+                _eval(run.head, prep, cfg, run.labels, run.device, run.scope, state, at.t0, bar)
             stop = stop_after is not None and state.step >= stop_after
             if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or stop:
                 save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, prep.aux_layers)
@@ -479,7 +482,7 @@ def train(
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)  # the last epoch's (its length)
     train_s = time.time() - train_start
     done = state.evals and state.evals[-1]["step"] == state.step
-    final = state.evals[-1] if done else _eval(head, prep, cfg, run.labels, device, run.autocast, state, t0, None)
+    final = state.evals[-1] if done else _eval(head, prep, cfg, run.labels, device, run.scope, state, t0, None)
     save_checkpoint(ckpt, head, opt, state, cfg, fp, prep.aux_layers)
     dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[cfg.save_dtype]
     save_head(head, hf_cfg, out, dtype=dtype, include_embedding=cfg.save_embedding,
@@ -531,10 +534,10 @@ def _finish(cfg: TrainConfig, prep: Prepared, out: Path, result: dict[str, Any],
     return result
 
 
-def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, device: torch.device, autocast: Any,
+def _eval(head: Head, prep: Prepared, cfg: TrainConfig, labels: TargetHead, device: torch.device, scope: Scope,
           state: TrainState, t0: float, bar: Any) -> dict[str, Any]:
     t = time.time()
-    r = held_out_estimate(head, prep.held, cfg, labels, device, autocast)
+    r = held_out_estimate(head, prep.held, cfg, labels, device, scope)
     r |= {"step": state.step, "tokens_seen": state.tokens_seen, "eval_s": time.time() - t, "elapsed_s": time.time() - t0}
     state.evals.append(r)
     msg = (f"step {state.step}: held-out acc {[round(a, 3) for a in r['acc']]} -> expected accept length "
