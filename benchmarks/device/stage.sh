@@ -1,0 +1,32 @@
+# usage: bash benchmarks/device/stage.sh [RUN_DIR]
+# Rebuilds what device calls carry from this machine's caches, in a checkout that has none of its ignored files
+# (they do not survive between sessions here; ~/.cache/updraft does): .whl/ (the gguf wheel the device machine
+# lacks, downloaded), .stage/q1-q4 (the default GGUF's xz stream, `xz -6`, in four parts of ~22.6 MB: one beside
+# the ~37 MB tree fits a call's 64 MiB; benchmarks/device/env.sh joins them) and, with RUN_DIR (a run kept outside
+# the checkout, e.g. ~/.cache/updraft/runs/M: its newest head-*/ folder and seq.xz.part-* from data_pack.sh),
+# .stage/p4/<run>-head (the head, ~20 MB) and .stage/p5 (the sequences' parts and the eval sets, read in place from
+# ../shared/data/eagle-eval). Prints each folder's size and the joined GGUF's sha256 prefix (b179c9523d0e6a0f).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CACHE=${UPDRAFT_CACHE:-$HOME/.cache/updraft}
+GGUF=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$GGUF" ] || { echo "no GGUF at $GGUF (run any updraft command with the default model once)" >&2; exit 2; }
+if ! ls .whl/gguf-*.whl >/dev/null 2>&1; then
+  mkdir -p .whl && python -m pip download -q --no-deps gguf==0.19.0 -d .whl
+fi
+if [ ! -f .stage/q4/gguf.xz.part.ad ]; then
+  rm -rf .stage/q1 .stage/q2 .stage/q3 .stage/q4 && mkdir -p .stage/xz
+  xz -T0 -6 -c "$GGUF" | split -n 4 -a 2 - .stage/xz/gguf.xz.part. 2>/dev/null || {
+    xz -T0 -6 -c "$GGUF" > .stage/xz/g.xz && split -n 4 -a 2 .stage/xz/g.xz .stage/xz/gguf.xz.part. && rm .stage/xz/g.xz; }
+  i=1; for p in aa ab ac ad; do mkdir -p .stage/q$i && mv .stage/xz/gguf.xz.part.$p .stage/q$i/; i=$((i + 1)); done
+  rmdir .stage/xz
+fi
+echo "GGUF from the parts: $(cat .stage/q?/gguf.xz.part.a? | xz -dc | sha256sum | cut -c1-16)"
+if [ -n "${1:-}" ]; then
+  head=$(ls -d "$1"/head-* | sort -t- -k2 -n | tail -1)
+  rm -rf .stage/p4 .stage/p5 && mkdir -p .stage/p4 .stage/p5
+  cp -r "$head" .stage/p4/"$(basename "$1")"-head && chmod -R u+w .stage/p4
+  cp "$1"/seq.xz.part-* .stage/p5/ && cp -r ../shared/data/eagle-eval .stage/p5/
+  echo "head: $head"
+fi
+du -sh .whl .stage/*
