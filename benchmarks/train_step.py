@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     stepper = Stepper.for_head(cfg, head, device, precision)
     data = synthetic_data(vocab, loaded.config.hidden_size, args.seqs, (args.min_len, args.max_len), args.lengths, dtype,
                           device, 0)
-    loader = Prefetcher(data, device, eagle3=True, pad_to=args.pad)
+    loader = Prefetcher(data, device, eagle3=True, pad_to=cfg.batch_pad)
     result: dict[str, Any] = {
         "target": args.target, "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__, "precision": precision, "compile": args.compile, "sdpa": args.sdpa, "ttt_steps": args.ttt_steps,

@@ -5,7 +5,7 @@
 # the ~37 MB tree fits a call's 64 MiB; benchmarks/device/env.sh joins them) and, with RUN_DIR (a run kept outside
 # the checkout, e.g. ~/.cache/updraft/runs/M: its newest head-*/ folder and seq.xz.part-* from data_pack.sh),
 # .stage/p4/<run>-head (the head, ~20 MB) and .stage/p5 (the sequences' parts and the eval sets, read in place from
-# ../shared/data/eagle-eval). Prints each folder's size and the joined GGUF's sha256 prefix (b179c9523d0e6a0f).
+# $UPDRAFT_EVAL_DIR, else ../shared/data/eagle-eval). Prints each folder's size and the joined GGUF's sha256 prefix (b179c9523d0e6a0f).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CACHE=${UPDRAFT_CACHE:-$HOME/.cache/updraft}
@@ -16,8 +16,7 @@ if ! ls .whl/gguf-*.whl >/dev/null 2>&1; then
 fi
 if [ ! -f .stage/q4/gguf.xz.part.ad ]; then
   rm -rf .stage/q1 .stage/q2 .stage/q3 .stage/q4 && mkdir -p .stage/xz
-  xz -T0 -6 -c "$GGUF" | split -n 4 -a 2 - .stage/xz/gguf.xz.part. 2>/dev/null || {
-    xz -T0 -6 -c "$GGUF" > .stage/xz/g.xz && split -n 4 -a 2 .stage/xz/g.xz .stage/xz/gguf.xz.part. && rm .stage/xz/g.xz; }
+  xz -T0 -6 -c "$GGUF" > .stage/xz/g.xz && split -n 4 -a 2 .stage/xz/g.xz .stage/xz/gguf.xz.part. && rm .stage/xz/g.xz
   i=1; for p in aa ab ac ad; do mkdir -p .stage/q$i && mv .stage/xz/gguf.xz.part.$p .stage/q$i/; i=$((i + 1)); done
   rmdir .stage/xz
 fi
@@ -26,7 +25,7 @@ if [ -n "${1:-}" ]; then
   head=$(ls -d "$1"/head-* | sort -t- -k2 -n | tail -1)
   rm -rf .stage/p4 .stage/p5 && mkdir -p .stage/p4 .stage/p5
   cp -r "$head" .stage/p4/"$(basename "$1")"-head && chmod -R u+w .stage/p4
-  cp "$1"/seq.xz.part-* .stage/p5/ && cp -r ../shared/data/eagle-eval .stage/p5/
+  cp "$1"/seq.xz.part-* .stage/p5/ && cp -r "${UPDRAFT_EVAL_DIR:-../shared/data/eagle-eval}" .stage/p5/eagle-eval
   echo "head: $head"
 fi
 du -sh .whl .stage/*

@@ -117,23 +117,24 @@ def test_compiled_forward_trains_as_the_eager_one_cpu(tiny_target) -> None:  # n
     _compare(target, "cpu", "fp32", 1e-4)
 
 
-@pytest.mark.gpu
-def test_compiled_forward_trains_as_the_eager_one_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+def _gpu_target(tiny_checkpoint):  # noqa: ANN001, ANN202
     from updraft.models.loader import load_checkpoint
 
     target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cuda", progress=False).model
     target.requires_grad_(False)
-    _compare(target, "cuda", "bf16", 2e-2)  # bf16 autocast: fused and unfused ops round differently
+    return target
+
+
+@pytest.mark.gpu
+def test_compiled_forward_trains_as_the_eager_one_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+    _compare(_gpu_target(tiny_checkpoint), "cuda", "bf16", 2e-2)  # bf16 autocast: fused and unfused ops round differently
 
 
 @pytest.mark.gpu
 def test_no_cudnn_attention_trains_as_the_default_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
     """On the GPU "auto" runs cuDNN's attention where it applies; "no-cudnn" flash / memory-efficient:
     the same losses over steps on three batch shapes, within bf16 rounding."""
-    from updraft.models.loader import load_checkpoint
-
-    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.bfloat16, device="cuda", progress=False).model
-    target.requires_grad_(False)
+    target = _gpu_target(tiny_checkpoint)
     auto, no_cudnn = _stepper(target, False, "cuda", "bf16"), _stepper(target, False, "cuda", "bf16", "no-cudnn")
     no_cudnn.head.load_state_dict(copy.deepcopy(auto.head.state_dict()))
     g = torch.Generator().manual_seed(4)

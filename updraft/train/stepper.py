@@ -15,6 +15,8 @@ from updraft.train.forward import unroll
 from updraft.train.heads import Head
 from updraft.train.losses import LossConfig, TargetHead, Unroll, compute_loss
 
+NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]  # TrainConfig.sdpa "no-cudnn"
+
 
 @dataclass
 class Stepper:
@@ -53,8 +55,7 @@ class Stepper:
         if self.precision == "bf16":
             stack.enter_context(torch.autocast(device_type=self.device.type, dtype=torch.bfloat16))
         if self.sdpa == "no-cudnn":
-            backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-            stack.enter_context(sdpa_kernel(backends))
+            stack.enter_context(sdpa_kernel(NO_CUDNN))
         return stack
 
     def step(self, batch: TrainBatch, lr: float, index: int) -> dict[str, float]:
