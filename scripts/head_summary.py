@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from updraft.train.report import engine_check_text
+
 
 def train_summary(log: dict) -> list[str]:
     d, g = log["data"]["train"], log["data"]["generation"]
@@ -26,8 +28,7 @@ def train_summary(log: dict) -> list[str]:
     ]
     e = log.get("engine_acceptance")
     if e:
-        lines.append(f"engine, {e['prompts']} held-out prompts: accept length {e['mean_accept_length']:.2f}, "
-                     f"per position {[round(x, 3) for x in e['per_position']]}")
+        lines.append(f"engine, {e['prompts']} held-out prompts: {engine_check_text(e)}")
     return lines
 
 

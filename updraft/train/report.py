@@ -15,6 +15,18 @@ def write_json(path: Path, obj: Any) -> None:
     os.replace(tmp, path)
 
 
+def engine_check_text(e: dict[str, Any]) -> str:
+    """The final engine check's figures. A check the time budget cut (the engine's build and graph
+    capture can take the rest of it) says so: one cut before its first verify step has no figure,
+    not an accept length of 0."""
+    steps, cut = e.get("verify_steps"), e.get("cut_at_deadline", False)
+    if cut and not steps:
+        return "cut by the time budget before its first verify step: no figure"
+    text = (f"mean accept length {e['mean_accept_length']:.2f}, "
+            f"per position {[round(x, 3) for x in e['per_position']]}")
+    return text + (f" (cut by the time budget after {steps} verify steps)" if cut else "")
+
+
 def write_model_card(out: Path, r: dict[str, Any]) -> None:
     cfg = r["config"]
     d = r["data"]["train"]
@@ -35,8 +47,7 @@ def write_model_card(out: Path, r: dict[str, Any]) -> None:
     e = r.get("engine_acceptance")
     if e:
         lines.append(
-            f"- engine, {e['prompts']} held-out prompts x {e['max_tokens']} tokens, greedy: mean accept length "
-            f"{e['mean_accept_length']:.2f}, per position {[round(x, 3) for x in e['per_position']]}"
+            f"- engine, {e['prompts']} held-out prompts x {e['max_tokens']} tokens, greedy: {engine_check_text(e)}"
         )
     lines += ["", "Full log: `train_log.json`.", ""]
     (out / "README.md").write_text("\n".join(lines))

@@ -72,7 +72,7 @@ from updraft.train.losses import (
     compute_loss,
     expected_accept_length,
 )
-from updraft.train.report import write_json, write_model_card
+from updraft.train.report import engine_check_text, write_json, write_model_card
 from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
 from updraft.train.stepper import Stepper
 
@@ -520,10 +520,7 @@ def _finish(cfg: TrainConfig, prep: Prepared, out: Path, result: dict[str, Any],
         try:
             e = engine_acceptance(cfg, prep.loaded, out, prep.held_prompts[: cfg.final_eval_prompts], budget_end)
             result["engine_acceptance"] = e
-            _say(
-                f"engine on {e['prompts']} held-out prompts: mean accept length {e['mean_accept_length']:.2f} "
-                f"(S={cfg.spec_steps}), per position {[round(x, 2) for x in e['per_position']]}"
-            )
+            _say(f"engine on {e['prompts']} held-out prompts (S={cfg.spec_steps}): {engine_check_text(e)}")
         except Exception as exc:  # noqa: BLE001
             result["engine_acceptance_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             _say(f"final engine check failed: {result['engine_acceptance_error']}")
