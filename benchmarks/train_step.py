@@ -84,6 +84,20 @@ def kernel_profile(stepper: Stepper, batches: list[TrainBatch], steps: int) -> d
     }
 
 
+def looped(stepper: Stepper, loader: Prefetcher, order: list[list[int]]) -> float:
+    """Seconds for one step on each batch of ``order``, every batch built inside the timed loop as
+    the trainer builds it (``Prefetcher.get`` with the next batch named): a run's steady state, new
+    shapes, batch building and the host's waits on the GPU included."""
+    if stepper.device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    for i, seqs in enumerate(order):
+        stepper.step(loader.get(seqs, order[i + 1] if i + 1 < len(order) else None), 1e-4, i)
+    if stepper.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
 def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_tokens: int, args: argparse.Namespace) -> dict[str, Any]:
     """Warm up on ``--shapes`` batches of ``batch_tokens`` (every one at least once), time
     ``--steps`` steps cycling over them, then profile ``--profile`` steps (CUDA)."""
@@ -111,6 +125,8 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
     wall, positions = run(args.warmup, args.steps, batches)
     seen = {tuple(b.ids.shape) for b in batches}
     cold_wall = run(0, len(fresh), fresh)[0] if fresh else 0.0
+    loop = order[len(batches) + len(fresh) : len(batches) + len(fresh) + args.loop]
+    loop_wall = looped(stepper, loader, loop) if loop else 0.0
     result: dict[str, Any] = {
         "batch_tokens": batch_tokens, "pad": args.pad, "warmup_s": warm_s, "shapes": [list(b.ids.shape) for b in batches],
         "ms_per_step": wall * 1000 / args.steps, "positions_per_step": positions / args.steps,
@@ -118,13 +134,15 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
         "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
         "cold_steps": len(fresh), "cold_new_shapes": len({tuple(b.ids.shape) for b in fresh} - seen),
         "cold_ms_per_step": cold_wall * 1000 / len(fresh) if fresh else None,
+        "loop_steps": len(loop), "loop_ms_per_step": loop_wall * 1000 / len(loop) if loop else None,
     }
     print(f"{args.target} {stepper.precision} ttt {args.ttt_steps}{' compiled' if args.compile else ''} sdpa {args.sdpa} batch {batch_tokens} "
           f"pad {args.pad}: warm-up {warm_s:.1f} s, {result['ms_per_step']:.1f} ms/step, "
           f"{result['positions_per_step']:.0f} positions/step, {result['positions_per_s'] / 1e3:.1f}k positions/s"
           + (f", peak {result['peak_gib']:.1f} GiB" if result["peak_gib"] is not None else "")
           + (f"; {len(fresh)} unseen batches ({result['cold_new_shapes']} new shapes) {result['cold_ms_per_step']:.1f} ms/step"
-             if fresh else ""))
+             if fresh else "")
+          + (f"; {len(loop)} more built in the loop {result['loop_ms_per_step']:.1f} ms/step" if loop else ""))
     if args.profile and device.type == "cuda":
         prof = kernel_profile(stepper, batches, args.profile)
         result["profile"] = prof
@@ -154,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pad", type=int, default=TrainConfig().batch_pad, help="TrainConfig.batch_pad: batch lengths padded to a multiple")
     ap.add_argument("--cold", type=int, default=0,
                     help="then time this many batches not met before, once each (a fresh process's first steps)")
+    ap.add_argument("--loop", type=int, default=0,
+                    help="then time this many further batches built inside the loop, as the trainer builds them")
     ap.add_argument("--lengths", default="lognormal", choices=["lognormal", "uniform"],
                     help="lognormal: exp(N(5.7, 0.5)) in [--min-len, --max-len], mean ~340 as run L's data; uniform: in between")
     ap.add_argument("--min-len", type=int, default=20)

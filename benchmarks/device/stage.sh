@@ -1,4 +1,4 @@
-# usage: bash benchmarks/device/stage.sh [RUN_DIR]
+# usage: [BASE=<commit>] bash benchmarks/device/stage.sh [RUN_DIR]
 # Rebuilds what device calls carry from this machine's caches, in a checkout that has none of its ignored files
 # (they do not survive between sessions here; ~/.cache/updraft does): .whl/ (the gguf wheel the device machine
 # lacks, downloaded), .stage/q1-q4 (the default GGUF's xz stream, `xz -6`, in four parts of ~22.6 MB: one beside
@@ -27,5 +27,12 @@ if [ -n "${1:-}" ]; then
   cp -r "$head" .stage/p4/"$(basename "$1")"-head && chmod -R u+w .stage/p4
   cp "$1"/seq.xz.part-* .stage/p5/ && cp -r "${UPDRAFT_EVAL_DIR:-../shared/data/eagle-eval}" .stage/p5/eagle-eval
   echo "head: $head"
+fi
+# BASE=<commit>: .stage/base, that commit's updraft/ and benchmarks/*.py without the shipped head's weights (env.sh
+# copies this checkout's beside them), for device calls that time the base beside this tree
+if [ -n "${BASE:-}" ]; then
+  rm -rf .stage/base && mkdir -p .stage/base
+  git archive "$BASE" updraft 'benchmarks/*.py' | tar -x -C .stage/base --exclude='updraft/heads/*/model.safetensors'
+  echo "base: $(git rev-parse --short "$BASE")"
 fi
 du -sh .whl .stage/*

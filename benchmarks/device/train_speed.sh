@@ -1,21 +1,18 @@
 # usage: [SIZES=16384] bash benchmarks/device/train_speed.sh   (no GGUF needed: it can ride on a GGUF-staging call)
 # The draft head's optimizer step at SmolLM2-135M's shape (benchmarks/train_step.py: random weights, synthetic data
 # with run L's length mix; the shipped recipe's EAGLE-3 head, 5 unrolled steps, batches padded to multiples of 64),
-# each setting in one process at 16,384 and 32,768 padded tokens a batch (SIZES): 30 steps cycling over 8 warmed-up
-# batches, then 40 batches not met before (a fresh process's first steps: the cost of new batch shapes). Settings:
-# eager and `--compile`, each with PyTorch's attention kernels (`--sdpa auto`: cuDNN on the H200, a plan built for
-# every new shape) and without cuDNN's (`--sdpa no-cudnn`); then the GPU tests of the compiled and the no-cuDNN
-# steps against the eager default. $OUT/<setting>/train_step.json. The first compiled step compiles (~70 s);
-# expect ~6 min in all, ~4 with SIZES=16384. (The 2026-12-04 version, with the old attention and unpadded
-# batches: benchmarks/results/2026-12-04-h200-train-speed/train_speed.sh.)
+# compiled and without cuDNN's attention (run M's settings since its second session), at SIZES padded tokens a
+# batch: 30 steps cycling over 8 warmed-up batches, 40 batches not met before, then 100 batches built inside the
+# timed loop as the trainer builds them (a run's steady state). This tree, then the base (.stage/base when carried:
+# `BASE=<commit> bash benchmarks/device/stage.sh` builds it; run with this tree's benchmark script), then the GPU
+# tests of the step and its losses. $OUT/<setting>/train_step.json; ~4 min (each process compiles first, ~70 s).
+# (Earlier versions: benchmarks/results/2026-12-04-h200-train-speed/train_speed.sh, and this file at 5b5a5d0.)
 source benchmarks/device/env.sh >/dev/null
-run() {  # name, flags
-  timeout ${SPEED_TIMEOUT:-240} python benchmarks/train_step.py $2 --batch-tokens ${SIZES:-16384,32768} --seqs 4000 \
-    --steps 30 --cold 40 --out $OUT/$1 2>&1 | grep -v -i warn | grep -E "ms/step" | cut -c1-200
+run() {  # name, PYTHONPATH, flags
+  PYTHONPATH=$2 timeout ${SPEED_TIMEOUT:-240} python benchmarks/train_step.py $3 --batch-tokens ${SIZES:-16384} --seqs 4000 \
+    --steps 30 --cold 40 --loop 100 --out $OUT/$1 2>&1 | grep -v -i warn | grep -E "ms/step" | cut -c1-300
   echo "$1: exit status ${PIPESTATUS[0]}"
 }
-run eager "--profile 2"
-run eager-nocudnn "--sdpa no-cudnn --profile 2"
-run compiled "--compile --profile 2"
-run compiled-nocudnn "--compile --sdpa no-cudnn --profile 2"
-timeout 200 python -m pytest -q -m gpu tests/train/test_stepper.py 2>&1 | tail -2
+run compiled-nocudnn $PWD "--compile --sdpa no-cudnn --profile 2"
+[ -d /tmp/base/updraft ] && run base-compiled-nocudnn /tmp/base "--compile --sdpa no-cudnn --profile 2"
+timeout 200 python -m pytest -q -m gpu tests/train/test_stepper.py tests/train/test_losses.py 2>&1 | tail -2

@@ -224,3 +224,69 @@ def test_feature_noise_reaches_only_the_first_steps_input(tiny_target, method: s
     torch.testing.assert_close(noisy, expect)
     with pytest.raises(ValueError, match="noise generator"):
         compute_loss(head, batch, cfg, labels)
+
+
+def _reference_loss(head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead, outs: list[torch.Tensor]):  # noqa: ANN001, ANN202
+    """The loss written position by position in float64: step k's row j is trained against
+    position p = j + k + 1 when p is a training position (and, EAGLE-3, its target argmax is in
+    the draft vocabulary); soft cross-entropy against the target's distribution, EAGLE-1's
+    regression, hard labels and early weights as the module docstring says."""
+    from updraft.train.forward import head_logits
+
+    mask = batch.target_mask.clone()
+    if labels.in_draft is not None:
+        mask &= labels.in_draft[batch.argmax]
+    bsz, length = mask.shape
+    total, metrics = torch.zeros((), dtype=torch.float64), {}
+    for k, out in enumerate(outs):
+        num = {"p": 0.0, "h": 0.0, "v": 0.0}
+        wsum, hits, n = 0.0, 0, 0
+        for b in range(bsz):
+            for j in range(length - k - 1):
+                p = j + k + 1
+                if not mask[b, p]:
+                    continue
+                n += 1
+                before = int(batch.target_mask[b, :p].sum())  # training positions before p
+                w = cfg.early_weight if before < cfg.early_tokens else 1.0
+                logp = torch.log_softmax(head_logits(head, out[b, j]).double(), -1)
+                probs = labels.probs(batch.hidden[b, p]).double()
+                col = int(labels.head_index(batch.argmax[b, p]))
+                num["p"] += w * float(-(probs * logp).sum())
+                num["h"] += w * float(-logp[col])
+                num["v"] += w * float(torch.nn.functional.smooth_l1_loss(out[b, j].double(), batch.hidden[b, p].double()))
+                wsum += w
+                top = int(logp.argmax())
+                hits += int((int(labels.draft_ids[top]) if labels.draft_ids is not None else top) == int(batch.argmax[b, p]))
+        metrics[f"rows{k}"] = float(n)
+        if n == 0:
+            continue
+        ploss, hloss, vloss = num["p"] / wsum, num["h"] / wsum, num["v"] / wsum
+        closs = (1 - cfg.hard_label_weight) * ploss + cfg.hard_label_weight * hloss
+        step = closs if labels.eagle3 else cfg.token_weight * closs + cfg.feature_weight * vloss
+        total = total + cfg.step_decay**k * step
+        metrics[f"acc{k}"], metrics[f"ploss{k}"] = hits / n, ploss
+    return total, metrics
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+@pytest.mark.parametrize("extra", [{}, {"early_weight": 3.0, "early_tokens": 4, "hard_label_weight": 0.3}])
+def test_loss_matches_a_position_by_position_float64_reference(tiny_target, method: str, extra: dict) -> None:  # noqa: ANN001
+    from updraft.train.forward import unroll
+
+    head, batch, labels, _ = _frozen_head(tiny_target, method, seed=4)
+    cfg = LossConfig(steps=3, **extra)
+    outs: list[list[torch.Tensor]] = []
+
+    def forward(*a):  # noqa: ANN002, ANN202
+        outs.append(unroll(*a))
+        return outs[-1]
+
+    with torch.no_grad():
+        loss, m = compute_loss(head, batch, cfg, labels, forward=forward)
+        want, wm = _reference_loss(head, batch, cfg, labels, outs[0])
+    assert float(loss) == pytest.approx(float(want), rel=1e-5)
+    for key, value in wm.items():
+        assert m[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    assert all(wm[f"rows{k}"] > 0 for k in range(3))
+

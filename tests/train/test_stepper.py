@@ -142,3 +142,61 @@ def test_no_cudnn_attention_trains_as_the_default_gpu(tiny_checkpoint) -> None: 
         batch = _batch(target, g, rows, length, "cuda")
         a, b = auto.step(batch, 1e-3, i), no_cudnn.step(batch, 1e-3, i)
         assert b["loss"] == pytest.approx(a["loss"], rel=2e-2), i
+
+
+def test_a_training_step_waits_on_no_op_after_its_row_counts(tiny_target) -> None:  # noqa: ANN001
+    """No op of a training step (loss, backward, clipping, optimizer) has an output whose size or
+    value the host must wait for (boolean indexing, nonzero, ``.item()``): on a GPU each would stall
+    the host until the work queued before it ran (run M's step made ~25 such waits). The row counts
+    are read once before the forward and the metrics once after the optimizer step (``tolist``,
+    outside dispatch on a CPU tensor), so this counts only the waits a refactor could bring back."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    waits: list[str] = []
+    host_side: set[int] = set()  # AdamW's step counters: CPU tensors on a GPU too, read without a wait
+
+    class Waits(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN002, ANN204
+            name = func.overloadpacket.__name__
+            bool_index = name.startswith("index") and any(
+                isinstance(t, torch.Tensor) and t.dtype == torch.bool
+                for a in args if isinstance(a, (list, tuple)) for t in a)
+            scalar = name in ("_local_scalar_dense", "item") and id(args[0]) not in host_side
+            if name in ("nonzero", "masked_select") or bool_index or scalar:
+                waits.append(name)
+            return func(*args, **(kwargs or {}))
+
+    target = tiny_target.model
+    target.requires_grad_(False)
+    stepper = _stepper(target, False, "cpu", "fp32")
+    g = torch.Generator().manual_seed(5)
+    stepper.step(_batch(target, g, 2, 16, "cpu"), 1e-3, 0)  # the optimizer's state now exists
+    host_side.update(id(s["step"]) for s in stepper.opt.state.values())
+    batch = _batch(target, g, 3, 20, "cpu")
+    with Waits():
+        m = stepper.step(batch, 1e-3, 1)
+    assert waits == []
+    assert m["tokens"] == float(batch.target_mask.sum()) and m["grad_norm"] > 0 and {"acc0", "acc2", "loss"} <= set(m)
+
+
+@pytest.mark.gpu
+def test_a_training_step_waits_on_the_gpu_twice_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+    """On the GPU, with CUDA's sync debug mode counting every op that makes the host wait: a step
+    (its batch already on the device) waits twice, for its row counts and for its metrics."""
+    import warnings
+
+    target = _gpu_target(tiny_checkpoint)
+    stepper = _stepper(target, False, "cuda", "bf16")
+    g = torch.Generator().manual_seed(6)
+    stepper.step(_batch(target, g, 2, 48, "cuda"), 1e-3, 0)  # the optimizer's state now exists
+    batch = _batch(target, g, 3, 64, "cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            stepper.step(batch, 1e-3, 1)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+    assert len(syncs) == 2, syncs

@@ -155,7 +155,7 @@ def test_resume_from_continues_the_schedule_on_another_machine(tmp_path, tiny_ta
     base = dict(target=str(tiny_target.source), method=method, steps=8, save_dtype="float32",
                 **(SMALL | {"final_eval_prompts": 0, "eval_every": 2, "log_every": 1, "checkpoint_every": 0}))
     calls = {"train": 0}
-    loss_fn = st.compute_loss
+    loss_fn = st.loss_terms
 
     def interrupt_at_step_5(*a, **k):  # noqa: ANN002, ANN003, ANN202
         if torch.is_grad_enabled():  # a training step (held-out estimates run without grad, elsewhere)
@@ -164,9 +164,9 @@ def test_resume_from_continues_the_schedule_on_another_machine(tmp_path, tiny_ta
                 raise KeyboardInterrupt
         return loss_fn(*a, **k)
 
-    monkeypatch.setattr(st, "compute_loss", interrupt_at_step_5)
+    monkeypatch.setattr(st, "loss_terms", interrupt_at_step_5)
     first = train(TrainConfig(out=str(tmp_path / "a"), data_dir=str(tmp_path / "data-a"), **base), loaded=tiny_target)
-    monkeypatch.setattr(st, "compute_loss", loss_fn)
+    monkeypatch.setattr(st, "loss_terms", loss_fn)
     assert first["stopped_by"] == "interrupted" and first["steps"] == 4 and first["total_steps"] == 8
     carried = CarriedState.read(tmp_path / "a")
     assert (carried.state.step, carried.state.total_steps, len(carried.state.log)) == (4, 8, 4)

@@ -106,18 +106,52 @@ def noised_feature(feature: torch.Tensor, amplitude: float, chunks: int, generat
     return (x + amplitude * rms * u).flatten(-2).to(feature.dtype)
 
 
-def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
-                 noise: torch.Generator | None = None, forward: Unroll = unroll) -> tuple[torch.Tensor, dict[str, float]]:
-    """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats).
-    ``noise``: the generator of ``cfg.feature_noise`` (required when it is > 0). ``forward``:
-    ``unroll`` or a compiled copy of it (``TrainConfig.compile``)."""
+def _flat_rows(rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Flat indices of ``rows``' true entries (row-major, as boolean indexing orders them); ``n``
+    is their count, known already, so the GPU is not waited on for it: a stable sort puts the true
+    entries first in their order (``nonzero`` would wait for its size)."""
+    return torch.sort((~rows.flatten()).to(torch.uint8), stable=True).indices[:n]
+
+
+def _at_rows(x: torch.Tensor, k: int, rows: torch.Tensor, fill: int = 0) -> torch.Tensor:
+    """Step ``k``'s targets of ``x`` [B, L, ...] at the flat ``rows`` (position ``j + k + 1`` for row ``j``)."""
+    return shift_left(x, k + 1, fill=fill).flatten(0, 1)[rows]
+
+
+@dataclass
+class StepMetrics:
+    """A loss's metrics before they are read back: the row counts (known on the host) and the
+    device values (0-d tensors), read in one transfer by ``read``."""
+
+    positions: int  # training positions of the batch (its target mask's count)
+    known: dict[str, float]
+    pending: dict[str, torch.Tensor]
+
+    def read(self, **more: torch.Tensor) -> dict[str, float]:
+        """Every metric (and ``more``, 0-d tensors on the same device) as python floats."""
+        named = self.pending | more
+        values = torch.stack([t.detach().float().reshape(()) for t in named.values()]).tolist() if named else []
+        return self.known | dict(zip(named, values))
+
+
+def loss_terms(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
+               noise: torch.Generator | None = None, forward: Unroll = unroll) -> tuple[torch.Tensor, StepMetrics]:
+    """``compute_loss`` without reading its metrics back. Every row count of the step comes from
+    the GPU in one transfer before the forward; nothing after it waits on the GPU (boolean
+    indexing would, at each of its ~5 uses per unrolled step), so the backward and the optimizer
+    step are queued behind the forward while it runs."""
     mask = batch.target_mask
     if labels.in_draft is not None:
         mask = mask & labels.in_draft[batch.argmax]
+    step_rows = [shift_left(mask, k + 1, fill=False) for k in range(cfg.steps)]
+    counts = torch.stack([batch.target_mask.sum(), mask.sum(), *(r.sum() for r in step_rows)]).tolist()
+    positions, n_all, ns = int(counts[0]), int(counts[1]), [int(n) for n in counts[2:]]
     # Soft labels once per training position; every step reads its rows from here.
-    index = torch.full(mask.shape, -1, dtype=torch.long, device=mask.device)
-    index[mask] = torch.arange(int(mask.sum()), device=mask.device)
-    p_all = labels.probs(batch.hidden[mask])
+    where = _flat_rows(mask, n_all)
+    index = torch.full((mask.numel(),), -1, dtype=torch.long, device=mask.device)
+    index[where] = torch.arange(n_all, device=mask.device)
+    index = index.view(mask.shape)
+    p_all = labels.probs(batch.hidden.flatten(0, 1)[where])
     weights = position_weights(batch.target_mask, cfg)
     feature = batch.head_input()
     if cfg.feature_noise > 0:
@@ -126,40 +160,49 @@ def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetH
         feature = noised_feature(feature, cfg.feature_noise, feature.shape[-1] // batch.hidden.shape[-1], noise)
     outs = forward(head, batch.ids, feature, cfg.steps)
     total = torch.zeros((), device=mask.device)
-    metrics: dict[str, float] = {}
-    for k, out in enumerate(outs):
-        rows = shift_left(mask, k + 1, fill=False)
-        n = int(rows.sum())
-        metrics[f"rows{k}"] = float(n)
+    known: dict[str, float] = {}
+    metrics: dict[str, torch.Tensor] = {}
+    for k, (out, n) in enumerate(zip(outs, ns)):
+        known[f"rows{k}"] = float(n)
         if n == 0:
             continue
-        pred = out[rows]
+        rows = _flat_rows(step_rows[k], n)
+        pred = out.flatten(0, 1)[rows]
         logits = head_logits(head, pred).float()
-        p = p_all[shift_left(index, k + 1, fill=-1)[rows]]
-        w = shift_left(weights, k + 1)[rows] if weights is not None else None
+        p = p_all[_at_rows(index, k, rows, fill=-1)]
+        w = _at_rows(weights, k, rows) if weights is not None else None
         logp = torch.log_softmax(logits, dim=-1)
         ploss = _mean(-(p * logp).sum(-1), w)
-        want = shift_left(batch.argmax, k + 1)[rows]
+        want = _at_rows(batch.argmax, k, rows)
         closs = ploss
         if cfg.hard_label_weight > 0:
             hloss = _mean(-logp.gather(1, labels.head_index(want)[:, None])[:, 0], w)
             closs = (1 - cfg.hard_label_weight) * ploss + cfg.hard_label_weight * hloss
-            metrics[f"hloss{k}"] = float(hloss.detach())
+            metrics[f"hloss{k}"] = hloss.detach()
         step_loss = closs if labels.eagle3 else cfg.token_weight * closs
         if not labels.eagle3:
-            tgt = shift_left(batch.hidden, k + 1)[rows]
+            tgt = _at_rows(batch.hidden, k, rows)
             vloss = _mean(F.smooth_l1_loss(pred.float(), tgt.float(), reduction="none").mean(-1), w)
             step_loss = step_loss + cfg.feature_weight * vloss
-            metrics[f"vloss{k}"] = float(vloss.detach())
+            metrics[f"vloss{k}"] = vloss.detach()
         total = total + (cfg.step_decay**k) * step_loss
         with torch.no_grad():
             top = logits.argmax(-1)
             if labels.draft_ids is not None:
                 top = labels.draft_ids[top]
-            metrics[f"acc{k}"] = float((top == want).float().mean())
-            metrics[f"ploss{k}"] = float(ploss.detach())
-    metrics["loss"] = float(total.detach())
-    return total, metrics
+            metrics[f"acc{k}"] = (top == want).float().mean()
+            metrics[f"ploss{k}"] = ploss.detach()
+    metrics["loss"] = total.detach()
+    return total, StepMetrics(positions, known, metrics)
+
+
+def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
+                 noise: torch.Generator | None = None, forward: Unroll = unroll) -> tuple[torch.Tensor, dict[str, float]]:
+    """Weighted loss over ``cfg.steps`` unrolled steps and per-step metrics (python floats).
+    ``noise``: the generator of ``cfg.feature_noise`` (required when it is > 0). ``forward``:
+    ``unroll`` or a compiled copy of it (``TrainConfig.compile``)."""
+    total, metrics = loss_terms(head, batch, cfg, labels, noise, forward)
+    return total, metrics.read()
 
 
 def expected_accept_length(metrics: dict[str, float], steps: int) -> float:
