@@ -27,7 +27,7 @@ from updraft.bench.models import random_model
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData, Prefetcher, TrainBatch, epoch_batches
 from updraft.train.heads import new_head
-from updraft.train.stepper import Stepper
+from updraft.train.stepper import LaunchedStep, Stepper
 
 
 def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int], dist: str, dtype: torch.dtype,
@@ -91,8 +91,12 @@ def looped(stepper: Stepper, loader: Prefetcher, order: list[list[int]]) -> floa
     if stepper.device.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
+    unread: LaunchedStep | None = None
     for i, seqs in enumerate(order):
-        stepper.step(loader.get(seqs, order[i + 1] if i + 1 < len(order) else None), 1e-4, i)
+        launched = stepper.launch(loader.get(seqs, order[i + 1] if i + 1 < len(order) else None), 1e-4, i)
+        if unread is not None:
+            unread.metrics()  # as the trainer reads step i: once step i + 1 is queued
+        unread = launched
     if stepper.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - t
@@ -111,8 +115,12 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
             torch.cuda.synchronize()
         t = time.perf_counter()
         positions = 0.0
+        unread: LaunchedStep | None = None
         for i in range(first, first + count):
-            positions += stepper.step(pool[i % len(pool)], 1e-4, i)["tokens"]
+            launched = stepper.launch(pool[i % len(pool)], 1e-4, i)
+            if unread is not None:
+                unread.metrics()  # as the trainer reads step i: once step i + 1 is queued
+            unread, positions = launched, positions + launched.positions
         if device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - t, positions

@@ -158,6 +158,9 @@ def test_batch_layout_and_target_mask(engine, generated) -> None:  # noqa: ANN00
         assert torch.equal(b.target_mask[r], want)
         a = int(data.offsets[s])
         torch.testing.assert_close(b.hidden[r, :n], data.hidden[a : a + n])
+    # the host copies a step counts its rows from: the batch's own mask and labels
+    assert b.host_mask is not None and b.host_argmax is not None and b.host_mask.device.type == "cpu"
+    assert torch.equal(b.host_mask, b.target_mask) and torch.equal(b.host_argmax.long(), b.argmax)
     sub = data.subset([2, 0])
     assert sub.num_seqs == 2 and torch.equal(sub.tokens, torch.tensor(gen.seqs[2] + gen.seqs[0]))
 
@@ -212,8 +215,9 @@ def test_prefetched_batches_equal_direct_ones(engine, generated) -> None:  # noq
     for b, s in zip(got, order + [[7], [9]]):
         want = data.batch(s, "cpu", eagle3=True)
         assert b.feature is not None and want.feature is not None and b.size == want.size
-        assert all(torch.equal(x, y) for x, y in zip((b.ids, b.hidden, b.argmax, b.target_mask, b.feature),
-                                                      (want.ids, want.hidden, want.argmax, want.target_mask, want.feature)))
+        assert all(torch.equal(x, y) for x, y in zip((b.ids, b.hidden, b.argmax, b.target_mask, b.feature, b.host_mask, b.host_argmax),
+                                                      (want.ids, want.hidden, want.argmax, want.target_mask, want.feature,
+                                                       want.host_mask, want.host_argmax)))
     assert feature_bytes_per_token(576, True) == 576 * 8 + 16
     assert pick_data_device("auto", 10**9, 576, True, torch.device("cpu")).type == "cpu"
     assert pick_data_device("cpu", 10, 576, True, torch.device("cuda")).type == "cpu"

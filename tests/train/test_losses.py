@@ -290,3 +290,20 @@ def test_loss_matches_a_position_by_position_float64_reference(tiny_target, meth
         assert m[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
     assert all(wm[f"rows{k}"] > 0 for k in range(3))
 
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3"])
+def test_row_counts_from_the_host_copies_equal_the_devices(tiny_target, method: str) -> None:  # noqa: ANN001
+    """A batch carrying host copies of its mask and labels (``DistillData.batch``) counts its rows
+    on the host: the same loss and metrics as reading the counts from the tensors themselves."""
+    from dataclasses import replace
+
+    head, batch, labels, _ = _frozen_head(tiny_target, method, seed=5)
+    with torch.no_grad():
+        hosted = replace(batch, host_mask=batch.target_mask.clone(), host_argmax=batch.argmax.to(torch.int32))
+        a, ma = compute_loss(head, hosted, LossConfig(steps=3), labels)
+        b, mb = compute_loss(head, batch, LossConfig(steps=3), labels)
+        stale = replace(hosted, host_mask=hosted.host_mask & (torch.rand(hosted.host_mask.shape) < 0.5))
+        _, mc = compute_loss(head, stale, LossConfig(steps=3), labels)
+    assert float(a) == float(b) and ma == mb
+    assert mc["rows0"] != mb["rows0"]  # the host copies are what is counted

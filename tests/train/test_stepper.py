@@ -148,8 +148,8 @@ def test_a_training_step_waits_on_no_op_after_its_row_counts(tiny_target) -> Non
     """No op of a training step (loss, backward, clipping, optimizer) has an output whose size or
     value the host must wait for (boolean indexing, nonzero, ``.item()``): on a GPU each would stall
     the host until the work queued before it ran (run M's step made ~25 such waits). The row counts
-    are read once before the forward and the metrics once after the optimizer step (``tolist``,
-    outside dispatch on a CPU tensor), so this counts only the waits a refactor could bring back."""
+    come from the batch's host copies and the metrics are read after the step (``metrics()``);
+    ``tolist`` on a CPU tensor is outside dispatch, so this counts the waits a refactor could bring back."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     waits: list[str] = []
@@ -169,34 +169,53 @@ def test_a_training_step_waits_on_no_op_after_its_row_counts(tiny_target) -> Non
     target = tiny_target.model
     target.requires_grad_(False)
     stepper = _stepper(target, False, "cpu", "fp32")
-    g = torch.Generator().manual_seed(5)
-    stepper.step(_batch(target, g, 2, 16, "cpu"), 1e-3, 0)  # the optimizer's state now exists
+    data = _distill_data(target, torch.Generator().manual_seed(5), [16, 30, 21, 12], "cpu")
+    stepper.step(data.batch([0, 1], "cpu", True, 8), 1e-3, 0)  # the optimizer's state now exists
     host_side.update(id(s["step"]) for s in stepper.opt.state.values())
-    batch = _batch(target, g, 3, 20, "cpu")
+    batch = data.batch([1, 2, 3], "cpu", True, 8)
     with Waits():
-        m = stepper.step(batch, 1e-3, 1)
+        launched = stepper.launch(batch, 1e-3, 1)
     assert waits == []
+    m = launched.metrics()
     assert m["tokens"] == float(batch.target_mask.sum()) and m["grad_norm"] > 0 and {"acc0", "acc2", "loss"} <= set(m)
 
 
+def _distill_data(target, g: torch.Generator, lengths: list[int], device: str):  # noqa: ANN001, ANN202
+    """Random teacher-forced data of the given sequence lengths (a third of each is prompt)."""
+    from updraft.train.data import DistillData
+
+    h, vocab, n = target.config.hidden_size, target.config.vocab_size, sum(lengths)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
+    offsets[1:] = torch.cumsum(torch.tensor(lengths), 0)
+    hidden = torch.randn(n, h, generator=g)
+    with torch.no_grad():
+        argmax = target.compute_logits(hidden.to(device, target.lm_head_weight.dtype)).argmax(-1)
+    data = DistillData(torch.randint(0, vocab, (n,), generator=g), offsets, torch.tensor([max(1, x // 3) for x in lengths]),
+                       hidden, argmax.cpu(), torch.randn(n, 3 * h, generator=g))
+    return data.to(device)
+
+
 @pytest.mark.gpu
-def test_a_training_step_waits_on_the_gpu_twice_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
-    """On the GPU, with CUDA's sync debug mode counting every op that makes the host wait: a step
-    (its batch already on the device) waits twice, for its row counts and for its metrics."""
+def test_a_training_step_queues_without_waiting_on_the_gpu_gpu(tiny_checkpoint) -> None:  # noqa: ANN001
+    """On the GPU, with CUDA's sync debug mode counting every op that makes the host wait: building
+    a batch from data on the GPU and queuing its step wait for nothing (the row counts come from
+    the batch's host copies, the metrics go to pinned memory); reading the metrics afterwards works."""
     import warnings
 
     target = _gpu_target(tiny_checkpoint)
     stepper = _stepper(target, False, "cuda", "bf16")
-    g = torch.Generator().manual_seed(6)
-    stepper.step(_batch(target, g, 2, 48, "cuda"), 1e-3, 0)  # the optimizer's state now exists
-    batch = _batch(target, g, 3, 64, "cuda")
+    data = _distill_data(target, torch.Generator().manual_seed(6), [40, 64, 23, 90, 51], "cuda")
+    data.argmax_host()  # copied once per run
+    stepper.step(data.batch([0, 1], "cuda", True, 16), 1e-3, 0)  # the optimizer's state now exists
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("warn")
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            stepper.step(batch, 1e-3, 1)
+            launched = stepper.launch(data.batch([2, 3, 4], "cuda", True, 16), 1e-3, 1)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
-    assert len(syncs) == 2, syncs
+    assert syncs == []
+    m = launched.metrics()
+    assert m["tokens"] == float(data.batch([2, 3, 4], "cpu", True, 16).target_mask.sum()) and m["loss"] > 0

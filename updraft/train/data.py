@@ -49,6 +49,7 @@ class DistillData:
     aux: torch.Tensor | None = None  # [N, 3h] EAGLE-3 aux layers
     aux_layers: tuple[int, ...] = ()
     info: dict[str, float] = field(default_factory=dict)
+    _argmax_host: torch.Tensor | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_seqs(self) -> int:
@@ -115,22 +116,40 @@ class DistillData:
         length = -(-max(lens) // pad_to) * pad_to
         bsz = len(seqs)
         # Flat gather index per (row, col); padded columns repeat the row's last token and are
-        # masked out of every loss.
+        # masked out of every loss. Built on the host, copied without waiting on the GPU.
         col = torch.arange(length)
         lens_t = torch.tensor(lens)
-        idx = torch.tensor(starts)[:, None] + torch.minimum(col[None, :], lens_t[:, None] - 1)
-        idx = idx.to(self.tokens.device)
+        idx_host = torch.tensor(starts)[:, None] + torch.minimum(col[None, :], lens_t[:, None] - 1)
         valid = col[None, :] < lens_t[:, None]
         plen = self.prompt_lens[seqs]
         target = valid & (col[None, :] >= plen[:, None] - 1) & (col[None, :] <= lens_t[:, None] - 2)
-        ids = torch.where(valid.to(idx.device), self.tokens[idx], torch.zeros_like(idx))
+        idx, valid_dev = _to(idx_host, self.tokens.device), _to(valid, self.tokens.device)
+        ids = torch.where(valid_dev, self.tokens[idx], torch.zeros_like(idx))
         feature = self.aux[idx] if eagle3 else None
         if eagle3 and feature is None:
             raise ValueError("EAGLE-3 training needs aux hidden states; the data has none")
         return TrainBatch(
             ids=ids.to(device), hidden=self.hidden[idx].to(device), argmax=self.argmax[idx].to(device),
-            target_mask=target.to(device), feature=feature.to(device) if feature is not None else None, size=bsz,
+            target_mask=_to(target, torch.device(device)), feature=feature.to(device) if feature is not None else None,
+            size=bsz, host_mask=target, host_argmax=self.argmax_host()[idx_host],
         )
+
+    def argmax_host(self) -> torch.Tensor:
+        """``argmax`` in host memory (int32; copied once): batches carry their rows of it, so a
+        step counts its training rows without reading the GPU."""
+        if self._argmax_host is None:
+            self._argmax_host = self.argmax.to("cpu", torch.int32)
+        return self._argmax_host
+
+
+def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` on ``device``; a host tensor goes to a GPU from pinned memory without the host waiting
+    (a pageable copy waits for everything queued on the GPU first)."""
+    if t.device == device:
+        return t
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 @dataclass
@@ -141,14 +160,19 @@ class TrainBatch:
     target_mask: torch.Tensor  # [B, L] bool: position p is a training target (see DistillData.target_mask)
     feature: torch.Tensor | None  # [B, L, 3h] EAGLE-3 aux features (None: EAGLE-1 reads ``hidden``)
     size: int
+    # host copies (CPU) of target_mask and argmax, when the batch builder made them: the loss counts
+    # its rows from these instead of reading the GPU (None: it reads the counts from the device)
+    host_mask: torch.Tensor | None = None
+    host_argmax: torch.Tensor | None = None
 
     def head_input(self) -> torch.Tensor:
         return self.feature if self.feature is not None else self.hidden
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> TrainBatch:
-        """The same batch with ``fn`` applied to every tensor (pinning, a device copy)."""
+        """The same batch with ``fn`` applied to every device tensor (pinning, a device copy); the
+        host copies stay as they are."""
         return TrainBatch(fn(self.ids), fn(self.hidden), fn(self.argmax), fn(self.target_mask),
-                          fn(self.feature) if self.feature is not None else None, self.size)
+                          fn(self.feature) if self.feature is not None else None, self.size, self.host_mask, self.host_argmax)
 
 
 def feature_bytes_per_token(hidden_size: int, eagle3: bool) -> int:

@@ -81,9 +81,11 @@ class TargetHead:
             self.to_draft = torch.full((w.shape[0],), -1, dtype=torch.long, device=w.device)
             self.to_draft[self.draft_ids] = torch.arange(len(self.draft_ids), device=w.device)
             self.in_draft = self.to_draft >= 0
+            self.in_draft_host = self.in_draft.cpu()  # for row counts from a batch's host copies
         else:
             self.weight = w
             self.in_draft = None
+            self.in_draft_host = None
             self.draft_ids = None
             self.to_draft = None
 
@@ -113,6 +115,19 @@ def _flat_rows(rows: torch.Tensor, n: int) -> torch.Tensor:
     return torch.sort((~rows.flatten()).to(torch.uint8), stable=True).indices[:n]
 
 
+def _row_counts(batch: TrainBatch, mask: torch.Tensor, steps: int, labels: TargetHead) -> tuple[int, int, list[int]]:
+    """(training positions, rows with soft labels, each step's rows): from the batch's host
+    copies when it has them (no wait on the GPU), else read from the device in one transfer.
+    Step k's rows are the label rows at positions k + 1 and later (``shift_left``)."""
+    base = batch.target_mask
+    if batch.host_mask is not None and batch.host_argmax is not None:
+        base = mask = batch.host_mask
+        if labels.in_draft_host is not None:
+            mask = mask & labels.in_draft_host[batch.host_argmax.long()]
+    counts = torch.stack([base.sum(), mask.sum(), *(mask[:, k + 1 :].sum() for k in range(steps))]).tolist()
+    return int(counts[0]), int(counts[1]), [int(n) for n in counts[2:]]
+
+
 def _at_rows(x: torch.Tensor, k: int, rows: torch.Tensor, fill: int = 0) -> torch.Tensor:
     """Step ``k``'s targets of ``x`` [B, L, ...] at the flat ``rows`` (position ``j + k + 1`` for row ``j``)."""
     return shift_left(x, k + 1, fill=fill).flatten(0, 1)[rows]
@@ -136,16 +151,15 @@ class StepMetrics:
 
 def loss_terms(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
                noise: torch.Generator | None = None, forward: Unroll = unroll) -> tuple[torch.Tensor, StepMetrics]:
-    """``compute_loss`` without reading its metrics back. Every row count of the step comes from
-    the GPU in one transfer before the forward; nothing after it waits on the GPU (boolean
-    indexing would, at each of its ~5 uses per unrolled step), so the backward and the optimizer
-    step are queued behind the forward while it runs."""
+    """``compute_loss`` without reading its metrics back. The step's row counts come from the
+    batch's host copies (``DistillData.batch`` makes them; else from the GPU in one transfer before
+    the forward); no op waits on the GPU (boolean indexing would, at each of its ~5 uses per
+    unrolled step), so the host queues the forward, backward and optimizer step and moves on."""
     mask = batch.target_mask
     if labels.in_draft is not None:
         mask = mask & labels.in_draft[batch.argmax]
     step_rows = [shift_left(mask, k + 1, fill=False) for k in range(cfg.steps)]
-    counts = torch.stack([batch.target_mask.sum(), mask.sum(), *(r.sum() for r in step_rows)]).tolist()
-    positions, n_all, ns = int(counts[0]), int(counts[1]), [int(n) for n in counts[2:]]
+    positions, n_all, ns = _row_counts(batch, mask, cfg.steps, labels)
     # Soft labels once per training position; every step reads its rows from here.
     where = _flat_rows(mask, n_all)
     index = torch.full((mask.numel(),), -1, dtype=torch.long, device=mask.device)

@@ -74,7 +74,7 @@ from updraft.train.losses import (
 )
 from updraft.train.report import engine_check_text, write_json, write_model_card
 from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
-from updraft.train.stepper import Stepper
+from updraft.train.stepper import LaunchedStep, Stepper
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
@@ -396,6 +396,9 @@ def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at
     planner = StepPlanner()
     lengths = prep.train.lengths.tolist()
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
+    # Step i's metrics are read once step i + 1 is queued (the host builds and queues the next step
+    # while the GPU runs this one); a log line, evaluation, checkpoint or progress bar reads them at once.
+    unread: LaunchedStep | None = None
     try:
         while state.total_steps is None or state.step < state.total_steps:
             if at.deadline is not None and time.time() > at.deadline:
@@ -406,28 +409,41 @@ def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at
                 batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
             upcoming = batches[state.batch_index + 1] if state.batch_index + 1 < len(batches) else None
             lr = lr_at(cfg, state.step, state.total_steps, state.warmup) * rewarm_factor(cfg, state.step, rewarm_from)
-            m = run.step(loader.get(batches[state.batch_index], upcoming), lr, state.step)
+            launched = run.launch(loader.get(batches[state.batch_index], upcoming), lr, state.step)
+            if unread is not None:
+                window.add(unread.metrics())
+            unread = launched
             state.step += 1
             state.batch_index += 1
-            state.tokens_seen += int(m["tokens"])
-            window.add(m)
+            state.tokens_seen += launched.positions
             if planner.due(state):
                 per_step = planner.plan(cfg, state, at.train_start, at.deadline)
                 _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
-            _show(bar, state, m, lr)
+            if bar is not None or state.step % cfg.log_every == 0 or _evaluates(cfg, state) or _checkpoints(cfg, state, stop_after):
+                m = unread.metrics()
+                window.add(m)
+                unread = None
+                _show(bar, state, m, lr)
             if state.step % cfg.log_every == 0:
                 window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
-            if cfg.eval_every and state.step % cfg.eval_every == 0:
+            if _evaluates(cfg, state):
                 _eval(run.head, prep, cfg, run.labels, run.device, run.scope, state, at.t0, bar)
-            stop = stop_after is not None and state.step >= stop_after
-            if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or stop:
+            if _checkpoints(cfg, state, stop_after):
                 save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, prep.aux_layers)
-            if stop:
+            if stop_after is not None and state.step >= stop_after:
                 return None
     except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
         _say(f"interrupted at step {state.step}: saving the head as it is")
         return "interrupted"
     return "steps"
+
+
+def _evaluates(cfg: TrainConfig, state: TrainState) -> bool:
+    return bool(cfg.eval_every) and state.step % cfg.eval_every == 0
+
+
+def _checkpoints(cfg: TrainConfig, state: TrainState, stop_after: int | None) -> bool:
+    return bool(cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or (stop_after is not None and state.step >= stop_after)
 
 
 def train(
