@@ -144,7 +144,7 @@ def test_no_cudnn_attention_trains_as_the_default_gpu(tiny_checkpoint) -> None: 
         assert b["loss"] == pytest.approx(a["loss"], rel=2e-2), i
 
 
-def test_a_training_step_waits_on_no_op_after_its_row_counts(tiny_target) -> None:  # noqa: ANN001
+def test_a_queued_training_step_waits_on_no_op(tiny_target) -> None:  # noqa: ANN001
     """No op of a training step (loss, backward, clipping, optimizer) has an output whose size or
     value the host must wait for (boolean indexing, nonzero, ``.item()``): on a GPU each would stall
     the host until the work queued before it ran (run M's step made ~25 such waits). The row counts
