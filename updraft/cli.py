@@ -67,7 +67,8 @@ def add_dataclass_args(
         scalar, _optional, is_list = _parse_type(str(f.type))
         if scalar is None:
             continue
-        help_text = (helps or {}).get(f.name) or f.metadata.get("help", "")
+        # argparse formats help with %: a literal one ("~6% more") must be doubled
+        help_text = ((helps or {}).get(f.name) or f.metadata.get("help", "")).replace("%", "%%")
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else None
         if scalar is bool and not is_list:
@@ -79,7 +80,7 @@ def add_dataclass_args(
         if is_list:
             group.add_argument(flag, dest=f.name, type=scalar, action="append", default=None, help=help_text)
         else:
-            shown = f" (default: {default})" if default is not None else ""
+            shown = f" (default: {default})".replace("%", "%%") if default is not None else ""
             group.add_argument(flag, dest=f.name, type=scalar, default=default, help=help_text + shown)
 
 

@@ -33,14 +33,14 @@ def add_train_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         scalar, _ = _scalar(str(f.type))
         assert scalar is not None, f.name
         flag = "--" + f.name.replace("_", "-")
-        help_text = f.metadata.get("help", "")
+        help_text = f.metadata.get("help", "").replace("%", "%%")  # argparse formats help with %
         if scalar is bool:
             if f.default:
                 p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", default=True, help=help_text)
             else:
                 p.add_argument(flag, dest=f.name, action="store_true", default=False, help=help_text)
             continue
-        shown = f" (default: {f.default})" if f.default not in (None, "") else ""
+        shown = f" (default: {f.default})".replace("%", "%%") if f.default not in (None, "") else ""
         p.add_argument(flag, *ALIASES.get(f.name, []), dest=f.name, type=scalar, default=f.default, help=help_text + shown)
     p.set_defaults(func=cmd_train_draft)
     return p
