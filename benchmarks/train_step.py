@@ -18,6 +18,7 @@ import argparse
 import json
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from updraft.bench.models import random_model
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData, Prefetcher, TrainBatch, epoch_batches
 from updraft.train.heads import new_head
-from updraft.train.stepper import LaunchedStep, Stepper
+from updraft.train.losses import HostMetrics
+from updraft.train.stepper import Stepper
 
 
 def synthetic_data(vocab: int, hidden: int, seqs: int, lengths: tuple[int, int], dist: str, dtype: torch.dtype,
@@ -84,22 +86,23 @@ def kernel_profile(stepper: Stepper, batches: list[TrainBatch], steps: int) -> d
     }
 
 
-def looped(stepper: Stepper, loader: Prefetcher, order: list[list[int]]) -> float:
-    """Seconds for one step on each batch of ``order``, every batch built inside the timed loop as
-    the trainer builds it (``Prefetcher.get`` with the next batch named): a run's steady state, new
-    shapes, batch building and the host's waits on the GPU included."""
+def timed(stepper: Stepper, batches: Iterable[TrainBatch], first: int = 0) -> tuple[float, float]:
+    """(seconds, training positions) of one step on each of ``batches`` (step numbers from
+    ``first``), each step's metrics read once the next is queued, as the trainer reads them. A
+    generator that builds each batch when asked times the building too, as a run pays it."""
     if stepper.device.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
-    unread: LaunchedStep | None = None
-    for i, seqs in enumerate(order):
-        launched = stepper.launch(loader.get(seqs, order[i + 1] if i + 1 < len(order) else None), 1e-4, i)
+    positions = 0.0
+    unread: HostMetrics | None = None
+    for i, batch in enumerate(batches, first):
+        launched = stepper.launch(batch, 1e-4, i)
         if unread is not None:
-            unread.metrics()  # as the trainer reads step i: once step i + 1 is queued
-        unread = launched
+            unread.metrics()
+        unread, positions = launched, positions + launched.positions
     if stepper.device.type == "cuda":
         torch.cuda.synchronize()
-    return time.perf_counter() - t
+    return time.perf_counter() - t, positions
 
 
 def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_tokens: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -111,19 +114,7 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
     fresh = [loader.get(b) for b in order[len(batches) : len(batches) + args.cold]]
 
     def run(first: int, count: int, pool: list[TrainBatch]) -> tuple[float, float]:
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        positions = 0.0
-        unread: LaunchedStep | None = None
-        for i in range(first, first + count):
-            launched = stepper.launch(pool[i % len(pool)], 1e-4, i)
-            if unread is not None:
-                unread.metrics()  # as the trainer reads step i: once step i + 1 is queued
-            unread, positions = launched, positions + launched.positions
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter() - t, positions
+        return timed(stepper, (pool[i % len(pool)] for i in range(first, first + count)), first)
 
     t = time.perf_counter()
     run(0, max(args.warmup, len(batches)), batches)  # every shape once at least (and the compilation, if any)
@@ -134,7 +125,9 @@ def measure(stepper: Stepper, loader: Prefetcher, data: DistillData, batch_token
     seen = {tuple(b.ids.shape) for b in batches}
     cold_wall = run(0, len(fresh), fresh)[0] if fresh else 0.0
     loop = order[len(batches) + len(fresh) : len(batches) + len(fresh) + args.loop]
-    loop_wall = looped(stepper, loader, loop) if loop else 0.0
+    # each built inside the timed loop, the next batch named, as the trainer asks its Prefetcher
+    built = (loader.get(seqs, loop[i + 1] if i + 1 < len(loop) else None) for i, seqs in enumerate(loop))
+    loop_wall = timed(stepper, built)[0] if loop else 0.0
     result: dict[str, Any] = {
         "batch_tokens": batch_tokens, "pad": args.pad, "warmup_s": warm_s, "shapes": [list(b.ids.shape) for b in batches],
         "ms_per_step": wall * 1000 / args.steps, "positions_per_step": positions / args.steps,

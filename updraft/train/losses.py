@@ -135,18 +135,50 @@ def _at_rows(x: torch.Tensor, k: int, rows: torch.Tensor, fill: int = 0) -> torc
 
 @dataclass
 class StepMetrics:
-    """A loss's metrics before they are read back: the row counts (known on the host) and the
-    device values (0-d tensors), read in one transfer by ``read``."""
+    """A loss's metrics before they are read back: what the host knows already (row counts, and
+    the batch's training positions as ``tokens``) and the device values (0-d tensors)."""
 
-    positions: int  # training positions of the batch (its target mask's count)
     known: dict[str, float]
     pending: dict[str, torch.Tensor]
 
-    def read(self, **more: torch.Tensor) -> dict[str, float]:
-        """Every metric (and ``more``, 0-d tensors on the same device) as python floats."""
+    def to_host(self, **more: torch.Tensor) -> HostMetrics:
+        """Start copying the device values (and ``more``, 0-d tensors on the same device) to host
+        memory: on a GPU asynchronously, into pinned memory behind an event."""
         named = self.pending | more
-        values = torch.stack([t.detach().float().reshape(()) for t in named.values()]).tolist() if named else []
-        return self.known | dict(zip(named, values))
+        values = torch.stack([t.detach().float().reshape(()) for t in named.values()]) if named else torch.zeros(0)
+        copied = None
+        if values.is_cuda:
+            host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
+            host.copy_(values, non_blocking=True)
+            values, copied = host, torch.cuda.Event()
+            copied.record()
+        return HostMetrics(self.known, list(named), values, copied)
+
+    def read(self, **more: torch.Tensor) -> dict[str, float]:
+        """Every metric (and ``more``) as python floats, now."""
+        return self.to_host(**more).metrics()
+
+
+@dataclass
+class HostMetrics:
+    """Metrics on their way to host memory (``StepMetrics.to_host``): ``metrics()`` waits for that
+    copy only, not for work queued after it, so a loop that reads step i's metrics after queuing
+    step i + 1 keeps the GPU fed."""
+
+    known: dict[str, float]
+    names: list[str]
+    values: torch.Tensor  # host memory
+    copied: torch.cuda.Event | None
+
+    @property
+    def positions(self) -> int:
+        """Training positions of the batch (known on the host when the step was queued)."""
+        return int(self.known["tokens"])
+
+    def metrics(self) -> dict[str, float]:
+        if self.copied is not None:
+            self.copied.synchronize()
+        return self.known | dict(zip(self.names, self.values.tolist()))
 
 
 def loss_terms(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,
@@ -174,7 +206,7 @@ def loss_terms(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHea
         feature = noised_feature(feature, cfg.feature_noise, feature.shape[-1] // batch.hidden.shape[-1], noise)
     outs = forward(head, batch.ids, feature, cfg.steps)
     total = torch.zeros((), device=mask.device)
-    known: dict[str, float] = {}
+    known: dict[str, float] = {"tokens": float(positions)}
     metrics: dict[str, torch.Tensor] = {}
     for k, (out, n) in enumerate(zip(outs, ns)):
         known[f"rows{k}"] = float(n)
@@ -207,7 +239,7 @@ def loss_terms(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHea
             metrics[f"acc{k}"] = (top == want).float().mean()
             metrics[f"ploss{k}"] = ploss.detach()
     metrics["loss"] = total.detach()
-    return total, StepMetrics(positions, known, metrics)
+    return total, StepMetrics(known, metrics)
 
 
 def compute_loss(head: Head, batch: TrainBatch, cfg: LossConfig, labels: TargetHead,

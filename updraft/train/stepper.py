@@ -13,7 +13,7 @@ from updraft.train.config import TrainConfig
 from updraft.train.data import TrainBatch
 from updraft.train.forward import unroll
 from updraft.train.heads import Head
-from updraft.train.losses import LossConfig, TargetHead, Unroll, loss_terms
+from updraft.train.losses import HostMetrics, LossConfig, TargetHead, Unroll, loss_terms
 
 NO_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]  # TrainConfig.sdpa "no-cudnn"
 
@@ -62,11 +62,12 @@ class Stepper:
         """``launch`` and wait for the step's metrics."""
         return self.launch(batch, lr, index).metrics()
 
-    def launch(self, batch: TrainBatch, lr: float, index: int) -> LaunchedStep:
+    def launch(self, batch: TrainBatch, lr: float, index: int) -> HostMetrics:
         """Optimizer step number ``index`` at ``lr``, queued on the device without waiting for it
-        (a batch from ``DistillData.batch`` carries the host copies its row counts need). Its
-        feature noise (if any) is drawn from a generator seeded by the run's seed and ``index``,
-        so a resumed run draws what the uninterrupted one would have."""
+        (a batch from ``DistillData.batch`` carries the host copies its row counts need); its
+        metrics on their way to host memory. Its feature noise (if any) is drawn from a generator
+        seeded by the run's seed and ``index``, so a resumed run draws what the uninterrupted one
+        would have."""
         for g in self.opt.param_groups:
             g["lr"] = lr
         noise = None
@@ -79,35 +80,5 @@ class Stepper:
                  else torch.zeros((), device=loss.device))
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return LaunchedStep.of(metrics.positions, metrics.known, metrics.pending | {"grad_norm": gnorm})
+        return metrics.to_host(grad_norm=gnorm)
 
-
-@dataclass
-class LaunchedStep:
-    """A step queued on the device, its metrics on their way to host memory (on a GPU an
-    asynchronous copy into pinned memory, then an event): ``metrics()`` waits for that copy only,
-    not for work queued after the step, so a loop that reads step i's metrics after queuing step
-    i + 1 keeps the GPU fed."""
-
-    positions: int  # training positions of the batch (host-known)
-    known: dict[str, float]
-    names: list[str]
-    values: torch.Tensor  # host memory
-    copied: torch.cuda.Event | None
-
-    @classmethod
-    def of(cls, positions: int, known: dict[str, float], pending: dict[str, torch.Tensor]) -> LaunchedStep:
-        values = torch.stack([t.detach().float().reshape(()) for t in pending.values()])
-        copied = None
-        if values.is_cuda:
-            host = torch.empty(values.shape, dtype=values.dtype, pin_memory=True)
-            host.copy_(values, non_blocking=True)
-            values, copied = host, torch.cuda.Event()
-            copied.record()
-        return cls(positions, known, list(pending), values, copied)
-
-    def metrics(self) -> dict[str, float]:
-        """The step's metrics as python floats (``tokens``: its training positions)."""
-        if self.copied is not None:
-            self.copied.synchronize()
-        return self.known | dict(zip(self.names, self.values.tolist())) | {"tokens": float(self.positions)}

@@ -66,6 +66,7 @@ from updraft.train.data import (
 )
 from updraft.train.heads import Head, new_head, save_head, select_draft_vocab
 from updraft.train.losses import (
+    HostMetrics,
     LossConfig,
     TargetHead,
     chain_acceptance,
@@ -74,7 +75,7 @@ from updraft.train.losses import (
 )
 from updraft.train.report import engine_check_text, write_json, write_model_card
 from updraft.train.schedule import StepPlanner, lr_at, plan_schedule, rewarm_factor
-from updraft.train.stepper import LaunchedStep, Stepper
+from updraft.train.stepper import Stepper
 
 CHECKPOINT = "checkpoint/state.pt"
 LOG_NAME = "train_log.json"
@@ -398,7 +399,7 @@ def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
     # Step i's metrics are read once step i + 1 is queued (the host builds and queues the next step
     # while the GPU runs this one); a log line, evaluation, checkpoint or progress bar reads them at once.
-    unread: LaunchedStep | None = None
+    unread: HostMetrics | None = None
     try:
         while state.total_steps is None or state.step < state.total_steps:
             if at.deadline is not None and time.time() > at.deadline:
@@ -419,31 +420,27 @@ def _steps(cfg: TrainConfig, prep: Prepared, run: Stepper, state: TrainState, at
             if planner.due(state):
                 per_step = planner.plan(cfg, state, at.train_start, at.deadline)
                 _say(f"{per_step * 1000:.0f} ms/step: training for {state.total_steps} steps")
-            if bar is not None or state.step % cfg.log_every == 0 or _evaluates(cfg, state) or _checkpoints(cfg, state, stop_after):
+            stop = stop_after is not None and state.step >= stop_after
+            log = state.step % cfg.log_every == 0
+            evaluate = bool(cfg.eval_every) and state.step % cfg.eval_every == 0
+            checkpoint = bool(cfg.checkpoint_every) and state.step % cfg.checkpoint_every == 0 or stop
+            if bar is not None or log or evaluate or checkpoint:
                 m = unread.metrics()
                 window.add(m)
                 unread = None
                 _show(bar, state, m, lr)
-            if state.step % cfg.log_every == 0:
+            if log:
                 window.flush(cfg, state, lr, at.t0, quiet=bar is not None)
-            if _evaluates(cfg, state):
+            if evaluate:
                 _eval(run.head, prep, cfg, run.labels, run.device, run.scope, state, at.t0, bar)
-            if _checkpoints(cfg, state, stop_after):
+            if checkpoint:
                 save_checkpoint(at.ckpt, run.head, run.opt, state, cfg, at.fingerprint, prep.aux_layers)
-            if stop_after is not None and state.step >= stop_after:
+            if stop:
                 return None
     except KeyboardInterrupt:  # Ctrl-C (or a timeout's SIGINT): keep what was trained
         _say(f"interrupted at step {state.step}: saving the head as it is")
         return "interrupted"
     return "steps"
-
-
-def _evaluates(cfg: TrainConfig, state: TrainState) -> bool:
-    return bool(cfg.eval_every) and state.step % cfg.eval_every == 0
-
-
-def _checkpoints(cfg: TrainConfig, state: TrainState, stop_after: int | None) -> bool:
-    return bool(cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or (stop_after is not None and state.step >= stop_after)
 
 
 def train(
