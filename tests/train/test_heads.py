@@ -228,7 +228,8 @@ def test_sharded_save_loads_as_one_and_merges(tmp_path, tiny_target) -> None:  #
 def test_warm_start_resizes_the_draft_vocabulary(tmp_path, tiny_target, size: int) -> None:  # noqa: ANN001
     """--init-from an EAGLE-3 head with --resize-draft-vocab: the vocabulary is re-chosen at the
     new size with the source's tokens first; a kept token keeps its trained row (its logit is
-    unchanged), a new token takes the target's LM-head row, and every other weight is the source's."""
+    unchanged), a new token starts from a zero row (logit 0: the target's rows are the wrong scale
+    for a trained head's feature), and every other weight is the source's."""
     from updraft.train.checkpoint import warm_start
     from updraft.train.config import TrainConfig
 
@@ -252,7 +253,7 @@ def test_warm_start_resizes_the_draft_vocabulary(tmp_path, tiny_target, size: in
     assert ids.tolist() == select_draft_vocab(counts, size, first=src_ids).tolist()
     src_row = {int(t): i for i, t in enumerate(src_ids)}
     for j, t in enumerate(ids.tolist()):
-        want = head.lm_head.weight[src_row[t]] if t in src_row else target.lm_head_weight[t].float()
+        want = head.lm_head.weight[src_row[t]] if t in src_row else torch.zeros(target.config.hidden_size)
         assert torch.equal(again.lm_head.weight[j], want), t
     assert (size >= 100) == set(src_ids.tolist()).issubset(ids.tolist())
     if size < 100:  # shrinking keeps the source's most frequent tokens
@@ -266,6 +267,8 @@ def test_warm_start_resizes_the_draft_vocabulary(tmp_path, tiny_target, size: in
     for j, t in enumerate(ids.tolist()):
         if t in src_row:
             assert torch.allclose(new_logits[:, j], src_logits[:, src_row[t]], atol=1e-5), t
+        else:
+            assert bool((new_logits[:, j] == 0).all()), t
 
 
 def test_resize_draft_vocab_needs_an_eagle3_init(tmp_path) -> None:  # noqa: ANN001

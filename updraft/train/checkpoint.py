@@ -197,7 +197,7 @@ def warm_start(
     head's weights (and, for EAGLE-3, its draft vocabulary), for a run whose checkpoint
     (optimizer state) was lost. With ``--resize-draft-vocab`` the vocabulary is re-chosen at
     ``--draft-vocab-size`` from the training targets' ``counts``, the source's tokens first: a
-    kept token keeps its trained LM-head row, a new one starts from the target's row. The head
+    kept token keeps its trained LM-head row, a new one starts from a zero row. The head
     reads the source's target layers (``run_aux_layers``)."""
     name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
     if not source:
