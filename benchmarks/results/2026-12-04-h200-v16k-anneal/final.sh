@@ -1,0 +1,11 @@
+# Run N's last call (the machine of its last training call, at once): the head /tmp/N-head (train.sh leaves each
+# call's head there) on the six eval sets, its own drafts and with the lookup assist (benchmarks/device/head_eval.sh),
+# then spec / plain (64 mt_bench prompts x 256 tokens, adaptive S, the lookup assist on) with it and with the shipped
+# head (run M at step 42,980, 8,192 tokens) in turn: the larger vocabulary's LM head costs every draft step more.
+source benchmarks/device/env.sh >/dev/null
+step=$(python -c "import json; print(json.load(open('/tmp/N-head/train_state.json'))['state']['step'])")
+NAME=N$step HEAD=/tmp/N-head bash benchmarks/device/head_eval.sh
+for h in N:/tmp/N-head shipped:builtin:smollm2; do
+  timeout 200 python benchmarks/spec_iteration.py --smollm $GGUF --head ${h#*:} --skip-lossless --variants plain,eagle_adaptive \
+    --num-prompts 64 --bs1-prompts 64 --output-len 256 --out $OUT/speed-${h%%:*} 2>&1 | grep -v Warn | grep -v "^ngram" | tail -12
+done
