@@ -3,6 +3,8 @@
 # then spec / plain (64 mt_bench prompts x 256 tokens, adaptive S, the lookup assist on) with it and with the shipped
 # head (run M at step 42,980, 8,192 tokens) in turn: the larger vocabulary's LM head costs every draft step more.
 source benchmarks/device/env.sh >/dev/null
+# (its first run, call 6a, carried no eval sets and spent 75 s failing in each script: carry .stage/p5/eagle-eval)
+[ -f $UPDRAFT_EVAL_DIR/mt_bench.jsonl ] || { echo "no eval sets at $UPDRAFT_EVAL_DIR: carry a .stage/*/eagle-eval"; exit 2; }
 step=$(python -c "import json; print(json.load(open('/tmp/N-head/train_state.json'))['state']['step'])")
 NAME=N$step HEAD=/tmp/N-head bash benchmarks/device/head_eval.sh
 for h in N:/tmp/N-head shipped:builtin:smollm2; do
