@@ -47,23 +47,23 @@ def parse_sets(text: str) -> dict[str, int]:
     return out
 
 
-def first_drafts(head: Eagle3Head, data: DistillData, device: torch.device) -> tuple[list[int], list[bool]]:
-    """Over every answer position of ``data`` (each sequence's target mask): the token to draft
-    and whether the head's first draft there is that token."""
+def first_drafts(head: Eagle3Head, data: DistillData, device: torch.device) -> list[tuple[int, int, int, bool]]:
+    """Every answer position's first draft over ``data``: (sequence, committed length N, token N,
+    whether the head's step 0 at row N - 2 drafts it; ``chain_steps``' convention), from the first
+    verify step of each sequence (N = prompt length + 1: the first answer token is the target's)."""
     labels = TargetHead(head)
-    tokens: list[int] = []
-    hits: list[bool] = []
+    out: list[tuple[int, int, int, bool]] = []
     for start in range(0, data.num_seqs, 8):
         batch = data.batch(list(range(start, min(start + 8, data.num_seqs))), device, eagle3=True)
         with torch.no_grad():
-            out = unroll(head, batch.ids, batch.head_input(), 1)[0]
-            top = labels.draft_ids[head_logits(head, out).argmax(-1)]
-        want = shift_left(batch.ids, 2, fill=-1)  # head row N - 2 drafts token N (chain_steps' convention)
-        # rows from the prompt's last token on (the first answer token is the target's own, not drafted)
+            top = labels.draft_ids[head_logits(head, unroll(head, batch.ids, batch.head_input(), 1)[0]).argmax(-1)]
+        want = shift_left(batch.ids, 2, fill=-1)
+        # row r drafts token r + 2; rows from the prompt's last token's successor on (target_mask[r] marks
+        # a position whose next token is an answer token)
         mask = batch.target_mask & shift_left(batch.target_mask, 1, fill=False) & (want >= 0)
-        tokens += want[mask].tolist()
-        hits += (top == want)[mask].tolist()
-    return tokens, hits
+        for b, r in mask.nonzero().tolist():
+            out.append((start + b, r + 2, int(want[b, r]), bool(top[b, r] == want[b, r])))
+    return out
 
 
 def chains(head: Eagle3Head, data: DistillData, device: torch.device, steps: int) -> dict[str, float]:
@@ -122,9 +122,9 @@ def main() -> None:
         gen = collect_sequences(engine, prompts, args.max_tokens, progress=False)
         data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=aux[0], progress=False)
         drafts = [first_drafts(h, data, device) for h in heads]
-        assert drafts[0][0] == drafts[1][0]  # the same positions and tokens for both heads
+        tokens = [t for _, _, t, _ in drafts[0]]
         row = dict(prompts=len(prompts), chains=[chains(h, data, device, args.steps) for h in heads],
-                   classes=by_class(drafts[0][0], [d[1] for d in drafts], vocab))
+                   classes=by_class(tokens, [[hit for *_, hit in d] for d in drafts], vocab))
         result["sets"][name] = row
         c = row["classes"]
         print(f"{name}: accept length {row['chains'][0]['accept_len']:.3f} -> {row['chains'][1]['accept_len']:.3f}, "

@@ -149,3 +149,44 @@ def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir, load_ben
     for c, _, _, tok in records:  # the first draft's token sits right after the confidence's position
         b, pos = divmod(int(c) + 1, width)
         assert tok == int(batch.ids[b, pos])
+
+
+def test_vocab_gain_first_drafts_are_the_chains_first_drafts(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
+    """``benchmarks/vocab_gain.py``'s first draft at every answer position is the one the greedy
+    chains (``chain_steps``, the engine's, checked above) draft at their verify steps: a verify
+    step at committed length N accepts a draft exactly when that position's first draft hit, and
+    the token it names is token N. Its vocabulary classes count each head's hits per class."""
+    from updraft.models.eagle import load_draft_head
+    from updraft.train.losses import chain_steps
+
+    mod = load_benchmark("vocab_gain")
+    target = tiny_target.model
+    plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
+    params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
+    reqs = [plain.add_request(p, params, detokenize=False) for p in PROMPTS]
+    while plain.has_unfinished():
+        plain.step()
+    seqs = [list(r.prompt_ids) + list(r.output_ids) for r in reqs]
+    try:
+        data = teacher_force(plain, seqs, [len(p) for p in PROMPTS], default_aux_layers(target.config.num_layers),
+                             progress=False)
+    finally:
+        target.aux_layers = ()
+    head = load_draft_head(str(head_dir), target, torch.float32, torch.device("cpu"))
+    drafts = mod.first_drafts(head, data, torch.device("cpu"))
+    # every answer token after the first, once
+    assert [(b, n) for b, n, _, _ in drafts] == [(b, n) for b, s in enumerate(seqs) for n in range(len(PROMPTS[b]) + 1, len(s))]
+    assert all(tok == seqs[b][n] for b, n, tok, _ in drafts)
+    hit = {(b, n): h for b, n, _, h in drafts}
+    walk = chain_steps(head, data.batch([0, 1], "cpu", eagle3=True), S, TargetHead(head))
+    assert walk and any(m > 0 for *_, m in walk) and any(m == 0 for *_, m in walk)
+    assert all(hit[(b, n)] == (m > 0) for b, n, m in walk)
+    tokens = [t for _, _, t, _ in drafts]
+    inside = TargetHead(head).in_draft.cpu()
+    half = inside & (torch.arange(inside.numel()) % 2 == 0)  # a second "vocabulary": half of the first
+    classes = mod.by_class(tokens, [[h for *_, h in drafts]] * 2, [inside, half])
+    assert sum(c["positions"] for c in classes.values()) == len(tokens) and classes["second_only"]["positions"] == 0
+    both = [h for (_, _, t, h) in drafts if half[t]]
+    assert classes["both"]["positions"] == len(both)
+    assert classes["both"]["first_acc"][0] == pytest.approx(sum(both) / max(len(both), 1))
+    assert classes["neither"]["first_acc"] == [0.0, 0.0]  # a head never drafts outside its vocabulary
