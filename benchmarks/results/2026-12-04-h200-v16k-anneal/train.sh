@@ -7,6 +7,8 @@
 # compiled, no cuDNN attention; it generates the data and trains for the rest of TB seconds. Call 5 (no stage
 # folder) continues it exactly (--resume) on the same machine. Each brings back $OUT/N/head and run.log, and leaves
 # the head in /tmp/N-head for final.sh.
+# NAME=C VOCAB=8192 (the next session's control, same seed, data, schedule and flags, without growing the
+# vocabulary): WORK /tmp/C, $OUT/C, /tmp/C-head.
 source benchmarks/device/env.sh >/dev/null
 XA=${XA-"--compile --sdpa no-cudnn"}
 if [ -f /tmp/use_base ] && [ -d /tmp/base/updraft ]; then
@@ -16,15 +18,17 @@ if [ -f /tmp/use_base ] && [ -d /tmp/base/updraft ]; then
   echo "training with the base's code: $(/tmp/pyb -c 'import updraft; print(updraft.__file__)')"
 fi
 [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
-WORK=${WORK:-/tmp/N}
+NAME=${NAME:-N} VOCAB=${VOCAB:-16384}
+WORK=${WORK:-/tmp/$NAME}
 SCHED="--seed 29 --temperature 0.5 --lr 2.5e-4 --min-lr-ratio 0.12 $XA"
+GROW=""; [ "$VOCAB" != 8192 ] && GROW="--resize-draft-vocab"
 if [ -f $WORK/head/checkpoint/state.pt ] && [ -f $WORK/data/sequences.safetensors ]; then
   export RUN=resume RESUME_FROM=/nonexistent EXTRA_TRAIN_ARGS="$SCHED"
 else
-  export RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 EXTRA_TRAIN_ARGS="$SCHED --resize-draft-vocab"
+  export RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 EXTRA_TRAIN_ARGS="$SCHED $GROW"
 fi
-echo "XA=$XA RUN=$RUN"
-WORK=$WORK PROMPT_SET=v6 NUM_PROMPTS=${NUM_PROMPTS:-60000} STEPS=${STEPS:-18000} BATCH_TOKENS=16384 DRAFT_VOCAB=16384 \
-  TRAIN_BUDGET=${TB:?} TOTAL_LIMIT=$(( TB + 25 )) EVAL=0 OUT=$OUT/N bash scripts/gpu_train_head.sh 2>&1 \
+echo "NAME=$NAME VOCAB=$VOCAB XA=$XA RUN=$RUN"
+WORK=$WORK PROMPT_SET=v6 NUM_PROMPTS=${NUM_PROMPTS:-60000} STEPS=${STEPS:-18000} BATCH_TOKENS=16384 DRAFT_VOCAB=$VOCAB \
+  TRAIN_BUDGET=${TB:?} TOTAL_LIMIT=$(( TB + 25 )) EVAL=0 OUT=$OUT/$NAME bash scripts/gpu_train_head.sh 2>&1 \
   | grep -v Warn | grep -v -E "step [0-9]+/[0-9]+ loss" | cut -c1-260 | tail -25
-rm -rf /tmp/N-head && cp -r $WORK/head /tmp/N-head && rm -rf /tmp/N-head/checkpoint
+rm -rf /tmp/$NAME-head && cp -r $WORK/head /tmp/$NAME-head && rm -rf /tmp/$NAME-head/checkpoint
