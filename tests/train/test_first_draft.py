@@ -14,9 +14,9 @@ import torch
 from updraft.config import EngineConfig, SpeculativeConfig
 from updraft.engine.engine import Engine
 from updraft.engine.request import SpecStats
-from updraft.models.eagle import default_aux_layers
+from updraft.models.eagle import DraftHead, default_aux_layers, load_draft_head
 from updraft.sampling_params import SamplingParams
-from updraft.train.data import teacher_force
+from updraft.train.data import DistillData, teacher_force
 from updraft.train.forward import head_logits, unroll
 from updraft.train.heads import new_head, save_head, select_draft_vocab
 from updraft.train.losses import LossConfig, TargetHead, chain_acceptance, compute_loss
@@ -119,13 +119,9 @@ def test_engine_first_draft_equals_teacher_forced_step0(tiny_target, head_dir, f
     assert sum(accepted) >= sum(engine_acc) - len(stats) * S and sum(accepted) > 0
 
 
-def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
-    """``benchmarks/acceptance_by_confidence.py`` walks the same greedy chains as the trainer's
-    ``chain_acceptance`` (the engine's, checked above): the same verify steps and accepted drafts
-    per position; its confidence and token fields read the positions it says."""
-    from updraft.models.eagle import load_draft_head
-
-    mod = load_benchmark("acceptance_by_confidence")
+def _plain_answers(tiny_target, head_dir) -> tuple[list[list[int]], DistillData, DraftHead]:  # noqa: ANN001
+    """The target's greedy answers to PROMPTS from a plain engine, teacher-forced, and the fitted
+    head loaded over the target: what the benchmarks' chain walks read."""
     target = tiny_target.model
     plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
     params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
@@ -138,7 +134,15 @@ def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir, load_ben
                              progress=False)
     finally:
         target.aux_layers = ()
-    head = load_draft_head(str(head_dir), target, torch.float32, torch.device("cpu"))
+    return seqs, data, load_draft_head(str(head_dir), target, torch.float32, torch.device("cpu"))
+
+
+def test_confidence_walk_equals_chain_acceptance(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
+    """``benchmarks/acceptance_by_confidence.py`` walks the same greedy chains as the trainer's
+    ``chain_acceptance`` (the engine's, checked above): the same verify steps and accepted drafts
+    per position; its confidence and token fields read the positions it says."""
+    mod = load_benchmark("acceptance_by_confidence")
+    _, data, head = _plain_answers(tiny_target, head_dir)
     batch = data.batch([0, 1], "cpu", eagle3=True)
     conf = torch.arange(batch.ids.numel(), dtype=torch.float32).view_as(batch.ids)  # a position's index
     records = mod.chains(head, batch, conf, S)
@@ -156,23 +160,10 @@ def test_vocab_gain_first_drafts_are_the_chains_first_drafts(tiny_target, head_d
     chains (``chain_steps``, the engine's, checked above) draft at their verify steps: a verify
     step at committed length N accepts a draft exactly when that position's first draft hit, and
     the token it names is token N. Its vocabulary classes count each head's hits per class."""
-    from updraft.models.eagle import load_draft_head
     from updraft.train.losses import chain_steps
 
     mod = load_benchmark("vocab_gain")
-    target = tiny_target.model
-    plain = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
-    params = SamplingParams(temperature=0.0, max_tokens=TOKENS, ignore_eos=True)
-    reqs = [plain.add_request(p, params, detokenize=False) for p in PROMPTS]
-    while plain.has_unfinished():
-        plain.step()
-    seqs = [list(r.prompt_ids) + list(r.output_ids) for r in reqs]
-    try:
-        data = teacher_force(plain, seqs, [len(p) for p in PROMPTS], default_aux_layers(target.config.num_layers),
-                             progress=False)
-    finally:
-        target.aux_layers = ()
-    head = load_draft_head(str(head_dir), target, torch.float32, torch.device("cpu"))
+    seqs, data, head = _plain_answers(tiny_target, head_dir)
     drafts = mod.first_drafts(head, data, torch.device("cpu"))
     # every answer token after the first, once
     assert [(b, n) for b, n, _, _ in drafts] == [(b, n) for b, s in enumerate(seqs) for n in range(len(PROMPTS[b]) + 1, len(s))]
