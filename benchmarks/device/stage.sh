@@ -3,10 +3,11 @@
 # (they do not survive between sessions here, and ~/.cache/updraft did not either on 2026-12-04: what a later
 # session must have, a run's train_state.json, logs and weights, goes into the repository, the weights into git
 # history only): .whl/ (the gguf wheel the device machine lacks, downloaded), .stage/q1-q4 (the default GGUF's xz
-# stream, `xz -6`, in four parts of ~22.6 MB: one beside the ~37 MB tree fits a call's 64 MiB; benchmarks/device/env.sh joins them) and, with RUN_DIR (a run kept outside
-# the checkout, e.g. ~/.cache/updraft/runs/M: its newest head-*/ folder and seq.xz.part-* from data_pack.sh),
-# .stage/p4/<run>-head (the head, ~20 MB) and .stage/p5 (the sequences' parts and the eval sets, read in place from
-# $UPDRAFT_EVAL_DIR, else ../shared/data/eagle-eval). Prints each folder's size and the joined GGUF's sha256 prefix (b179c9523d0e6a0f).
+# stream, `xz -6`, in four parts of ~22.6 MB: one beside the ~37 MB tree fits a call's 64 MiB;
+# benchmarks/device/env.sh joins them) and, with RUN_DIR (a run kept outside the checkout, e.g.
+# ~/.cache/updraft/runs/M: its newest head-*/ folder and seq.xz.part-* from data_pack.sh), .stage/p4/<run>-head (the
+# head, ~20 MB) and .stage/p5 (the sequences' parts and the eval sets, read in place from $UPDRAFT_EVAL_DIR, else
+# ../shared/data/eagle-eval). Prints each folder's size and the joined GGUF's sha256 prefix (b179c9523d0e6a0f).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CACHE=${UPDRAFT_CACHE:-$HOME/.cache/updraft}
