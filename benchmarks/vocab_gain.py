@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from updraft.bench.prompts import load_prompt_rows
 from updraft.data.types import TrainPrompt
 from updraft.heads import resolve_draft_path
 from updraft.models.eagle import Eagle3Head, load_draft_head
-from updraft.train.data import DistillData, collect_sequences, teacher_force
+from updraft.train.data import DistillData, TrainBatch, collect_sequences, teacher_force
 from updraft.train.forward import head_logits, shift_left, unroll
 from updraft.train.losses import TargetHead, chain_steps
 
@@ -47,19 +48,24 @@ def parse_sets(text: str) -> dict[str, int]:
     return out
 
 
+def batches(data: DistillData, device: torch.device, size: int = 8) -> Iterator[tuple[int, TrainBatch]]:
+    """(first sequence index, batch) over ``data`` in order."""
+    for start in range(0, data.num_seqs, size):
+        yield start, data.batch(list(range(start, min(start + size, data.num_seqs))), device, eagle3=True)
+
+
 def first_drafts(head: Eagle3Head, data: DistillData, device: torch.device) -> list[tuple[int, int, int, bool]]:
     """Every answer position's first draft over ``data``: (sequence, committed length N, token N,
     whether the head's step 0 at row N - 2 drafts it; ``chain_steps``' convention), from the first
     verify step of each sequence (N = prompt length + 1: the first answer token is the target's)."""
     labels = TargetHead(head)
     out: list[tuple[int, int, int, bool]] = []
-    for start in range(0, data.num_seqs, 8):
-        batch = data.batch(list(range(start, min(start + 8, data.num_seqs))), device, eagle3=True)
+    for start, batch in batches(data, device):
         with torch.no_grad():
             top = labels.draft_ids[head_logits(head, unroll(head, batch.ids, batch.head_input(), 1)[0]).argmax(-1)]
         want = shift_left(batch.ids, 2, fill=-1)
-        # row r drafts token r + 2; rows from the prompt's last token's successor on (target_mask[r] marks
-        # a position whose next token is an answer token)
+        # row r drafts token r + 2; target_mask[r] marks a row whose next token is an answer token, so rows
+        # where r and r + 1 both do are the verify steps' first drafts (the first answer token is the target's)
         mask = batch.target_mask & shift_left(batch.target_mask, 1, fill=False) & (want >= 0)
         for b, r in mask.nonzero().tolist():
             out.append((start + b, r + 2, int(want[b, r]), bool(top[b, r] == want[b, r])))
@@ -69,14 +75,13 @@ def first_drafts(head: Eagle3Head, data: DistillData, device: torch.device) -> l
 def chains(head: Eagle3Head, data: DistillData, device: torch.device, steps: int) -> dict[str, float]:
     labels = TargetHead(head)
     walk: list[int] = []
-    for start in range(0, data.num_seqs, 8):
-        batch = data.batch(list(range(start, min(start + 8, data.num_seqs))), device, eagle3=True)
+    for _, batch in batches(data, device):
         with torch.no_grad():
             walk += [m for _, _, m in chain_steps(head, batch, steps, labels)]
     return dict(verify_steps=len(walk), accept_len=1 + sum(walk) / len(walk), first=sum(m > 0 for m in walk) / len(walk))
 
 
-def by_class(tokens: list[int], hits: list[list[bool]], vocab: list[torch.Tensor]) -> dict[str, dict[str, float]]:
+def by_class(tokens: list[int], hits: list[list[bool]], vocab: list[torch.Tensor]) -> dict[str, dict[str, Any]]:
     """Positions per vocabulary class and each head's first-draft accuracy there."""
     ids = torch.tensor(tokens, dtype=torch.long)
     inside = [v[ids] for v in vocab]
