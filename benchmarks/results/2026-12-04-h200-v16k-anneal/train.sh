@@ -8,7 +8,8 @@
 # folder) continues it exactly (--resume) on the same machine. Each brings back $OUT/N/head and run.log, and leaves
 # the head in /tmp/N-head for final.sh.
 # NAME=C VOCAB=8192 (the next session's control, same seed, data, schedule and flags, without growing the
-# vocabulary): WORK /tmp/C, $OUT/C, /tmp/C-head.
+# vocabulary): WORK /tmp/C, $OUT/C, /tmp/C-head. RESUME_FROM=<a head folder a call brought back> continues the
+# schedule on a new machine (--resume-from: the data generated again, the optimizer re-warmed).
 source benchmarks/device/env.sh >/dev/null
 XA=${XA-"--compile --sdpa no-cudnn"}
 if [ -f /tmp/use_base ] && [ -d /tmp/base/updraft ]; then
@@ -24,6 +25,8 @@ SCHED="--seed 29 --temperature 0.5 --lr 2.5e-4 --min-lr-ratio 0.12 $XA"
 GROW=""; [ "$VOCAB" != 8192 ] && GROW="--resize-draft-vocab"
 if [ -f $WORK/head/checkpoint/state.pt ] && [ -f $WORK/data/sequences.safetensors ]; then
   export RUN=resume RESUME_FROM=/nonexistent EXTRA_TRAIN_ARGS="$SCHED"
+elif [ -n "${RESUME_FROM:-}" ]; then  # a new machine: the head folder the last call brought back, carried
+  export RUN=resume RESUME_FROM EXTRA_TRAIN_ARGS="$SCHED"
 else
   export RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 EXTRA_TRAIN_ARGS="$SCHED $GROW"
 fi
