@@ -29,6 +29,7 @@ from acceptance_by_confidence import target_and_head  # a sibling script (benchm
 
 from updraft.bench.prompts import load_prompt_rows
 from updraft.data.types import TrainPrompt
+from updraft.engine.engine import Engine
 from updraft.heads import resolve_draft_path
 from updraft.models.eagle import Eagle3Head, load_draft_head
 from updraft.train.data import DistillData, TrainBatch, collect_sequences, teacher_force
@@ -52,6 +53,15 @@ def batches(data: DistillData, device: torch.device, size: int = 8) -> Iterator[
     """(first sequence index, batch) over ``data`` in order."""
     for start in range(0, data.num_seqs, size):
         yield start, data.batch(list(range(start, min(start + size, data.num_seqs))), device, eagle3=True)
+
+
+def answers(engine: Engine, name: str, n: int, max_tokens: int, aux: tuple[int, ...], temperature: float = 0.0,
+            seed: int = 0) -> tuple[DistillData, int]:
+    """The target's answers to the first ``n`` prompts of eval set ``name`` (greedy, or sampled at
+    ``temperature`` from ``seed``), teacher-forced with the target layers ``aux``; and how many prompts."""
+    prompts = [TrainPrompt(r.text, r.category or name) for r in load_prompt_rows(name, n)]
+    gen = collect_sequences(engine, prompts, max_tokens, temperature=temperature, seed=seed, progress=False)
+    return teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=aux, progress=False), len(prompts)
 
 
 def first_drafts(head: Eagle3Head, data: DistillData, device: torch.device) -> list[tuple[int, int, int, bool]]:
@@ -123,12 +133,10 @@ def main() -> None:
     result: dict[str, Any] = dict(heads=names, draft_vocab=[int(v.sum()) for v in vocab], steps=args.steps,
                                   max_tokens=args.max_tokens, dtype=str(engine.dtype), sets={})
     for name, n in sets.items():
-        prompts = [TrainPrompt(r.text, r.category or name) for r in load_prompt_rows(name, n)]
-        gen = collect_sequences(engine, prompts, args.max_tokens, progress=False)
-        data = teacher_force(engine, gen.seqs, gen.prompt_lens, aux_layers=aux[0], progress=False)
+        data, count = answers(engine, name, n, args.max_tokens, aux[0])
         drafts = [first_drafts(h, data, device) for h in heads]
         tokens = [t for _, _, t, _ in drafts[0]]
-        row = dict(prompts=len(prompts), chains=[chains(h, data, device, args.steps) for h in heads],
+        row = dict(prompts=count, chains=[chains(h, data, device, args.steps) for h in heads],
                    classes=by_class(tokens, [[hit for *_, hit in d] for d in drafts], vocab))
         result["sets"][name] = row
         c = row["classes"]

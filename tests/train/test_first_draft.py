@@ -181,3 +181,47 @@ def test_vocab_gain_first_drafts_are_the_chains_first_drafts(tiny_target, head_d
     assert classes["both"]["positions"] == len(both)
     assert classes["both"]["first_acc"][0] == pytest.approx(sum(both) / max(len(both), 1))
     assert classes["neither"]["first_acc"] == [0.0, 0.0]  # a head never drafts outside its vocabulary
+
+
+def test_sampled_overlap_filter_and_its_greedy_limit(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
+    """``benchmarks/sampled_overlap.py``: the top-p filter keeps the best-first prefix whose mass reaches
+    top_p (worked by hand), and as the temperature goes to 0 a position's overlap ``sum min(p, q)`` becomes
+    whether the head's argmax is the target's: step 0 then counts the first drafts ``vocab_gain.py`` counts
+    (the chains' own, checked above), over the same positions."""
+    mod = load_benchmark("sampled_overlap")
+    gain = load_benchmark("vocab_gain")
+    logits = torch.tensor([0.5, 0.3, 0.2, 0.0]).log()
+    assert mod.filtered(logits, 1.0, 0.7).tolist() == pytest.approx([0.625, 0.375, 0.0, 0.0])
+    assert mod.filtered(logits, 1.0, 0.9).tolist() == pytest.approx([0.5, 0.3, 0.2, 0.0])
+    assert mod.filtered(logits, 0.5, 1.0).tolist() == pytest.approx([25 / 38, 9 / 38, 4 / 38, 0.0])
+    assert mod.expected_accept([0.5, 0.5]) == pytest.approx(1.75)
+    _, data, head = _plain_answers(tiny_target, head_dir)
+    batch = data.batch([0, 1], "cpu", eagle3=True)
+    drafts = gain.first_drafts(head, data, torch.device("cpu"))
+    hits = sum(h for *_, h in drafts)
+    assert 0 < hits < len(drafts)
+    sums, counts = mod.step_overlaps(head, batch, S, temperature=1e-4, top_p=1.0)
+    assert counts[0] == len(drafts) and counts == sorted(counts, reverse=True)
+    assert sums[0] == pytest.approx(hits, abs=1e-3)
+    warm, _ = mod.step_overlaps(head, batch, S, temperature=1.0, top_p=0.9)
+    assert all(0 < s < c for s, c in zip(warm, counts, strict=True))
+
+
+def test_benchmark_answers_are_the_seeded_targets_answers(tiny_target, tmp_path, load_benchmark) -> None:  # noqa: ANN001
+    """``vocab_gain.answers`` (both CPU head comparisons read it): a prompt file's first ``n`` prompts
+    answered by the target, the same texts again from the same seed, others from another, teacher-forced."""
+    import json
+
+    gain = load_benchmark("vocab_gain")
+    rows = tmp_path / "prompts.jsonl"
+    rows.write_text("".join(json.dumps({"prompt": f"tell me about item {i}"}) + "\n" for i in range(3)))
+    engine = Engine(EngineConfig(model=str(tiny_target.source), device="cpu", progress=False), loaded=tiny_target)
+    aux = default_aux_layers(tiny_target.model.config.num_layers)
+    try:
+        runs = [gain.answers(engine, str(rows), 2, 12, aux, temperature=1.0, seed=s) for s in (5, 5, 6)]
+    finally:
+        tiny_target.model.aux_layers = ()
+    assert [n for _, n in runs] == [2, 2, 2]
+    ids = [[d.batch([i], "cpu", eagle3=True).ids.tolist() for i in range(d.num_seqs)] for d, _ in runs]
+    assert runs[0][0].num_seqs == 2 and ids[0] == ids[1] and ids[0] != ids[2]
+    assert runs[0][0].batch([0, 1], "cpu", eagle3=True).feature is not None
