@@ -28,7 +28,9 @@ if [ -f $WORK/head/checkpoint/state.pt ] && [ -f $WORK/data/sequences.safetensor
 elif [ -n "${RESUME_FROM:-}" ]; then  # a new machine: the head folder the last call brought back, carried
   export RUN=resume RESUME_FROM EXTRA_TRAIN_ARGS="$SCHED"
 else
-  export RUN=init INIT_FROM=updraft/heads/smollm2-135m-instruct-eagle3 EXTRA_TRAIN_ARGS="$SCHED $GROW"
+  # runs N and C started from M-42980, the builtin head until C replaced it: to replay them, INIT_FROM=<a carried
+  # folder with `git show 80f2445:updraft/heads/smollm2-135m-instruct-eagle3/{model.safetensors,config.json}`>
+  export RUN=init INIT_FROM="${INIT_FROM:-updraft/heads/smollm2-135m-instruct-eagle3}" EXTRA_TRAIN_ARGS="$SCHED $GROW"
 fi
 echo "NAME=$NAME VOCAB=$VOCAB XA=$XA RUN=$RUN"
 WORK=$WORK PROMPT_SET=v6 NUM_PROMPTS=${NUM_PROMPTS:-60000} STEPS=${STEPS:-18000} BATCH_TOKENS=16384 DRAFT_VOCAB=$VOCAB \
