@@ -28,15 +28,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from acceptance_by_confidence import target_and_head  # sibling scripts (benchmarks/)
-from vocab_gain import answers, batches, parse_sets
+from vocab_gain import answers, batches, load_heads, parse_sets  # a sibling script (benchmarks/)
 
-from updraft.heads import resolve_draft_path
-from updraft.models.eagle import Eagle3Head, load_draft_head
+from updraft.models.eagle import Eagle3Head
 from updraft.spec.fused import DRAFT_CANDIDATES
 from updraft.train.data import DistillData, TrainBatch
 from updraft.train.forward import head_logits, shift_left, unroll
-from updraft.train.losses import TargetHead
+from updraft.train.losses import expected_accept_length
 
 
 def filtered(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -56,8 +54,8 @@ def step_overlaps(head: Eagle3Head, batch: TrainBatch, steps: int, temperature: 
     """Per draft step k: (sum over answer positions of ``sum_x min(p, q)``, positions). q: the head's step-k
     distribution over its top ``candidates`` logits (target ids); p: the target's at position j + k + 1
     (float64 over the whole vocabulary, ``chunk`` positions at a time)."""
-    labels = TargetHead(head)
-    w = head.shared._target[0].lm_head_weight.detach()
+    draft_ids = head.vocab_ids()
+    w = head.shared.lm_head_weight().detach()
     hidden = batch.hidden.flatten(0, 1)
     sums, counts = [], []
     with torch.no_grad():
@@ -67,8 +65,8 @@ def step_overlaps(head: Eagle3Head, batch: TrainBatch, steps: int, temperature: 
             # and token j + k + 2 is in the answer too
             mask = batch.target_mask & shift_left(batch.target_mask, k + 1, fill=False)
             rows = mask.flatten().nonzero().squeeze(-1)
-            vals, cand = head_logits(head, out.flatten(0, 1)[rows]).topk(min(candidates, len(labels.draft_ids)), dim=-1)
-            cand = labels.draft_ids[cand]
+            vals, cand = head_logits(head, out.flatten(0, 1)[rows]).topk(min(candidates, len(draft_ids)), dim=-1)
+            cand = draft_ids[cand]
             q = filtered(vals, temperature, top_p)  # [N, K] over the candidates
             total = 0.0
             for a in range(0, len(rows), chunk):
@@ -80,11 +78,8 @@ def step_overlaps(head: Eagle3Head, batch: TrainBatch, steps: int, temperature: 
 
 
 def expected_accept(per_step: list[float]) -> float:
-    total, run = 1.0, 1.0
-    for a in per_step:
-        run *= a
-        total += run
-    return total
+    """``1 + sum_k prod_{i<=k} a_i``, the trainer's estimate (``train.losses.expected_accept_length``)."""
+    return expected_accept_length({f"acc{k}": a for k, a in enumerate(per_step)}, len(per_step))
 
 
 def head_row(head: Eagle3Head, data: DistillData, device: torch.device, steps: int, temperature: float,
@@ -117,17 +112,11 @@ def main() -> None:
         raise ValueError(f"--top-p {args.top_p}: must be in (0, 1]")
     names = args.heads.split(",")
     device = torch.device(args.device)
-    engine, first = target_and_head(args.model, names[0], device)
-    heads = [first] + [load_draft_head(resolve_draft_path(n), engine.model, torch.float32, device) for n in names[1:]]
-    if not all(isinstance(h, Eagle3Head) for h in heads):
-        raise ValueError("--heads: all must be EAGLE-3 heads")
-    aux = {tuple(h.head_config.aux_layer_ids) for h in heads}
-    if len(aux) != 1:
-        raise ValueError(f"--heads read different target layers ({sorted(aux)}): one teacher forcing cannot serve them")
+    engine, heads, aux = load_heads(args.model, names, device)
     result: dict[str, Any] = dict(heads=names, steps=args.steps, temperature=args.temperature, top_p=args.top_p,
                                   seed=args.seed, max_tokens=args.max_tokens, dtype=str(engine.dtype), sets={})
     for name, n in parse_sets(args.sets).items():
-        data, count = answers(engine, name, n, args.max_tokens, next(iter(aux)), args.temperature, args.seed)
+        data, count = answers(engine, name, n, args.max_tokens, aux, args.temperature, args.seed)
         rows = [head_row(h, data, device, args.steps, args.temperature, args.top_p) for h in heads]
         result["sets"][name] = dict(prompts=count, heads=rows)
         for hn, r in zip(names, rows, strict=True):

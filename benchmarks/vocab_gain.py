@@ -55,6 +55,19 @@ def batches(data: DistillData, device: torch.device, size: int = 8) -> Iterator[
         yield start, data.batch(list(range(start, min(start + size, data.num_seqs))), device, eagle3=True)
 
 
+def load_heads(model: str, names: list[str], device: torch.device) -> tuple[Engine, list[Eagle3Head], tuple[int, ...]]:
+    """A plain engine on the target and the EAGLE-3 heads ``names`` over it (fp32), and the target layers
+    they all read (one teacher forcing serves them all)."""
+    engine, first = target_and_head(model, names[0], device)
+    heads = [first] + [load_draft_head(resolve_draft_path(n), engine.model, torch.float32, device) for n in names[1:]]
+    if not all(isinstance(h, Eagle3Head) for h in heads):
+        raise ValueError("--heads: every head must be an EAGLE-3 head (a draft vocabulary)")
+    aux = {tuple(h.head_config.aux_layer_ids) for h in heads}
+    if len(aux) != 1:
+        raise ValueError(f"--heads read different target layers ({sorted(aux)}): one teacher forcing cannot serve them")
+    return engine, heads, aux.pop()
+
+
 def answers(engine: Engine, name: str, n: int, max_tokens: int, aux: tuple[int, ...], temperature: float = 0.0,
             seed: int = 0) -> tuple[DistillData, int]:
     """The target's answers to the first ``n`` prompts of eval set ``name`` (greedy, or sampled at
@@ -122,18 +135,12 @@ def main() -> None:
     if len(names) != 2:
         raise ValueError(f"--heads: give two heads, FIRST,SECOND (got {args.heads!r})")
     device = torch.device(args.device)
-    engine, first = target_and_head(args.model, names[0], device)
-    heads: list[Any] = [first, load_draft_head(resolve_draft_path(names[1]), engine.model, torch.float32, device)]
-    if not all(isinstance(h, Eagle3Head) for h in heads):
-        raise ValueError("--heads: both must be EAGLE-3 heads (draft vocabularies)")
-    aux = [tuple(h.head_config.aux_layer_ids) for h in heads]
-    if aux[0] != aux[1]:
-        raise ValueError(f"--heads read different target layers ({aux[0]} and {aux[1]}): one teacher forcing cannot serve both")
+    engine, heads, aux = load_heads(args.model, names, device)
     vocab = [TargetHead(h).in_draft.cpu() for h in heads]
     result: dict[str, Any] = dict(heads=names, draft_vocab=[int(v.sum()) for v in vocab], steps=args.steps,
                                   max_tokens=args.max_tokens, dtype=str(engine.dtype), sets={})
     for name, n in sets.items():
-        data, count = answers(engine, name, n, args.max_tokens, aux[0])
+        data, count = answers(engine, name, n, args.max_tokens, aux)
         drafts = [first_drafts(h, data, device) for h in heads]
         tokens = [t for _, _, t, _ in drafts[0]]
         row = dict(prompts=count, chains=[chains(h, data, device, args.steps) for h in heads],
