@@ -7,6 +7,7 @@
 # compiled, no cuDNN attention; it generates the data and trains for the rest of TB seconds. Call 5 (no stage
 # folder) continues it exactly (--resume) on the same machine. Each brings back $OUT/N/head and run.log, and leaves
 # the head in /tmp/N-head for final.sh.
+# SEED (default 29) picks the prompts and answers (run D: 31, from C-17227, the builtin head then).
 # NAME=C VOCAB=8192 (the next session's control, same seed, data, schedule and flags, without growing the
 # vocabulary): WORK /tmp/C, $OUT/C, /tmp/C-head. RESUME_FROM=<a head folder a call brought back> continues the
 # schedule on a new machine (--resume-from: the data generated again, the optimizer re-warmed).
@@ -21,7 +22,7 @@ fi
 [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
 NAME=${NAME:-N} VOCAB=${VOCAB:-16384}
 WORK=${WORK:-/tmp/$NAME}
-SCHED="--seed 29 --temperature 0.5 --lr 2.5e-4 --min-lr-ratio 0.12 $XA"
+SCHED="--seed ${SEED:-29} --temperature 0.5 --lr 2.5e-4 --min-lr-ratio 0.12 $XA"
 GROW=""; [ "$VOCAB" != 8192 ] && GROW="--resize-draft-vocab"
 if [ -f $WORK/head/checkpoint/state.pt ] && [ -f $WORK/data/sequences.safetensors ]; then
   export RUN=resume RESUME_FROM=/nonexistent EXTRA_TRAIN_ARGS="$SCHED"
