@@ -171,7 +171,8 @@ def build_setup(args: argparse.Namespace) -> tuple[Setup, dict[str, Any]]:
     # The plain engine first (captured before an EAGLE-3 head switches on the aux layers).
     base = Engine(EngineConfig(**common, max_running_requests=1, cuda_graph_bs=[1]), loaded=loaded)
     spec_cfg = SpeculativeConfig(method=method, draft_model=head, num_steps=args.num_steps, adaptive=not args.pin_steps,
-                                 draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist)
+                                 draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
+                                 context_vocab=args.context_vocab if method == "eagle3" else 0)
     bs = args.accept_batch
     spec = Engine(EngineConfig(**common, max_running_requests=bs, cuda_graph_max_bs=bs, speculative=spec_cfg), loaded=loaded)
     st = Setup(args, base, spec, loaded, loaded.model.aux_layers,
@@ -183,7 +184,7 @@ def build_setup(args: argparse.Namespace) -> tuple[Setup, dict[str, Any]]:
     described = {
         "environment": environment(), "target": str(args.model), "head": args.head, "head_path": head,
         "method": method, "num_steps": args.num_steps, "draft_lm_head": args.draft_lm_head,
-        "ngram_assist": args.ngram_assist, "temperature": args.temperature, "top_p": args.top_p, "dtype": dname,
+        "ngram_assist": args.ngram_assist, "context_vocab": spec_cfg.context_vocab, "temperature": args.temperature, "top_p": args.top_p, "dtype": dname,
         "max_tokens": args.max_tokens, "accept_batch": bs, "engine_graphs": {"spec": spec.graph_log, "base": base.graph_log},
     }
     return st, described
@@ -364,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="EAGLE-3 draft LM head weights (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
                     help="n-gram lookups replace the head's drafts where the history repeats this many tokens (0: the head alone)")
+    ap.add_argument("--context-vocab", type=int, default=SpeculativeConfig.context_vocab,
+                    help="EAGLE-3: prompt tokens outside the draft vocabulary that greedy drafts may propose (0: off)")
     ap.add_argument("--temperature", type=float, default=0.0,
                     help="sampling temperature of every request (default 0: greedy, the head's goals; > 0: the "
                          "acceptance of lossless rejection sampling, and outputs_equal means nothing)")

@@ -61,6 +61,9 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+#: the speed part's ``eagle_adaptive_context`` variant: prompt tokens outside an EAGLE-3 head's vocabulary per request
+CONTEXT_VOCAB = 256
+
 def write_random_eagle3(folder: Path, cfg: ModelConfig, draft_vocab: int) -> Path:
     """A random EAGLE-3 head in the published layout (hidden = target hidden, own lm_head)."""
     from safetensors.torch import save_file
@@ -187,7 +190,7 @@ def plain_tpot(plain: Engine, base: EngineConfig, loaded: Any, context: int, ite
 
 def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], context: int, iters: int,
          real_text: bool = False, draft_lm_head: str = "auto", ngram_assist: int = SpeculativeConfig.ngram_assist,
-         top_k: int = -1) -> dict[str, Any]:
+         top_k: int = -1, context_vocab: int = 0) -> dict[str, Any]:
     """Decode step, plain step and S = 5 cycles (greedy, sampled, the dense sampled path) at
     ``sizes``; ``real_text``: the requests hold mt_bench text in their KV (``fake_requests``);
     ``top_k``: the sampled cycles' top-k beside top-p 0.9."""
@@ -208,7 +211,7 @@ def cost(model: str, loaded: Any, head: str, method: str, sizes: list[int], cont
     if loaded is not None:
         loaded.model.aux_layers = ()
     spec = SpeculativeConfig(method=method, draft_model=head, num_steps=5, adaptive=False, draft_lm_head=draft_lm_head,
-                             ngram_assist=ngram_assist)
+                             ngram_assist=ngram_assist, context_vocab=context_vocab if method == "eagle3" else 0)
     eng = Engine(dataclasses.replace(base, speculative=spec), loaded=loaded)
     drv = eng.driver
     assert drv is not None, eng.graph_log
@@ -342,6 +345,9 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
         # the head's drafts alone (before 2026-11-27's default: n-gram lookups where the history repeats)
         ("eagle_adaptive_noassist", dataclasses.replace(base, speculative=dataclasses.replace(eagle, ngram_assist=0))),
     ]
+    if method == "eagle3":  # greedy drafts may propose the prompt's tokens outside the draft vocabulary
+        variants.append(("eagle_adaptive_context", dataclasses.replace(
+            base, speculative=dataclasses.replace(eagle, context_vocab=CONTEXT_VOCAB))))
     prompts_cache: dict[str, list[list[int]]] = {}
     for name, cfg in variants:
         if only is not None and name not in only:
@@ -500,13 +506,15 @@ def main() -> None:
                     help="the EAGLE-3 draft LM head's weights in the cost part (SpeculativeConfig.draft_lm_head)")
     ap.add_argument("--ngram-assist", type=int, default=SpeculativeConfig.ngram_assist,
                     help="the cycle costs' engines: lookups replace the head's drafts where the history repeats this many tokens (0: off)")
+    ap.add_argument("--context-vocab", type=int, default=0,
+                    help="the cycle costs' engines: EAGLE-3 context tokens (SpeculativeConfig.context_vocab; 0: off)")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--sampled-top-k", type=int, default=-1, help="the sampled cycle costs' top-k beside top-p 0.9 (-1: none)")
     ap.add_argument("--blank-context", action="store_true",
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
-    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy, eagle_adaptive_noassist (comma-separated)")
+    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy, eagle_adaptive_noassist, eagle_adaptive_context (comma-separated)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -520,7 +528,7 @@ def main() -> None:
             loaded = random_llama(cfg, torch.bfloat16)
             results["cost_llama8b_eagle3"] = cost("random", loaded, str(head), "eagle3", eight_b_sizes, args.context, args.iters,
                                                   draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
-                                                  top_k=args.sampled_top_k)
+                                                  top_k=args.sampled_top_k, context_vocab=args.context_vocab)
             print(json.dumps(results["cost_llama8b_eagle3"], indent=1), flush=True)
             del loaded
             torch.cuda.empty_cache()
@@ -528,7 +536,7 @@ def main() -> None:
         loaded = random_model("random:smollm2-135m", torch.bfloat16, "cuda")
         results["cost_smollm2_random"] = cost("random", loaded, args.head, head_method(args.head), cost_sizes, args.context,
                                               args.iters, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
-                                              top_k=args.sampled_top_k)
+                                              top_k=args.sampled_top_k, context_vocab=args.context_vocab)
         print(json.dumps(results["cost_smollm2_random"], indent=1), flush=True)
         del loaded
         torch.cuda.empty_cache()
@@ -545,7 +553,7 @@ def main() -> None:
             results["lossless_fp32"] = lossless(args.smollm, args.head, method)
         results["cost_smollm2"] = cost(args.smollm, None, args.head, method, cost_sizes, args.context, args.iters,
                                        real_text=not args.blank_context, draft_lm_head=args.draft_lm_head, ngram_assist=args.ngram_assist,
-                                       top_k=args.sampled_top_k)
+                                       top_k=args.sampled_top_k, context_vocab=args.context_vocab)
         print(json.dumps(results["cost_smollm2"], indent=1), flush=True)
         if not args.skip_speed:
             only = set(args.variants.split(",")) if args.variants else None

@@ -164,6 +164,11 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
         help="an S value adaptive speculation may choose (repeatable; default 0 1 2 3 and num_steps)",
     )
     spec.add_argument(
+        "--speculative-context-vocab", type=int, default=None,
+        help="EAGLE-3: greedy drafts may also propose up to this many prompt tokens the draft vocabulary lacks "
+             f"(0: off; default {SpeculativeConfig.context_vocab})",
+    )
+    spec.add_argument(
         "--speculative-ngram-assist", type=int, default=None,
         help=f"EAGLE / MTP: verify n-gram lookups instead of the head's drafts where the history repeats its "
              f"last this-many tokens (0: off; default {SpeculativeConfig.ngram_assist})",
@@ -184,11 +189,13 @@ def speculative_from_args(args: argparse.Namespace) -> SpeculativeConfig | None:
         "token_map": getattr(args, "speculative_token_map", None),
         "draft_lm_head": getattr(args, "speculative_draft_lm_head", None),
         "ngram_assist": getattr(args, "speculative_ngram_assist", None),
+        "context_vocab": getattr(args, "speculative_context_vocab", None),
     }
     given = {k: v for k, v in flags.items() if v is not None}
     if args.speculative_config is not None:
         cfg = parse_speculative_config(args.speculative_config)
-        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map", "draft_lm_head", "ngram_assist")
+        late = ("draft_attention_backend", "adaptive", "adaptive_steps", "token_map", "draft_lm_head", "ngram_assist",
+                "context_vocab")
         extra = {k: v for k, v in given.items() if k not in late}
         if extra:
             raise ConfigError("give speculative decoding either as --speculative-config JSON or as --speculative-* flags, not both")

@@ -142,6 +142,8 @@ class EngineConfig:
 
 SPEC_METHODS = ("eagle", "eagle3", "mtp", "standalone", "ngram")
 DRAFT_LM_HEADS = ("auto", "fp8", "model")
+#: Largest ``SpeculativeConfig.context_vocab``: each request row holds that many rows of the draft's width.
+MAX_CONTEXT_VOCAB = 4096
 # vLLM `method` names and SGLang `--speculative-algorithm` names -> ours.
 _METHOD_ALIASES = {
     "eagle": "eagle",
@@ -177,6 +179,11 @@ class SpeculativeConfig:
         "EAGLE / MTP heads: verify the n-gram lookup's drafts (sampled: q one-hot at each) instead of the "
         "head's in the rows whose history repeats their last this-many tokens (ngram_min..ngram_max are matched; "
         "0: off)", default=3,
+    )
+    context_vocab: int = _opt(
+        "EAGLE-3 heads: greedy drafts may also propose up to this many tokens of each request's prompt that the "
+        "draft vocabulary lacks (its most frequent ones), scored through rows extrapolated from the target's LM head "
+        "(0: off)", default=0,
     )
     draft_attention_backend: str | None = _opt("attention backend of the draft (default: the target's)", default=None)
     adaptive: bool = _opt("choose S per iteration from measured cycle costs and running acceptance (False: always num_steps)", default=True)
@@ -255,6 +262,13 @@ class SpeculativeConfig:
                 f"token_map={self.token_map!r} is invalid: a token map is a file path for EAGLE-1 heads (method eagle); "
                 "EAGLE-3 heads carry their own draft vocabulary (d2t)"
             )
+        if not isinstance(self.context_vocab, int) or not 0 <= self.context_vocab <= MAX_CONTEXT_VOCAB:
+            raise ConfigError(
+                f"context_vocab={self.context_vocab!r} is invalid: 0 (off) or a token count in 1..{MAX_CONTEXT_VOCAB}")
+        if self.context_vocab and self.method != "eagle3":
+            raise ConfigError(
+                f"context_vocab={self.context_vocab} is for EAGLE-3 heads (method eagle3, a draft vocabulary); the "
+                f"method is {self.method!r}: set it to 0")
         if self.draft_lm_head not in DRAFT_LM_HEADS:
             raise ConfigError(f"draft_lm_head={self.draft_lm_head!r} is invalid: choose one of {', '.join(DRAFT_LM_HEADS)}")
         if self.draft_attention_backend is not None:

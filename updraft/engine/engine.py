@@ -493,6 +493,8 @@ class Engine:
         n, reason = self._token_cut(req, tokens)
         new_ids = tokens[:n]
         req.output_ids.extend(new_ids)
+        if self.spec is not None:
+            self.spec.observe(req, new_ids)
         text = ""
         ts = req.text
         if ts is not None and (reason is not None or req.stream_text or ts.has_stop_strings):

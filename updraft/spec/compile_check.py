@@ -3,7 +3,7 @@
 The interpreter runs constructs the compiler rejects (a branch that redefines a constant as a
 tensor, a scalar mask of the wrong type), so CPU CI compiles the rejection sampler's kernels,
 ``filter_hist``, the acceptance, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows``,
-``commit`` and the n-gram lookup as the engine launches them, with the ptxas triton ships. Run
+``commit``, the n-gram lookup and the context tokens' pick as the engine launches them, with the ptxas triton ships. Run
 it in a process WITHOUT ``TRITON_INTERPRET``:
 
     python -m updraft.spec.compile_check
@@ -19,6 +19,7 @@ from triton.compiler import ASTSource
 
 from updraft.spec import accept_kernel as ak
 from updraft.spec import commit as cm
+from updraft.spec import context_vocab as cv
 from updraft.spec import filter_hist as fh
 from updraft.spec import ngram_device as nd
 from updraft.spec import rejection_kernels as rk
@@ -117,6 +118,14 @@ def iteration() -> None:
     sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
     cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
     triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
+    # the greedy draft pick with context tokens: the SmolLM2 head's bf16 logits and 576-wide feature
+    # (scaled and without the norm's factor), d2t, 256 context rows a request
+    sig = {"X": "*bf16", "s_x": "i64", "V": "i32", "Map": "*i64", "Feat": "*bf16", "s_f": "i64", "NormW": "*bf16",
+           "eps": "fp32", "H": "i32", "Ids": "*i64", "s_ids": "i64", "Rows": "*bf16", "s_rows": "i64", "Count": "*i32",
+           "ReqRows": "*i64", "Out": "*i64", "s_out": "i64"}
+    for unscaled in (False, True):
+        cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 8, "MAP": True, "ADD": True, "UNSCALED": unscaled}
+        triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": 16})
 
 
 def main() -> int:

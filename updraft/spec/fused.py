@@ -153,6 +153,8 @@ class _Drafter:
     to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
     #: the same map as a table for ``sampling_kernels.argmax_rows``: (d2t, add) or (hot_ids, direct)
     target_table: tuple[torch.Tensor, bool] | None = None
+    #: greedy picks with the rows' context tokens competing (``DraftModelProposer.context_pick``), or None
+    context_pick: Callable[..., torch.Tensor] | None = None
 
     @classmethod
     def of(cls, proposer: DraftModelProposer) -> _Drafter:
@@ -161,7 +163,8 @@ class _Drafter:
             raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
         table = ((head.d2t, True) if isinstance(head, Eagle3Head)
                  else (head.hot_ids, False) if isinstance(head, EagleHead) and head.hot_ids is not None else None)
-        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table)
+        pick = proposer.context_pick if proposer.context is not None else None
+        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick)
 
 
 @dataclass
@@ -384,7 +387,8 @@ class FusedIteration:
 
     # ---- the captured body ---------------------------------------------------------------
     def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None,
-                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None) -> None:
+                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None,
+                context: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
         the verify block's ids). Sampled, the distribution q it came from lands in ``out``:
         (probabilities [B, K], candidate ids in the target vocabulary [B, K]), one draft step's
@@ -400,13 +404,18 @@ class FusedIteration:
         The candidates are mapped to target ids once; q, the draw and the picked id are one
         kernel (``sampling_kernels.choose``). (A kernel doing the top-k and this choice in one
         launch measured 13.3 us against 12.4 for the pair on the H100, 2026-11-26: the choice's
-        reductions over 64 candidates ran at the top-k's 16 warps.)"""
+        reductions over 64 candidates ran at the top-k's 16 warps.) ``context``: (pre-norm
+        features, request rows) of greedy rows whose context tokens compete (``context_pick``:
+        one launch in place of the argmax's)."""
         table = self.drafter.target_table if self.drafter is not None else None
         # one launch maps draft ids to target ids where the map is a table (or there is none)
         mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
         in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped
         if prm is None or u is None or out is None:
-            if mapped:
+            pick = self.drafter.context_pick if self.drafter is not None else None
+            if pick is not None and context is not None:
+                pick(logits, context[0], context[1], dst, unscaled=scale is not None)
+            elif mapped:
                 sampling_kernels.argmax_rows(logits, table, out=dst)
             else:  # a map the kernel cannot apply: torch ops, then one copy
                 assert self.to_target is not None
@@ -472,17 +481,17 @@ class FusedIteration:
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
                  torch.empty(bs, s, k_cand, dtype=torch.long, device=rows.device)) if prm is not None else None)
 
-        def choose(logits: torch.Tensor, k: int, scale: RowScale | None = None) -> None:
+        def choose(logits: torch.Tensor, k: int, feature: torch.Tensor, scale: RowScale | None = None) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
-            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale)
+            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale, (feature, rows))
 
         if s >= 1:
-            choose(d.head.logits_from_feature(feat, fp32=False), 0)
+            choose(d.head.logits_from_feature(feat, fp32=False), 0, feat)
         for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k (ids[:, k]) at N - 2 + k (EAGLE's offset)
             d.runner.backend.init_replay_metadata(b)
             out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
             feat = out.hidden
-            choose(out.logits, k, out.row_scale)
+            choose(out.logits, k, feat, out.row_scale)
         if self.assist is not None and s:  # sampled: those rows' q one-hot at their lookups
             assert self.ngram is not None
             self.ngram.lookup_into(rows, n, ids, self.assist.min_match, dist)

@@ -31,6 +31,7 @@ from updraft.runtime.graphs.draft_chain import DraftChainGraph
 from updraft.runtime.graphs.phase_graph import CaptureStats
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.sampler import Sampler, SamplingBatch
+from updraft.spec.context_vocab import ContextVocab
 from updraft.spec.ngram import RequestHistories
 from updraft.spec.request_view import SpecRequestView
 
@@ -100,6 +101,10 @@ class Proposer(ABC):
         """The request finished or was preempted."""
         return None
 
+    def observe(self, req: SpecRequestView, tokens: list[int]) -> None:
+        """``tokens`` were just appended to the request's output (host, every emit)."""
+        return None
+
 
 class NgramProposer(Proposer):
     def __init__(self, n_min: int, n_max: int, device: torch.device) -> None:
@@ -125,7 +130,7 @@ class NgramProposer(Proposer):
 class DraftModelProposer(Proposer):
     """EAGLE / EAGLE-3 / MTP heads and standalone draft LMs, run by their own ModelRunner."""
 
-    def __init__(self, runner: ModelRunner, kind: str, draft_extend: str, sampler: Sampler) -> None:
+    def __init__(self, runner: ModelRunner, kind: str, draft_extend: str, sampler: Sampler, context_vocab: int = 0) -> None:
         self.runner = runner
         self.kind = kind  # "eagle", "eagle3", "mtp" or "standalone"
         self.shift = 0 if kind == "standalone" else 1
@@ -145,6 +150,10 @@ class DraftModelProposer(Proposer):
         self.vocab = self._target_vocab()
         #: Draft logit index -> target id (EAGLE-3's draft vocabulary, an EAGLE-1 token map).
         self.to_target = draft_to_target(model)
+        #: EAGLE-3 with ``SpeculativeConfig.context_vocab``: each row's prompt tokens outside the draft
+        #: vocabulary, which its greedy drafts may propose (``updraft.spec.context_vocab``)
+        self.context = ContextVocab(model, rows, context_vocab) if context_vocab and isinstance(model, Eagle3Head) else None
+        self._context_owner: dict[int, str] = {}  # request row -> the request its context tokens are of
         #: The S-1 draft forwards in one graph (greedy batches), from ``capture_chain``.
         self._chain: DraftChainGraph | None = None
         self._chain_on = True  # see ``enable_chain``
@@ -157,7 +166,7 @@ class DraftModelProposer(Proposer):
         r = self.runner
         chain = DraftChainGraph(r.model, r.backend, r.req_pool.req_to_token, num_steps - 1, sizes,
                                 hidden_dim=r.config.hidden_size if self.shift else 0, emulate=emulate,
-                                pool=r.graph_pool(emulate))
+                                pool=r.graph_pool(emulate), pick=self.context_pick if self.context is not None else None)
         stats = chain.capture()
         self._chain = chain
         return stats
@@ -183,11 +192,23 @@ class DraftModelProposer(Proposer):
         return model.config.vocab_size
 
     # ---- choosing the next draft from draft logits -------------------------------------
-    def _choose(self, reqs: list[SpecRequestView], logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def context_pick(self, logits: torch.Tensor, feature: torch.Tensor, rows: torch.Tensor, dst: torch.Tensor,
+                     unscaled: bool = False) -> torch.Tensor:
+        """Greedy drafts (target ids) into ``dst`` with the rows' context tokens competing
+        (``ContextVocab.pick``; needs ``self.context``)."""
+        assert self.context is not None and isinstance(self.runner.model, Eagle3Head)
+        return self.context.pick(logits, feature, rows, dst, (self.runner.model.d2t, True), unscaled=unscaled)
+
+    def _choose(self, reqs: list[SpecRequestView], logits: torch.Tensor, rows: torch.Tensor | None = None,
+                feature: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft token per row (target ids) and, for sampling requests, the distribution q it
-        was drawn from (over target ids). Greedy requests take the argmax."""
+        was drawn from (over target ids). Greedy requests take the argmax (or a context token:
+        ``context_pick``, given the rows and their pre-norm features)."""
         to_target = self.to_target
         if all(r.params.greedy for r in reqs):
+            if self.context is not None and rows is not None and feature is not None:
+                dst = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
+                return self.context_pick(logits, feature, rows, dst), None
             ids = logits.argmax(-1)
             return (to_target(ids) if to_target is not None else ids), None
         # The draft distribution uses the request's temperature / top-k / top-p / min-p (no
@@ -212,7 +233,7 @@ class DraftModelProposer(Proposer):
             model.keep_layer_states(rows, out.aux_hidden)
 
     def _store_next(self, reqs: list[SpecRequestView], rows: torch.Tensor, logits: torch.Tensor, hidden: torch.Tensor | None) -> None:
-        tok, q = self._choose(reqs, logits)
+        tok, q = self._choose(reqs, logits, rows, hidden)
         self.next_token[rows] = tok
         if self.next_hidden is not None and hidden is not None:
             self.next_hidden[rows] = hidden.to(self.next_hidden.dtype)
@@ -271,11 +292,22 @@ class DraftModelProposer(Proposer):
 
     def release(self, req: SpecRequestView) -> None:
         self._lag.pop(req.request_id, None)
+        if self.context is not None and req.row is not None:
+            self.context.release(req.row)
+            self._context_owner.pop(req.row, None)
+
+    def observe(self, req: SpecRequestView, tokens: list[int]) -> None:
+        if self.context is not None and req.row is not None:
+            self.context.observe(req.row, tokens)
 
     # ---- prefill ---------------------------------------------------------------------
     def on_prefill(self, reqs, starts, lens, finished_prefill, target_hidden):  # type: ignore[override]
         for req in reqs:  # a (re-)prefill makes the draft current (a preempted request lost its KV)
             self._lag.pop(req.request_id, None)
+            # once per request and row (a cached prefix may start it past 0): O(prompt) on the host
+            if self.context is not None and req.row is not None and self._context_owner.get(req.row) != req.request_id:
+                self.context.admit(req.row, req.prompt_ids + req.output_ids)
+                self._context_owner[req.row] = req.request_id
         ids: list[int] = []
         seq: list[int] = []
         ext: list[int] = []
@@ -350,7 +382,7 @@ class DraftModelProposer(Proposer):
                 draft_step=step.key,
             )
             out = self.runner.forward(batch)
-            tok, q = self._choose(reqs, out.logits)
+            tok, q = self._choose(reqs, out.logits, rows, out.hidden)
             toks.append(tok)
             if q is not None:
                 qs.append(q)

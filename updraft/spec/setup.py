@@ -162,7 +162,7 @@ def make_worker(
         name = cfg.draft_attention_backend or "auto"
         backend = target_backend if name == "auto" else resolve_backend_name(name, target_runner.device)
         runner = ModelRunner(setup.model, req_pool, num_pages, page_size, backend)  # type: ignore[arg-type]
-        proposer = DraftModelProposer(runner, cfg.method, cfg.draft_extend, sampler)
+        proposer = DraftModelProposer(runner, cfg.method, cfg.draft_extend, sampler, cfg.context_vocab)
     # The per-phase iteration's own costs (no overlap: an iteration costs its wall time plus the
     # host's work between iterations); priced exploration, as a larger S may cost several steps.
     adaptive = AdaptiveSteps(cfg.step_choices(), enabled=cfg.adaptive, overlap=False, explore_budget=EXPLORE_BUDGET)

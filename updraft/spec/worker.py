@@ -105,6 +105,10 @@ class SpecWorker:
         if self.assist is not None:
             self.assist.release(req.request_id)
 
+    def observe(self, req: SpecRequestView, tokens: list[int]) -> None:
+        """``tokens`` joined the request's output (the engine's emit): the proposer may keep some."""
+        self.proposer.observe(req, tokens)
+
     def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """Bring the draft of ``reqs`` up to date (before anything else drafts for them)."""
         with self.timer("catch_up"):

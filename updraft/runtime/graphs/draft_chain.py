@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -27,12 +28,15 @@ from updraft.models.mtp import chain_step
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph
 from updraft.runtime.graphs.phase_graph import CaptureStats, PhaseSpec, phase_inputs, static_batch
 
+#: ``(logits, pre-norm feature, request rows, dst) -> dst``: greedy draft target ids written into dst
+ChainPick = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
 
 class DraftChainGraph:
     """Captures ``steps`` chained DRAFT_DECODE forwards of a draft model for several batch sizes."""
 
     def __init__(self, model: torch.nn.Module, backend: Any, req_to_token: torch.Tensor, steps: int, sizes: list[int],
-                 *, hidden_dim: int, emulate: bool, pool: Any) -> None:
+                 *, hidden_dim: int, emulate: bool, pool: Any, pick: ChainPick | None = None) -> None:
         self.model = model
         self.backend = backend
         self.req_to_token = req_to_token
@@ -53,6 +57,8 @@ class DraftChainGraph:
         self.graphs: dict[int, EmulatedGraph | CudaGraph] = {}
         self.stats: CaptureStats | None = None
         self.to_target = draft_to_target(model)
+        #: the greedy pick in place of the argmax and the id map (logits, pre-norm feature, request rows, dst)
+        self.pick = pick
 
     def _step_batch(self, k: int, bs: int) -> ForwardBatch:
         phase = dataclasses.replace(self.phase, draft_step=self.plan[k].key)
@@ -62,10 +68,13 @@ class DraftChainGraph:
         batches = self.batches[bs]
         for k, b in enumerate(batches):
             out = self.model(b)
-            tok = out.logits.argmax(-1)
-            if self.to_target is not None:
-                tok = self.to_target(tok)
-            self.tokens[:bs, k].copy_(tok)
+            if self.pick is not None and out.hidden is not None:
+                tok = self.pick(out.logits, out.hidden, b.req_pool_indices, self.tokens[:bs, k])
+            else:
+                tok = out.logits.argmax(-1)
+                if self.to_target is not None:
+                    tok = self.to_target(tok)
+                self.tokens[:bs, k].copy_(tok)
             if k + 1 < len(batches):
                 nxt = batches[k + 1]
                 nxt.input_ids.copy_(tok)

@@ -1,0 +1,184 @@
+"""Context tokens for a truncated draft vocabulary (``updraft.spec.context_vocab``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from updraft.models.eagle import Eagle3Head, load_draft_head
+from updraft.models.loader import load_checkpoint
+from updraft.spec import context_vocab as cv
+from updraft.testing import HIDDEN, write_eagle3_head
+
+
+@pytest.fixture(scope="module")
+def head(tiny_checkpoint, tmp_path_factory) -> Eagle3Head:  # noqa: ANN001
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.float32, device="cpu", progress=False).model
+    folder = write_eagle3_head(tmp_path_factory.mktemp("cv"), draft_vocab=120)
+    h = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    assert isinstance(h, Eagle3Head)
+    return h
+
+
+def _float64_pick(logits, feature, norm_w, eps, ids, rows, req_rows, table, unscaled):  # noqa: ANN001, ANN202
+    """Row by row in float64, written out: the vocabulary's first best index (mapped), against
+    every context token's score on the normed feature; a context token needs a strictly larger one."""
+    out = []
+    for b in range(logits.shape[0]):
+        x = logits[b].double()
+        arg = int(x.argmax())
+        best = float(x[arg])
+        f = feature[b].double()
+        inv = 1.0 / float(torch.sqrt((f * f).mean() + eps))
+        if unscaled:
+            best *= inv
+        fn = f * inv * norm_w.double()
+        pick = arg + int(table[0][arg]) if table[1] else int(table[0][arg])
+        cbest = float("-inf")
+        for k in range(ids.shape[1]):
+            t = int(ids[req_rows[b], k])
+            if t < 0:
+                continue
+            s = float(rows[req_rows[b], k].double() @ fn)
+            if s > cbest:
+                cbest, cid = s, t
+        out.append(cid if cbest > best else pick)
+    return out
+
+
+@pytest.mark.parametrize("unscaled", [False, True])
+@pytest.mark.parametrize("add", [True, False])
+def test_pick_equals_a_float64_reference(unscaled: bool, add: bool) -> None:
+    gen = torch.Generator().manual_seed(1 + unscaled + 2 * add)
+    b, v, h, k, nrows = 6, 150, 48, 11, 5  # h and k not powers of two: the masks
+    logits = torch.randn(b, v, generator=gen)
+    feature = torch.randn(b, h, generator=gen) * 3
+    norm_w = 1 + 0.1 * torch.randn(h, generator=gen)
+    ids = torch.randint(1000, 2000, (nrows, k), generator=gen)
+    ids[1, 4:] = -1  # a row with fewer context tokens
+    ids[4] = -1  # the spare row: none
+    # scales that put the context scores around the vocabulary's best, so both kinds of pick occur
+    rows = torch.randn(nrows, k, h, generator=gen) * (0.4 if not unscaled else 0.5)
+    req_rows = torch.tensor([0, 1, 2, 3, 4, 1])
+    table = (torch.randint(0, 900, (v,), generator=gen), add)
+    want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
+    assert any(w >= 1000 for w in want) and any(w < 1000 for w in want), "the case should mix both picks"
+    ref = cv.context_pick_reference(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
+    assert ref.tolist() == want
+    dst = torch.full((b,), -7, dtype=torch.long)
+    got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, unscaled=unscaled)
+    assert got is dst and got.tolist() == want  # the Triton kernel under the interpreter (CPU tests)
+
+
+def test_a_tie_keeps_the_vocabulary_pick() -> None:
+    logits = torch.tensor([[0.0, 2.0, 1.0]])
+    feature = torch.ones(1, 4)  # normed: ones (unit norm weight)
+    ids = torch.tensor([[500, -1]])
+    rows = torch.zeros(1, 2, 4)
+    rows[0, 0] = 0.5  # score 0.5 * 4 = 2.0: equal to the best logit
+    out = cv.context_pick(logits, feature, torch.ones(4), 0.0, ids, rows, torch.tensor([0]),
+                          torch.empty(1, dtype=torch.long), (torch.zeros(3, dtype=torch.long), True))
+    assert out.tolist() == [1]
+    rows[0, 0] = 0.51
+    out = cv.context_pick(logits, feature, torch.ones(4), 0.0, ids, rows, torch.tensor([0]),
+                          torch.empty(1, dtype=torch.long), (torch.zeros(3, dtype=torch.long), True))
+    assert out.tolist() == [500]
+
+
+def test_prompt_choice_takes_the_most_frequent_tokens_outside_the_vocabulary() -> None:
+    in_vocab = torch.zeros(20, dtype=torch.bool)
+    in_vocab[[1, 2, 3]] = True
+    tokens = [1, 7, 2, 9, 7, 9, 9, 3, 11, 12, 7, 25]  # 25: past the vocabulary (ignored)
+    assert cv.prompt_choice(tokens, in_vocab, 3) == [7, 9, 11]  # 7 and 9 three times: first seen first
+    assert cv.prompt_choice(tokens, in_vocab, 10) == [7, 9, 11, 12]
+    assert cv.prompt_choice([1, 2, 3], in_vocab, 4) == []
+
+
+def test_extrapolation_recovers_a_linear_head_and_admit_writes_its_rows(head: Eagle3Head) -> None:
+    gen = torch.Generator().manual_seed(0)
+    h = head.lm_head.weight.shape[1]
+    a0 = torch.eye(h) + 0.1 * torch.randn(h, h, generator=gen)
+    saved = head.lm_head.weight.detach().clone()
+    w_t = head.shared.lm_head_weight().detach()
+    try:
+        with torch.no_grad():
+            head.lm_head.weight.copy_(w_t[head.vocab_ids()] @ a0)
+        torch.testing.assert_close(cv.extrapolation_map(head), a0, atol=1e-4, rtol=1e-4)
+        ctx = cv.ContextVocab(head, rows=3, size=4)
+        outside = [t for t in range(w_t.shape[0]) if t not in set(head.vocab_ids().tolist())][:5]
+        prompt = [outside[0], outside[1], outside[1], int(head.vocab_ids()[0]), outside[2]]
+        assert ctx.admit(1, prompt) == 3
+        assert ctx.ids[1].tolist() == [outside[1], outside[0], outside[2], -1]
+        assert ctx.count.tolist() == [0, 3, 0]
+        torch.testing.assert_close(ctx.rows[1, :3], w_t[ctx.ids[1, :3]] @ a0, atol=1e-4, rtol=1e-4)
+        assert ctx.admit(1, [int(head.vocab_ids()[0])]) == 0  # a new prompt replaces the row's tokens
+        assert ctx.ids[1].tolist() == [-1] * 4
+    finally:
+        with torch.no_grad():
+            head.lm_head.weight.copy_(saved)
+
+
+def test_size_must_be_positive(head: Eagle3Head) -> None:
+    with pytest.raises(ValueError, match="size=0"):
+        cv.ContextVocab(head, rows=2, size=0)
+
+
+@pytest.fixture(scope="module")
+def linear_head(tiny_checkpoint, tmp_path_factory) -> Path:  # noqa: ANN001
+    """An EAGLE-3 head whose LM head is the target's rows of its vocabulary times one map: the
+    extrapolated rows are exact, so tokens outside the vocabulary compete as often as they would
+    in a full vocabulary."""
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.float32, device="cpu", progress=False).model
+    folder = write_eagle3_head(tmp_path_factory.mktemp("cv_linear"), draft_vocab=120, seed=4)
+    t = load_file(str(folder / "model.safetensors"))
+    keep = torch.arange(120) + t["d2t"]
+    gen = torch.Generator().manual_seed(5)
+    a0 = torch.eye(HIDDEN) + 0.2 * torch.randn(HIDDEN, HIDDEN, generator=gen)
+    t["lm_head.weight"] = (target.lm_head_weight.detach()[keep] @ a0).contiguous()
+    save_file(t, str(folder / "model.safetensors"))
+    return folder
+
+
+@pytest.mark.parametrize("path", ["eager", "phase_graphs", "fused"])
+@pytest.mark.parametrize("bsz", [1, 8])
+def test_engine_lossless_and_drafting_context_tokens(target, reference, linear_head, monkeypatch, path: str,  # noqa: ANN001
+                                                     bsz: int) -> None:
+    """Greedy outputs equal plain decoding with context tokens competing, on every path (eager per-phase
+    steps, per-phase graphs with the chained draft graph, the fused iteration); their picks are where
+    the drafts come from (some outside the draft vocabulary), and the kernel (the interpreter here)
+    ran inside the captured bodies."""
+    from updraft.llm import LLM
+    from updraft.sampling_params import SamplingParams
+    from updraft.testing import repeating_prompts
+
+    picks: list[torch.Tensor] = []
+    real = cv.context_pick
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        out = real(*args, **kw)
+        picks.append(out.detach().clone())
+        return out
+
+    monkeypatch.setattr(cv, "context_pick", spy)
+    cfg = {"method": "eagle3", "draft_model": str(linear_head), "num_steps": 3, "adaptive": False, "context_vocab": 64}
+    kw: dict = {}
+    if path != "eager":
+        kw = dict(graph_emulate=True, cuda_graph_bs=[1, 2, 4, 8], disable_fused_iteration=path == "phase_graphs")
+    llm = LLM(str(target), device="cpu", progress=False, speculative_config=cfg, **kw)
+    ps = repeating_prompts(bsz, seed=40 + bsz)
+    outs = llm.generate(ps, SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True))
+    assert [o.outputs[0].token_ids for o in outs] == reference(ps)
+    eng = llm.engine
+    proposer = eng.spec.proposer  # type: ignore[union-attr]
+    assert proposer.context is not None
+    if path == "fused":
+        assert eng.driver is not None and eng.driver.launches > 0 and eng.driver.fused.graphs
+    elif path == "phase_graphs":
+        assert set(proposer.chain_counts) == {"chain graph"}, proposer.chain_counts
+    in_vocab = proposer.context.in_vocab
+    got = torch.cat([p.flatten() for p in picks])
+    assert len(got) > 0 and not bool(in_vocab[got].all()), "no context token was ever drafted"
+    assert eng.allocator.used_tokens == 0

@@ -1,0 +1,215 @@
+"""Context tokens for a truncated draft vocabulary: an EAGLE-3 head drafts the tokens of a
+request's prompt that its draft vocabulary lacks.
+
+An EAGLE-3 head's LM head covers a few thousand frequent tokens (8,192 for ``builtin:smollm2``);
+a summary that copies its article's names and rare words meets them at 15% of its positions,
+where no draft can be right. Those tokens are known when the request arrives: they are in the
+prompt. Each gets a row in the draft LM head's own logit space, extrapolated from the target's
+LM head: the head's rows ``W_d`` against the target's rows of the same tokens, fitted once by
+least squares (``W_d ~ W_t[vocab] @ A``, one hidden x hidden map), give ``W_t[x] @ A`` for any
+token ``x``. Nothing is trained; on the CPU probe (``benchmarks/context_vocab_probe.py``) the
+head drafted 38% of sum's context-only positions right and lost none of its own.
+
+Per request row, up to ``size`` such tokens (the prompt's most frequent ones outside the
+vocabulary, ``ContextVocab.admit``) and their rows live on the device; a greedy draft step's
+pick (``pick``: one launch, in place of ``argmax_rows``) compares the vocabulary's best logit with
+theirs and takes the larger. Sampled drafts keep their q over the draft vocabulary: rejection
+sampling is lossless for any q, and greedy verification for any draft, so this only changes
+what is accepted.
+
+Hazards: the logits a step hands over may lack the final norm's 1 / rms (``RowScale``: the
+fused mid layer leaves that launch out); the kernel computes the rms from the feature itself,
+so ``unscaled`` must say which. Graph padding rows read the spare request row, whose ids stay -1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.models.eagle import Eagle3Head
+from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
+from updraft.spec.sampling_kernels import MAX_TOPK_ROW, use_triton
+
+
+def extrapolation_map(head: Eagle3Head) -> torch.Tensor:
+    """``A`` [h, h] float32 with ``lm_head.weight ~ W_t[vocab] @ A`` (least squares), on the
+    head's device: ``W_t[x] @ A`` is token ``x``'s row in the draft LM head's logit space."""
+    w_t = head.shared.lm_head_weight().detach()
+    src = w_t[head.vocab_ids().to(w_t.device)].double().cpu()  # float64 on the host: a few ms, once
+    sol = torch.linalg.lstsq(src, head.lm_head.weight.detach().double().cpu()).solution
+    return sol.float().to(head.lm_head.weight.device)
+
+
+def prompt_choice(tokens: list[int], in_vocab: bytes | bytearray, size: int) -> list[int]:
+    """The ``size`` most frequent tokens of ``tokens`` outside the vocabulary (``in_vocab``: one
+    byte per target id, nonzero inside), ties by first occurrence."""
+    counts = Counter(t for t in tokens if 0 <= t < len(in_vocab) and not in_vocab[t])
+    return [t for t, _ in counts.most_common(size)]  # most_common keeps insertion order among ties
+
+
+class ContextVocab:
+    """Per request row: up to ``size`` context token ids (-1: none) and their extrapolated rows."""
+
+    def __init__(self, head: Eagle3Head, rows: int, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"context vocabulary size={size} is invalid: must be >= 1")
+        w = head.lm_head.weight
+        self.size = size
+        self.hidden = w.shape[1]
+        self.device = w.device
+        self.map = extrapolation_map(head)
+        self.target_rows = head.shared.lm_head_weight
+        self.in_vocab = torch.zeros(self.target_rows().shape[0], dtype=torch.bool)
+        self.in_vocab[head.vocab_ids().cpu()] = True
+        #: the same as bytes: the host's per-token checks stay off the tensor dispatcher
+        self._in_vocab_host = self.in_vocab.numpy().tobytes()
+        #: request row -> the context tokens it holds (host copy of ``ids``' valid entries)
+        self._held: dict[int, list[int]] = {}
+        self.norm_weight = head.norm.weight
+        self.eps = float(head.norm.eps)
+        self.ids = torch.full((rows, size), -1, dtype=torch.long, device=self.device)
+        #: valid entries per row (the kernel's loop bound; ``ids`` past it are -1)
+        self.count = torch.zeros(rows, dtype=torch.int32, device=self.device)
+        self.rows = torch.zeros(rows, size, self.hidden, dtype=w.dtype, device=self.device)
+
+    def admit(self, row: int, tokens: list[int]) -> int:
+        """Row ``row`` drafts ``tokens``' most frequent tokens outside the vocabulary from now on
+        (a request's prompt at its prefill; it replaces what the row held). Returns how many."""
+        chosen = prompt_choice(tokens, self._in_vocab_host, self.size)
+        self.ids[row].fill_(-1)
+        self._held[row] = []
+        self._write(row, chosen)
+        if not chosen:
+            self.count[row] = 0
+        return len(chosen)
+
+    def observe(self, row: int, tokens: list[int]) -> None:
+        """Tokens the request at ``row`` just generated: those outside the vocabulary that it does
+        not hold yet join its context tokens while there is room (a name the answer introduced
+        recurs in it). O(len(tokens)) on the host; a device write only for a new token."""
+        held = self._held.get(row)
+        if held is None or len(held) >= self.size:
+            return
+        vocab = self._in_vocab_host
+        new = [t for t in dict.fromkeys(tokens) if 0 <= t < len(vocab) and not vocab[t] and t not in held]
+        if new:
+            self._write(row, new[: self.size - len(held)])
+
+    def release(self, row: int) -> None:
+        self._held.pop(row, None)
+
+    def _write(self, row: int, tokens: list[int]) -> None:
+        """Append ``tokens`` (outside the vocabulary, not held) to ``row``'s context tokens. The
+        writes are stream-ordered after any iteration already queued, before any queued later."""
+        if not tokens:
+            return
+        held = self._held[row]
+        at = len(held)
+        ids = torch.tensor(tokens, dtype=torch.long).to(self.device, non_blocking=True)
+        self.ids[row, at : at + len(tokens)] = ids
+        self.rows[row, at : at + len(tokens)] = (self.target_rows()[ids].float() @ self.map).to(self.rows.dtype)
+        held.extend(tokens)
+        self.count[row] = len(held)
+
+    def pick(self, logits: torch.Tensor, feature: torch.Tensor, rows: torch.Tensor, dst: torch.Tensor,
+             table: tuple[torch.Tensor, bool] | None, *, unscaled: bool = False) -> torch.Tensor:
+        """Greedy drafts [B] (target ids) into ``dst``: each row's best draft-vocabulary logit
+        (``logits`` [B, Vd]; index mapped by ``table`` = (d2t, add) as ``argmax_rows`` does) or
+        its request's best context token where that scores higher. ``feature`` [B, h]: the
+        pre-norm output feature the logits came from; ``rows`` [B]: request rows; ``unscaled``:
+        the logits lack the norm's 1 / rms."""
+        return context_pick(logits, feature, self.norm_weight, self.eps, self.ids, self.rows, rows, dst, table,
+                            unscaled=unscaled, count=self.count)
+
+
+@triton.jit
+def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, H, Ids, s_ids, Rows, s_rows, Count, ReqRows, Out, s_out,
+                         BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, MAP: tl.constexpr,
+                         ADD: tl.constexpr, UNSCALED: tl.constexpr, PDL: tl.constexpr):
+    """One program per batch row: the vocabulary's argmax (first index among ties), then the
+    row's request's context tokens scored against the normed feature; a context token wins only
+    by a strictly larger logit."""
+    pdl_enter(PDL)
+    b = tl.program_id(0).to(tl.int64)
+    i = tl.arange(0, BLOCK)
+    best = tl.full([], float("-inf"), tl.float32)
+    arg = tl.zeros([], tl.int64)
+    for c0 in range(0, V, BLOCK):
+        x = tl.load(X + b * s_x + c0 + i, mask=c0 + i < V, other=float("-inf")).to(tl.float32)
+        cb = tl.max(x, axis=0)
+        ci = (c0 + tl.min(tl.where(x == cb, i, BLOCK), axis=0)).to(tl.int64)
+        arg = tl.where(cb > best, ci, arg)
+        best = tl.maximum(best, cb)
+    if MAP:
+        m = tl.load(Map + arg).to(tl.int64)
+        arg = arg + m if ADD else m
+    h = tl.arange(0, BLOCK_H)
+    f = tl.load(Feat + b * s_f + h, mask=h < H, other=0.0).to(tl.float32)
+    inv = 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)
+    if UNSCALED:
+        best = best * inv
+    fn = f * inv * tl.load(NormW + h, mask=h < H, other=0.0).to(tl.float32)
+    r = tl.load(ReqRows + b).to(tl.int64)
+    n = tl.load(Count + r)
+    k = tl.arange(0, BLOCK_K)
+    cbest = tl.full([], float("-inf"), tl.float32)
+    cid = tl.full([], -1, tl.int64)
+    for k0 in range(0, n, BLOCK_K):
+        ids = tl.load(Ids + r * s_ids + k0 + k, mask=k0 + k < n, other=-1).to(tl.int64)
+        w = tl.load(Rows + r * s_rows + (k0 + k)[:, None] * H + h[None, :], mask=(ids[:, None] >= 0) & (h[None, :] < H),
+                    other=0.0).to(tl.float32)
+        s = tl.where(ids >= 0, tl.sum(w * fn[None, :], axis=1), float("-inf"))
+        sb = tl.max(s, axis=0)
+        si = tl.min(tl.where(s == sb, k, BLOCK_K), axis=0)
+        sid = tl.sum(tl.where(k == si, ids, 0), axis=0)
+        cid = tl.where(sb > cbest, sid, cid)
+        cbest = tl.maximum(cbest, sb)
+    tl.store(Out + b * s_out, tl.where(cbest > best, cid, arg))
+
+
+def context_pick_reference(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float,
+                           ids: torch.Tensor, rows: torch.Tensor, req_rows: torch.Tensor,
+                           table: tuple[torch.Tensor, bool] | None, unscaled: bool = False) -> torch.Tensor:
+    """``context_pick`` in torch ops (float32): the CPU path, and what the kernel must equal."""
+    best, arg = logits.float().max(-1)
+    if table is not None:
+        arg = arg + table[0][arg] if table[1] else table[0][arg]
+    f = feature.float()
+    inv = torch.rsqrt(f.pow(2).mean(-1) + eps)
+    if unscaled:
+        best = best * inv
+    fn = f * inv[:, None] * norm_weight.float()
+    cid = ids[req_rows]  # [B, K]
+    score = torch.einsum("bkh,bh->bk", rows[req_rows].float(), fn).masked_fill(cid < 0, float("-inf"))
+    cbest, carg = score.max(-1)
+    return torch.where(cbest > best, cid.gather(1, carg[:, None])[:, 0], arg)
+
+
+def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float, ids: torch.Tensor,
+                 rows: torch.Tensor, req_rows: torch.Tensor, dst: torch.Tensor, table: tuple[torch.Tensor, bool] | None,
+                 *, unscaled: bool = False, count: torch.Tensor | None = None) -> torch.Tensor:
+    """See ``ContextVocab.pick``; one launch where Triton runs (``use_triton``), else torch.
+    ``count`` [R] int32: each row's valid entries (a prefix of ``ids``; default: all K)."""
+    b, v = logits.shape
+    if b == 0:
+        return dst
+    if not use_triton(logits) or logits.stride(1) != 1 or feature.stride(1) != 1:
+        return dst.copy_(context_pick_reference(logits, feature, norm_weight, eps, ids, rows, req_rows, table, unscaled))
+    hsz, k = rows.shape[2], rows.shape[1]
+    block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
+    block_h = triton.next_power_of_2(hsz)
+    block_k = max(1, min(triton.next_power_of_2(k), 8192 // block_h))
+    tab = table[0] if table is not None else dst
+    if count is None:
+        count = torch.full((ids.shape[0],), k, dtype=torch.int32, device=ids.device)
+    _context_pick_kernel[(b,)](logits, logits.stride(0), v, tab, feature, feature.stride(0), norm_weight, eps, hsz,
+                               ids, ids.stride(0), rows, rows.stride(0), count, req_rows, dst, dst.stride(0), BLOCK=block,
+                               BLOCK_H=block_h, BLOCK_K=block_k, MAP=table is not None,
+                               ADD=table[1] if table is not None else True, UNSCALED=unscaled,
+                               num_warps=num_warps(max(block, block_h * block_k), per_thread=16),
+                               **pdl_opts(logits.device, "sampling"))
+    return dst
