@@ -32,7 +32,7 @@ import triton.language as tl
 
 from updraft.models.eagle import Eagle3Head
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
-from updraft.spec.sampling_kernels import MAX_TOPK_ROW, use_triton
+from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, use_triton
 
 
 def extrapolation_map(head: Eagle3Head) -> torch.Tensor:
@@ -130,20 +130,12 @@ class ContextVocab:
 def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, H, Ids, s_ids, Rows, s_rows, Count, ReqRows, Out, s_out,
                          BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, MAP: tl.constexpr,
                          ADD: tl.constexpr, UNSCALED: tl.constexpr, PDL: tl.constexpr):
-    """One program per batch row: the vocabulary's argmax (first index among ties), then the
-    row's request's context tokens scored against the normed feature; a context token wins only
-    by a strictly larger logit."""
+    """One program per batch row: the vocabulary's argmax (``row_argmax``), then the row's
+    request's context tokens scored against the normed feature; a context token wins only by a
+    strictly larger logit."""
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
-    i = tl.arange(0, BLOCK)
-    best = tl.full([], float("-inf"), tl.float32)
-    arg = tl.zeros([], tl.int64)
-    for c0 in range(0, V, BLOCK):
-        x = tl.load(X + b * s_x + c0 + i, mask=c0 + i < V, other=float("-inf")).to(tl.float32)
-        cb = tl.max(x, axis=0)
-        ci = (c0 + tl.min(tl.where(x == cb, i, BLOCK), axis=0)).to(tl.int64)
-        arg = tl.where(cb > best, ci, arg)
-        best = tl.maximum(best, cb)
+    best, arg = row_argmax(X + b * s_x, V, BLOCK)
     if MAP:
         m = tl.load(Map + arg).to(tl.int64)
         arg = arg + m if ADD else m

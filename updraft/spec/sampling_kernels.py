@@ -420,23 +420,32 @@ def topk_rows(logits: torch.Tensor, k: int, out_vals: torch.Tensor | None = None
 
 # ---- argmax_rows -----------------------------------------------------------------------------
 @triton.jit
-def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr,
-                        PDL: tl.constexpr):
-    """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
-    ``MAX_TOPK_ROW`` values): each chunk's best (first index among ties), kept only where it
-    beats the running best strictly, so the first index wins across chunks too."""
-    pdl_enter(PDL)
-    row = tl.program_id(0).to(tl.int64)
+def row_argmax(X, V, BLOCK: tl.constexpr):
+    """``(best, index)`` of the ``V`` values at ``X`` (float32, int64), read in chunks of ``BLOCK``:
+    each chunk's best (first index among ties), kept only where it beats the running best
+    strictly, so the first index wins across chunks too. NaN ranks above every number and an all
+    -inf row gives index 0, as ``torch.argmax``."""
     i = tl.arange(0, BLOCK)
     best = tl.full([], float("-inf"), tl.float32)
     arg = tl.zeros([], tl.int64)
     for c0 in range(0, V, BLOCK):
-        x = tl.load(X + row * s_x + c0 + i, mask=c0 + i < V, other=float("-inf")).to(tl.float32)
-        x = tl.where(x != x, float("inf"), x)  # NaN ranks above every number (torch.argmax)
+        x = tl.load(X + c0 + i, mask=c0 + i < V, other=float("-inf")).to(tl.float32)
+        x = tl.where(x != x, float("inf"), x)
         cb = tl.max(x, axis=0)
         ci = (c0 + tl.min(tl.where(x == cb, i, BLOCK), axis=0)).to(tl.int64)
-        arg = tl.where(cb > best, ci, arg)  # an all -inf row keeps index 0, as torch
+        arg = tl.where(cb > best, ci, arg)
         best = tl.maximum(best, cb)
+    return best, arg
+
+
+@triton.jit
+def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr,
+                        PDL: tl.constexpr):
+    """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
+    ``MAX_TOPK_ROW`` values; ``row_argmax``)."""
+    pdl_enter(PDL)
+    row = tl.program_id(0).to(tl.int64)
+    _, arg = row_argmax(X + row * s_x, V, BLOCK)
     if MAP:
         m = tl.load(Map + arg).to(tl.int64)
         arg = arg + m if ADD else m
