@@ -55,17 +55,19 @@ def test_pick_equals_a_float64_reference(unscaled: bool, add: bool) -> None:
     gen = torch.Generator().manual_seed(1 + unscaled + 2 * add)
     b, v, h, k, nrows = 6, 150, 48, 11, 5  # h and k not powers of two: the masks
     logits = torch.randn(b, v, generator=gen)
-    feature = torch.randn(b, h, generator=gen) * 3
+    # the feature's rms is ~10, so logits that lack its 1 / rms are ~10x the scaled ones
+    feature = torch.randn(b, h, generator=gen) * 10
     norm_w = 1 + 0.1 * torch.randn(h, generator=gen)
     ids = torch.randint(1000, 2000, (nrows, k), generator=gen)
     ids[1, 4:] = -1  # a row with fewer context tokens
     ids[4] = -1  # the spare row: none
-    # scales that put the context scores around the vocabulary's best, so both kinds of pick occur
-    rows = torch.randn(nrows, k, h, generator=gen) * (0.4 if not unscaled else 0.5)
+    # context scores between the scaled and the unscaled best logits: the flag decides, and both picks occur
+    rows = torch.randn(nrows, k, h, generator=gen) * (0.45 if not unscaled else 0.1)
     req_rows = torch.tensor([0, 1, 2, 3, 4, 1])
     table = (torch.randint(0, 900, (v,), generator=gen), add)
     want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
     assert any(w >= 1000 for w in want) and any(w < 1000 for w in want), "the case should mix both picks"
+    assert want != _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, not unscaled)
     ref = cv.context_pick_reference(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
     assert ref.tolist() == want
     dst = torch.full((b,), -7, dtype=torch.long)

@@ -45,6 +45,7 @@ def _m(name: str, cls: str, what: str, file: str, anchor: str, repl: str, *targe
 
 
 RUNNER = "updraft/runtime/graphs/phase_graph.py"
+CTX = "updraft/spec/context_vocab.py"
 BUILDER = "updraft/runtime/phase_inputs.py"
 TN = "updraft/attention/torch_native.py"
 TB = "updraft/attention/triton_backend.py"
@@ -180,6 +181,14 @@ MUTATIONS: tuple[Mutation, ...] = (
               Edit(SLOTS, "    return tl.load(table_row + nxt, mask=(nxt < hi) & PREFETCH, other=0)\n",
                    "    return tl.load(table_row + nxt, mask=(nxt < hi) & PREFETCH, other=0, cache_modifier=CACHE)  # MUTATION\n")),
              ("tests/test_device_triton.py::test_kernels_compile_under_the_device_triton[attention]",)),
+    _m("context-pick-scale-ignored", "-", "the context tokens' pick compares logits that lack the norm's 1 / rms "
+       "(the fused mid layer's) with scaled context scores", CTX,
+       "    if UNSCALED:\n        best = best * inv\n", "    if False:  # MUTATION\n        best = best * inv\n",
+       "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
+    _m("context-row-kept-on-readmission", "-", "a request admitted into a row keeps the context tokens the row's last "
+       "request left past its own", CTX,
+       "        self.ids[row].fill_(-1)\n", "        pass  # MUTATION\n",
+       "tests/spec/test_context_vocab.py::test_extrapolation_recovers_a_linear_head_and_admit_writes_its_rows"),
     _m("wrong-stride", "-", "triton's extend kernel gets the head stride as the token stride of the new keys",
        "updraft/attention/triton_kernels/extend.py", "*_two_strides(q), *_two_strides(k_new),",
        "*_two_strides(q), k_new.stride(1), k_new.stride(1),",
