@@ -1,5 +1,5 @@
 """Context tokens for a truncated draft vocabulary: an EAGLE-3 head drafts the tokens of a
-request's prompt that its draft vocabulary lacks.
+request's own text (its prompt, then what it generates) that its draft vocabulary lacks.
 
 An EAGLE-3 head's LM head covers a few thousand frequent tokens (8,192 for ``builtin:smollm2``);
 a summary that copies its article's names and rare words meets them at 15% of its positions,
@@ -11,7 +11,8 @@ token ``x``. Nothing is trained; on the CPU probe (``benchmarks/context_vocab_pr
 head drafted 38% of sum's context-only positions right and lost none of its own.
 
 Per request row, up to ``size`` such tokens (the prompt's most frequent ones outside the
-vocabulary, ``ContextVocab.admit``) and their rows live on the device; a greedy draft step's
+vocabulary, ``ContextVocab.admit``; then generated ones as they are emitted, ``observe``) and
+their rows live on the device; a greedy draft step's
 pick (``pick``: one launch, in place of ``argmax_rows``) compares the vocabulary's best logit with
 theirs and takes the larger. Sampled drafts keep their q over the draft vocabulary: rejection
 sampling is lossless for any q, and greedy verification for any draft, so this only changes
@@ -19,7 +20,8 @@ what is accepted.
 
 Hazards: the logits a step hands over may lack the final norm's 1 / rms (``RowScale``: the
 fused mid layer leaves that launch out); the kernel computes the rms from the feature itself,
-so ``unscaled`` must say which. Graph padding rows read the spare request row, whose ids stay -1.
+so ``unscaled`` must say which. Graph padding rows read whatever request row their batch slot
+names (row 0): their picks are discarded with the rest of the padding.
 """
 
 from __future__ import annotations
