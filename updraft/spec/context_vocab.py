@@ -71,6 +71,10 @@ class ContextVocab:
         self._in_vocab_host = self.in_vocab.numpy().tobytes()
         #: request row -> the context tokens it holds (host copy of ``ids``' valid entries)
         self._held: dict[int, list[int]] = {}
+        #: request row -> the request admitted there (``owner``)
+        self._owner: dict[int, str] = {}
+        #: draft index -> target id, as ``argmax_rows`` takes it
+        self.table = (head.d2t, True)
         self.norm_weight = head.norm.weight
         self.eps = float(head.norm.eps)
         self.ids = torch.full((rows, size), -1, dtype=torch.long, device=self.device)
@@ -78,9 +82,16 @@ class ContextVocab:
         self.count = torch.zeros(rows, dtype=torch.int32, device=self.device)
         self.rows = torch.zeros(rows, size, self.hidden, dtype=w.dtype, device=self.device)
 
-    def admit(self, row: int, tokens: list[int]) -> int:
+    def owner(self, row: int) -> str | None:
+        """The request last admitted into ``row`` (None after ``release``)."""
+        return self._owner.get(row)
+
+    def admit(self, row: int, tokens: list[int], owner: str | None = None) -> int:
         """Row ``row`` drafts ``tokens``' most frequent tokens outside the vocabulary from now on
-        (a request's prompt at its prefill; it replaces what the row held). Returns how many."""
+        (a request's prompt at its prefill; it replaces what the row held), for request
+        ``owner``. Returns how many."""
+        if owner is not None:
+            self._owner[row] = owner
         chosen = prompt_choice(tokens, self._in_vocab_host, self.size)
         self.ids[row].fill_(-1)
         self._held[row] = []
@@ -103,6 +114,7 @@ class ContextVocab:
 
     def release(self, row: int) -> None:
         self._held.pop(row, None)
+        self._owner.pop(row, None)
 
     def _write(self, row: int, tokens: list[int]) -> None:
         """Append ``tokens`` (outside the vocabulary, not held) to ``row``'s context tokens. The
@@ -118,13 +130,13 @@ class ContextVocab:
         self.count[row] = len(held)
 
     def pick(self, logits: torch.Tensor, feature: torch.Tensor, rows: torch.Tensor, dst: torch.Tensor,
-             table: tuple[torch.Tensor, bool] | None, *, unscaled: bool = False) -> torch.Tensor:
+             unscaled: bool = False) -> torch.Tensor:
         """Greedy drafts [B] (target ids) into ``dst``: each row's best draft-vocabulary logit
-        (``logits`` [B, Vd]; index mapped by ``table`` = (d2t, add) as ``argmax_rows`` does) or
-        its request's best context token where that scores higher. ``feature`` [B, h]: the
+        (``logits`` [B, Vd]; index mapped through the head's ``d2t``) or its request's best
+        context token where that scores higher. ``feature`` [B, h]: the
         pre-norm output feature the logits came from; ``rows`` [B]: request rows; ``unscaled``:
         the logits lack the norm's 1 / rms."""
-        return context_pick(logits, feature, self.norm_weight, self.eps, self.ids, self.rows, rows, dst, table,
+        return context_pick(logits, feature, self.norm_weight, self.eps, self.ids, self.rows, rows, dst, self.table,
                             unscaled=unscaled, count=self.count)
 
 

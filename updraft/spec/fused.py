@@ -153,7 +153,7 @@ class _Drafter:
     to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
     #: the same map as a table for ``sampling_kernels.argmax_rows``: (d2t, add) or (hot_ids, direct)
     target_table: tuple[torch.Tensor, bool] | None = None
-    #: greedy picks with the rows' context tokens competing (``DraftModelProposer.context_pick``), or None
+    #: greedy picks with the rows' context tokens competing (``ContextVocab.pick``), or None
     context_pick: Callable[..., torch.Tensor] | None = None
 
     @classmethod
@@ -163,7 +163,7 @@ class _Drafter:
             raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
         table = ((head.d2t, True) if isinstance(head, Eagle3Head)
                  else (head.hot_ids, False) if isinstance(head, EagleHead) and head.hot_ids is not None else None)
-        pick = proposer.context_pick if proposer.context is not None else None
+        pick = proposer.context.pick if proposer.context is not None else None
         return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick)
 
 
@@ -405,7 +405,7 @@ class FusedIteration:
         kernel (``sampling_kernels.choose``). (A kernel doing the top-k and this choice in one
         launch measured 13.3 us against 12.4 for the pair on the H100, 2026-11-26: the choice's
         reductions over 64 candidates ran at the top-k's 16 warps.) ``context``: (pre-norm
-        features, request rows) of greedy rows whose context tokens compete (``context_pick``:
+        features, request rows) of greedy rows whose context tokens compete (``ContextVocab.pick``:
         one launch in place of the argmax's)."""
         table = self.drafter.target_table if self.drafter is not None else None
         # one launch maps draft ids to target ids where the map is a table (or there is none)

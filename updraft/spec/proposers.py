@@ -153,7 +153,6 @@ class DraftModelProposer(Proposer):
         #: EAGLE-3 with ``SpeculativeConfig.context_vocab``: each row's prompt tokens outside the draft
         #: vocabulary, which its greedy drafts may propose (``updraft.spec.context_vocab``)
         self.context = ContextVocab(model, rows, context_vocab) if context_vocab and isinstance(model, Eagle3Head) else None
-        self._context_owner: dict[int, str] = {}  # request row -> the request its context tokens are of
         #: The S-1 draft forwards in one graph (greedy batches), from ``capture_chain``.
         self._chain: DraftChainGraph | None = None
         self._chain_on = True  # see ``enable_chain``
@@ -166,7 +165,7 @@ class DraftModelProposer(Proposer):
         r = self.runner
         chain = DraftChainGraph(r.model, r.backend, r.req_pool.req_to_token, num_steps - 1, sizes,
                                 hidden_dim=r.config.hidden_size if self.shift else 0, emulate=emulate,
-                                pool=r.graph_pool(emulate), pick=self.context_pick if self.context is not None else None)
+                                pool=r.graph_pool(emulate), pick=self.context.pick if self.context is not None else None)
         stats = chain.capture()
         self._chain = chain
         return stats
@@ -192,23 +191,16 @@ class DraftModelProposer(Proposer):
         return model.config.vocab_size
 
     # ---- choosing the next draft from draft logits -------------------------------------
-    def context_pick(self, logits: torch.Tensor, feature: torch.Tensor, rows: torch.Tensor, dst: torch.Tensor,
-                     unscaled: bool = False) -> torch.Tensor:
-        """Greedy drafts (target ids) into ``dst`` with the rows' context tokens competing
-        (``ContextVocab.pick``; needs ``self.context``)."""
-        assert self.context is not None and isinstance(self.runner.model, Eagle3Head)
-        return self.context.pick(logits, feature, rows, dst, (self.runner.model.d2t, True), unscaled=unscaled)
-
     def _choose(self, reqs: list[SpecRequestView], logits: torch.Tensor, rows: torch.Tensor | None = None,
                 feature: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Draft token per row (target ids) and, for sampling requests, the distribution q it
         was drawn from (over target ids). Greedy requests take the argmax (or a context token:
-        ``context_pick``, given the rows and their pre-norm features)."""
+        ``ContextVocab.pick``, given the rows and their pre-norm features)."""
         to_target = self.to_target
         if all(r.params.greedy for r in reqs):
             if self.context is not None and rows is not None and feature is not None:
                 dst = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
-                return self.context_pick(logits, feature, rows, dst), None
+                return self.context.pick(logits, feature, rows, dst), None
             ids = logits.argmax(-1)
             return (to_target(ids) if to_target is not None else ids), None
         # The draft distribution uses the request's temperature / top-k / top-p / min-p (no
@@ -294,7 +286,6 @@ class DraftModelProposer(Proposer):
         self._lag.pop(req.request_id, None)
         if self.context is not None and req.row is not None:
             self.context.release(req.row)
-            self._context_owner.pop(req.row, None)
 
     def observe(self, req: SpecRequestView, tokens: list[int]) -> None:
         if self.context is not None and req.row is not None:
@@ -305,9 +296,8 @@ class DraftModelProposer(Proposer):
         for req in reqs:  # a (re-)prefill makes the draft current (a preempted request lost its KV)
             self._lag.pop(req.request_id, None)
             # once per request and row (a cached prefix may start it past 0): O(prompt) on the host
-            if self.context is not None and req.row is not None and self._context_owner.get(req.row) != req.request_id:
-                self.context.admit(req.row, req.prompt_ids + req.output_ids)
-                self._context_owner[req.row] = req.request_id
+            if self.context is not None and req.row is not None and self.context.owner(req.row) != req.request_id:
+                self.context.admit(req.row, req.prompt_ids + req.output_ids, owner=req.request_id)
         ids: list[int] = []
         seq: list[int] = []
         ext: list[int] = []
