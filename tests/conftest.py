@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -78,7 +80,9 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
         key = f"{arch}-{tied}-{seed}-{sorted(overrides.items())}"
         if key not in cache:
             folder = tmp_path_factory.mktemp(f"tiny-{arch}")
-            tiny_hf_model(arch, tied, seed, **overrides).save_pretrained(folder)
+            # transformers' shard progress bar would land in the calling test's captured stderr
+            with contextlib.redirect_stderr(io.StringIO()):
+                tiny_hf_model(arch, tied, seed, **overrides).save_pretrained(folder)
             write_tiny_tokenizer(folder)
             cache[key] = folder
         return cache[key]
