@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from updraft.models.eagle import Eagle3Head, load_draft_head
+from updraft.errors import CheckpointError
+from updraft.models.eagle import CONTEXT_KEY, Eagle3Head, load_draft_head
 from updraft.models.loader import load_checkpoint
 from updraft.spec import context_vocab as cv
 from updraft.testing import HIDDEN, write_eagle3_head
@@ -23,9 +25,10 @@ def head(tiny_checkpoint, tmp_path_factory) -> Eagle3Head:  # noqa: ANN001
     return h
 
 
-def _float64_pick(logits, feature, norm_w, eps, ids, rows, req_rows, table, unscaled):  # noqa: ANN001, ANN202
+def _float64_pick(logits, feature, norm_w, eps, ids, rows, req_rows, table, unscaled, bias=0.0):  # noqa: ANN001, ANN202
     """Row by row in float64, written out: the vocabulary's first best index (mapped), against
-    every context token's score on the normed feature; a context token needs a strictly larger one."""
+    every context token's score on the normed feature plus ``bias``; a context token needs a
+    strictly larger one."""
     out = []
     for b in range(logits.shape[0]):
         x = logits[b].double()
@@ -42,7 +45,7 @@ def _float64_pick(logits, feature, norm_w, eps, ids, rows, req_rows, table, unsc
             t = int(ids[req_rows[b], k])
             if t < 0:
                 continue
-            s = float(rows[req_rows[b], k].double() @ fn)
+            s = float(rows[req_rows[b], k].double() @ fn) + bias
             if s > cbest:
                 cbest, cid = s, t
         out.append(cid if cbest > best else pick)
@@ -51,7 +54,8 @@ def _float64_pick(logits, feature, norm_w, eps, ids, rows, req_rows, table, unsc
 
 @pytest.mark.parametrize("unscaled", [False, True])
 @pytest.mark.parametrize("add", [True, False])
-def test_pick_equals_a_float64_reference(unscaled: bool, add: bool) -> None:
+@pytest.mark.parametrize("bias", [0.0, 1.5])
+def test_pick_equals_a_float64_reference(unscaled: bool, add: bool, bias: float) -> None:
     gen = torch.Generator().manual_seed(1 + unscaled + 2 * add)
     b, v, h, k, nrows = 6, 150, 48, 11, 5  # h and k not powers of two: the masks
     logits = torch.randn(b, v, generator=gen)
@@ -63,15 +67,20 @@ def test_pick_equals_a_float64_reference(unscaled: bool, add: bool) -> None:
     ids[4] = -1  # the spare row: none
     # context scores between the scaled and the unscaled best logits: the flag decides, and both picks occur
     rows = torch.randn(nrows, k, h, generator=gen) * (0.45 if not unscaled else 0.1)
+    # the bias lifts the context scores by as much as the vocabulary's best logits rise here (in
+    # the units the flag says), so the case still mixes both picks
+    logits += bias * (feature.pow(2).mean(-1, keepdim=True) + 1e-6).sqrt() if unscaled else bias
     req_rows = torch.tensor([0, 1, 2, 3, 4, 1])
     table = (torch.randint(0, 900, (v,), generator=gen), add)
-    want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
+    want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled, bias)
     assert any(w >= 1000 for w in want) and any(w < 1000 for w in want), "the case should mix both picks"
-    assert want != _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, not unscaled)
-    ref = cv.context_pick_reference(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
+    assert want != _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, not unscaled, bias)
+    if bias:
+        assert want != _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled)
+    ref = cv.context_pick_reference(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, unscaled, bias)
     assert ref.tolist() == want
     dst = torch.full((b,), -7, dtype=torch.long)
-    got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, unscaled=unscaled)
+    got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, unscaled=unscaled, bias=bias)
     assert got is dst and got.tolist() == want  # the Triton kernel under the interpreter (CPU tests)
 
 
@@ -184,3 +193,40 @@ def test_engine_lossless_and_drafting_context_tokens(target, reference, linear_h
     got = torch.cat([p.flatten() for p in picks])
     assert len(got) > 0 and not bool(in_vocab[got].all()), "no context token was ever drafted"
     assert eng.allocator.used_tokens == 0
+
+
+def _with_calibration(folder: Path, entry: object) -> Path:
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg[CONTEXT_KEY] = entry
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def test_the_heads_calibration_scales_the_rows_and_biases_the_pick(tiny_checkpoint, tmp_path) -> None:  # noqa: ANN001
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.float32, device="cpu", progress=False).model
+    plain = load_draft_head(write_eagle3_head(tmp_path / "a", draft_vocab=120), target, torch.float32, torch.device("cpu"))
+    folder = _with_calibration(write_eagle3_head(tmp_path / "b", draft_vocab=120), {"scale": 1.25, "bias": 2.5})
+    tuned = load_draft_head(folder, target, torch.float32, torch.device("cpu"))
+    assert isinstance(plain, Eagle3Head) and isinstance(tuned, Eagle3Head)
+    assert (plain.head_config.context_scale, plain.head_config.context_bias) == (1.0, 0.0)
+    assert (tuned.head_config.context_scale, tuned.head_config.context_bias) == (1.25, 2.5)
+    a, b = cv.ContextVocab(plain, rows=1, size=4), cv.ContextVocab(tuned, rows=1, size=4)
+    torch.testing.assert_close(b.map, a.map * 1.25)
+    assert (a.bias, b.bias) == (0.0, 2.5)
+    # the pick passes the bias on: a context token 2 below the vocabulary's best wins only with it
+    for ctx, want in ((a, 0), (b, 1)):
+        ctx.ids[0, 0], ctx.count[0] = 7, 1  # one context token (id 7)
+        ctx.rows[0, 0] = 0.0
+        logits = torch.full((1, 120), -5.0)
+        logits[0, 3] = 2.0  # vocabulary best; the context token scores 0
+        out = ctx.pick(logits, torch.ones(1, HIDDEN), torch.tensor([0]), torch.empty(1, dtype=torch.long))
+        assert (int(out[0]) == 7) == bool(want)
+
+
+@pytest.mark.parametrize("entry,needle", [("fast", "with numbers"), ({"scale": 0}, "scale must be > 0"),
+                                          ({"bias": "inf"}, "both finite"), ({"scale": "x"}, "with numbers")])
+def test_a_bad_calibration_is_a_checkpoint_error(tiny_checkpoint, tmp_path, entry: object, needle: str) -> None:  # noqa: ANN001
+    target = load_checkpoint(tiny_checkpoint("llama"), dtype=torch.float32, device="cpu", progress=False).model
+    folder = _with_calibration(write_eagle3_head(tmp_path, draft_vocab=120), entry)
+    with pytest.raises(CheckpointError, match=needle):
+        load_draft_head(folder, target, torch.float32, torch.device("cpu"))

@@ -225,3 +225,27 @@ def test_benchmark_answers_are_the_seeded_targets_answers(tiny_target, tmp_path,
     ids = [[d.batch([i], "cpu", eagle3=True).ids.tolist() for i in range(d.num_seqs)] for d, _ in runs]
     assert runs[0][0].num_seqs == 2 and ids[0] == ids[1] and ids[0] != ids[2]
     assert runs[0][0].batch([0, 1], "cpu", eagle3=True).feature is not None
+
+
+def test_context_calibration_walks_are_the_chains_and_the_probes(tiny_target, head_dir, load_benchmark) -> None:  # noqa: ANN001
+    """``benchmarks/context_calibration.py`` replays the greedy chains from its per-position records:
+    with the context tokens off they are ``chain_steps``' walks (the engine's, checked above); at (1, 0)
+    they are ``context_vocab_probe.py``'s ``history`` chains, which score every context token itself."""
+    from updraft.train.losses import chain_steps
+
+    cal, probe = load_benchmark("context_calibration"), load_benchmark("context_vocab_probe")
+    _, data, head = _plain_answers(tiny_target, head_dir)
+    labels = TargetHead(head)
+    rows_x = probe.extrapolated_rows(head)
+    seqs = cal.collect(head, labels, rows_x, data, S)
+    assert any(bool(torch.isfinite(s.ctx).any()) for s in seqs), "no context token competes: the case tests nothing"
+    walk = chain_steps(head, data.batch(list(range(data.num_seqs)), "cpu", eagle3=True), S, labels)
+    off = cal.accept_length(seqs, 1.0, float("-inf"), S)
+    assert off[0] == pytest.approx(1 + sum(m for *_, m in walk) / len(walk))
+    acc = dict(walk={v: [] for v in probe.VARIANTS}, classes={}, oov_in_prompt=[])
+    for _, batch in load_benchmark("vocab_gain").batches(data, torch.device("cpu")):
+        probe.probe_batch(head, labels, rows_x, batch, S, acc)
+    history = probe.summarise(acc, S)["history"]
+    assert cal.accept_length(seqs, 1.0, 0.0, S) == pytest.approx((history["accept_len"], history["per_position"][0]))
+    # a bias large enough hands every position with a context token to it: a different walk here
+    assert cal.accept_length(seqs, 1.0, 1e4, S) != cal.accept_length(seqs, 1.0, 0.0, S)

@@ -185,6 +185,10 @@ MUTATIONS: tuple[Mutation, ...] = (
        "(the fused mid layer's) with scaled context scores", CTX,
        "    if UNSCALED:\n        best = best * inv\n", "    if False:  # MUTATION\n        best = best * inv\n",
        "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
+    _m("context-pick-bias-dropped", "-", "the context tokens' pick leaves out the head's calibration bias", CTX,
+       "    tl.store(Out + b * s_out, tl.where(cbest + bias > best, cid, arg))\n",
+       "    tl.store(Out + b * s_out, tl.where(cbest > best, cid, arg))  # MUTATION\n",
+       "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
     _m("context-row-kept-on-readmission", "-", "a request admitted into a row keeps the context tokens the row's last "
        "request left past its own", CTX,
        "        self.ids[row].fill_(-1)\n", "        pass  # MUTATION\n",

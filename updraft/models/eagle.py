@@ -23,6 +23,7 @@ variants of other engines' trainers are normalised by ``updraft.models.eagle_for
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,11 @@ class DraftHeadConfig:
     draft_vocab_size: int
     fc_bias: bool
     aux_layer_ids: tuple[int, ...] | None = None  # EAGLE-3 override from the head's config
+    #: EAGLE-3 context tokens (``updraft.spec.context_vocab``): their extrapolated logits count as
+    #: ``scale * logit + bias`` against the vocabulary's (config key ``updraft_context_vocab``,
+    #: fitted on the head's own data by ``benchmarks/context_calibration.py``)
+    context_scale: float = 1.0
+    context_bias: float = 0.0
 
     @classmethod
     def from_hf(cls, cfg: dict[str, Any], kind: str | None = None) -> DraftHeadConfig:
@@ -79,6 +85,7 @@ class DraftHeadConfig:
         eagle_cfg = cfg.get("eagle_config") or {}
         if isinstance(eagle_cfg, dict) and eagle_cfg.get("eagle_aux_hidden_state_layer_ids"):
             aux = tuple(int(i) for i in eagle_cfg["eagle_aux_hidden_state_layer_ids"])
+        scale, bias = context_calibration(cfg)
         return cls(
             kind=kind,
             model=model,
@@ -86,7 +93,28 @@ class DraftHeadConfig:
             draft_vocab_size=int(cfg.get("draft_vocab_size") or model.vocab_size),
             fc_bias=bool(cfg.get("bias", kind == "eagle")),
             aux_layer_ids=aux,
+            context_scale=scale,
+            context_bias=bias,
         )
+
+
+#: the head config's key for the context tokens' calibration: ``{"scale": s, "bias": b}``
+CONTEXT_KEY = "updraft_context_vocab"
+
+
+def context_calibration(cfg: dict[str, Any]) -> tuple[float, float]:
+    """(scale, bias) from a head config (``CONTEXT_KEY``; (1, 0) when absent)."""
+    entry = cfg.get(CONTEXT_KEY)
+    if entry is None:
+        return 1.0, 0.0
+    try:
+        scale, bias = float(entry.get("scale", 1.0)), float(entry.get("bias", 0.0))
+    except (AttributeError, TypeError, ValueError):
+        raise CheckpointError(f"draft head config {CONTEXT_KEY}={entry!r} is invalid: "
+                              '{"scale": S, "bias": B} with numbers') from None
+    if not (math.isfinite(scale) and scale > 0 and math.isfinite(bias)):
+        raise CheckpointError(f"draft head config {CONTEXT_KEY}={entry!r} is invalid: the scale must be > 0 and both finite")
+    return scale, bias
 
 
 def _feature(batch: ForwardBatch) -> torch.Tensor:

@@ -63,7 +63,10 @@ class ContextVocab:
         self.size = size
         self.hidden = w.shape[1]
         self.device = w.device
-        self.map = extrapolation_map(head)
+        hc = head.head_config
+        #: the map with the head's calibration scale folded in; ``bias`` joins each score in the pick
+        self.map = extrapolation_map(head) * hc.context_scale
+        self.bias = hc.context_bias
         self.target_rows = head.shared.lm_head_weight
         self.in_vocab = torch.zeros(self.target_rows().shape[0], dtype=torch.bool)
         self.in_vocab[head.vocab_ids().cpu()] = True
@@ -137,16 +140,16 @@ class ContextVocab:
         pre-norm output feature the logits came from; ``rows`` [B]: request rows; ``unscaled``:
         the logits lack the norm's 1 / rms."""
         return context_pick(logits, feature, self.norm_weight, self.eps, self.ids, self.rows, rows, dst, self.table,
-                            unscaled=unscaled, count=self.count)
+                            unscaled=unscaled, count=self.count, bias=self.bias)
 
 
 @triton.jit
-def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, H, Ids, s_ids, Rows, s_rows, Count, ReqRows, Out, s_out,
+def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_ids, Rows, s_rows, Count, ReqRows, Out, s_out,
                          BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, MAP: tl.constexpr,
                          ADD: tl.constexpr, UNSCALED: tl.constexpr, PDL: tl.constexpr):
     """One program per batch row: the vocabulary's argmax (``row_argmax``), then the row's
-    request's context tokens scored against the normed feature; a context token wins only by a
-    strictly larger logit."""
+    request's context tokens scored against the normed feature plus ``bias``; a context token wins
+    only by a strictly larger logit."""
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     best, arg = row_argmax(X + b * s_x, V, BLOCK)
@@ -174,12 +177,12 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, H, Ids, s_ids, R
         sid = tl.sum(tl.where(k == si, ids, 0), axis=0)
         cid = tl.where(sb > cbest, sid, cid)
         cbest = tl.maximum(cbest, sb)
-    tl.store(Out + b * s_out, tl.where(cbest > best, cid, arg))
+    tl.store(Out + b * s_out, tl.where(cbest + bias > best, cid, arg))
 
 
 def context_pick_reference(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float,
                            ids: torch.Tensor, rows: torch.Tensor, req_rows: torch.Tensor,
-                           table: tuple[torch.Tensor, bool] | None, unscaled: bool = False) -> torch.Tensor:
+                           table: tuple[torch.Tensor, bool] | None, unscaled: bool = False, bias: float = 0.0) -> torch.Tensor:
     """``context_pick`` in torch ops (float32): the CPU path, and what the kernel must equal."""
     best, arg = logits.float().max(-1)
     if table is not None:
@@ -192,19 +195,21 @@ def context_pick_reference(logits: torch.Tensor, feature: torch.Tensor, norm_wei
     cid = ids[req_rows]  # [B, K]
     score = torch.einsum("bkh,bh->bk", rows[req_rows].float(), fn).masked_fill(cid < 0, float("-inf"))
     cbest, carg = score.max(-1)
-    return torch.where(cbest > best, cid.gather(1, carg[:, None])[:, 0], arg)
+    return torch.where(cbest + bias > best, cid.gather(1, carg[:, None])[:, 0], arg)
 
 
 def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float, ids: torch.Tensor,
                  rows: torch.Tensor, req_rows: torch.Tensor, dst: torch.Tensor, table: tuple[torch.Tensor, bool] | None,
-                 *, unscaled: bool = False, count: torch.Tensor | None = None) -> torch.Tensor:
+                 *, unscaled: bool = False, count: torch.Tensor | None = None, bias: float = 0.0) -> torch.Tensor:
     """See ``ContextVocab.pick``; one launch where Triton runs (``use_triton``), else torch.
-    ``count`` [R] int32: each row's valid entries (a prefix of ``ids``; default: all K)."""
+    ``count`` [R] int32: each row's valid entries (a prefix of ``ids``; default: all K); ``bias``:
+    added to every context token's score."""
     b, v = logits.shape
     if b == 0:
         return dst
     if not use_triton(logits) or logits.stride(1) != 1 or feature.stride(1) != 1:
-        return dst.copy_(context_pick_reference(logits, feature, norm_weight, eps, ids, rows, req_rows, table, unscaled))
+        return dst.copy_(context_pick_reference(logits, feature, norm_weight, eps, ids, rows, req_rows, table, unscaled,
+                                                bias))
     hsz, k = rows.shape[2], rows.shape[1]
     block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
     block_h = triton.next_power_of_2(hsz)
@@ -212,7 +217,7 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
     tab = table[0] if table is not None else dst
     if count is None:
         count = torch.full((ids.shape[0],), k, dtype=torch.int32, device=ids.device)
-    _context_pick_kernel[(b,)](logits, logits.stride(0), v, tab, feature, feature.stride(0), norm_weight, eps, hsz,
+    _context_pick_kernel[(b,)](logits, logits.stride(0), v, tab, feature, feature.stride(0), norm_weight, eps, float(bias), hsz,
                                ids, ids.stride(0), rows, rows.stride(0), count, req_rows, dst, dst.stride(0), BLOCK=block,
                                BLOCK_H=block_h, BLOCK_K=block_k, MAP=table is not None,
                                ADD=table[1] if table is not None else True, UNSCALED=unscaled,
