@@ -12,6 +12,7 @@ from safetensors import safe_open
 from updraft.errors import ModelNotFoundError, UpdraftError
 from updraft.heads import BUILTIN_HEADS, builtin_head_path, resolve_draft_path
 from updraft.llm import LLM
+from updraft.models.eagle import DraftHeadConfig
 from updraft.sampling_params import SamplingParams
 
 
@@ -22,6 +23,8 @@ def test_shipped_head_files() -> None:
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and BUILTIN_HEADS["smollm2"][1] == "eagle3"
     assert (cfg["hidden_size"], cfg["vocab_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]) == (576, 49152, 9, 3)
     assert cfg["draft_vocab_size"] == 8192 and cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 14, 26]
+    # the context tokens' calibration fitted for this head (benchmarks/context_calibration.py) loads as such
+    assert DraftHeadConfig.from_hf(cfg).context_bias == cfg["updraft_context_vocab"]["bias"] == 3.5
     weights = folder / "model.safetensors"
     assert weights.stat().st_size < 24 * 2**20  # the device runs carry the tree: keep it small
     with safe_open(str(weights), framework="pt") as f:
