@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from context_vocab_probe import extrapolated_rows, walk  # sibling scripts (benchmarks/)
+from context_vocab_probe import extrapolated_rows, first_positions, walk  # siblings (benchmarks/)
 from vocab_gain import answers, batches, load_heads, parse_sets
 
 from updraft.data.prompts import PROMPT_SETS, build_prompts
@@ -67,9 +67,9 @@ def record(head: Eagle3Head, labels: TargetHead, rows_x: torch.Tensor, batch: Tr
         first, n = mask.index(True), len(mask) - mask[::-1].index(True) + 1
         ids = batch.ids[b, :n]
         uniq = torch.unique(ids[~labels.in_draft[ids]])
-        first_at = torch.stack([torch.arange(n)[ids == u].min() for u in uniq]) if len(uniq) else None
+        first_at = first_positions(ids, uniq)
         known = torch.unique(ids[labels.in_draft[ids]])
-        known_at = torch.stack([torch.arange(n)[ids == u].min() for u in known])
+        known_at = first_positions(ids, known)
         known_d = labels.to_draft[known]  # their draft indices
         best, base_hit, ctx, ctx_hit, inv, inv_hit = [], [], [], [], [], []
         for k in range(steps):
@@ -81,7 +81,7 @@ def record(head: Eagle3Head, labels: TargetHead, rows_x: torch.Tensor, batch: Tr
             imax, iarg = il.max(-1)
             inv.append(imax)
             inv_hit.append(known[iarg] == want)
-            if first_at is None:
+            if not len(uniq):
                 ctx.append(torch.full_like(top, float("-inf")))
                 ctx_hit.append(torch.zeros_like(base_hit[-1]))
                 continue

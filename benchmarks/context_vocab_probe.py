@@ -41,6 +41,12 @@ def extrapolated_rows(head: Eagle3Head) -> torch.Tensor:
     return w_t @ amap
 
 
+def first_positions(ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Index of each of ``tokens``' first occurrence in ``ids`` (every token occurs)."""
+    pos = torch.arange(len(ids))
+    return torch.stack([pos[ids == t].min() for t in tokens]) if len(tokens) else torch.zeros(0, dtype=torch.long)
+
+
 def walk(hits: list[torch.Tensor], first: int, n: int, steps: int) -> list[int]:
     """``chain_steps``' walk over one sequence: drafts accepted per verify step."""
     out, pos = [], first + 2
@@ -67,9 +73,7 @@ def probe_batch(head: Eagle3Head, labels: TargetHead, rows_x: torch.Tensor, batc
         ids = batch.ids[b, :n]
         oov = ~in_vocab[ids]
         uniq = torch.unique(ids[oov])
-        # first occurrence of each context token outside the vocabulary
-        pos = torch.arange(n)
-        first_at = torch.stack([pos[ids == u].min() for u in uniq]) if len(uniq) else torch.zeros(0, dtype=torch.long)
+        first_at = first_positions(ids, uniq)  # of each context token outside the vocabulary
         in_prompt = first_at <= first  # prompt = ids[0..first] (the first answer token is ids[first + 1])
         acc["oov_in_prompt"].append(int(in_prompt.sum()))
         hits: dict[str, list[torch.Tensor]] = {v: [] for v in VARIANTS}

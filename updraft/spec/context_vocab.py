@@ -34,7 +34,7 @@ import triton.language as tl
 
 from updraft.models.eagle import Eagle3Head
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
-from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, use_triton
+from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, target_id, use_triton
 
 
 def extrapolation_map(head: Eagle3Head) -> torch.Tensor:
@@ -153,9 +153,7 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     best, arg = row_argmax(X + b * s_x, V, BLOCK)
-    if MAP:
-        m = tl.load(Map + arg).to(tl.int64)
-        arg = arg + m if ADD else m
+    arg = target_id(Map, arg, MAP, ADD)
     h = tl.arange(0, BLOCK_H)
     f = tl.load(Feat + b * s_f + h, mask=h < H, other=0.0).to(tl.float32)
     inv = 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)

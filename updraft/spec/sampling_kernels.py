@@ -439,6 +439,16 @@ def row_argmax(X, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def target_id(Map, arg, MAP: tl.constexpr, ADD: tl.constexpr):
+    """Draft index ``arg`` as a target id: through the table at ``Map`` (``ADD``: an offset, as
+    EAGLE-3's ``d2t``; else the id itself, as a token map's) where ``MAP``, else unchanged."""
+    if MAP:
+        m = tl.load(Map + arg).to(tl.int64)
+        arg = arg + m if ADD else m
+    return arg
+
+
+@triton.jit
 def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr,
                         PDL: tl.constexpr):
     """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
@@ -446,9 +456,7 @@ def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     _, arg = row_argmax(X + row * s_x, V, BLOCK)
-    if MAP:
-        m = tl.load(Map + arg).to(tl.int64)
-        arg = arg + m if ADD else m
+    arg = target_id(Map, arg, MAP, ADD)
     tl.store(Out + row * s_out, arg)
 
 
