@@ -46,17 +46,29 @@ from updraft.provenance import git_commit
 from updraft.sampling_params import SamplingParams
 from updraft.spec.stats import SpecStats
 
+DEFAULT_LIMITS = "mt_bench=80,default=20"
 
-def parse_limits(text: str) -> dict[str, int | None]:
-    """``mt_bench=80,default=20`` -> per-set prompt limits (``default`` for the rest; 0 = all)."""
-    out: dict[str, int | None] = {"default": None}
+
+def _limits(text: str) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, _, value = part.partition("=")
         if name not in EVAL_SETS and name != "default":
             raise ValueError(f"--limit: unknown set {name!r}; sets: {', '.join(EVAL_SETS)}")
-        n = int(value)
+        try:
+            n = int(value)
+        except ValueError:
+            raise ValueError(f"--limit: {part!r} is not NAME=N with N a whole number (0 = all)") from None
         out[name] = n if n > 0 else None
     return out
+
+
+def parse_limits(text: str) -> dict[str, int | None]:
+    """``sum=40`` -> per-set prompt limits (None = all). The sets ``text`` names take its limits; with a
+    ``default=N`` in it every other set takes N, without one the others keep ``DEFAULT_LIMITS``."""
+    given = _limits(text)
+    base = {"default": given["default"]} if "default" in given else _limits(DEFAULT_LIMITS)
+    return base | given
 
 
 def environment() -> dict[str, Any]:
@@ -350,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head", default="builtin:smollm2", help="draft head folder or builtin:NAME")
     ap.add_argument("--method", choices=["eagle", "eagle3"], help="default: from the head's config")
     ap.add_argument("--sets", default=",".join(EVAL_SETS), help=f"comma-separated eval sets ({', '.join(EVAL_SETS)})")
-    ap.add_argument("--limit", default="mt_bench=80,default=20", help="prompts per set: NAME=N,...,default=N (0 = all)")
+    ap.add_argument("--limit", default="", help=f"prompts per set: NAME=N,...,default=N (0 = all), over {DEFAULT_LIMITS}")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--num-steps", type=int, default=5, help="draft steps S (chain)")
     ap.add_argument("--adaptive", dest="pin_steps", action="store_false", default=True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from updraft.train.heads import new_head, save_head
@@ -60,3 +61,16 @@ def test_draft_vocab_reads_a_sharded_eagle3_head(tmp_path, tiny_target, load_ben
     assert mod.draft_vocab(str(folder)) == set(ids.tolist())
     e1, cfg1 = new_head("eagle", target, seed=1)
     assert mod.draft_vocab(str(save_head(e1, cfg1, tmp_path / "e1", dtype=torch.float32))) is None
+
+
+def test_eval_acceptance_limits_keep_the_defaults_of_sets_not_named(load_benchmark) -> None:  # noqa: ANN001
+    parse = load_benchmark("eval_acceptance").parse_limits
+    assert parse("") == {"mt_bench": 80, "default": 20}
+    # naming one set leaves the others where the defaults put them (it once ran every other set in full)
+    assert parse("sum=40") == {"mt_bench": 80, "default": 20, "sum": 40}
+    assert parse("default=3") == {"default": 3}
+    assert parse("sum=0,default=5") == {"default": 5, "sum": None}
+    with pytest.raises(ValueError, match="'sum=x' is not NAME=N"):
+        parse("sum=x")
+    with pytest.raises(ValueError, match="unknown set 'summ'"):
+        parse("summ=4")
