@@ -62,6 +62,7 @@ class OpCounter(TorchDispatchMode):
 
 
 #: the speed part's ``eagle_adaptive_context`` variant: prompt tokens outside an EAGLE-3 head's vocabulary per request
+#: (``eagle_adaptive_nocontext``: none, whatever the config's default; ``eagle_adaptive``: the default)
 CONTEXT_VOCAB = 256
 
 def write_random_eagle3(folder: Path, cfg: ModelConfig, draft_vocab: int) -> Path:
@@ -346,8 +347,8 @@ def speed(gguf: str, head: str, method: str, sizes: list[int], n_prompts: int, o
         ("eagle_adaptive_noassist", dataclasses.replace(base, speculative=dataclasses.replace(eagle, ngram_assist=0))),
     ]
     if method == "eagle3":  # greedy drafts may propose the prompt's tokens outside the draft vocabulary
-        variants.append(("eagle_adaptive_context", dataclasses.replace(
-            base, speculative=dataclasses.replace(eagle, context_vocab=CONTEXT_VOCAB))))
+        variants += [(f"eagle_adaptive_{name}", dataclasses.replace(
+            base, speculative=dataclasses.replace(eagle, context_vocab=k))) for name, k in (("context", CONTEXT_VOCAB), ("nocontext", 0))]
     prompts_cache: dict[str, list[list[int]]] = {}
     for name, cfg in variants:
         if only is not None and name not in only:
@@ -514,7 +515,7 @@ def main() -> None:
                     help="SmolLM2 costs with the requests' KV unwritten (as before 2026-11-25: nearly flat target rows)")
     ap.add_argument("--skip-lossless", action="store_true", help="no fp32 lossless check (run it in another call)")
     ap.add_argument("--ngram-only", action="store_true", help="with --smollm: only the n-gram lossless check and speed part")
-    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy, eagle_adaptive_noassist, eagle_adaptive_context (comma-separated)")
+    ap.add_argument("--variants", default="", help="speed: only these of plain, plain_step, eagle_adaptive, eagle_s5, eagle_adaptive_lazy, eagle_adaptive_noassist, eagle_adaptive_context, eagle_adaptive_nocontext (comma-separated)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]

@@ -8,5 +8,5 @@
 source benchmarks/device/env.sh >/dev/null
 [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
 [ -f "$UPDRAFT_EVAL_DIR/mt_bench.jsonl" ] || { echo "no eval sets at $UPDRAFT_EVAL_DIR: carry .stage/p5"; exit 2; }
-NAME=off HEAD=builtin:smollm2 KINDS=noassist EVAL_TIMEOUT=200 bash benchmarks/device/head_eval.sh
+NAME=off HEAD=builtin:smollm2 KINDS=noassist EVAL_TIMEOUT=200 EVAL_ARGS="--context-vocab 0" bash benchmarks/device/head_eval.sh
 NAME=ctx256 HEAD=builtin:smollm2 EVAL_ARGS="--context-vocab 256" bash benchmarks/device/head_eval.sh
