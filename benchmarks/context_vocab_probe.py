@@ -27,6 +27,7 @@ import torch
 from vocab_gain import answers, batches, load_heads, parse_sets  # sibling scripts (benchmarks/)
 
 from updraft.models.eagle import Eagle3Head
+from updraft.spec.context_vocab import extrapolation_map
 from updraft.train.data import TrainBatch
 from updraft.train.forward import norm, shift_left, unroll
 from updraft.train.losses import TargetHead
@@ -35,10 +36,9 @@ VARIANTS = ("base", "history", "prompt")
 
 
 def extrapolated_rows(head: Eagle3Head) -> torch.Tensor:
-    """``W_t @ A`` [V, h]: every target token's row in the draft LM head's own logit space."""
-    w_t = head.shared.lm_head_weight().detach().float()
-    amap = torch.linalg.lstsq(w_t[head.vocab_ids()], head.lm_head.weight.detach().float()).solution
-    return w_t @ amap
+    """``W_t @ A`` [V, h]: every target token's row in the draft LM head's own logit space (the engine's map,
+    ``extrapolation_map``, without the head's calibration)."""
+    return head.shared.lm_head_weight().detach().float() @ extrapolation_map(head)
 
 
 def first_positions(ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

@@ -127,8 +127,8 @@ def test_host_ops_per_fused_iteration_within_budget(target, eagle_head, eagle3_h
     Engine.step() (``step_ops``). Budget: 50 (issue 12). EAGLE-3 runs with 256 context tokens,
     whose host side (``ContextVocab.observe``) writes only for a new token (3.2 ops an iteration
     here against 2.0 without them: the random head emits many tokens outside its vocabulary)."""
-    extra = {"context_vocab": 256} if kind == "eagle3" else {}
-    llm = fused_llm(target, eagle_head if kind == "eagle" else eagle3_head, kind, adaptive=False, **extra)
+    llm = fused_llm(target, eagle_head if kind == "eagle" else eagle3_head, kind, adaptive=False,
+                    context_vocab=256 if kind == "eagle3" else None)
     eng = llm.engine
     assert (eng.spec.proposer.context is not None) == (kind == "eagle3")  # type: ignore[union-attr]
     req = eng.add_request(prompts(1, seed=1)[0], SamplingParams(temperature=0.0, max_tokens=200, ignore_eos=True))
