@@ -292,6 +292,8 @@ class Engine:
             else:
                 self.stats.decode_steps += 1
             self._run_isolated(sched)
+        if self.spec is not None:
+            self.spec.flush_observed()
         out, self._pending = self._pending, []
         return out
 

@@ -191,8 +191,12 @@ MUTATIONS: tuple[Mutation, ...] = (
        "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
     _m("context-row-kept-on-readmission", "-", "a request admitted into a row keeps the context tokens the row's last "
        "request left past its own", CTX,
-       "        self.ids[row].fill_(-1)\n", "        pass  # MUTATION\n",
+       "            self.ids[packed[3 * n + 2 * m :]] = -1\n", "            pass  # MUTATION\n",
        "tests/spec/test_context_vocab.py::test_extrapolation_recovers_a_linear_head_and_admit_writes_its_rows"),
+    _m("context-observed-never-flushed", "-", "the engine's step leaves the tokens its emits observed queued on the "
+       "host: generated tokens never join the rows' context tokens", "updraft/engine/engine.py",
+       "            self.spec.flush_observed()\n", "            pass  # MUTATION\n",
+       "tests/spec/test_context_vocab.py::test_the_engine_writes_observed_tokens_once_a_step_whatever_the_batch"),
     _m("wrong-stride", "-", "triton's extend kernel gets the head stride as the token stride of the new keys",
        "updraft/attention/triton_kernels/extend.py", "*_two_strides(q), *_two_strides(k_new),",
        "*_two_strides(q), k_new.stride(1), k_new.stride(1),",

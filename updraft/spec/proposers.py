@@ -105,6 +105,10 @@ class Proposer(ABC):
         """``tokens`` were just appended to the request's output (host, every emit)."""
         return None
 
+    def flush_observed(self) -> None:
+        """The engine's step emitted everything it will: device writes ``observe`` queued go now."""
+        return None
+
 
 class NgramProposer(Proposer):
     def __init__(self, n_min: int, n_max: int, device: torch.device) -> None:
@@ -291,6 +295,10 @@ class DraftModelProposer(Proposer):
         if self.context is not None and req.row is not None:
             self.context.observe(req.row, tokens)
 
+    def flush_observed(self) -> None:
+        if self.context is not None:
+            self.context.flush()
+
     # ---- prefill ---------------------------------------------------------------------
     def on_prefill(self, reqs, starts, lens, finished_prefill, target_hidden):  # type: ignore[override]
         for req in reqs:  # a (re-)prefill makes the draft current (a preempted request lost its KV)
@@ -298,6 +306,8 @@ class DraftModelProposer(Proposer):
             # once per request and row (a cached prefix may start it past 0): O(prompt) on the host
             if self.context is not None and req.row is not None and self.context.owner(req.row) != req.request_id:
                 self.context.admit(req.row, req.prompt_ids + req.output_ids, owner=req.request_id)
+        if self.context is not None:  # this prefill's first drafts read them
+            self.context.flush()
         ids: list[int] = []
         seq: list[int] = []
         ext: list[int] = []

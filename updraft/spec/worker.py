@@ -109,6 +109,10 @@ class SpecWorker:
         """``tokens`` joined the request's output (the engine's emit): the proposer may keep some."""
         self.proposer.observe(req, tokens)
 
+    def flush_observed(self) -> None:
+        """Once a step, after its emits: what ``observe`` queued reaches the device in one batch."""
+        self.proposer.flush_observed()
+
     def catch_up(self, reqs: list[SpecRequestView]) -> None:
         """Bring the draft of ``reqs`` up to date (before anything else drafts for them)."""
         with self.timer("catch_up"):
