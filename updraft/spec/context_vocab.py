@@ -206,8 +206,10 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
     cid = tl.full([], -1, tl.int64)
     for k0 in range(0, n, BLOCK_K):
         ids = tl.load(Ids + r * s_ids + k0 + k, mask=k0 + k < n, other=-1).to(tl.int64)
-        w = tl.load(Rows + r * s_rows + (k0 + k)[:, None] * H + h[None, :], mask=(ids[:, None] >= 0) & (h[None, :] < H),
-                    other=0.0).to(tl.float32)
+        # masked by the count, not by the ids: the two loads issue together instead of one after the
+        # other (a round trip a tile); a -1 entry's row is read and then scored -inf below
+        w = tl.load(Rows + r * s_rows + (k0 + k)[:, None] * H + h[None, :],
+                    mask=((k0 + k)[:, None] < n) & (h[None, :] < H), other=0.0).to(tl.float32)
         s = tl.where(ids >= 0, tl.sum(w * fn[None, :], axis=1), float("-inf"))
         sb = tl.max(s, axis=0)
         si = tl.min(tl.where(s == sb, k, BLOCK_K), axis=0)
