@@ -8,25 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from updraft.errors import CheckpointError
 from updraft.models.eagle import CONTEXT_KEY, Eagle3Head, load_draft_head
 from updraft.models.loader import load_checkpoint
 from updraft.spec import context_vocab as cv
-from updraft.testing import HIDDEN, write_eagle3_head
-
-
-class _Ops(TorchDispatchMode):
-    """Counts the tensor ops dispatched inside it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.n = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-        self.n += 1
-        return func(*args, **(kwargs or {}))
+from updraft.testing import HIDDEN, count_ops, write_eagle3_head
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +160,8 @@ def test_observed_tokens_reach_the_device_at_the_flush_for_every_row_at_once(hea
     ctx.observe(4, [x[1]])
     assert ctx.queued == 6  # x[5], x[6], x[7]; x[10]; x[9], x[1] (row 3's went with it)
 
-    with _Ops() as ops:
-        ctx.flush()
-    assert ops.n <= 16, f"{ops.n} tensor ops in one flush"
+    ops = count_ops(ctx.flush).aten
+    assert ops <= 16, f"{ops} tensor ops in one flush"
     assert ctx.ids.tolist() == [[x[0], x[5], x[6], x[7]], [x[1], -1, -1, -1], [x[2], x[10], -1, -1],
                                 [x[3], -1, -1, -1], [x[9], x[1], -1, -1]]
     assert ctx.count.tolist() == [4, 1, 2, 1, 2]
@@ -183,9 +169,7 @@ def test_observed_tokens_reach_the_device_at_the_flush_for_every_row_at_once(hea
     valid = ctx.ids >= 0
     torch.testing.assert_close(ctx.rows[valid], w_t[ctx.ids[valid]] @ ctx.map)
     ctx.observe(0, [x[11]])  # full: nothing queued
-    with _Ops() as ops:
-        ctx.flush()
-    assert ops.n == 0
+    assert count_ops(ctx.flush).aten == 0
 
 
 def test_size_must_be_positive(head: Eagle3Head) -> None:
@@ -264,16 +248,12 @@ def test_the_engine_writes_observed_tokens_once_a_step_whatever_the_batch(target
     real_observe, real_flush = cv.ContextVocab.observe, cv.ContextVocab.flush
 
     def observe(self: cv.ContextVocab, row: int, tokens: list[int]) -> None:
-        with _Ops() as ops:
-            real_observe(self, row, tokens)
-        seen["observe"] += ops.n
+        seen["observe"] += count_ops(lambda: real_observe(self, row, tokens)).aten
 
     def flush(self: cv.ContextVocab) -> None:
         seen["written"] += self.queued
-        with _Ops() as ops:
-            real_flush(self)
         seen["flushes"] += 1
-        seen["flush_ops"] = max(seen["flush_ops"], ops.n)
+        seen["flush_ops"] = max(seen["flush_ops"], count_ops(lambda: real_flush(self)).aten)
 
     monkeypatch.setattr(cv.ContextVocab, "observe", observe)
     monkeypatch.setattr(cv.ContextVocab, "flush", flush)

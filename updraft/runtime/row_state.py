@@ -26,6 +26,7 @@ import torch
 
 from updraft.runtime.request_view import RequestView
 from updraft.runtime.sampler import GREEDY_TEMPERATURE
+from updraft.runtime.transfer import to_device
 
 #: Columns of ``RowState.sampling``. Raw (as ``SamplingParams`` has them; what the target's
 #: filtered distribution takes, ``rejection_kernels``): TEMP (below GREEDY_TEMPERATURE: greedy),
@@ -81,11 +82,7 @@ class RowState:
                             dtype=torch.int64)
         floats = sampling_rows(reqs)
         rows = torch.tensor([r.row for r in reqs], dtype=torch.long)
-        if self.device.type == "cuda":  # pinned: a pageable copy would wait for the iteration in flight
-            ints, floats, rows = ints.pin_memory(), floats.pin_memory(), rows.pin_memory()
-        ints = ints.to(self.device, non_blocking=True)
-        floats = floats.to(self.device, non_blocking=True)
-        rows = rows.to(self.device, non_blocking=True)
+        ints, floats, rows = (to_device(t, self.device) for t in (ints, floats, rows))
         self.seq_len[rows] = ints[:, 0]
         self.bonus[rows] = ints[:, 1]
         self.rng[rows] = ints[:, 2:]

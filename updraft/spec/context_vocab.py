@@ -35,6 +35,7 @@ import triton.language as tl
 
 from updraft.models.eagle import Eagle3Head
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
+from updraft.runtime.transfer import to_device
 from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, target_id, use_triton
 
 
@@ -73,10 +74,9 @@ class ContextVocab:
         self.in_vocab[head.vocab_ids().cpu()] = True
         #: the same as bytes: the host's per-token checks stay off the tensor dispatcher
         self._in_vocab_host = self.in_vocab.numpy().tobytes()
-        #: request row -> the context tokens it holds (host copy of ``ids``' valid entries, with
-        #: what the next ``flush`` writes), and the same as a set
-        self._held: dict[int, list[int]] = {}
-        self._held_set: dict[int, set[int]] = {}
+        #: request row -> the context tokens it holds (``ids``' valid entries, with what the next
+        #: ``flush`` writes; their slots come from ``_pending``)
+        self._held: dict[int, set[int]] = {}
         #: request row -> (first slot, tokens) that the next ``flush`` writes there
         self._pending: dict[int, tuple[int, list[int]]] = {}
         #: rows whose earlier tokens the next ``flush`` clears first (admitted since the last one)
@@ -103,9 +103,8 @@ class ContextVocab:
         if owner is not None:
             self._owner[row] = owner
         chosen = prompt_choice(tokens, self._in_vocab_host, self.size)
-        self._held[row] = list(chosen)
-        self._held_set[row] = set(chosen)
-        self._pending[row] = (0, list(chosen))
+        self._held[row] = set(chosen)
+        self._pending[row] = (0, chosen)
         self._reset.add(row)
         return len(chosen)
 
@@ -116,15 +115,14 @@ class ContextVocab:
         held = self._held.get(row)
         if held is None or len(held) >= self.size:
             return
-        vocab, seen = self._in_vocab_host, self._held_set[row]
-        new = [t for t in dict.fromkeys(tokens) if 0 <= t < len(vocab) and not vocab[t] and t not in seen]
+        vocab = self._in_vocab_host
+        new = [t for t in dict.fromkeys(tokens) if 0 <= t < len(vocab) and not vocab[t] and t not in held]
         if not new:
             return
         new = new[: self.size - len(held)]
         start, queued = self._pending.get(row, (len(held), []))
         self._pending[row] = (start, queued + new)
-        held.extend(new)
-        seen.update(new)
+        held.update(new)
 
     @property
     def queued(self) -> int:
@@ -133,7 +131,6 @@ class ContextVocab:
 
     def release(self, row: int) -> None:
         self._held.pop(row, None)
-        self._held_set.pop(row, None)
         self._owner.pop(row, None)
         self._pending.pop(row, None)
         self._reset.discard(row)
@@ -159,10 +156,7 @@ class ContextVocab:
         self._pending.clear()
         self._reset.clear()
         n, m = len(toks), len(touched)
-        packed = torch.tensor(rows + slots + toks + touched + counts + reset, dtype=torch.long)
-        if self.device.type == "cuda":  # pinned: a pageable copy would wait for the iteration in flight
-            packed = packed.pin_memory()
-        packed = packed.to(self.device, non_blocking=True)
+        packed = to_device(torch.tensor(rows + slots + toks + touched + counts + reset, dtype=torch.long), self.device)
         if reset:
             self.ids[packed[3 * n + 2 * m :]] = -1
         if n:

@@ -37,6 +37,7 @@ import triton.language as tl
 
 from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.request_view import RequestView
+from updraft.runtime.transfer import to_device
 from updraft.spec.sampling_kernels import use_triton
 
 #: History value of the columns before position 0 (token ids are never negative).
@@ -191,10 +192,7 @@ class DeviceNgram:
             self._synced[row] = n
         if not toks:
             return
-        packed = torch.tensor([rows, cols, toks], dtype=torch.int64)
-        if self.device.type == "cuda":  # pinned: a pageable copy would wait for the iteration in flight
-            packed = packed.pin_memory()
-        packed = packed.to(self.device, non_blocking=True)
+        packed = to_device(torch.tensor([rows, cols, toks], dtype=torch.int64), self.device)
         self.hist[packed[0], packed[1]] = packed[2].to(torch.int32)
 
     # ---- inside the graph --------------------------------------------------------------------
