@@ -26,7 +26,8 @@ prologue (a pass over a float32 row: not timed here).
 Timed as CUDA graphs of ``copies`` back-to-back launches over distinct weight copies (weights from
 memory, as in a step), PDL as in production; each fold over a few tiles. It pays where a fold beats
 production by more than the prologue it moves. Correctness: every variant against float64.
-``--smoke``: tiny shapes under the Triton interpreter (CPU).
+``--smoke``: tiny shapes under the Triton interpreter (CPU); ``--compile-check``: both kernels
+compiled for sm_90 at the sweep's smallest and largest tiles (no GPU; a process without ``TRITON_INTERPRET``).
 
     python benchmarks/fold_probe.py --out results/fold_probe.json
 """
@@ -43,7 +44,8 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-if not torch.cuda.is_available():  # the interpreter switch is read when a kernel is defined
+# the interpreter switch is read when a kernel is defined; --compile-check compiles them instead
+if not torch.cuda.is_available() and "--compile-check" not in sys.argv:
     os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
@@ -294,12 +296,45 @@ def cases(cuda: bool, probes: list[str], nw_of: Callable[[int], torch.Tensor], g
                     yield dict(probe="oproj", shape=name, rows=m, live_splits=live), v, ref, copies
 
 
+def compile_check() -> int:
+    """Both kernels compiled for sm_90 (bf16; FMA tiles at one row, tensor-core tiles at 16) at the
+    smallest and the largest tile the GPU run sweeps per shape (the largest is where registers
+    spill or shared memory runs out): the interpreter accepts code the compiler rejects."""
+    from triton.backends.compiler import GPUTarget
+
+    from updraft.attention.triton_kernels.compile_check import _compile
+
+    target = GPUTarget("cuda", 90, 32)
+    common = dict(DOT_F32=False, PREC="tf32", RNE=False)
+    done = 0
+    for _, hid, _, _, d, _ in SHAPES:
+        for bm, dot in ((1, False), (16, True)):
+            tiles = mlp_tiles(True, hid, 1 if bm == 1 else 16)
+            for p, k, h, warps in (tiles[0], tiles[-1]):
+                consts = dict(BLOCK_P=p, BLOCK_M=bm, BLOCK_K=k, BLOCK_H=h, BLOCK_S=16, DOT=dot, PREFETCH=hid <= 2048,
+                              LINE=64, **common)
+                ptrs = dict(X="bf16", Sq="fp32", W="bf16", WdT="bf16", Acc="fp32", Zero="fp32")
+                _compile(mlp_fold_kernel, target, ptrs, consts, warps, floats=("eps",))
+                done += 1
+            tiles = oproj_tiles(True, hid)
+            for n, bs, _, warps in (tiles[0], tiles[-1]):
+                consts = dict(D=d, BLOCK_N=n, BLOCK_M=bm, BLOCK_S=bs, ALL_S=SPLITS, DOT=dot, **common)
+                _compile(oproj_fold_kernel, target, dict(MidO="fp32", MidLse="fp32", W="bf16", Acc="fp32"), consts,
+                         warps)
+                done += 1
+    print(f"ok {done} specializations compiled for sm_90")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--probes", default="mlp,oproj", help="comma-separated: mlp, oproj")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes under the Triton interpreter (CPU)")
+    ap.add_argument("--compile-check", action="store_true", help="compile both kernels for sm_90 (no GPU)")
     args = ap.parse_args(argv)
+    if args.compile_check:
+        return compile_check()
     probes = args.probes.split(",")
     if bad := sorted(set(probes) - {"mlp", "oproj"}):
         raise ValueError(f"--probes: {', '.join(bad)} (allowed: mlp, oproj)")
