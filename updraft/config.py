@@ -68,7 +68,7 @@ class EngineConfig:
         "sampled batch, and each S adaptive speculation first picks for it, waits for a capture) or auto (start on "
         "CUDA; first use under the CPU graph emulator, where a capture costs an eager iteration)", default="auto"
     )
-    progress: bool = _opt("show progress bars (loading, capture)", default=True)
+    progress: bool = _opt("show progress bars (loading, capture) on a terminal; never in logs", default=True)
     speculative: SpeculativeConfig | None = _opt("speculative decoding (None = off)", default=None)
 
     def resolved_device(self) -> torch.device:

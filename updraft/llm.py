@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from updraft.config import EngineConfig
 from updraft.engine.engine import Engine
 from updraft.engine.request import Request, StepOutput
+from updraft.progress import bar as progress_bar
 from updraft.sampling_params import SamplingParams
 
 Message = dict[str, str]
@@ -147,11 +147,7 @@ class LLM:
         return results
 
     def _drive(self, total: int, use_tqdm: bool) -> Iterator[list[StepOutput]]:
-        bar = None
-        if use_tqdm:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, desc="Generating", file=sys.stderr)
+        bar = progress_bar(total, "Generating", enabled=use_tqdm)
         try:
             while self.engine.has_unfinished():
                 outs = self.engine.step()

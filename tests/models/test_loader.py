@@ -101,12 +101,19 @@ def test_dtype_and_max_positions(tmp_path: Path) -> None:
     assert loaded.model.rotary.cos_sin.shape[0] == 32
 
 
-def test_progress_bar_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_progress_bar_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loading bar draws on stderr where bars draw (a terminal; here forced), never when the
+    caller turns it off, and not into a log (pytest's captured stderr is not a terminal)."""
     folder = save(tiny_model("llama", tied=True), tmp_path / "m")
+    monkeypatch.setenv("UPDRAFT_PROGRESS", "1")
     load_checkpoint(folder, dtype=torch.float32, device="cpu", progress=True)
     captured = capsys.readouterr()
     assert "Loading weights" in captured.err and captured.out == ""
     load_checkpoint(folder, dtype=torch.float32, device="cpu", progress=False)
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv("UPDRAFT_PROGRESS")
+    load_checkpoint(folder, dtype=torch.float32, device="cpu", progress=True)
     assert capsys.readouterr().err == ""
 
 

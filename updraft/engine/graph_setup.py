@@ -4,12 +4,12 @@ per phase: batch sizes, time, graph memory)."""
 from __future__ import annotations
 
 import logging
-import sys
 from typing import TYPE_CHECKING
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardMode
 from updraft.engine.spec_driver import fused_planned
 from updraft.models.mtp import chain_step
+from updraft.progress import bar as progress_bar
 from updraft.runtime.graphs.phase_graph import PhaseSpec, capture_sizes
 from updraft.runtime.model_runner import ModelRunner
 from updraft.spec.proposers import DraftModelProposer
@@ -150,11 +150,7 @@ def capture_engine_graphs(engine: Engine) -> list[str]:
     emulate = kind == "emulate"
     jobs = plan_phases(engine)
     lines = []
-    bar = None
-    if cfg.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs), desc="Capturing graphs", file=sys.stderr)
+    bar = progress_bar(len(jobs), "Capturing graphs", enabled=cfg.progress)
     try:
         for runner, phase in jobs:
             name = phase.mode.name

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 
 from updraft.batch import REAL_MODES, ForwardMode
+from updraft.progress import bar as progress_bar
 
 ATTN_MODES = REAL_MODES  # the matrix's column order
 RUNNERS = ("eager", "graph-metadata", "graph")
@@ -348,11 +349,8 @@ def run_matrix(
             status, reason = cell_applicability(b, c, device)
             cells[(b, c.key)] = Cell(b, c.key, status or "pass", reason=reason)
     units = list(plan_units(backends, columns, device, tier))
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=sum(u.weight for u in units), desc=f"kit {tier} on {device}", unit="case", dynamic_ncols=True)
+    bar = progress_bar(sum(u.weight for u in units), f"kit {tier} on {device}", enabled=progress, unit="case",
+                       dynamic_ncols=True)
     outcomes: list[Outcome] = []
 
     def take(unit: Unit, got: list[Outcome], seconds: float) -> None:

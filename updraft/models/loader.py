@@ -9,14 +9,12 @@ time, so peak host memory is one tensor, never a second copy of the model.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from updraft.errors import CheckpointError, ModelNotFoundError
 from updraft.models.config import ModelConfig, UnsupportedArchitectureError
@@ -24,6 +22,7 @@ from updraft.models.deepseek import DeepseekV2ForCausalLM, DeepseekV3ForCausalLM
 from updraft.models.gguf import GGUFCheckpoint, brief
 from updraft.models.llama import DecoderLM, LlamaForCausalLM
 from updraft.models.mtp_formats import mtp_param_name, num_mtp_modules
+from updraft.progress import bar as progress_bar
 from updraft.tokenizer import Tokenizer
 
 SAFETENSORS_FILE = "model.safetensors"
@@ -233,16 +232,14 @@ def _fill(
     cursor: _Cursor,
     progress: bool,
 ) -> None:
-    bar = tqdm(
-        total=total, desc="Loading weights", unit="tensor", file=sys.stderr,
-        disable=not progress, leave=False,
-    )
+    bar = progress_bar(total, "Loading weights", enabled=progress, unit="tensor", leave=False)
 
     def counted() -> Iterator[tuple[str, torch.Tensor]]:
         for name, tensor in weights:
             cursor.tensor = name
             yield name, tensor
-            bar.update(1)
+            if bar is not None:
+                bar.update(1)
         cursor.tensor = None
 
     try:
@@ -257,4 +254,5 @@ def _fill(
             reason = f"tensor {cursor.tensor}: {reason}"
         raise CheckpointError(f"{cursor.file}: {reason}") from e
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()

@@ -18,7 +18,6 @@ and is trained against target position ``j+1`` (tests/train/test_data.py checks 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from updraft.batch import CaptureHidden, ForwardMode
 from updraft.data import free_turn
 from updraft.data.prompts import Message, TrainPrompt
 from updraft.engine.engine import Engine
+from updraft.progress import bar as progress_bar
 from updraft.sampling_params import SamplingParams
 
 logger = logging.getLogger("updraft.train")
@@ -345,10 +345,7 @@ def collect_sequences(
     still valid teacher-forcing data (greedy or sampled, each token came from the target) and
     are kept when they have at least 2 tokens; prompts never started are dropped."""
     c = _Collector(engine, prompts, max_new_tokens, temperature, seed)
-    if progress:
-        from tqdm import tqdm
-
-        c.bar = tqdm(total=len(prompts), desc=desc, file=sys.stderr, unit="req")
+    c.bar = progress_bar(len(prompts), desc, enabled=progress, unit="req")
     t0 = time.perf_counter()
     try:
         while True:
@@ -489,11 +486,7 @@ def teacher_force(
     aux = torch.empty(total, cfg.hidden_size * len(aux_layers), dtype=engine.dtype, device=store) if aux_layers else None
     argmax = torch.empty(total, dtype=torch.long, device=store)
     row0 = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(seqs), desc="Teacher forcing", file=sys.stderr, unit="seq")
+    bar = progress_bar(len(seqs), "Teacher forcing", enabled=progress, unit="seq")
     try:
         for chunk in chunks:
             if not chunk:

@@ -40,6 +40,7 @@ from updraft.engine.engine import Engine
 from updraft.models.eagle import Eagle3Head
 from updraft.models.loader import LoadedModel, load_checkpoint
 from updraft.models.resolve import resolve_model
+from updraft.progress import bar as progress_bar
 from updraft.provenance import git_commit
 from updraft.sampling_params import SamplingParams
 from updraft.train.checkpoint import (
@@ -476,11 +477,7 @@ def train(
     batches = epoch_batches(lengths, cfg.batch_tokens, cfg.seed, state.epoch)
     if not (cfg.resume or cfg.resume_from is not None):
         plan_schedule(cfg, state, len(batches))
-    bar = None
-    if cfg.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=state.total_steps, initial=state.step, desc="Training", file=sys.stderr, unit="step")
+    bar = progress_bar(state.total_steps, "Training", enabled=cfg.progress, initial=state.step, unit="step")
     loader = Prefetcher(prep.train, device, cfg.method == "eagle3", cfg.batch_pad)
     train_start = time.time()
     tokens_at_start = state.tokens_seen
