@@ -125,17 +125,22 @@ def write_calibration(folder: Path, scale: float, bias: float) -> None:
     path.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--head", default="builtin:smollm2")
+def add_own_and_eval_args(ap: argparse.ArgumentParser, own: int, own_help: str) -> None:
+    """The flags of a script that fits or chooses on our own prompts' answers and reports on the eval sets."""
     ap.add_argument("--model", default="default")
-    ap.add_argument("--own", type=int, default=120, help="own prompts to fit on")
+    ap.add_argument("--own", type=int, default=own, help=own_help)
     ap.add_argument("--seed", type=int, default=777)
     ap.add_argument("--prompt-set", default="v6", choices=PROMPT_SETS)
     ap.add_argument("--sets", default="mt_bench=80,humaneval=20,gsm8k=20,alpaca=20,sum=20,qa=20")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--out", type=Path, required=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--head", default="builtin:smollm2")
+    add_own_and_eval_args(ap, 120, "own prompts to fit on")
     ap.add_argument("--cache", type=Path, help="keep the own answers' records here (reused when present)")
     ap.add_argument("--write-head", type=Path, help="write the fitted scale and bias into this head folder's config.json")
     args = ap.parse_args()

@@ -22,12 +22,11 @@ import tempfile
 from pathlib import Path
 
 import torch
-from context_calibration import own_answers  # siblings (benchmarks/)
+from context_calibration import add_own_and_eval_args, own_answers  # siblings (benchmarks/)
 from safetensors import safe_open
 from safetensors.torch import save_file
 from vocab_gain import answers, chains, load_heads, parse_sets
 
-from updraft.data.prompts import PROMPT_SETS
 from updraft.heads import resolve_draft_path
 from updraft.models.eagle import load_draft_head
 
@@ -89,14 +88,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--head", action="append", required=True, help="NAME=FOLDER or NAME=builtin:X (repeat)")
     ap.add_argument("--mix", action="append", required=True, help="NAME=W,NAME=W (repeat; weights normalised)")
-    ap.add_argument("--model", default="default")
-    ap.add_argument("--own", type=int, default=200, help="own prompts that choose the mix")
-    ap.add_argument("--seed", type=int, default=777)
-    ap.add_argument("--prompt-set", default="v6", choices=PROMPT_SETS)
-    ap.add_argument("--sets", default="mt_bench=80,humaneval=20,gsm8k=20,alpaca=20,sum=20,qa=20")
-    ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--out", type=Path, required=True)
+    add_own_and_eval_args(ap, 200, "own prompts that choose the mix")
     ap.add_argument("--write-best", type=Path, help="write the mix the own prompts chose here as a head folder")
     args = ap.parse_args()
     folders: dict[str, Path] = {}
