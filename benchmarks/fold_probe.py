@@ -23,6 +23,16 @@ successor adds into, triple-buffered, since the buffer the launch before read ca
 until it has finished); the residual add and the next norm's statistics move into the next GEMM's
 prologue (a pass over a float32 row: not timed here).
 
+If both pay, the layer they make (four launches): the residual stream lives in two float32
+buffers A and B per forward. QKV(l) reads A (rounded to the activation dtype: the stream; its
+norm from the row itself; program 0 writes the rounded rows into B as the o_proj's starting sum,
+and into a capture buffer where EAGLE-3 takes the layer's output), attention(l) writes its split
+partials, the o_proj fold adds into B and clears A (QKV(l), its last reader, has finished), the
+MLP fold reads B (its own norm), adds its partials into A and program 0 adds B's rounded rows, and
+QKV(l + 1) reads A. The backend hands its split partials to the layer instead of merging them,
+which moves the merge out of ``forward_stored``: an interface change to make only on a measured
+win.
+
 Timed as CUDA graphs of ``copies`` back-to-back launches over distinct weight copies (weights from
 memory, as in a step), PDL as in production; each fold over a few tiles. It pays where a fold beats
 production by more than the prologue it moves. Correctness: every variant against float64.
