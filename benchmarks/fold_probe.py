@@ -16,7 +16,15 @@ layer against 3.7-4.2). Both remaining folds split K instead, so no program repe
   ``W_o[c tile, h's columns]`` into the float32 residual stream. Against ``merge_splits`` +
   ``gemv.linear_add_norm``.
 
-Both together would make four launches a layer (123 a SmolLM2 forward). Costs the probes cannot
+* ``mla_uv`` (issue 15): MLA's split merge + the absorbed V up-projection in one launch. The
+  DeepSeek layer merges the latent partials (``merge_splits``), multiplies each head's merged
+  latent row by its ``w_vc`` [kv_lora, v_head] (``torch.bmm``) and copies the transposed result
+  into o_proj's rows: three launches. The product is per head, so program ``(h, v tile, token
+  tile)`` merges head ``h``'s splits a latent chunk at a time and multiplies at once, writing o_proj's
+  rows: one launch, no atomics (deterministic); the merge repeats per ``v`` tile only. Against
+  ``merge_splits`` + ``torch.bmm`` + the copy, at DeepSeek-V2-Lite's 16 heads and V3's 128.
+
+The two Llama folds together would make four launches a layer (123 a SmolLM2 forward). Costs the probes cannot
 show: the sums' order, so their last bits, vary run to run (``gemv`` has so far refused atomics for
 that); the accumulators must be zeroed (``mlp`` here: each launch clears a slice of the one its
 successor adds into, triple-buffered, since the buffer the launch before read cannot be cleared
@@ -155,6 +163,45 @@ def oproj_fold_kernel(MidO, MidLse, W, Acc, M, N, s_mt, s_mh, s_ms, s_lt, s_lh, 
     pdl_release_late(PDL)
 
 
+@triton.jit(do_not_specialize=["T"])
+def mla_uv_fold_kernel(MidO, MidLse, Wvc, Out, T, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits,
+                       NUM_HEADS: tl.constexpr, DL: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr,
+                       BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr, ALL_S: tl.constexpr, DOT: tl.constexpr,
+                       DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, PDL: tl.constexpr):
+    """Program ``(h, v tile, token tile)``: head ``h``'s latent splits merged (``merge_splits``'
+    weights; each latent value rounded to W's dtype, as the merge's output is) chunk by chunk and
+    multiplied by ``Wvc[h, chunk, v tile]``; the product rounded into ``Out[t, h * DV + v]``."""
+    h = tl.program_id(0)
+    v = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
+    t = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+    tmask = t < T
+    pdl_enter(PDL)
+    sa = tl.arange(0, ALL_S)
+    lbase = MidLse + t.to(tl.int64) * s_lt + h * s_lh
+    lse = tl.load(lbase[:, None] + sa[None, :], mask=tmask[:, None] & (sa < num_splits)[None, :], other=float("-inf"))
+    mx = tl.max(lse, 1)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    den = tl.sum(tl.where(lse > float("-inf"), tl.exp2(lse - mx[:, None]), 0.0), 1)
+    den = tl.where(den == 0.0, 1.0, den)
+    acc = tl.zeros([BLOCK_V, BLOCK_M], tl.float32)
+    obase = MidO + t[:, None].to(tl.int64) * s_mt + h * s_mh
+    dt = Wvc.dtype.element_ty
+    for d0 in range(0, DL, BLOCK_D):
+        d = d0 + tl.arange(0, BLOCK_D)
+        o = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+        for s in range(0, num_splits):
+            ls = tl.load(lbase + s, mask=tmask, other=float("-inf"))
+            live = ls > float("-inf")
+            part = tl.load(obase + s * s_ms + d[None, :], mask=live[:, None], other=0.0)
+            o += tl.where(live, tl.exp2(ls - mx), 0.0)[:, None] * part
+        o = round_to(o / den[:, None], dt, RNE)
+        wv = tl.load(Wvc + h * DL * DV + d[:, None] * DV + v[None, :])  # [BLOCK_D, BLOCK_V]
+        acc = _product(tl.trans(wv), o, acc, DOT, DOT_F32, PREC)  # [BLOCK_V, BLOCK_M]
+    tl.store(Out + t[None, :].to(tl.int64) * (NUM_HEADS * DV) + h * DV + v[:, None], round_to(acc, dt, RNE),
+             mask=tmask[None, :])
+    pdl_release_late(PDL)
+
+
 def _dot_opts(m: int, dtype: torch.dtype, device: torch.device) -> dict[str, object]:
     dot = m > 2
     dot_f32 = dot and interpreting() and dtype != torch.float32
@@ -184,6 +231,16 @@ def _oproj_fold(mid_o: torch.Tensor, mid_lse: torch.Tensor, w_o: torch.Tensor, a
         mid_o, mid_lse, w_o, acc, m, w_o.shape[0], mid_o.stride(0), mid_o.stride(1), mid_o.stride(2),
         mid_lse.stride(0), mid_lse.stride(1), splits, D=d, BLOCK_N=bn, BLOCK_S=bs,
         ALL_S=triton.next_power_of_2(splits), num_warps=warps, **_dot_opts(m, w_o.dtype, w_o.device))
+
+
+def _mla_uv_fold(mid_o: torch.Tensor, mid_lse: torch.Tensor, w_vc: torch.Tensor, out: torch.Tensor, tile: Tile) -> None:
+    bv, bd, _, warps = tile
+    t, heads, splits, dl = mid_o.shape
+    opts = _dot_opts(t, w_vc.dtype, w_vc.device)
+    mla_uv_fold_kernel[(heads, triton.cdiv(w_vc.shape[2], bv), triton.cdiv(t, opts["BLOCK_M"]))](
+        mid_o, mid_lse, w_vc, out, t, mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
+        mid_lse.stride(1), splits, NUM_HEADS=heads, DL=dl, DV=w_vc.shape[2], BLOCK_V=bv, BLOCK_D=bd,
+        ALL_S=triton.next_power_of_2(splits), num_warps=warps, **opts)
 
 
 def _normed(m: int, hid: int, nw: torch.Tensor, gen: torch.Generator) -> gemv.NormedRows:
@@ -271,6 +328,52 @@ def oproj_variants(m: int, hid: int, heads: int, d: int, live: int, copies: int,
     return out, ref
 
 
+def mla_uv_variants(t: int, heads: int, splits: int, live: int, copies: int, tiles: list[Tile], dtype: torch.dtype,
+                    dev: torch.device, gen: torch.Generator) -> tuple[dict[str, Variant], torch.Tensor]:
+    """MLA's merge + V up-projection at ``t`` token rows (``live`` of ``splits`` splits hold keys;
+    DeepSeek's kv_lora 512, v_head 128) and its float64 output [t, heads * 128]."""
+    dl, dv = 512, 128
+    ws = [(torch.randn(heads, dl, dv, generator=gen) / dl**0.5).to(dtype).to(dev) for _ in range(copies)]
+    mid_o = torch.randn(t, heads, splits, dl, generator=gen).to(dev)
+    lse = torch.randn(t, heads, splits, generator=gen) * 3
+    lse[:, :, live:] = float("-inf")
+    mid_lse = lse.to(dev)
+    wts = torch.softmax(lse.double() * torch.log(torch.tensor(2.0, dtype=torch.float64)), -1)
+    merged = (wts[..., None] * mid_o.double().cpu()).sum(2).to(dtype).double().to(dev)  # [t, H, dl], rounded
+    ref = torch.einsum("thd,hdv->thv", merged, ws[0].double()).reshape(t, heads * dv)
+    lat = torch.empty(t, heads, dl, dtype=dtype, device=dev)
+    out = torch.empty(t, heads * dv, dtype=dtype, device=dev)
+    box: list[torch.Tensor] = [out]
+
+    def prod(i: int) -> None:  # the DeepSeek layer's three launches
+        merge_splits(mid_o, mid_lse, lat)
+        o = torch.bmm(lat.transpose(0, 1), ws[i % copies])
+        box[0] = o.transpose(0, 1).reshape(t, heads * dv)
+
+    def prod_out() -> torch.Tensor:
+        prod(0)
+        return box[0].double()
+
+    found: dict[str, Variant] = {"merge + bmm + copy": (prod, prod_out)}
+    for tile in tiles:
+        def fold(i: int, tile: Tile = tile) -> None:
+            _mla_uv_fold(mid_o, mid_lse, ws[i % copies], out, tile)
+
+        def fold_out(tile: Tile = tile) -> torch.Tensor:
+            _mla_uv_fold(mid_o, mid_lse, ws[0], out, tile)
+            return out.double()
+
+        found[f"fold v{tile[0]} d{tile[1]} w{tile[3]}"] = (fold, fold_out)
+    return found, ref
+
+
+def mla_uv_tiles(cuda: bool) -> list[Tile]:
+    """(BLOCK_V, BLOCK_D, unused, warps): a narrower v tile repeats the merge, with more programs."""
+    if not cuda:
+        return [(16, 16, 0, 4)]
+    return [(v, d, 0, w) for v in (32, 64, 128) for d in (32, 64) for w in (4, 8)]
+
+
 def mlp_tiles(cuda: bool, hid: int, m: int) -> list[Tile]:
     """(BLOCK_P, BLOCK_K, BLOCK_H, warps); tensor-core tiles (past 2 rows) need BLOCK_P >= 16."""
     ps = (8, 16, 32) if m <= 2 else (16, 32)
@@ -290,9 +393,20 @@ def oproj_tiles(cuda: bool, hid: int) -> list[Tile]:
     return [(n, s, 0, w) for n in ns for s in (8, 16) for w in (4, 8)]
 
 
+#: MLA cases: (name, heads, token rows (decode: one a request), captured splits, live splits)
+MLA_CASES = [("v2-lite", 16, 8, 32, 32), ("v2-lite", 16, 8, 32, 4), ("v2-lite", 16, 64, 8, 8), ("v3", 128, 8, 32, 32),
+             ("v3", 128, 1, 32, 32)]
+
+
 def cases(cuda: bool, probes: list[str], nw_of: Callable[[int], torch.Tensor], gen: torch.Generator,
           ) -> Iterator[tuple[dict[str, object], dict[str, Variant], torch.Tensor, int]]:
     """(row labels, variants, float64 reference, copies) for every probe, shape and row count."""
+    if "mla_uv" in probes:
+        dtype, dev = nw_of(8).dtype, nw_of(8).device
+        for name, heads, t, splits, live in MLA_CASES if cuda else [("tiny", 2, 1, 4, 3), ("tiny", 2, 3, 4, 3)]:
+            copies = 16 if cuda else 2
+            v, ref = mla_uv_variants(t, heads, splits, live, copies, mla_uv_tiles(cuda), dtype, dev, gen)
+            yield dict(probe="mla_uv", shape=name, rows=t, live_splits=live), v, ref, copies
     shapes = SHAPES if cuda else [("tiny", 64, 96, 4, 16, (1, 6))]
     for name, hid, inter, heads, d, ms in shapes:
         copies = (64 if hid <= 1024 else 4) if cuda else 2
@@ -332,13 +446,19 @@ def compile_check() -> int:
                 _compile(oproj_fold_kernel, target, dict(MidO="fp32", MidLse="fp32", W="bf16", Acc="fp32"), consts,
                          warps)
                 done += 1
+    for bm, dot in ((1, False), (16, True)):
+        tiles = mla_uv_tiles(True)
+        for bv, bd, _, warps in (tiles[0], tiles[-1]):
+            consts = dict(NUM_HEADS=16, DL=512, DV=128, BLOCK_M=bm, BLOCK_V=bv, BLOCK_D=bd, ALL_S=32, DOT=dot, **common)
+            _compile(mla_uv_fold_kernel, target, dict(MidO="fp32", MidLse="fp32", Wvc="bf16", Out="bf16"), consts, warps)
+            done += 1
     print(f"ok {done} specializations compiled for sm_90")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--probes", default="mlp,oproj", help="comma-separated: mlp, oproj")
+    ap.add_argument("--probes", default="mlp,oproj,mla_uv", help="comma-separated: mlp, oproj, mla_uv")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--smoke", action="store_true", help="tiny shapes under the Triton interpreter (CPU)")
     ap.add_argument("--compile-check", action="store_true", help="compile both kernels for sm_90 (no GPU)")
@@ -346,8 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compile_check:
         return compile_check()
     probes = args.probes.split(",")
-    if bad := sorted(set(probes) - {"mlp", "oproj"}):
-        raise ValueError(f"--probes: {', '.join(bad)} (allowed: mlp, oproj)")
+    if bad := sorted(set(probes) - {"mlp", "oproj", "mla_uv"}):
+        raise ValueError(f"--probes: {', '.join(bad)} (allowed: mlp, oproj, mla_uv)")
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         print("fold_probe: needs a CUDA GPU (or --smoke)", file=sys.stderr)

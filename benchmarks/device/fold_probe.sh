@@ -1,5 +1,6 @@
 # usage: bash benchmarks/device/fold_probe.sh     (carrying .whl; no model, no staging: random weights)
-# Issue 14's two K-split folds (benchmarks/fold_probe.py): the MLP in one launch, the split merge + o_proj in one,
-# each against production's two launches, SmolLM2 and Llama-3.1-8B shapes, 1-8 token rows. ~4 min.
+# benchmarks/fold_probe.py: issue 14's two K-split folds (the MLP in one launch, the split merge + o_proj in one),
+# each against production's two launches at the SmolLM2 and Llama-3.1-8B shapes, 1-8 token rows; issue 15's MLA
+# merge + V up-projection in one launch against merge + bmm + copy (DeepSeek-V2-Lite / V3 heads). ~5 min.
 source benchmarks/device/env.sh >/dev/null
 timeout 500 python benchmarks/fold_probe.py --out $OUT/fold_probe.json 2>&1 | grep -v Warn | tail -60

@@ -1,6 +1,6 @@
-"""``benchmarks/fold_probe.py`` (issue 14's K-split folds) on tiny shapes under the interpreter: both
-folds, and production beside them, give the MLP's and the merge + o_proj's float64 outputs, so the
-times the probe reports on a GPU are of kernels that compute the layer."""
+"""``benchmarks/fold_probe.py`` (issue 14's K-split folds, issue 15's MLA merge + V up-projection) on
+tiny shapes under the interpreter: every fold, and production beside it, gives the float64 output
+of what it replaces, so the times the probe reports on a GPU are of kernels that compute the layer."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ def test_fold_probe_smoke(tmp_path: Path, load_benchmark: Callable[[str], Any]) 
     assert probe.main(["--smoke", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
     assert {(r["probe"], r["rows"], r["variant"].split()[0]) for r in rows} == {
-        (p, m, v) for m in (1, 6) for p, v in (("mlp", "gate_up"), ("mlp", "fold"), ("oproj", "merge"), ("oproj", "fold"))}
+        (p, m, v) for m in (1, 6) for p, v in (("mlp", "gate_up"), ("mlp", "fold"), ("oproj", "merge"), ("oproj", "fold"))
+    } | {("mla_uv", m, v) for m in (1, 3) for v in ("merge", "fold")}
     assert all(r["rel_err"] < 1e-5 for r in rows), rows
 
 
 def test_fold_probe_rejects_unknown_probes(load_benchmark: Callable[[str], Any]) -> None:
-    with pytest.raises(ValueError, match="allowed: mlp, oproj"):
+    with pytest.raises(ValueError, match="allowed: mlp, oproj, mla_uv"):
         load_benchmark("fold_probe").main(["--smoke", "--probes", "mlp,qkv"])
 
 
