@@ -164,8 +164,8 @@ def oproj_fold_kernel(MidO, MidLse, W, Acc, M, N, s_mt, s_mh, s_ms, s_lt, s_lh, 
 
 
 @triton.jit(do_not_specialize=["T"])
-def mla_uv_fold_kernel(MidO, MidLse, Wvc, Out, T, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits,
-                       NUM_HEADS: tl.constexpr, DL: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr,
+def mla_uv_fold_kernel(MidO, MidLse, Wvc, Out, T, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits, s_ot,
+                       DL: tl.constexpr, DV: tl.constexpr, BLOCK_M: tl.constexpr,
                        BLOCK_V: tl.constexpr, BLOCK_D: tl.constexpr, ALL_S: tl.constexpr, DOT: tl.constexpr,
                        DOT_F32: tl.constexpr, PREC: tl.constexpr, RNE: tl.constexpr, PDL: tl.constexpr):
     """Program ``(h, v tile, token tile)``: head ``h``'s latent splits merged (``merge_splits``'
@@ -197,7 +197,7 @@ def mla_uv_fold_kernel(MidO, MidLse, Wvc, Out, T, s_mt, s_mh, s_ms, s_lt, s_lh, 
         o = round_to(o / den[:, None], dt, RNE)
         wv = tl.load(Wvc + h * DL * DV + d[:, None] * DV + v[None, :])  # [BLOCK_D, BLOCK_V]
         acc = _product(tl.trans(wv), o, acc, DOT, DOT_F32, PREC)  # [BLOCK_V, BLOCK_M]
-    tl.store(Out + t[None, :].to(tl.int64) * (NUM_HEADS * DV) + h * DV + v[:, None], round_to(acc, dt, RNE),
+    tl.store(Out + t[None, :].to(tl.int64) * s_ot + h * DV + v[:, None], round_to(acc, dt, RNE),
              mask=tmask[None, :])
     pdl_release_late(PDL)
 
@@ -239,7 +239,7 @@ def _mla_uv_fold(mid_o: torch.Tensor, mid_lse: torch.Tensor, w_vc: torch.Tensor,
     opts = _dot_opts(t, w_vc.dtype, w_vc.device)
     mla_uv_fold_kernel[(heads, triton.cdiv(w_vc.shape[2], bv), triton.cdiv(t, opts["BLOCK_M"]))](
         mid_o, mid_lse, w_vc, out, t, mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
-        mid_lse.stride(1), splits, NUM_HEADS=heads, DL=dl, DV=w_vc.shape[2], BLOCK_V=bv, BLOCK_D=bd,
+        mid_lse.stride(1), splits, out.stride(0), DL=dl, DV=w_vc.shape[2], BLOCK_V=bv, BLOCK_D=bd,
         ALL_S=triton.next_power_of_2(splits), num_warps=warps, **opts)
 
 
@@ -449,7 +449,7 @@ def compile_check() -> int:
     for bm, dot in ((1, False), (16, True)):
         tiles = mla_uv_tiles(True)
         for bv, bd, _, warps in (tiles[0], tiles[-1]):
-            consts = dict(NUM_HEADS=16, DL=512, DV=128, BLOCK_M=bm, BLOCK_V=bv, BLOCK_D=bd, ALL_S=32, DOT=dot, **common)
+            consts = dict(DL=512, DV=128, BLOCK_M=bm, BLOCK_V=bv, BLOCK_D=bd, ALL_S=32, DOT=dot, **common)
             _compile(mla_uv_fold_kernel, target, dict(MidO="fp32", MidLse="fp32", Wvc="bf16", Out="bf16"), consts, warps)
             done += 1
     print(f"ok {done} specializations compiled for sm_90")
@@ -481,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict[str, object]] = []
     summary: list[str] = []
+    info = meta(dev)
     for labels, variants, ref, copies in cases(cuda, probes, nw_of, gen):
         timed: dict[str, float] = {}
         for vname, (run, result) in variants.items():
@@ -504,10 +505,10 @@ def main(argv: list[str] | None = None) -> int:
             best = min((k for k in timed if k != base), key=timed.__getitem__)
             summary.append(" ".join(f"{k}={v}" for k, v in labels.items())
                            + f": {base} {timed[base]:.2f} us, best {best} {timed[best]:.2f} us")
+        if args.out is not None:  # after every case: a run cut short by its time limit keeps what it measured
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"meta": info, "rows": rows, "summary": summary}, indent=1))
     print("\n".join(summary))
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"meta": meta(dev), "rows": rows, "summary": summary}, indent=1))
     return 0
 
 
