@@ -76,7 +76,7 @@ from updraft.attention.triton_kernels.merge import merge_splits  # noqa: E402
 from updraft.ops import gemv, interpreting  # noqa: E402
 from updraft.ops.activation import silu_mul  # noqa: E402
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
-from updraft.ops.gemv_kernels import _halves, _input_product, _prefetch_rows, _product  # noqa: E402
+from updraft.ops.gemv_kernels import _halves, _input_product, _prefetch_rows, _product, gate_up_rows  # noqa: E402
 from updraft.ops.triton_utils import emulate_rne, pdl_enter, pdl_opts, pdl_release_late, round_to  # noqa: E402
 
 #: (name, hidden, intermediate, q heads, head dim, token rows)
@@ -95,9 +95,7 @@ def mlp_fold_kernel(X, Sq, NSQ, W, WdT, Acc, Zero, M, K, INTER, zchunk, ztotal, 
     SiLU-mul, then their rows of ``WdT`` [I, K] into ``Acc`` [M, K] (float32, atomics); and
     ``Zero``'s elements ``[pid * zchunk, (pid + 1) * zchunk)`` cleared for the next launch."""
     pid = tl.program_id(0)
-    r = tl.arange(0, 2 * BLOCK_P)
-    ri = pid * BLOCK_P + r // 2
-    wrow = (ri + (r % 2) * INTER).to(tl.int64)
+    ri, wrow = gate_up_rows(BLOCK_P, INTER)  # production's row layout, so _halves splits them alike
     if PREFETCH:
         _prefetch_rows(W, wrow, ri < INTER, K, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)

@@ -366,6 +366,16 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool,
         tl.store(dst + HALF, hi, mask=omask)
 
 
+@triton.jit
+def gate_up_rows(BLOCK_P: tl.constexpr, INTER):
+    """This program's ``BLOCK_P`` intermediate columns as gate/up weight rows, interleaved (row
+    ``2p`` gate column ``i``, ``2p + 1`` up column ``INTER + i``: one product serves both,
+    ``_halves`` splits them): (intermediate column of each row, weight row) [2 BLOCK_P] each."""
+    r = tl.arange(0, 2 * BLOCK_P)
+    ri = tl.program_id(0) * BLOCK_P + r // 2
+    return ri, (ri + (r % 2) * INTER).to(tl.int64)
+
+
 @triton.jit(do_not_specialize=["M"])
 def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Out, M, K, INTER, stride_x, stride_r, stride_w, stride_o,
                    eps, BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
@@ -375,9 +385,7 @@ def gate_up_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Out, M, K, INTER, 
                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` intermediate columns: gate rows ``i`` and up rows ``INTER + i``."""
     pid = tl.program_id(0)
-    r = tl.arange(0, 2 * BLOCK_P)
-    ri = pid * BLOCK_P + r // 2
-    wrow = (ri + (r % 2) * INTER).to(tl.int64)
+    ri, wrow = gate_up_rows(BLOCK_P, INTER)
     if PREFETCH:
         _prefetch_rows(W, wrow, ri < INTER, stride_w, tl.minimum(K, BLOCK_K), LINE)
     pdl_enter(PDL)
