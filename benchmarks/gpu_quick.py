@@ -1,6 +1,6 @@
 """Quick GPU numbers for SmolLM2 (bs 1/8/32): decode step time with and without CUDA graphs, and
 speculative decoding (n-gram, self-draft) tokens/s, side by side in one run. Prints a table and
-writes JSON to --out. The full benchmark suite is benchmarks/bench.py (issue 8)."""
+writes JSON to --out. The full benchmark is `updraft bench` (updraft/bench/)."""
 
 from __future__ import annotations
 

@@ -43,11 +43,11 @@ class TrainConfig:
     progress: bool = _opt("progress bars", default=True)
     # ---- data
     prompt_set: str = _opt(
-        "prompt set of updraft.data.prompts: v3 (templates; the shipped head's recipe), v4 (v3 plus a third "
+        "prompt set of updraft.data.prompts: v3 (templates), v4 (v3 plus a third "
         "self-instruct prompts: the target writes a user request, then answers it in a new conversation), v5 (v3 "
         "plus long first-turn requests, two fifths of the prompts: a framing, a task and 1-4 constraints, as real "
         "users write them) or v6 (v5 plus free user turns, half of the prompts: the target continues an open user "
-        "turn as the user, then answers that message in a new conversation)", default="v3")
+        "turn as the user, then answers that message in a new conversation; the shipped head's recipe)", default="v3")
     num_prompts: int = _opt("prompts generated from updraft.data.prompts (passage tasks add a follow-up each)", default=4000)
     held_out: int = _opt("prompts kept out of training for the held-out estimate and the final acceptance check", default=48)
     max_new_tokens: int = _opt("longest response generated per prompt", default=320)
