@@ -1,7 +1,8 @@
-"""CPU float32: ``F.linear`` against ``ops.dense`` at decode and verify sizes, on one model's
-weight shapes streamed from memory as a forward streams them (every layer's own matrices, so no
-product finds its weight in cache). Prints a table of milliseconds per forward's worth of products
-(layers, LM head) for each row count, with the ratio, and writes JSON under --out.
+"""CPU float32: the two forms ``ops.dense`` chooses between, ``F.linear`` and ``(W @ x.T).T``
+(``mm``), at decode and verify sizes, on one model's weight shapes streamed from memory as a forward
+streams them (every layer's own matrices, so no product finds its weight in cache). Prints a table of
+milliseconds per forward's worth of products (layers, LM head) for each row count, with the ratio,
+then the plan ``ops.dense.calibrate`` makes on the same weights, and writes JSON under --out.
 
     python benchmarks/cpu_dense.py --rows 1,2,3,4,6,8,16,64 --out benchmarks/results/DIR
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from updraft import ops
+from updraft.ops.dense import MAX_ROWS, calibrate, mm_product
 
 #: SmolLM2-135M: per layer qkv, o, gate_up, down as (out, in); the tied LM head
 LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
@@ -44,6 +45,17 @@ def forward_ms(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], weights
     return best
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform`` says little on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="1,2,3,4,6,8,16,64")
@@ -53,20 +65,26 @@ def main() -> None:
     torch.manual_seed(0)
     weights = [[torch.randn(n, k) for n, k in LAYER_SHAPES] for _ in range(LAYERS)]
     head = torch.randn(*LM_HEAD)
-    paths = {"F.linear": F.linear, "ops.dense": ops.dense}
+    paths = {"F.linear": F.linear, "mm": mm_product}
     rows_out = []
-    print(f"{'rows':>5} {'F.linear layers+head':>22} {'ops.dense layers+head':>23} {'ratio':>6}")
+    print(f"{'rows':>5} {'F.linear layers+head':>22} {'mm layers+head':>23} {'F.linear / mm':>14}")
     for m in (int(r) for r in args.rows.split(",")):
+        if not 1 <= m <= MAX_ROWS:
+            ap.error(f"--rows {m}: the mm form takes 1 to {MAX_ROWS} rows")
         res = {name: forward_ms(fn, weights, head, m, args.repeats) for name, fn in paths.items()}
-        (la, ha), (lb, hb) = res["F.linear"], res["ops.dense"]
+        (la, ha), (lb, hb) = res["F.linear"], res["mm"]
         ratio = (la + ha) / (lb + hb)
-        print(f"{m:>5} {la:>11.1f} + {ha:>6.1f} ms {lb:>12.1f} + {hb:>6.1f} ms {ratio:>5.2f}x")
-        rows_out.append({"rows": m, "f_linear_ms": [la, ha], "dense_ms": [lb, hb], "speedup": ratio})
+        print(f"{m:>5} {la:>11.1f} + {ha:>6.1f} ms {lb:>12.1f} + {hb:>6.1f} ms {ratio:>13.2f}x")
+        rows_out.append({"rows": m, "f_linear_ms": [la, ha], "mm_ms": [lb, hb], "f_linear_over_mm": ratio})
+    chosen = calibrate([w for layer in weights for w in layer] + [head])
+    print(chosen.describe())
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        meta = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+        meta = {"machine": cpu_name(), "threads": torch.get_num_threads(),
                 "torch": torch.__version__, "layers": LAYERS, "layer_shapes": LAYER_SHAPES, "lm_head": LM_HEAD}
-        (args.out / "cpu_dense.json").write_text(json.dumps({"meta": meta, "rows": rows_out}, indent=1))
+        plan = {"source": chosen.source, "mm_rows": sorted(chosen.mm_buckets),
+                "ms_per_pass": {m: list(v) for m, v in chosen.ms.items()}}
+        (args.out / "cpu_dense.json").write_text(json.dumps({"meta": meta, "rows": rows_out, "plan": plan}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Fused element-wise ops of the decoder layer: RMSNorm (plain and fused with the residual add),
 in-place rotary embedding of q and k, and SiLU-and-mul; and ``dense``, the product of every
-linear layer (``F.linear``, with a faster CPU float32 path: see ``dense.py``).
+linear layer (``F.linear``, or on CPU in float32 the faster of two calls on this machine: see ``dense.py``).
 
 Dispatch. Each op is one function here that picks a path per call from the input's device:
 CUDA tensors -> the Triton kernel (``norm``, ``rotary``, ``activation`` modules, imported lazily so

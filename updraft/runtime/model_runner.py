@@ -15,6 +15,7 @@ from updraft.attention.base import AttentionBackend
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode, LogitRows
 from updraft.memory.pools import KVPool, ReqToTokenPool
 from updraft.models.llama import ModelOutput
+from updraft.ops.dense import calibrate as calibrate_dense
 from updraft.runtime.graphs.device_graph import new_pool
 from updraft.runtime.graphs.phase_graph import BatchShape, CaptureStats, PhaseGraphRunner, PhaseSpec
 from updraft.runtime.phase_inputs import PhaseInputs
@@ -37,6 +38,9 @@ class ModelRunner:
         self.config = cfg
         self.device = w.device
         self.dtype = w.dtype
+        if self.device.type == "cpu" and self.dtype == torch.float32:
+            # which call streams a CPU weight fastest depends on the machine's BLAS (ops/dense.py)
+            calibrate_dense([p for p in model.parameters() if p.dim() == 2])
         self.req_pool = req_pool
         self.kv_pool = KVPool(cfg.num_layers, num_pages, page_size, cfg.num_kv_heads, cfg.head_dim, self.dtype, self.device,
                               v_head_dim=cfg.v_head_dim, shared_kv=cfg.shared_kv)
