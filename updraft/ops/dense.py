@@ -153,7 +153,7 @@ def calibrate(weights: Sequence[torch.Tensor], min_bytes: int = CALIBRATE_MIN_BY
     """Choose ``F.linear`` or ``mm`` per row bucket by timing one pass over ``weights`` (a model's
     CPU float32 matrices, in forward order) with each; once per process. Keeps the plan in force
     when the environment pins one, when this process calibrated already, or when ``weights`` hold
-    under ``min_bytes`` (see ``CALIBRATE_MIN_BYTES``). About 0.6 s for SmolLM2-135M on 2 cores."""
+    under ``min_bytes`` (see ``CALIBRATE_MIN_BYTES``). About 0.7 s for SmolLM2-135M on 2 cores."""
     global _plan
     current = plan()
     ws = [w for w in weights if w.dim() == 2 and w.dtype == torch.float32 and w.device.type == "cpu"]
