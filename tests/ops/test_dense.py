@@ -168,6 +168,7 @@ def test_calibrate_keeps_the_faster_form_per_bucket(fresh_plan: None, monkeypatc
 
 def test_calibrate_leaves_weights_that_fit_a_cache_alone(fresh_plan: None) -> None:
     assert calibrate([torch.zeros(64, 64)]) is plan() and plan().source == "default"
+    assert calibrate([torch.zeros(4, 4, 4), torch.zeros(4, 4, dtype=torch.float64)], min_bytes=0).source == "default"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -157,7 +157,7 @@ def calibrate(weights: Sequence[torch.Tensor], min_bytes: int = CALIBRATE_MIN_BY
     global _plan
     current = plan()
     ws = [w for w in weights if w.dim() == 2 and w.dtype == torch.float32 and w.device.type == "cpu"]
-    if current.source != "default" or sum(w.numel() * 4 for w in ws) < min_bytes:
+    if current.source != "default" or not ws or sum(w.numel() * 4 for w in ws) < min_bytes:
         return current
     mm_buckets, ms = set(), {}
     for i, m in enumerate(ROW_BUCKETS):
@@ -166,10 +166,10 @@ def calibrate(weights: Sequence[torch.Tensor], min_bytes: int = CALIBRATE_MIN_BY
         mm_product(x0, ws[0])  # first-call costs out of the timing
         F.linear(x0, ws[0])
         # alternate which form goes first, so a drift in the machine's speed favours neither
-        first = bool(i % 2)
-        a = _pass_ms(ws, xs, first)
-        b = _pass_ms(ws, xs, not first)
-        linear_ms, mm_ms = (b, a) if first else (a, b)
+        mm_first = bool(i % 2)
+        a = _pass_ms(ws, xs, mm_first)
+        b = _pass_ms(ws, xs, not mm_first)
+        linear_ms, mm_ms = (b, a) if mm_first else (a, b)
         ms[m] = (linear_ms, mm_ms)
         if mm_ms < MM_MARGIN * linear_ms:
             mm_buckets.add(m)
