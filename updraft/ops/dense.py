@@ -47,6 +47,8 @@ CALIBRATE_MIN_BYTES = 256 << 20
 #: ``mm`` must beat ``F.linear`` by this factor to be chosen (``F.linear`` is the reference).
 MM_MARGIN = 0.95
 MODES = ("auto", "linear", "mm")
+#: the bucket of each row count 0..MAX_ROWS (``dense`` looks it up on every product)
+_BUCKET_OF = tuple(next(b for b in ROW_BUCKETS if b >= m) for m in range(MAX_ROWS + 1))
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ class DensePlan:
     ms: dict[int, tuple[float, float]] = field(default_factory=dict, compare=False)
 
     def uses_mm(self, rows: int) -> bool:
-        return next(b for b in ROW_BUCKETS if b >= rows) in self.mm_buckets
+        return _BUCKET_OF[rows] in self.mm_buckets
 
     def describe(self) -> str:
         linear = [b for b in ROW_BUCKETS if b not in self.mm_buckets]
