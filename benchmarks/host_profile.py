@@ -77,6 +77,7 @@ def main() -> None:
     ap.add_argument("--head", default=None, help="draft head (folder or builtin:NAME); none: plain decoding")
     ap.add_argument("--method", default="eagle3")
     ap.add_argument("--num-steps", type=int, default=5)
+    ap.add_argument("--context-vocab", type=int, default=0, help="SpeculativeConfig.context_vocab (EAGLE-3 heads; 0: off)")
     ap.add_argument("--bs", type=int, nargs="+", default=[1])
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--detokenize", action="store_true", help="also with incremental text per step (default: ids only)")
@@ -84,7 +85,8 @@ def main() -> None:
     args = ap.parse_args()
     spec = None
     if args.head:
-        spec = SpeculativeConfig(method=args.method, draft_model=args.head, num_steps=args.num_steps, adaptive=False)
+        spec = SpeculativeConfig(method=args.method, draft_model=args.head, num_steps=args.num_steps, adaptive=False,
+                                 context_vocab=args.context_vocab)
     cfg = EngineConfig(model=args.model, speculative=spec, progress=False, max_running_requests=max(args.bs))
     loaded = random_model(args.model, cfg.resolved_dtype(), cfg.resolved_device()) if is_random(args.model) else None
     eng = Engine(cfg, loaded)
