@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from updraft.memory import table_writer
+from updraft.memory import staging
 from updraft.memory.table_writer import TableWriter
 
 
@@ -18,7 +18,7 @@ def _reference(table: torch.Tensor, rows: list[int], cols: list[int], slots: lis
 def test_writes_match_a_plain_assignment_and_grow_past_the_staging() -> None:
     table, ref = torch.zeros(5, 700, dtype=torch.int32), torch.zeros(5, 700, dtype=torch.int32)
     writer = TableWriter(table)
-    big = table_writer._MIN_ENTRIES + 37
+    big = staging.MIN_ENTRIES + 37
     writes = [([1, 1, 3], [0, 1, 699], [7, 8, 9]), ([], [], []),
               ([2 + i % 3 for i in range(big)], [i // 3 for i in range(big)], list(range(100, 100 + big))),
               ([3], [699], [0])]
@@ -54,10 +54,10 @@ def test_a_busy_staging_slot_is_neither_waited_for_nor_rewritten(fake_cuda) -> N
         fake_cuda.busy.add(event)
         staged.append([(1 + k) * 64 + k, 11 * (k + 1)])
     assert len(fake_cuda.busy) == 3, "the writer waited for a queued copy"
-    assert sorted(s.array[:2].tolist() for s in writer._ring) == sorted(staged), "a queued copy's staging was rewritten"
+    assert sorted(s.array[:2].tolist() for s in writer._ring._slots) == sorted(staged), "a queued copy's staging was rewritten"
     assert fake_cuda.events == 3
     fake_cuda.busy.clear()
     for k in range(6):
         writer.write([3], [10 + k], [k])
-    assert fake_cuda.events == 3 and len(writer._ring) == 3
+    assert fake_cuda.events == 3 and len(writer._ring._slots) == 3
     assert table[1, 0] == 11 and table[2, 1] == 22 and table[3, 2] == 33 and table[3, 15] == 5

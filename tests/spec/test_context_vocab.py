@@ -172,6 +172,42 @@ def test_observed_tokens_reach_the_device_at_the_flush_for_every_row_at_once(hea
     assert count_ops(ctx.flush).aten == 0
 
 
+def test_staged_flushes_reuse_pinned_staging_and_never_rewrite_a_queued_copy(head: Eagle3Head, fake_cuda,  # noqa: ANN001
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA (faked) a flush copies through the ring's staging: no pinned tensor or event per
+    flush; while a copy is still queued (the device has not reached it) its slot is kept and a
+    new one taken. The device ends with what unstaged flushes write."""
+    x = _outside(head, 10)
+    staged, plain = cv.ContextVocab(head, rows=3, size=4, staged=True), cv.ContextVocab(head, rows=3, size=4)
+    assert fake_cuda.events == 1
+    pinned = {"n": 0}
+    real_pin = torch.Tensor.pin_memory
+
+    def pin_memory(t: torch.Tensor, *a: object, **k: object) -> torch.Tensor:
+        pinned["n"] += 1
+        return real_pin(t, *a, **k) if torch.cuda.is_available() else t
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin_memory)
+    for ctx in (staged, plain):
+        ctx.admit(0, [x[0], x[1]])
+        ctx.admit(2, [x[2]])
+        ctx.flush()
+        ctx.observe(0, [x[3]])
+        ctx.flush()
+        ctx.observe(2, [x[4], x[5]])
+        ctx.admit(1, [x[6]])
+        ctx.flush()
+    assert pinned["n"] == 0, "a pinned tensor made per flush"
+    assert fake_cuda.events == 1 and len(fake_cuda.records) == 3, "an event per flush"
+    for name in ("ids", "count", "rows"):
+        assert torch.equal(getattr(staged, name), getattr(plain, name)), name
+    fake_cuda.busy.add(fake_cuda.records[-1][0])  # the last copy still queued
+    staged.observe(1, [x[7]])
+    staged.flush()
+    assert len(staged._ring._slots) == 2 and fake_cuda.events == 2, "a queued copy's staging was rewritten"
+    assert staged.ids[1].tolist() == [x[6], x[7], -1, -1] and staged.count.tolist() == [3, 2, 3]
+
+
 def test_size_must_be_positive(head: Eagle3Head) -> None:
     with pytest.raises(ValueError, match="size=0"):
         cv.ContextVocab(head, rows=2, size=0)

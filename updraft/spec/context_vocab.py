@@ -33,9 +33,9 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft.memory.staging import StagingRing
 from updraft.models.eagle import Eagle3Head
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
-from updraft.runtime.transfer import to_device
 from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, target_id, use_triton
 
 
@@ -58,7 +58,8 @@ def prompt_choice(tokens: list[int], in_vocab: bytes | bytearray, size: int) -> 
 class ContextVocab:
     """Per request row: up to ``size`` context token ids (-1: none) and their extrapolated rows."""
 
-    def __init__(self, head: Eagle3Head, rows: int, size: int) -> None:
+    def __init__(self, head: Eagle3Head, rows: int, size: int, *, staged: bool | None = None) -> None:
+        """``staged``: copy through pinned staging guarded by events (default: the head is on CUDA)."""
         if size < 1:
             raise ValueError(f"context vocabulary size={size} is invalid: must be >= 1")
         w = head.lm_head.weight
@@ -91,6 +92,7 @@ class ContextVocab:
         #: valid entries per row (the kernel's loop bound; ``ids`` past it are -1)
         self.count = torch.zeros(rows, dtype=torch.int32, device=self.device)
         self.rows = torch.zeros(rows, size, self.hidden, dtype=w.dtype, device=self.device)
+        self._ring = StagingRing(self.device, staged=staged)
 
     def owner(self, row: int) -> str | None:
         """The request last admitted into ``row`` (None after ``release``)."""
@@ -137,26 +139,31 @@ class ContextVocab:
 
     def flush(self) -> None:
         """Write what ``admit`` and ``observe`` queued since the last flush to the device: one host
-        to device copy, from pinned memory, and a fixed handful of launches whatever the batch. (A
-        pageable copy per row made the host wait for the iteration in flight at every new token:
-        the H200 ran bs 64 at 0.61x of the same head without context tokens.) The writes are
-        stream-ordered after any iteration already queued, before any queued later."""
+        to device copy through reused pinned staging (``StagingRing``) and a fixed handful of
+        launches whatever the batch. (A pageable copy per row made the host wait for the iteration
+        in flight at every new token: the H200 ran bs 64 at 0.61x of the same head without context
+        tokens.) The writes are stream-ordered after any iteration already queued, before any
+        queued later."""
         if not self._pending and not self._reset:
             return
-        rows: list[int] = []
-        slots: list[int] = []
-        toks: list[int] = []
-        for row, (start, new) in self._pending.items():
-            rows += [row] * len(new)
-            slots += range(start, start + len(new))
-            toks += new
+        n = sum(len(new) for _, new in self._pending.values())
         touched = sorted(self._pending.keys() | self._reset)
-        counts = [len(self._held.get(r, ())) for r in touched]
         reset = sorted(self._reset)
+        m = len(touched)
+        a = self._ring.fill(3 * n + 2 * m + len(reset))
+        i = 0
+        for row, (start, new) in self._pending.items():  # [rows | slots | tokens | touched | counts | reset]
+            k = len(new)
+            a[i : i + k] = row
+            a[n + i : n + i + k] = range(start, start + k)
+            a[2 * n + i : 2 * n + i + k] = new
+            i += k
+        a[3 * n : 3 * n + m] = touched
+        a[3 * n + m : 3 * n + 2 * m] = [len(self._held.get(r, ())) for r in touched]
+        a[3 * n + 2 * m :] = reset
         self._pending.clear()
         self._reset.clear()
-        n, m = len(toks), len(touched)
-        packed = to_device(torch.tensor(rows + slots + toks + touched + counts + reset, dtype=torch.long), self.device)
+        packed = self._ring.send()
         if reset:
             self.ids[packed[3 * n + 2 * m :]] = -1
         if n:
