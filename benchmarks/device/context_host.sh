@@ -8,13 +8,13 @@
 # draft vocabulary: every row queues new ones each step, the worst case for observe / flush), cProfile of the
 # steady steps. ~4 min.
 source benchmarks/device/env.sh >/dev/null
-timeout 90 python benchmarks/context_pick_bench.py --shapes smollm2 --bs 8 64 --held 0 64 256 --out $OUT/pick.json 2>&1 | grep -v Warn
 HEAD_DIR=$PWD/updraft/heads/smollm2-135m-instruct-eagle3
 profile() {  # name, the updraft to import, K
   echo "== $1"
   PYTHONPATH=$2 timeout 110 python benchmarks/host_profile.py --model random:smollm2-135m --head $HEAD_DIR --bs 8 64 \
     --steps 60 --context-vocab $3 --out $OUT/host-$1.json 2>&1 | grep -v Warn | grep -E "^bs|^ +[0-9]" | awk '/^bs/{c=0} c++ < 13'
 }
-profile ctx0 $PWD 0
 [ -d .stage/ctxbase/updraft ] && profile base-ctx256 $PWD/.stage/ctxbase 256
 profile ctx256 $PWD 256
+profile ctx0 $PWD 0
+timeout 90 python benchmarks/context_pick_bench.py --shapes smollm2 --bs 8 64 --held 0 64 256 --out $OUT/pick.json 2>&1 | grep -v Warn
