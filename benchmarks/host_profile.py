@@ -6,7 +6,8 @@ until every request decodes, then profiles ``--steps`` steps with cProfile. On a
 also blocks inside CUDA calls (a pageable copy, ``tolist`` of a device tensor, an event wait):
 those show as the time of the calling builtin, so the table names them. Prints the top
 functions by own time and by cumulative time, the wall time per step and the time spent
-waiting for results, first timed without the profiler (its overhead is host time too);
+waiting for results, first timed without the profiler (its overhead is host time too), then
+the synchronizing CUDA calls of as many more steps by the line that made them (``sync_sites``);
 ``--out`` writes the same as JSON.
 
     python benchmarks/host_profile.py --model PATH.gguf --head builtin:smollm2 --bs 1 --out host.json
@@ -20,6 +21,8 @@ import io
 import json
 import pstats
 import time
+import warnings
+from collections import Counter
 from pathlib import Path
 
 import torch
@@ -31,7 +34,7 @@ from updraft.sampling_params import SamplingParams
 
 
 def profile(eng: Engine, bs: int, steps: int, detokenize: bool) -> dict[str, object]:
-    params = SamplingParams(temperature=0, max_tokens=steps * 16 + 64, ignore_eos=True)
+    params = SamplingParams(temperature=0, max_tokens=steps * 24 + 64, ignore_eos=True)
     reqs = [eng.add_request([1 + (7 * i + j) % 500 for j in range(40 + i)], params, detokenize=detokenize) for i in range(bs)]
     while any(not r.output_ids for r in reqs):
         eng.step()
@@ -55,6 +58,7 @@ def profile(eng: Engine, bs: int, steps: int, detokenize: bool) -> dict[str, obj
     bare_wall, bare_wait = timed(None)  # the profiler's own overhead is host time too: time without it first
     prof = cProfile.Profile()
     wall, waited = timed(prof)
+    syncs = sync_sites(eng, steps)
     for r in reqs:
         eng.abort(r.request_id)
     while eng.has_unfinished():
@@ -68,7 +72,28 @@ def profile(eng: Engine, bs: int, steps: int, detokenize: bool) -> dict[str, obj
             "wall_ms_per_step": bare_wall / steps * 1e3, "wait_ms_per_step": bare_wait / steps * 1e3,
             "host_ms_per_step": (bare_wall - bare_wait) / steps * 1e3,
             "profiled_host_ms_per_step": (wall - waited) / steps * 1e3,
-            "profile_by_own_time": tables["tottime"], "profile_by_cumulative": tables["cumulative"]}
+            "profile_by_own_time": tables["tottime"], "profile_by_cumulative": tables["cumulative"],
+            "sync_sites": syncs}
+
+
+def sync_sites(eng: Engine, steps: int) -> dict[str, int]:
+    """Synchronizing CUDA calls in ``steps`` more steps (``torch.cuda.set_sync_debug_mode``: a
+    blocking copy, ``item``, a stream sync), counted by the Python line that made each; empty on
+    a CPU. The iteration's own wait is an event's, which the mode does not report."""
+    if eng.device.type != "cuda":
+        return {}
+    sites: Counter[str] = Counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            for _ in range(steps):
+                eng.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    for w in caught:
+        sites[f"{Path(w.filename).name}:{w.lineno}"] += 1
+    return dict(sites.most_common())
 
 
 def main() -> None:
@@ -96,6 +121,7 @@ def main() -> None:
             r = profile(eng, bs, args.steps, detok)
             print(f"bs {bs} text {'on' if detok else 'off'}: wall {r['wall_ms_per_step']:.3f} ms/step, waiting "
                   f"{r['wait_ms_per_step']:.3f}, host {r['host_ms_per_step']:.3f} (profiled: {r['profiled_host_ms_per_step']:.3f})")
+            print(f"bs {bs} synchronizing calls in {args.steps} steps: {r['sync_sites'] or 'none'}")
             print(r["profile_by_own_time"])
             results.append(r)
     if args.out:

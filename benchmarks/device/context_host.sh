@@ -6,7 +6,7 @@
 # benchmarks/host_profile.py: the shipped head on random:smollm2-135m at bs 8 and 64, S = 5, without context
 # tokens, then with K = 256 on the base's code and on this tree's (a random target's tokens are mostly outside the
 # draft vocabulary: every row queues new ones each step, the worst case for observe / flush), cProfile of the
-# steady steps. ~4 min.
+# steady steps and the lines that made a synchronizing CUDA call. ~4 min.
 source benchmarks/device/env.sh >/dev/null
 HEAD_DIR=$PWD/updraft/heads/smollm2-135m-instruct-eagle3
 profile() {  # name, the updraft to import, K
