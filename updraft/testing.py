@@ -171,15 +171,21 @@ def write_eagle_head(folder: Path, seed: int = 0, **cfg_extra: object) -> Path:
     return folder
 
 
-def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, extra_layers: int = 0, **cfg_extra: object) -> Path:
+def write_eagle3_head(folder: Path, seed: int = 0, draft_vocab: int = 200, extra_layers: int = 0,
+                      aux_layers: tuple[int, ...] | None = None, **cfg_extra: object) -> Path:
     """EAGLE-3 layout: fc 3h -> h, midlayer (2h attention input, hidden_norm), norm, own lm_head
     over a draft vocabulary, d2t offsets and t2d membership; ``extra_layers`` standard layers
-    after the mid layer as ``layers.1..`` (ours: ``train-draft --head-layers``)."""
+    after the mid layer as ``layers.1..`` (ours: ``train-draft --head-layers``); ``aux_layers``:
+    the target layers it reads, named in its config (fc then reads that many: ours may read more
+    than three)."""
     gen = torch.Generator().manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     cfg = head_config("LlamaForCausalLMEagle3", draft_vocab_size=draft_vocab, **cfg_extra)
+    if aux_layers is not None:
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(aux_layers)}
     keep = torch.randperm(VOCAB, generator=gen)[:draft_vocab].sort().values
-    t = {"fc.weight": torch.randn(HIDDEN, 3 * HIDDEN, generator=gen) * 0.08}
+    width = len(aux_layers) if aux_layers is not None else 3
+    t = {"fc.weight": torch.randn(HIDDEN, width * HIDDEN, generator=gen) * 0.08}
     t.update(_layer("midlayer", 2 * HIDDEN, gen, input_norm=True))
     t["midlayer.hidden_norm.weight"] = 1 + 0.1 * torch.randn(HIDDEN, generator=gen)
     for i in range(1, extra_layers + 1):

@@ -244,3 +244,30 @@ def test_saved_heads_use_the_other_loaders_names(tmp_path: Path, target, loader:
     assert isinstance(loaded, EagleHead if method == "eagle1" else Eagle3Head)
     width = target.config.hidden_size * (3 if method == "eagle3" else 1)
     torch.testing.assert_close(logits(loaded, target.config.vocab_size, width), logits(head, target.config.vocab_size, width))
+
+
+def test_an_eagle3_head_reading_four_layers_loads_and_a_mismatch_is_one_clear_error(tmp_path: Path, tiny_checkpoint) -> None:  # noqa: ANN001
+    """Ours may read more target layers than EAGLE-3's three (``--aux-layers``): the config's list
+    sizes fc, the folder loads; an fc whose width disagrees with the list is a CheckpointError that
+    says both, and layers past the target are refused when the engine is set up."""
+    import re
+
+    from updraft.config import ConfigError
+    from updraft.errors import CheckpointError
+    from updraft.testing import write_eagle3_head
+
+    deep = load_checkpoint(tiny_checkpoint("llama", num_hidden_layers=4), dtype=torch.float32, device="cpu",
+                           progress=False)
+    folder = write_eagle3_head(tmp_path / "h4", aux_layers=(0, 1, 2, 3))
+    head = load_draft_head(folder, deep.model, torch.float32, torch.device("cpu"))
+    assert isinstance(head, Eagle3Head) and head.fc.weight.shape[1] == 4 * deep.model.config.hidden_size
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = [0, 1, 3]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=re.escape("fc.weight has 256 columns (4 target layers' features); "
+                                                        "the config names 3 layers")):
+        load_draft_head(folder, deep.model, torch.float32, torch.device("cpu"))
+    far = write_eagle3_head(tmp_path / "far", aux_layers=(0, 1, 2, 5))
+    with pytest.raises(ConfigError, match=r"aux layers \[0, 1, 2, 5\] are invalid for a 4-layer target"):
+        LLM(str(deep.source), device="cpu", progress=False,
+            speculative_config={"method": "eagle3", "draft_model": str(far), "num_steps": 2})

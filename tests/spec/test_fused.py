@@ -492,3 +492,20 @@ def test_sampled_lookup_assist_makes_q_one_hot(target, eagle_head, monkeypatch) 
     first = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
     assert seen, "no sampled iteration took the lookup's drafts"
     assert [o.outputs[0].token_ids for o in llm.generate(ps, params)] == first
+
+
+def test_fused_lossless_with_an_eagle3_head_reading_four_target_layers(tiny_checkpoint, tmp_path) -> None:  # noqa: ANN001
+    """``train-draft --aux-layers`` may name more than EAGLE-3's three layers: a head whose fc reads
+    four (the last one included) serves in the fused iteration with exact greedy outputs, its
+    features captured from those layers."""
+    from updraft.testing import write_eagle3_head
+
+    deep = tiny_checkpoint("llama", num_hidden_layers=4)
+    head = write_eagle3_head(tmp_path / "h4", seed=5, aux_layers=(0, 1, 2, 3))
+    ps = prompts(4, seed=41)
+    plain = [o.outputs[0].token_ids for o in LLM(str(deep), device="cpu", progress=False).generate(ps, GREEDY)]
+    llm = fused_llm(deep, head, "eagle3", adaptive=False)
+    assert llm.engine.model.aux_layers == (0, 1, 2, 3)
+    assert [o.outputs[0].token_ids for o in llm.generate(ps, GREEDY)] == plain
+    eng = llm.engine
+    assert eng.driver.fused.graphs and eng.spec_stats.num_draft_tokens == 3 * eng.spec_stats.num_drafts > 0

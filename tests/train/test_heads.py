@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from updraft.models.eagle import Eagle3Head, EagleHead, load_draft_head
+from updraft.models.loader import load_checkpoint
 from updraft.train.forward import head_logits, unroll
 from updraft.train.heads import new_head, save_head, select_draft_vocab, vocab_maps
 
@@ -278,3 +279,42 @@ def test_resize_draft_vocab_needs_an_eagle3_init(tmp_path) -> None:  # noqa: ANN
         TrainConfig(out=str(tmp_path), method="eagle3", resize_draft_vocab=True).validate()
     with pytest.raises(ValueError, match="resize_draft_vocab"):
         TrainConfig(out=str(tmp_path), method="eagle", init_from=str(tmp_path), resize_draft_vocab=True).validate()
+
+
+def test_extending_the_target_layers_starts_as_the_source(tmp_path, tiny_checkpoint) -> None:  # noqa: ANN001
+    """--init-from an EAGLE-3 head with --aux-layers naming its layers and one more: fc's added
+    columns start at zero, so every draft step equals the source's on the same layers' features,
+    whatever the added layer holds; the saved config names the four. Another order, an extension
+    under --resume-from, and one beside --resize-draft-vocab are refused."""
+    from updraft.train.checkpoint import warm_start
+    from updraft.train.config import TrainConfig
+
+    target = load_checkpoint(tiny_checkpoint("llama", num_hidden_layers=4), dtype=torch.float32, device="cpu",
+                             progress=False).model
+    h = target.config.hidden_size
+    src, cfg = new_head("eagle3", target, draft_ids=torch.arange(1, target.config.vocab_size, 3), aux_layers=(0, 2, 3), seed=8)
+    with torch.no_grad():
+        for p in src.parameters():
+            p.add_(0.02 * torch.randn_like(p))
+    folder = save_head(src, cfg, tmp_path / "src", dtype=torch.float32)
+    run = TrainConfig(out=str(tmp_path / "o"), method="eagle3", init_from=str(folder), aux_layers="0,2,3,1").validate()
+    started = warm_start(run, target, torch.device("cpu"))
+    assert started is not None
+    grown, grown_cfg = started
+    assert grown_cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3, 1]
+    assert grown.fc.weight.shape[1] == 4 * h and not grown.fc.weight[:, 3 * h :].any()
+    g = torch.Generator().manual_seed(9)
+    ids = torch.randint(0, target.config.vocab_size, (1, 11), generator=g)
+    feat = torch.randn(1, 11, 4 * h, generator=g)
+    with torch.no_grad():
+        for a, b in zip(unroll(grown, ids, feat, 3), unroll(src, ids, feat[..., : 3 * h], 3), strict=True):
+            torch.testing.assert_close(head_logits(grown, a), head_logits(src, b))
+    again = load_draft_head(save_head(grown, grown_cfg, tmp_path / "four", dtype=torch.float32), target, torch.float32,
+                            torch.device("cpu"))
+    assert again.head_config.aux_layer_ids == (0, 2, 3, 1) and torch.equal(again.fc.weight, grown.fc.weight)
+    for bad, match in (({"aux_layers": "2,0,3,1"}, "which a warm start keeps"),
+                       ({"aux_layers": "0,2,3,1", "init_from": None, "resume_from": str(folder)}, "which a warm start keeps"),
+                       ({"aux_layers": "0,2,3,1", "resize_draft_vocab": True}, "one change a run")):
+        opts = {"out": str(tmp_path / "o"), "method": "eagle3", "init_from": str(folder)} | bad
+        with pytest.raises(ValueError, match=match):
+            warm_start(TrainConfig(**opts).validate(), target, torch.device("cpu"), counts=torch.ones(target.config.vocab_size))

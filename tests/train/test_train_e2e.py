@@ -337,6 +337,12 @@ def test_aux_layers_choose_the_heads_target_layers(tmp_path, tiny_checkpoint) ->
     assert resumed["data"]["aux_layers"] == [0, 2, 3] and resumed["steps"] == 2
     kept = json.loads((tmp_path / "p" / "config.json").read_text())
     assert kept["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3]
+    # --init-from may extend them (those layers first): the data, the saved head and the engine read four
+    wider = train(TrainConfig(out=str(tmp_path / "w"), init_from=str(tmp_path / "a"), aux_layers="0,2,3,1",
+                              **(base | {"steps": 1})), loaded=deep)
+    assert wider["data"]["aux_layers"] == [0, 2, 3, 1] and 1.0 <= wider["engine_acceptance"]["mean_accept_length"] <= 6.0
+    kept = json.loads((tmp_path / "w" / "config.json").read_text())
+    assert kept["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 2, 3, 1]
     with pytest.raises(ValueError, match="aux_layers='0,1,3': .* reads target layers 0,2,3, which a warm start keeps"):
         train(TrainConfig(out=str(tmp_path / "b2"), init_from=str(tmp_path / "a"), aux_layers="0,1,3", **base), loaded=deep)
     with pytest.raises(ValueError, match="aux_layers=0,2,4: the target has 4 layers"):

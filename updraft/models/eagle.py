@@ -123,6 +123,12 @@ def _feature(batch: ForwardBatch) -> torch.Tensor:
     return batch.feature
 
 
+def aux_count(hc: DraftHeadConfig) -> int:
+    """How many target layers' outputs an EAGLE-3 head's ``fc`` reads: its config's list
+    (``eagle_aux_hidden_state_layer_ids``; ours may name more than EAGLE-3's three), else three."""
+    return len(hc.aux_layer_ids) if hc.aux_layer_ids else 3
+
+
 def default_aux_layers(num_layers: int) -> tuple[int, ...]:
     """EAGLE-3's default target layers (outputs of): low, middle, high."""
     return (1, num_layers // 2 - 1, num_layers - 4) if num_layers >= 5 else (0, max(0, num_layers // 2 - 1), num_layers - 1)
@@ -252,7 +258,7 @@ class Eagle3Head(nn.Module):
         self.head_config = hc
         self.config = cfg
         self.shared = _SharedWeights()
-        self.fc = Linear(3 * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
+        self.fc = Linear(aux_count(hc) * hc.target_hidden_size, cfg.hidden_size, bias=hc.fc_bias)
         self.midlayer = Eagle3Layer(cfg)
         # Keys "1", "2", ..: the tensors are ``layers.{i}.*`` (``layers.0`` is vLLM's mid layer name).
         self.layers = nn.ModuleDict({str(i): LlamaDecoderLayer(cfg, i) for i in range(1, cfg.num_layers)})
@@ -395,6 +401,12 @@ def load_draft_head(path: str | Path, target: LlamaForCausalLM, dtype: torch.dty
         sd["shared.own_lm_head.weight"] = sd.pop("lm_head.weight")
     if isinstance(head, Eagle3Head):
         _fill_full_vocab_eagle3(head, sd, target, folder)
+        fc = sd.get("fc.weight")
+        if fc is not None and fc.dim() == 2 and fc.shape[1] != head.fc.weight.shape[1]:
+            raise CheckpointError(
+                f"{folder}: fc.weight has {fc.shape[1]} columns ({fc.shape[1] / hc.target_hidden_size:g} target layers' "
+                f"features); the config names {aux_count(hc)} layers (eagle_config.eagle_aux_hidden_state_layer_ids)"
+            )
     head.to(dtype=dtype)
     expected = {k: v for k, v in head.state_dict().items()}
     _fuse_into(head, sd, expected, folder)

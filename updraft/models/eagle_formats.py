@@ -68,9 +68,11 @@ def kind_from_tensors(cfg: dict[str, Any], sd: dict[str, torch.Tensor]) -> str:
             return "eagle3"
         if fc.shape[1] == hidden + target:
             return "eagle"
+        if fc.shape[1] % target == 0 and fc.shape[1] // target > 3:  # ours may read more than three layers
+            return "eagle3"
     raise CheckpointError(
         f"draft head config has architectures {cfg.get('architectures')} and its tensors are no EAGLE head's "
-        "(expected fc.weight over 2 or 3 hidden widths)"
+        "(expected fc.weight over 2, or 3 or more, hidden widths)"
     )
 
 

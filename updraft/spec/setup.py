@@ -12,7 +12,13 @@ from updraft import ops
 from updraft.attention import resolve_backend_name
 from updraft.config import ConfigError, SpeculativeConfig
 from updraft.memory.pools import ReqToTokenPool
-from updraft.models.eagle import Eagle3Head, EagleHead, default_aux_layers, load_draft_head
+from updraft.models.eagle import (
+    Eagle3Head,
+    EagleHead,
+    aux_count,
+    default_aux_layers,
+    load_draft_head,
+)
 from updraft.models.llama import LlamaForCausalLM
 from updraft.models.loader import load_checkpoint
 from updraft.models.mtp import MtpHead
@@ -76,8 +82,9 @@ def load_draft(cfg: SpeculativeConfig, target: LlamaForCausalLM, tokenizer_vocab
                 head.quantize_lm_head()
             layers = head.head_config.aux_layer_ids or default_aux_layers(target.config.num_layers)
             bad = [i for i in layers if not 0 <= i < target.config.num_layers]
-            if bad or len(layers) != 3:
-                raise ConfigError(f"EAGLE-3 aux layers {list(layers)} are invalid for a {target.config.num_layers}-layer target")
+            if bad or len(layers) != aux_count(head.head_config):  # fc reads that many layers' features
+                raise ConfigError(f"EAGLE-3 aux layers {list(layers)} are invalid for a {target.config.num_layers}-layer target "
+                                  f"and a head whose fc reads {aux_count(head.head_config)} layers")
             target.aux_layers = tuple(layers)
         return DraftSetup(cfg, head)
     loaded = load_checkpoint(resolve_model(cfg.draft_model), dtype=dtype, device=device, progress=progress)

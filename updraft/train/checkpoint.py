@@ -25,7 +25,13 @@ from typing import Any
 
 import torch
 
-from updraft.models.eagle import DraftHeadConfig, Eagle3Head, default_aux_layers, load_draft_head
+from updraft.models.eagle import (
+    DraftHeadConfig,
+    Eagle3Head,
+    aux_count,
+    default_aux_layers,
+    load_draft_head,
+)
 from updraft.train.config import TrainConfig
 from updraft.train.data import DistillData
 from updraft.train.heads import Head, new_head, resize_draft_vocab, select_draft_vocab
@@ -165,8 +171,9 @@ def run_aux_layers(cfg: TrainConfig, num_layers: int, blob: dict[str, Any] | Non
     """The target layers whose outputs the EAGLE-3 head of this run reads (() for EAGLE-1): under
     ``--resume`` the checkpoint ``blob``'s (checkpoints from before they were saved: as below);
     an ``--init-from`` / ``--resume-from`` head's own (its fc was trained on them; ``--aux-layers``
-    may only repeat them), else ``--aux-layers``, else EAGLE-3's default. Decided before any data
-    is generated, so a bad value costs nothing."""
+    may repeat them, or with ``--init-from`` extend them: those layers first, then more), else
+    ``--aux-layers``, else EAGLE-3's default. Decided before any data is generated, so a bad value
+    costs nothing."""
     if cfg.method != "eagle3":
         return ()
     if blob is not None and blob.get("aux_layers"):
@@ -180,10 +187,12 @@ def run_aux_layers(cfg: TrainConfig, num_layers: int, blob: dict[str, Any] | Non
         except (json.JSONDecodeError, AttributeError, TypeError, KeyError):
             raise ValueError(f"{config} is not a head's config (a JSON object with the model's fields)") from None
         have = saved or default_aux_layers(num_layers)
-        if chosen is not None and chosen != have:
+        extends = cfg.init_from is not None and chosen is not None and len(chosen) > len(have) and chosen[: len(have)] == have
+        if chosen is not None and chosen != have and not extends:
             raise ValueError(f"aux_layers={cfg.aux_layers!r}: {source!r} reads target layers "
-                             f"{','.join(map(str, have))}, which a warm start keeps")
-        chosen = have
+                             f"{','.join(map(str, have))}, which a warm start keeps (--init-from may extend them: "
+                             "those layers first, then more)")
+        chosen = chosen if extends else have
     ids = chosen or default_aux_layers(num_layers)
     if max(ids) >= num_layers:
         raise ValueError(f"aux_layers={','.join(map(str, ids))}: the target has {num_layers} layers (0-{num_layers - 1})")
@@ -198,7 +207,8 @@ def warm_start(
     (optimizer state) was lost. With ``--resize-draft-vocab`` the vocabulary is re-chosen at
     ``--draft-vocab-size`` from the training targets' ``counts``, the source's tokens first: a
     kept token keeps its trained LM-head row, a new one starts from a zero row. The head
-    reads the source's target layers (``run_aux_layers``)."""
+    reads the source's target layers, or more where ``--aux-layers`` extends them (``run_aux_layers``,
+    ``widen_fc``)."""
     name, source = ("init_from", cfg.init_from) if cfg.init_from else ("resume_from", cfg.resume_from)
     if not source:
         return None
@@ -207,6 +217,10 @@ def warm_start(
     if isinstance(src, Eagle3Head) != (cfg.method == "eagle3"):
         raise ValueError(f"{name}={source!r} holds a {type(src).__name__}, but method={cfg.method!r}")
     draft_ids = src.vocab_ids().cpu() if isinstance(src, Eagle3Head) else None
+    grows = cfg.head_layers is not None and cfg.head_layers != src.config.num_layers
+    if isinstance(src, Eagle3Head) and len(aux) != aux_count(src.head_config) and (cfg.resize_draft_vocab or grows):
+        raise ValueError(f"aux_layers={cfg.aux_layers!r}: extend the target layers, grow the head and re-choose its "
+                         "draft vocabulary in separate runs (one change a run)")
     if cfg.resize_draft_vocab and isinstance(src, Eagle3Head):
         if counts is None:
             raise ValueError("resize_draft_vocab: the training targets' token counts are needed to choose the vocabulary")
@@ -219,12 +233,28 @@ def warm_start(
     head, hf_cfg = new_head(cfg.method, target, draft_ids=draft_ids, aux_layers=aux or None, seed=cfg.seed,
                             device=device, intermediate_size=src.config.intermediate_size, num_layers=layers)
     own = head.state_dict()
-    missing, _ = head.load_state_dict({k: v for k, v in src.state_dict().items() if k in own}, strict=False)
+    saved = {k: v for k, v in src.state_dict().items() if k in own}
+    widened = widen_fc(head, saved)
+    missing, _ = head.load_state_dict(saved, strict=False)
     added = grown_layers_identity(head, have)
-    left = [k for k in missing if not k.startswith(added)]
+    left = [k for k in missing if not k.startswith(added) and k not in widened]
     if left:
         raise ValueError(f"{name}={source!r}: the saved head has no {', '.join(left[:3])}")
     return head, hf_cfg
+
+
+def widen_fc(head: Head, saved: dict[str, torch.Tensor]) -> tuple[str, ...]:
+    """An EAGLE-3 head that reads more target layers than the saved one (``--aux-layers``
+    extending the source's): ``fc``'s first columns take the saved ``fc.weight`` (the same layers,
+    in the same order), the added layers' columns start at zero, so the head starts with the saved
+    head's outputs exactly. Takes ``fc.weight`` out of ``saved``; returns the names it filled."""
+    old = saved.get("fc.weight")
+    if not isinstance(head, Eagle3Head) or old is None or old.shape == head.fc.weight.shape:
+        return ()
+    with torch.no_grad():
+        head.fc.weight.zero_()
+        head.fc.weight[:, : old.shape[1]].copy_(saved.pop("fc.weight"))
+    return ("fc.weight",)
 
 
 def grown_layers_identity(head: Head, first: int) -> tuple[str, ...]:

@@ -102,15 +102,16 @@ class TrainConfig:
     draft_vocab_size: int = _opt("EAGLE-3 draft vocabulary (most frequent target tokens in the data)", default=32000)
     resize_draft_vocab: bool = _opt(
         "--init-from an EAGLE-3 head: re-choose its draft vocabulary at --draft-vocab-size (the source's tokens ranked "
-        "first, then the data's most frequent; rows the source lacks start from the target's LM head) instead of "
+        "first, then the data's most frequent; a row the source lacks starts at zero, logit 0) instead of "
         "keeping the source's", default=False)
     head_intermediate_size: int | None = _opt(
         "MLP width of a new head (default: the target's); --init-from / --resume-from keep the source head's",
         default=None)
     aux_layers: str | None = _opt(
-        "EAGLE-3: the three target layers whose outputs form the head's feature, comma-separated (e.g. 1,14,29; "
-        "0 = the first decoder layer). Default: EAGLE-3's low, middle and high (1, N/2-1, N-4 of N layers); "
-        "--init-from / --resume-from keep the source head's", default=None)
+        "EAGLE-3: the target layers whose outputs form the head's feature, comma-separated (three, as published "
+        "heads read, or more: e.g. 1,14,26,29; 0 = the first decoder layer). Default: EAGLE-3's low, middle and high "
+        "(1, N/2-1, N-4 of N layers); --init-from / --resume-from keep the source head's, or extend them: its "
+        "layers first, then more, whose fc columns start at zero", default=None)
     head_layers: int | None = _opt(
         "decoder layers of the head (EAGLE-3: its mid layer and N-1 standard layers after it; each costs a layer "
         "per draft step). Default: 1, or the --init-from / --resume-from head's; --init-from a head with fewer "
@@ -236,14 +237,14 @@ class TrainConfig:
         """``aux_layers`` as layer indices (None: unset); a one-line ``ValueError`` when malformed."""
         if self.aux_layers is None:
             return None
-        allowed = "give three distinct target layer indices >= 0, comma-separated (e.g. 1,14,29)"
+        allowed = "give three or more distinct target layer indices >= 0, comma-separated (e.g. 1,14,29)"
         if self.method != "eagle3":
             raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: only an EAGLE-3 head (--method eagle3) reads target layers")
         try:
             ids = tuple(int(x) for x in self.aux_layers.split(","))
         except ValueError:
             raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: {allowed}") from None
-        if len(ids) != 3 or len(set(ids)) != 3 or min(ids) < 0:
+        if len(ids) < 3 or len(set(ids)) != len(ids) or min(ids) < 0:
             raise ValueError(f"aux_layers={self.aux_layers!r} is invalid: {allowed}")
         return ids
 
