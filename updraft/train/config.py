@@ -110,8 +110,8 @@ class TrainConfig:
     aux_layers: str | None = _opt(
         "EAGLE-3: the target layers whose outputs form the head's feature, comma-separated (three, as published "
         "heads read, or more: e.g. 1,14,26,29; 0 = the first decoder layer). Default: EAGLE-3's low, middle and high "
-        "(1, N/2-1, N-4 of N layers); --init-from / --resume-from keep the source head's, or extend them: its "
-        "layers first, then more, whose fc columns start at zero", default=None)
+        "(1, N/2-1, N-4 of N layers); --init-from / --resume-from keep the source head's (--init-from may extend "
+        "them: its layers first, then more, whose fc columns start at zero)", default=None)
     head_layers: int | None = _opt(
         "decoder layers of the head (EAGLE-3: its mid layer and N-1 standard layers after it; each costs a layer "
         "per draft step). Default: 1, or the --init-from / --resume-from head's; --init-from a head with fewer "
