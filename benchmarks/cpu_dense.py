@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from updraft.ops.dense import MAX_ROWS, calibrate, mm_product
+from updraft.provenance import cpu_name
 
 #: SmolLM2-135M: per layer qkv, o, gate_up, down as (out, in); the tied LM head
 LAYER_SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536)]
@@ -43,17 +43,6 @@ def forward_ms(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], weights
         t2 = time.perf_counter()
         best = (min(best[0], (t1 - t0) * 1e3), min(best[1], (t2 - t1) * 1e3))
     return best
-
-
-def cpu_name() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; ``platform`` says little on Linux)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main() -> None:

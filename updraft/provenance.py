@@ -1,4 +1,4 @@
-"""Where a result came from: the git commit of the code that produced it.
+"""Where a result came from: the git commit of the code that produced it, and the CPU it ran on.
 
 The device machine runs a copy of the working tree without ``.git``: commands sent there set
 ``UPDRAFT_COMMIT`` (e.g. ``$(git rev-parse --short HEAD)`` here, plus ``-dirty`` when the tree
@@ -8,6 +8,7 @@ had uncommitted changes), which wins over asking git.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -32,3 +33,14 @@ def git_commit() -> str:
     if not commit:
         return "unknown"
     return commit + (" + uncommitted changes" if _git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``'s; ``platform`` says little on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -15,7 +15,7 @@ import platform
 from pathlib import Path
 
 from updraft.kit.matrix import Cell, KnownFailure, MatrixResult
-from updraft.provenance import git_commit
+from updraft.provenance import cpu_name, git_commit
 
 REPO = Path(__file__).resolve().parents[2]
 KNOWN_COLUMNS = ("backend", "device", "column", "status", "root cause")
@@ -62,15 +62,7 @@ def environment(device: str, command: str) -> dict[str, str]:
         name = torch.cuda.get_device_name(0)
         dev = f"cuda: {name} (CUDA {torch.version.cuda}); graphs are real CUDA graphs"
     else:
-        cpu = platform.processor() or platform.machine()
-        try:
-            for line in Path("/proc/cpuinfo").read_text().splitlines():
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
-        dev = f"cpu: {cpu} ({os.cpu_count()} cores); graphs are the CPU graph emulator"
+        dev = f"cpu: {cpu_name()} ({os.cpu_count()} cores); graphs are the CPU graph emulator"
     try:
         import triton
 

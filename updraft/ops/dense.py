@@ -158,8 +158,10 @@ def calibrate(weights: Sequence[torch.Tensor], min_bytes: int = CALIBRATE_MIN_BY
     under ``min_bytes`` (see ``CALIBRATE_MIN_BYTES``). About 0.7 s for SmolLM2-135M on 2 cores."""
     global _plan
     current = plan()
+    if current.source != "default":
+        return current
     ws = [w for w in weights if w.dim() == 2 and w.dtype == torch.float32 and w.device.type == "cpu"]
-    if current.source != "default" or not ws or sum(w.numel() * 4 for w in ws) < min_bytes:
+    if not ws or sum(w.numel() * 4 for w in ws) < min_bytes:
         return current
     mm_buckets, ms = set(), {}
     for i, m in enumerate(ROW_BUCKETS):
