@@ -14,6 +14,7 @@ sizes under the Triton interpreter and stops (no timings).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ from updraft.ops.gemv_config import graph_seconds  # noqa: E402
 from updraft.spec.context_vocab import context_pick, context_pick_reference  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
 
+_TICKETS = "tickets" in inspect.signature(context_pick).parameters
 SHAPES = {"smollm2": (576, 8192), "8b": (4096, 32000)}
 
 
@@ -46,9 +48,11 @@ def case(hidden: int, vocab: int, bs: int, held: int, k: int, device: str, dtype
     d2t = torch.zeros(vocab, dtype=torch.long, device=device)
     dst = torch.empty(bs, dtype=torch.long, device=device)
     out = torch.empty(bs, dtype=torch.long, device=device)
+    # the engine's counters live as long as its head; a base tree's one-program pick takes none
+    kw = {"tickets": torch.zeros(bs, dtype=torch.int32, device=device)} if _TICKETS else {}
 
     def pick() -> object:
-        return context_pick(logits, feat, norm_w, 1e-5, ids, rows, req, dst, (d2t, True), count=count, bias=3.5)
+        return context_pick(logits, feat, norm_w, 1e-5, ids, rows, req, dst, (d2t, True), count=count, bias=3.5, **kw)
 
     def plain() -> object:
         return argmax_rows(logits, (d2t, True), out=out)

@@ -100,6 +100,43 @@ def test_a_tie_keeps_the_vocabulary_pick() -> None:
     assert out.tolist() == [500]
 
 
+def test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zero() -> None:
+    """Hidden 600 gives 8-token tiles: 40 context tokens are five programs a row besides the
+    argmax's, merged by the row's last program. The best token sits in a later tile than an
+    equal-scoring twin in the next one (the first wins), rows hold 40, 13 and 0 tokens, and the
+    same counters serve a second launch."""
+    gen = torch.Generator().manual_seed(5)
+    b, v, h, k = 4, 300, 600, 40
+    feature = torch.randn(b, h, generator=gen)
+    norm_w = 1 + 0.1 * torch.randn(h, generator=gen)
+    ids = torch.arange(1000, 1000 + 3 * k).view(3, k).clone()
+    count = torch.tensor([k, 13, 0], dtype=torch.int32)
+    ids[1, 13:] = -1
+    ids[2] = -1
+    rows = torch.randn(3, k, h, generator=gen) * 0.01
+    fn = feature * torch.rsqrt(feature.pow(2).mean(-1, keepdim=True) + 1e-6) * norm_w
+    req_rows = torch.tensor([0, 1, 2, 0])
+    rows[0, 27] = rows[0, 35] = 5 * fn[0] / fn[0].pow(2).sum()  # score 5 in tiles 3 and 4
+    rows[0, 3] = 6 * fn[3] / fn[3].pow(2).sum()  # batch row 3 (request row 0 again): 6 in tile 0
+    rows[1, 12] = 3 * fn[1] / fn[1].pow(2).sum()  # the last valid token of a partial tile
+    logits = torch.randn(b, v, generator=gen)
+    logits[:, 7] = 4.5  # the vocabulary's best: below those, above row 1's 3
+    table = (torch.zeros(v, dtype=torch.long), True)
+    want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, False)
+    assert want == [1027, 7, 7, 1003]
+    tickets = torch.zeros(8, dtype=torch.int32)
+    for bias in (0.0, 2.0):  # the same counters twice; with the bias row 1's token wins too
+        want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, False, bias)
+        dst = torch.full((b,), -7, dtype=torch.long)
+        got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, count=count,
+                              bias=bias, tickets=tickets)
+        assert got.tolist() == want
+        assert int(tickets.abs().sum()) == 0
+    assert want == [1027, 1040 + 12, 7, 1003]
+    with pytest.raises(ValueError, match="tickets"):
+        cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, tickets=tickets[:2])
+
+
 def test_prompt_choice_takes_the_most_frequent_tokens_outside_the_vocabulary() -> None:
     in_vocab = torch.zeros(20, dtype=torch.bool)
     in_vocab[[1, 2, 3]] = True
