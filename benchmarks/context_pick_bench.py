@@ -24,7 +24,7 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a base tree there is timed
 
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
 from updraft.spec.context_vocab import context_pick, context_pick_reference  # noqa: E402

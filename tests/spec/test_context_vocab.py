@@ -101,8 +101,8 @@ def test_a_tie_keeps_the_vocabulary_pick() -> None:
 
 
 def test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zero() -> None:
-    """Hidden 600 gives 8-token tiles: 40 context tokens are five programs a row besides the
-    argmax's, merged by the row's last program. The best token sits in a later tile than an
+    """Hidden 600 gives 16-token tiles: 40 context tokens are three programs a row besides the
+    argmax's, merged by the row's last program (one tile: two; none: the argmax's alone). The best token sits in a later tile than an
     equal-scoring twin in the next one (the first wins), rows hold 40, 13 and 0 tokens, and the
     same counters serve a second launch."""
     gen = torch.Generator().manual_seed(5)
@@ -116,7 +116,7 @@ def test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zer
     rows = torch.randn(3, k, h, generator=gen) * 0.01
     fn = feature * torch.rsqrt(feature.pow(2).mean(-1, keepdim=True) + 1e-6) * norm_w
     req_rows = torch.tensor([0, 1, 2, 0])
-    rows[0, 27] = rows[0, 35] = 5 * fn[0] / fn[0].pow(2).sum()  # score 5 in tiles 3 and 4
+    rows[0, 27] = rows[0, 35] = 5 * fn[0] / fn[0].pow(2).sum()  # score 5 in tiles 1 and 2
     rows[0, 3] = 6 * fn[3] / fn[3].pow(2).sum()  # batch row 3 (request row 0 again): 6 in tile 0
     rows[1, 12] = 3 * fn[1] / fn[1].pow(2).sum()  # the last valid token of a partial tile
     logits = torch.randn(b, v, generator=gen)

@@ -124,7 +124,7 @@ def iteration() -> None:
            "eps": "fp32", "bias": "fp32", "H": "i32", "Ids": "*i64", "s_ids": "i64", "Rows": "*bf16", "s_rows": "i64", "Count": "*i32",
            "ReqRows": "*i64", "Out": "*i64", "s_out": "i64", "Part": "*i64", "Tickets": "*i32", "NPROG": "i32"}
     for unscaled in (False, True):
-        cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 8, "BLOCK_P": 64, "MAP": True, "ADD": True,
+        cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 16, "BLOCK_P": 32, "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}
         triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": 16})
 

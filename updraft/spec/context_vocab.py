@@ -190,58 +190,67 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
                          Part, Tickets, NPROG, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
                          BLOCK_P: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, UNSCALED: tl.constexpr,
                          PDL: tl.constexpr):
-    """Programs ``(b, p)``: ``p < NPROG - 1`` scores the ``BLOCK_K`` context tokens of batch row
-    ``b``'s request from ``p * BLOCK_K`` against the normed feature; the row's last program takes
-    the vocabulary's argmax. Each stores its best (score, id) in ``Part[b, p]``; the last of the
-    row's programs to finish (a ticket per row) merges them: a context token wins only by a
-    strictly larger score than the vocabulary's best (plus ``bias``), the first among equals.
-    (One program per row looped over the tokens, a memory round trip each ``BLOCK_K``: 29.6 us at
-    256 held tokens against the argmax's 1.8, the H100, 2026-12-05.)"""
+    """Programs ``(b, p)`` for batch row ``b``: ``p < NPROG - 1`` scores ``BLOCK_K`` held tokens of
+    the row's request from ``p * BLOCK_K`` against the normed feature, ``p = NPROG - 1`` takes the
+    vocabulary's argmax. Only the tiles the request's count reaches do anything (the rest return
+    at once); with none, the argmax's program writes the pick. Else each live program stores its
+    best (score, id) at ``Part[b, slot]`` (tiles first, the argmax last) and the last of them to
+    finish (a ticket per row) merges: a context token wins only by a strictly larger score than
+    the vocabulary's best (plus ``bias``), the first among equals."""
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
-    h = tl.arange(0, BLOCK_H)
-    f = tl.load(Feat + b * s_f + h, mask=h < H, other=0.0).to(tl.float32)
-    inv = 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)
-    if p == NPROG - 1:
-        best, arg = row_argmax(X + b * s_x, V, BLOCK)
-        if UNSCALED:
-            best = best * inv
-        arg = target_id(Map, arg, MAP, ADD)
-    else:
-        fn = f * inv * tl.load(NormW + h, mask=h < H, other=0.0).to(tl.float32)
-        r = tl.load(ReqRows + b).to(tl.int64)
-        n = tl.load(Count + r)
-        k = p * BLOCK_K + tl.arange(0, BLOCK_K)
-        ids = tl.load(Ids + r * s_ids + k, mask=k < n, other=-1).to(tl.int64)
-        # masked by the count, not by the ids: the two loads issue together; a -1 entry's row is
-        # read and then scored -inf below
-        w = tl.load(Rows + r * s_rows + k[:, None] * H + h[None, :], mask=(k[:, None] < n) & (h[None, :] < H),
-                    other=0.0).to(tl.float32)
-        s = tl.where(ids >= 0, tl.sum(w * fn[None, :], axis=1), float("-inf"))
-        sb = tl.max(s, axis=0)
-        si = tl.min(tl.where(s == sb, tl.arange(0, BLOCK_K), BLOCK_K), axis=0)
-        best = sb + bias
-        arg = tl.sum(tl.where(tl.arange(0, BLOCK_K) == si, ids, 0), axis=0)
-    Mine = Part + (b * NPROG + p) * 2
-    tl.store(Mine, best.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64))
-    tl.store(Mine + 1, arg)
-    tl.debug_barrier()  # every thread's stores before the ticket releases them
-    if tl.atomic_add(Tickets + b, 1, sem="acq_rel") == NPROG - 1:
-        q = tl.arange(0, BLOCK_P)
-        at = Part + (b * NPROG + q) * 2
-        # .cg: the other programs' results are in L2; never serve them from a stale L1 line
-        got = tl.load(at, mask=q < NPROG, other=0, cache_modifier=".cg")
-        ids = tl.load(at + 1, mask=q < NPROG, other=-1, cache_modifier=".cg")
-        scores = tl.where(q < NPROG, got.to(tl.int32).to(tl.float32, bitcast=True), float("-inf"))
-        vbest = tl.sum(tl.where(q == NPROG - 1, scores, 0.0), axis=0)
-        cs = tl.where(q < NPROG - 1, scores, float("-inf"))
-        cbest = tl.max(cs, axis=0)
-        ci = tl.min(tl.where(cs == cbest, q, BLOCK_P), axis=0)
-        pick = tl.where(cbest > vbest, tl.sum(tl.where(q == ci, ids, 0), axis=0),
-                        tl.sum(tl.where(q == NPROG - 1, ids, 0), axis=0))
-        tl.store(Out + b * s_out, pick)
-        tl.atomic_xchg(Tickets + b, 0)  # ready for the next launch (stream order)
+    r = tl.load(ReqRows + b).to(tl.int64)
+    n = tl.load(Count + r)
+    tiles = tl.cdiv(n, BLOCK_K)
+    vocab = p == NPROG - 1
+    if vocab | (p < tiles):
+        h = tl.arange(0, BLOCK_H)
+        f = tl.load(Feat + b * s_f + h, mask=h < H, other=0.0).to(tl.float32)
+        inv = 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)
+        if vocab:
+            best, arg = row_argmax(X + b * s_x, V, BLOCK)
+            if UNSCALED:
+                best = best * inv
+            arg = target_id(Map, arg, MAP, ADD)
+            slot = tiles
+        else:
+            fn = f * inv * tl.load(NormW + h, mask=h < H, other=0.0).to(tl.float32)
+            k = p * BLOCK_K + tl.arange(0, BLOCK_K)
+            ids = tl.load(Ids + r * s_ids + k, mask=k < n, other=-1).to(tl.int64)
+            # masked by the count, not by the ids: the two loads issue together; a -1 entry's row
+            # is read and then scored -inf below
+            w = tl.load(Rows + r * s_rows + k[:, None] * H + h[None, :], mask=(k[:, None] < n) & (h[None, :] < H),
+                        other=0.0).to(tl.float32)
+            s = tl.where(ids >= 0, tl.sum(w * fn[None, :], axis=1), float("-inf"))
+            sb = tl.max(s, axis=0)
+            si = tl.min(tl.where(s == sb, tl.arange(0, BLOCK_K), BLOCK_K), axis=0)
+            best = sb + bias
+            arg = tl.sum(tl.where(tl.arange(0, BLOCK_K) == si, ids, 0), axis=0)
+            slot = p
+        if tiles == 0:  # nothing held: the argmax is the pick
+            tl.store(Out + b * s_out, arg)
+        else:
+            Mine = Part + (b * NPROG + slot) * 2
+            tl.store(Mine, best.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64))
+            tl.store(Mine + 1, arg)
+            tl.debug_barrier()  # every thread's stores before the ticket releases them
+            if tl.atomic_add(Tickets + b, 1, sem="acq_rel") == tiles:
+                q = tl.arange(0, BLOCK_P)
+                at = Part + (b * NPROG + q) * 2
+                live = q <= tiles
+                # .cg: the other programs' results are in L2; never serve them from a stale L1 line
+                got = tl.load(at, mask=live, other=0, cache_modifier=".cg")
+                cand = tl.load(at + 1, mask=live, other=-1, cache_modifier=".cg")
+                scores = got.to(tl.int32).to(tl.float32, bitcast=True)
+                vbest = tl.sum(tl.where(q == tiles, scores, 0.0), axis=0)
+                cs = tl.where(q < tiles, scores, float("-inf"))
+                cbest = tl.max(cs, axis=0)
+                ci = tl.min(tl.where(cs == cbest, q, BLOCK_P), axis=0)
+                pick = tl.where(cbest > vbest, tl.sum(tl.where(q == ci, cand, 0), axis=0),
+                                tl.sum(tl.where(q == tiles, cand, 0), axis=0))
+                tl.store(Out + b * s_out, pick)
+                tl.atomic_xchg(Tickets + b, 0)  # ready for the next launch (stream order)
 
 
 def context_pick_reference(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float,
@@ -279,8 +288,8 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
     hsz, k = rows.shape[2], rows.shape[1]
     block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
     block_h = triton.next_power_of_2(hsz)
-    block_k = max(1, min(triton.next_power_of_2(k), 8192 // block_h))
-    nprog = triton.cdiv(k, block_k) + 1  # the context tokens' tiles, then the vocabulary's argmax
+    block_k = max(1, min(triton.next_power_of_2(k), 16384 // block_h))  # 16 rows at SmolLM2's width
+    nprog = triton.cdiv(k, block_k) + 1  # the held tokens' tiles, then the vocabulary's argmax
     tab = table[0] if table is not None else dst
     if count is None:
         count = torch.full((ids.shape[0],), k, dtype=torch.int32, device=ids.device)
