@@ -9,12 +9,12 @@
 # steady steps and the lines that made a synchronizing CUDA call. ~4 min.
 source benchmarks/device/env.sh >/dev/null
 HEAD_DIR=$PWD/updraft/heads/smollm2-135m-instruct-eagle3
-profile() {  # name, the updraft to import, K
+profile() {  # name, the updraft to import, K, timeout (s)
   echo "== $1"
-  PYTHONPATH=$2 timeout 110 python benchmarks/host_profile.py --model random:smollm2-135m --head $HEAD_DIR --bs 8 64 \
+  PYTHONPATH=$2 timeout ${4:-110} python benchmarks/host_profile.py --model random:smollm2-135m --head $HEAD_DIR --bs 8 64 \
     --steps 60 --context-vocab $3 --out $OUT/host-$1.json 2>&1 | grep -v Warn | grep -E "^bs|^ +[0-9]" | awk '/^bs/{c=0} c++ < 13'
 }
-[ -d .stage/ctxbase/updraft ] && profile base-ctx256 $PWD/.stage/ctxbase 256
+[ -d .stage/ctxbase/updraft ] && profile base-ctx256 $PWD/.stage/ctxbase 256 220  # compiles first: 110 s was too little
 profile ctx256 $PWD 256
 profile ctx0 $PWD 0
 timeout 90 python benchmarks/context_pick_bench.py --shapes smollm2 --bs 8 64 --held 0 64 256 --out $OUT/pick.json 2>&1 | grep -v Warn
