@@ -183,12 +183,22 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/test_device_triton.py::test_kernels_compile_under_the_device_triton[attention]",)),
     _m("context-pick-scale-ignored", "-", "the context tokens' pick compares logits that lack the norm's 1 / rms "
        "(the fused mid layer's) with scaled context scores", CTX,
-       "    if UNSCALED:\n        best = best * inv\n", "    if False:  # MUTATION\n        best = best * inv\n",
+       "            if UNSCALED:\n                best = best * inv\n",
+       "            if False:  # MUTATION\n                best = best * inv\n",
        "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
     _m("context-pick-bias-dropped", "-", "the context tokens' pick leaves out the head's calibration bias", CTX,
-       "    tl.store(Out + b * s_out, tl.where(cbest + bias > best, cid, arg))\n",
-       "    tl.store(Out + b * s_out, tl.where(cbest > best, cid, arg))  # MUTATION\n",
+       "            best = sb + bias\n", "            best = sb  # MUTATION\n",
        "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
+    _m("context-pick-last-tile-wins-ties", "-", "the context tokens' split pick merges its tiles keeping the last of "
+       "equal scores (the reference keeps the first)", CTX,
+       "                ci = tl.min(tl.where(cs == cbest, q, BLOCK_P), axis=0)\n",
+       "                ci = tl.max(tl.where(cs == cbest, q, -1), axis=0)  # MUTATION\n",
+       "tests/spec/test_context_vocab.py::test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zero"),
+    _m("context-pick-ticket-kept", "-", "the context tokens' split pick leaves a row's ticket counter raised: the "
+       "next launch's merge never runs or runs early", CTX,
+       "                tl.atomic_xchg(Tickets + b, 0)  # ready for the next launch (stream order)\n",
+       "                pass  # MUTATION\n",
+       "tests/spec/test_context_vocab.py::test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zero"),
     _m("context-row-kept-on-readmission", "-", "a request admitted into a row keeps the context tokens the row's last "
        "request left past its own", CTX,
        "            self.ids[packed[3 * n + 2 * m :]] = -1\n", "            pass  # MUTATION\n",
