@@ -183,8 +183,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/test_device_triton.py::test_kernels_compile_under_the_device_triton[attention]",)),
     _m("context-pick-scale-ignored", "-", "the context tokens' pick compares logits that lack the norm's 1 / rms "
        "(the fused mid layer's) with scaled context scores", CTX,
-       "            if UNSCALED:\n                best = best * inv\n",
-       "            if False:  # MUTATION\n                best = best * inv\n",
+       "            if UNSCALED:\n                _, inv = _feature_rms(Feat + b * s_f, H, eps, BLOCK_H)\n                best = best * inv\n",
+       "            if False:  # MUTATION\n                _, inv = _feature_rms(Feat + b * s_f, H, eps, BLOCK_H)\n                best = best * inv\n",
        "tests/spec/test_context_vocab.py::test_pick_equals_a_float64_reference"),
     _m("context-pick-bias-dropped", "-", "the context tokens' pick leaves out the head's calibration bias", CTX,
        "            best = sb + bias\n", "            best = sb  # MUTATION\n",

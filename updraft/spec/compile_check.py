@@ -122,7 +122,7 @@ def iteration() -> None:
     # (scaled and without the norm's factor), d2t, 256 context rows a request
     sig = {"X": "*bf16", "s_x": "i64", "V": "i32", "Map": "*i64", "Feat": "*bf16", "s_f": "i64", "NormW": "*bf16",
            "eps": "fp32", "bias": "fp32", "H": "i32", "Ids": "*i64", "s_ids": "i64", "Rows": "*bf16", "s_rows": "i64", "Count": "*i32",
-           "ReqRows": "*i64", "Out": "*i64", "s_out": "i64", "Part": "*i64", "Tickets": "*i32", "NPROG": "i32"}
+           "ReqRows": "*i64", "Out": "*i64", "s_out": "i64", "PartScore": "*fp32", "PartId": "*i64", "Tickets": "*i32", "NPROG": "i32"}
     for unscaled in (False, True):
         cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 16, "BLOCK_P": 32, "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}

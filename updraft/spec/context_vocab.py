@@ -186,15 +186,23 @@ class ContextVocab:
 
 
 @triton.jit
+def _feature_rms(F, H, eps, BLOCK_H: tl.constexpr):
+    """``(f, 1 / rms(f))`` of the ``H`` values at ``F`` (float32; ``f`` padded to ``BLOCK_H``)."""
+    h = tl.arange(0, BLOCK_H)
+    f = tl.load(F + h, mask=h < H, other=0.0).to(tl.float32)
+    return f, 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)
+
+
+@triton.jit
 def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_ids, Rows, s_rows, Count, ReqRows, Out, s_out,
-                         Part, Tickets, NPROG, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+                         PartScore, PartId, Tickets, NPROG, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
                          BLOCK_P: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, UNSCALED: tl.constexpr,
                          PDL: tl.constexpr):
     """Programs ``(b, p)`` for batch row ``b``: ``p < NPROG - 1`` scores ``BLOCK_K`` held tokens of
     the row's request from ``p * BLOCK_K`` against the normed feature, ``p = NPROG - 1`` takes the
     vocabulary's argmax. Only the tiles the request's count reaches do anything (the rest return
     at once); with none, the argmax's program writes the pick. Else each live program stores its
-    best (score, id) at ``Part[b, slot]`` (tiles first, the argmax last) and the last of them to
+    best score and id at ``PartScore`` / ``PartId[b, slot]`` (tiles first, the argmax last) and the last of them to
     finish (a ticket per row) merges: a context token wins only by a strictly larger score than
     the vocabulary's best (plus ``bias``), the first among equals."""
     pdl_enter(PDL)
@@ -205,16 +213,16 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
     tiles = tl.cdiv(n, BLOCK_K)
     vocab = p == NPROG - 1
     if vocab | (p < tiles):
-        h = tl.arange(0, BLOCK_H)
-        f = tl.load(Feat + b * s_f + h, mask=h < H, other=0.0).to(tl.float32)
-        inv = 1.0 / tl.sqrt(tl.sum(f * f, axis=0) / H + eps)
         if vocab:
             best, arg = row_argmax(X + b * s_x, V, BLOCK)
             if UNSCALED:
+                _, inv = _feature_rms(Feat + b * s_f, H, eps, BLOCK_H)
                 best = best * inv
             arg = target_id(Map, arg, MAP, ADD)
             slot = tiles
         else:
+            f, inv = _feature_rms(Feat + b * s_f, H, eps, BLOCK_H)
+            h = tl.arange(0, BLOCK_H)
             fn = f * inv * tl.load(NormW + h, mask=h < H, other=0.0).to(tl.float32)
             k = p * BLOCK_K + tl.arange(0, BLOCK_K)
             ids = tl.load(Ids + r * s_ids + k, mask=k < n, other=-1).to(tl.int64)
@@ -231,18 +239,15 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
         if tiles == 0:  # nothing held: the argmax is the pick
             tl.store(Out + b * s_out, arg)
         else:
-            Mine = Part + (b * NPROG + slot) * 2
-            tl.store(Mine, best.to(tl.float32).to(tl.int32, bitcast=True).to(tl.int64))
-            tl.store(Mine + 1, arg)
+            tl.store(PartScore + b * NPROG + slot, best.to(tl.float32))
+            tl.store(PartId + b * NPROG + slot, arg)
             tl.debug_barrier()  # every thread's stores before the ticket releases them
             if tl.atomic_add(Tickets + b, 1, sem="acq_rel") == tiles:
                 q = tl.arange(0, BLOCK_P)
-                at = Part + (b * NPROG + q) * 2
                 live = q <= tiles
                 # .cg: the other programs' results are in L2; never serve them from a stale L1 line
-                got = tl.load(at, mask=live, other=0, cache_modifier=".cg")
-                cand = tl.load(at + 1, mask=live, other=-1, cache_modifier=".cg")
-                scores = got.to(tl.int32).to(tl.float32, bitcast=True)
+                scores = tl.load(PartScore + b * NPROG + q, mask=live, other=0.0, cache_modifier=".cg")
+                cand = tl.load(PartId + b * NPROG + q, mask=live, other=-1, cache_modifier=".cg")
                 vbest = tl.sum(tl.where(q == tiles, scores, 0.0), axis=0)
                 cs = tl.where(q < tiles, scores, float("-inf"))
                 cbest = tl.max(cs, axis=0)
@@ -297,10 +302,12 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
         tickets = torch.zeros(b, dtype=torch.int32, device=logits.device)
     if tickets.dtype != torch.int32 or tickets.numel() < b or not tickets.is_contiguous():
         raise ValueError(f"context_pick: tickets must be >= {b} contiguous int32 counters")
-    part = torch.empty((b, nprog, 2), dtype=torch.int64, device=logits.device)  # every program writes its own
+    # each live program writes its own slot
+    part_score = torch.empty((b, nprog), dtype=torch.float32, device=logits.device)
+    part_id = torch.empty((b, nprog), dtype=torch.int64, device=logits.device)
     _context_pick_kernel[(b, nprog)](logits, logits.stride(0), v, tab, feature, feature.stride(0), norm_weight, eps,
                                      float(bias), hsz, ids, ids.stride(0), rows, rows.stride(0), count, req_rows, dst,
-                                     dst.stride(0), part, tickets, nprog, BLOCK=block, BLOCK_H=block_h, BLOCK_K=block_k,
+                                     dst.stride(0), part_score, part_id, tickets, nprog, BLOCK=block, BLOCK_H=block_h, BLOCK_K=block_k,
                                      BLOCK_P=triton.next_power_of_2(nprog), MAP=table is not None,
                                      ADD=table[1] if table is not None else True, UNSCALED=unscaled,
                                      num_warps=num_warps(max(block, block_h * block_k), per_thread=16),
