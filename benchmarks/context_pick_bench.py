@@ -27,14 +27,25 @@ if not torch.cuda.is_available():
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a base tree there is timed
 
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
+from updraft.spec import context_vocab  # noqa: E402
 from updraft.spec.context_vocab import context_pick, context_pick_reference  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
 
 _TICKETS = "tickets" in inspect.signature(context_pick).parameters
+_TILES = "tiles" in inspect.signature(context_pick).parameters  # a base tree may lack launch shapes
+PickTiles = getattr(context_vocab, "PickTiles", None)
 SHAPES = {"smollm2": (576, 8192), "8b": (4096, 32000)}
 
 
-def case(hidden: int, vocab: int, bs: int, held: int, k: int, device: str, dtype: torch.dtype) -> dict[str, object]:
+def sweep_tiles(hidden: int) -> list[PickTiles]:
+    """Launch shapes around the default: held tokens a program x warps (register tiles of at most
+    ~32k values a program)."""
+    ks = [bk for bk in (2, 4, 8, 16, 32, 64) if bk * (1 << (hidden - 1).bit_length()) <= 32768]
+    return [PickTiles(bk, w) for bk in ks for w in (4, 8, 16)]
+
+
+def case(hidden: int, vocab: int, bs: int, held: int, k: int, device: str, dtype: torch.dtype,
+         sweep: bool = False) -> dict[str, object]:
     g = torch.Generator(device="cpu").manual_seed(bs * 1000 + held)
     logits = torch.randn(bs, vocab, generator=g).to(device)
     feat = torch.randn(bs, hidden, generator=g).to(device, dtype)
@@ -65,6 +76,15 @@ def case(hidden: int, vocab: int, bs: int, held: int, k: int, device: str, dtype
         plain()
         row["argmax_us"] = graph_seconds(plain, 50) * 1e6
         row["pick_us"] = graph_seconds(pick, 50) * 1e6
+        if sweep:  # every shape checked against the reference before it is timed
+            row["sweep"] = []
+            for tiles in sweep_tiles(hidden):
+                kw["tiles"] = tiles
+                pick()
+                ok = bool(torch.equal(dst.cpu(), ref.cpu()))
+                row["sweep"].append({"block_k": tiles.block_k, "num_warps": tiles.num_warps, "agrees": ok,
+                                     "pick_us": graph_seconds(pick, 50) * 1e6})
+            kw.pop("tiles")
     return row
 
 
@@ -73,6 +93,7 @@ def main() -> None:
     ap.add_argument("--bs", type=int, nargs="+", default=[1, 8, 64])
     ap.add_argument("--held", type=int, nargs="+", default=[0, 16, 64, 256])
     ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--sweep", action="store_true", help="also time other launch shapes (PickTiles) per case")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     cuda = torch.cuda.is_available()
@@ -86,11 +107,17 @@ def main() -> None:
         hidden, vocab = SHAPES[shape]
         for bs in args.bs:
             for held in args.held:
-                r = case(hidden, vocab, bs, held, max(args.held), "cuda", torch.bfloat16)
+                r = case(hidden, vocab, bs, held, max(args.held), "cuda", torch.bfloat16, args.sweep and _TILES)
                 r["shape"] = shape
                 rows.append(r)
                 print(f"{shape:8s} bs {bs:3d} held {held:4d}: argmax {r['argmax_us']:7.2f} us  pick {r['pick_us']:7.2f} us  "
                       f"agrees {r['agrees_with_reference']}", flush=True)
+                if r.get("sweep"):
+                    best = min(r["sweep"], key=lambda e: e["pick_us"])
+                    bad = sum(not e["agrees"] for e in r["sweep"])
+                    print(f"{'':8s} sweep: best block_k {best['block_k']} warps {best['num_warps']} {best['pick_us']:7.2f} us; "
+                          + " ".join(f"{e['block_k']}/{e['num_warps']}:{e['pick_us']:.1f}" for e in r["sweep"])
+                          + (f"; {bad} DISAGREE" if bad else ""), flush=True)
     if args.out:
         args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows},
                                        indent=1))

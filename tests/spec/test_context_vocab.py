@@ -125,14 +125,20 @@ def test_pick_over_many_tiles_merges_them_in_order_and_leaves_its_tickets_at_zer
     want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, False)
     assert want == [1027, 7, 7, 1003]
     tickets = torch.zeros(8, dtype=torch.int32)
-    for bias in (0.0, 2.0):  # the same counters twice; with the bias row 1's token wins too
-        want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, False, bias)
-        dst = torch.full((b,), -7, dtype=torch.long)
-        got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, count=count,
-                              bias=bias, tickets=tickets)
-        assert got.tolist() == want
-        assert int(tickets.abs().sum()) == 0
+    # the default 16-token tiles; 4-token ones (11 programs a row, the twins in tiles 6 and 8);
+    # one tile holding all 40 (two programs)
+    for tiles in (None, cv.PickTiles(4, 4), cv.PickTiles(64, 8)):
+        for bias in (0.0, 2.0):  # the same counters twice; with the bias row 1's token wins too
+            want = _float64_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, table, False, bias)
+            dst = torch.full((b,), -7, dtype=torch.long)
+            got = cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, count=count,
+                                  bias=bias, tickets=tickets, tiles=tiles)
+            assert got.tolist() == want, (tiles, bias)
+            assert int(tickets.abs().sum()) == 0
     assert want == [1027, 1040 + 12, 7, 1003]
+    assert cv.pick_tiles(600, k) == cv.PickTiles(16, 4) and cv.pick_tiles(4096, 256) == cv.PickTiles(8, 4)
+    with pytest.raises(ValueError, match="block_k must be a power of two"):
+        cv.PickTiles(3, 4)
     with pytest.raises(ValueError, match="tickets"):
         cv.context_pick(logits, feature, norm_w, 1e-6, ids, rows, req_rows, dst, table, tickets=tickets[:2])
 

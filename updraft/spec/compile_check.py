@@ -126,7 +126,8 @@ def iteration() -> None:
     for unscaled in (False, True):
         cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 16, "BLOCK_P": 32, "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}
-        triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": 16})
+        triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90,
+                       options={"num_warps": cv.pick_tiles(576, 256).num_warps})
 
 
 def main() -> int:

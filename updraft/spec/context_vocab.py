@@ -28,6 +28,7 @@ names (row 0): their picks are discarded with the rest of the padding.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -35,7 +36,7 @@ import triton.language as tl
 
 from updraft.memory.staging import StagingRing
 from updraft.models.eagle import Eagle3Head
-from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.spec.sampling_kernels import MAX_TOPK_ROW, row_argmax, target_id, use_triton
 
 
@@ -198,21 +199,24 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
                          PartScore, PartId, Tickets, NPROG, BLOCK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
                          BLOCK_P: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr, UNSCALED: tl.constexpr,
                          PDL: tl.constexpr):
-    """Programs ``(b, p)`` for batch row ``b``: ``p < NPROG - 1`` scores ``BLOCK_K`` held tokens of
-    the row's request from ``p * BLOCK_K`` against the normed feature, ``p = NPROG - 1`` takes the
-    vocabulary's argmax. Only the tiles the request's count reaches do anything (the rest return
-    at once); with none, the argmax's program writes the pick. Else each live program stores its
-    best score and id at ``PartScore`` / ``PartId[b, slot]`` (tiles first, the argmax last) and the last of them to
-    finish (a ticket per row) merges: a context token wins only by a strictly larger score than
-    the vocabulary's best (plus ``bias``), the first among equals."""
+    """Programs ``(b, p)`` for batch row ``b``: ``p = 0`` takes the vocabulary's argmax, ``p >= 1``
+    scores tile ``t = p - 1``, ``BLOCK_K`` held tokens of the row's request from ``t * BLOCK_K``,
+    against the normed feature. The argmax programs come first in launch order (the batch axis
+    varies fastest), so the longest programs start first and the short tiles fill in beside them.
+    Only the tiles the request's count reaches do anything (the rest return at once); with none,
+    the argmax's program writes the pick. Else each live program stores its best score and id at
+    ``PartScore`` / ``PartId[b, slot]`` (tiles at ``t``, the argmax at ``tiles``) and the last of
+    them to finish (a ticket per row) merges: a context token wins only by a strictly larger score
+    than the vocabulary's best (plus ``bias``), the first among equals."""
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
     r = tl.load(ReqRows + b).to(tl.int64)
     n = tl.load(Count + r)
     tiles = tl.cdiv(n, BLOCK_K)
-    vocab = p == NPROG - 1
-    if vocab | (p < tiles):
+    vocab = p == 0
+    t = p - 1
+    if vocab | (t < tiles):
         if vocab:
             best, arg = row_argmax(X + b * s_x, V, BLOCK)
             if UNSCALED:
@@ -224,7 +228,7 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
             f, inv = _feature_rms(Feat + b * s_f, H, eps, BLOCK_H)
             h = tl.arange(0, BLOCK_H)
             fn = f * inv * tl.load(NormW + h, mask=h < H, other=0.0).to(tl.float32)
-            k = p * BLOCK_K + tl.arange(0, BLOCK_K)
+            k = t * BLOCK_K + tl.arange(0, BLOCK_K)
             ids = tl.load(Ids + r * s_ids + k, mask=k < n, other=-1).to(tl.int64)
             # masked by the count, not by the ids: the two loads issue together; a -1 entry's row
             # is read and then scored -inf below
@@ -235,7 +239,7 @@ def _context_pick_kernel(X, s_x, V, Map, Feat, s_f, NormW, eps, bias, H, Ids, s_
             si = tl.min(tl.where(s == sb, tl.arange(0, BLOCK_K), BLOCK_K), axis=0)
             best = sb + bias
             arg = tl.sum(tl.where(tl.arange(0, BLOCK_K) == si, ids, 0), axis=0)
-            slot = p
+            slot = t
         if tiles == 0:  # nothing held: the argmax is the pick
             tl.store(Out + b * s_out, arg)
         else:
@@ -276,14 +280,40 @@ def context_pick_reference(logits: torch.Tensor, feature: torch.Tensor, norm_wei
     return torch.where(cbest + bias > best, cid.gather(1, carg[:, None])[:, 0], arg)
 
 
+@dataclass(frozen=True)
+class PickTiles:
+    """The pick's launch shape: ``block_k`` held tokens a program (a power of two), ``num_warps``
+    a program (the argmax's and the tiles' alike: one launch)."""
+
+    block_k: int
+    num_warps: int
+
+    def __post_init__(self) -> None:
+        for name, val in (("block_k", self.block_k), ("num_warps", self.num_warps)):
+            if val < 1 or val & (val - 1):
+                raise ValueError(f"PickTiles.{name} must be a power of two >= 1, got {val}")
+
+
+def pick_tiles(hidden: int, k: int) -> PickTiles:
+    """The default launch shape for a head of width ``hidden`` and ``k`` context tokens a row:
+    16,384-value tiles (16 tokens at SmolLM2's width), at least 8 tokens a program at wider heads,
+    4 warps. H100, 2026-12-05 (``benchmarks/results/2026-12-05-h100-pick-tiles/``; bs 1 / 8 / 64 x
+    0 / 64 / 256 held): SmolLM2's best everywhere within 0.3 us, 12.1 us against 17.4 with 16 warps
+    at bs 64 / 256 held; the 8B shape's 8 x 4 54.6 against 107.0 for 4 x 16 there (16 warps were
+    up to 0.4 us faster only where nothing is held, at bs 1 and 8)."""
+    block_h = triton.next_power_of_2(hidden)
+    return PickTiles(max(1, min(triton.next_power_of_2(k), max(8, 16384 // block_h))), 4)
+
+
 def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch.Tensor, eps: float, ids: torch.Tensor,
                  rows: torch.Tensor, req_rows: torch.Tensor, dst: torch.Tensor, table: tuple[torch.Tensor, bool] | None,
                  *, unscaled: bool = False, count: torch.Tensor | None = None, bias: float = 0.0,
-                 tickets: torch.Tensor | None = None) -> torch.Tensor:
+                 tickets: torch.Tensor | None = None, tiles: PickTiles | None = None) -> torch.Tensor:
     """See ``ContextVocab.pick``; one launch where Triton runs (``use_triton``), else torch.
     ``count`` [R] int32: each row's valid entries (a prefix of ``ids``; default: all K); ``bias``:
     added to every context token's score; ``tickets``: >= B int32 counters, zero between launches
-    (the kernel leaves them so; default: new ones)."""
+    (the kernel leaves them so; default: new ones); ``tiles``: the launch shape (default
+    ``pick_tiles``; ``benchmarks/context_pick_bench.py --sweep`` times others)."""
     b, v = logits.shape
     if b == 0:
         return dst
@@ -293,8 +323,9 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
     hsz, k = rows.shape[2], rows.shape[1]
     block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
     block_h = triton.next_power_of_2(hsz)
-    block_k = max(1, min(triton.next_power_of_2(k), 16384 // block_h))  # 16 rows at SmolLM2's width
-    nprog = triton.cdiv(k, block_k) + 1  # the held tokens' tiles, then the vocabulary's argmax
+    tiles = tiles or pick_tiles(hsz, k)
+    block_k = tiles.block_k
+    nprog = triton.cdiv(k, block_k) + 1  # the vocabulary's argmax, then the held tokens' tiles
     tab = table[0] if table is not None else dst
     if count is None:
         count = torch.full((ids.shape[0],), k, dtype=torch.int32, device=ids.device)
@@ -310,6 +341,6 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
                                      dst.stride(0), part_score, part_id, tickets, nprog, BLOCK=block, BLOCK_H=block_h, BLOCK_K=block_k,
                                      BLOCK_P=triton.next_power_of_2(nprog), MAP=table is not None,
                                      ADD=table[1] if table is not None else True, UNSCALED=unscaled,
-                                     num_warps=num_warps(max(block, block_h * block_k), per_thread=16),
+                                     num_warps=tiles.num_warps,
                                      **pdl_opts(logits.device, "sampling"))
     return dst
