@@ -450,7 +450,7 @@ def test_a_gpu_takes_the_tuned_entries_of_its_family(tmp_path, monkeypatch: pyte
 
     cuda, bf16 = torch.device("cuda"), torch.bfloat16
     shipped = gc._shipped()
-    h100_key = next(k for k in shipped if k.startswith("NVIDIA H100 80GB HBM3|linear|n=576|k=576|") and "|m=8|" in k)
+    h100_key = next(k for k in shipped if k.startswith("NVIDIA H100 80GB HBM3|linear|n=576|k=576|") and "|m=4|" in k)
     _, kind, n, k, d, m, _dt = h100_key.split("|")
     args = (kind, int(n[2:]), int(k[2:]), int(m[2:]), bf16, cuda, int(d[2:]))
     assert gc._shipped_families()["NVIDIA H100 80GB HBM3"] == "sm90x132"
