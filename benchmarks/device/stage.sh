@@ -22,6 +22,8 @@ if [ ! -f .stage/q4/gguf.xz.part.ad ]; then
   i=1; for p in aa ab ac ad; do mkdir -p .stage/q$i && mv .stage/xz/gguf.xz.part.$p .stage/q$i/; i=$((i + 1)); done
   rmdir .stage/xz
 fi
+# the eval sets (0.5 MB) beside the last part: a call carrying q4 alone can evaluate (context_speed.sh)
+[ -d .stage/q4/eagle-eval ] || cp -r "${UPDRAFT_EVAL_DIR:-../shared/data/eagle-eval}" .stage/q4/eagle-eval
 echo "GGUF from the parts: $(cat .stage/q?/gguf.xz.part.a? | xz -dc | sha256sum | cut -c1-16)"
 if [ -n "${1:-}" ]; then
   head=$(ls -d "$1"/head-* | sort -t- -k2 -n | tail -1)
