@@ -26,7 +26,7 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: a base tree there is timed
 
-from updraft.ops.gemv_config import graph_seconds  # noqa: E402
+from updraft.ops.gemv_config import graph_seconds, triton_next_pow2  # noqa: E402
 from updraft.spec import context_vocab  # noqa: E402
 from updraft.spec.context_vocab import context_pick, context_pick_reference  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
@@ -40,7 +40,7 @@ SHAPES = {"smollm2": (576, 8192), "8b": (4096, 32000)}
 def sweep_tiles(hidden: int) -> list[PickTiles]:
     """Launch shapes around the default: held tokens a program x warps (register tiles of at most
     ~32k values a program)."""
-    ks = [bk for bk in (2, 4, 8, 16, 32, 64) if bk * (1 << (hidden - 1).bit_length()) <= 32768]
+    ks = [bk for bk in (2, 4, 8, 16, 32, 64) if bk * triton_next_pow2(hidden) <= 32768]
     return [PickTiles(bk, w) for bk in ks for w in (4, 8, 16)]
 
 

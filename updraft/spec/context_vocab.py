@@ -95,6 +95,7 @@ class ContextVocab:
         self.rows = torch.zeros(rows, size, self.hidden, dtype=w.dtype, device=self.device)
         #: the pick's per-batch-row counters (zero between launches; a batch has at most ``rows`` rows)
         self._tickets = torch.zeros(rows, dtype=torch.int32, device=self.device)
+        self._tiles = pick_tiles(self.hidden, size)  # the pick's launch shape, fixed by the head and K
         self._ring = StagingRing(self.device, staged=staged)
 
     def owner(self, row: int) -> str | None:
@@ -183,7 +184,8 @@ class ContextVocab:
         pre-norm output feature the logits came from; ``rows`` [B]: request rows; ``unscaled``:
         the logits lack the norm's 1 / rms."""
         return context_pick(logits, feature, self.norm_weight, self.eps, self.ids, self.rows, rows, dst, self.table,
-                            unscaled=unscaled, count=self.count, bias=self.bias, tickets=self._tickets)
+                            unscaled=unscaled, count=self.count, bias=self.bias, tickets=self._tickets,
+                            tiles=self._tiles)
 
 
 @triton.jit
