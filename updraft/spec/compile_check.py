@@ -123,11 +123,12 @@ def iteration() -> None:
     sig = {"X": "*bf16", "s_x": "i64", "V": "i32", "Map": "*i64", "Feat": "*bf16", "s_f": "i64", "NormW": "*bf16",
            "eps": "fp32", "bias": "fp32", "H": "i32", "Ids": "*i64", "s_ids": "i64", "Rows": "*bf16", "s_rows": "i64", "Count": "*i32",
            "ReqRows": "*i64", "Out": "*i64", "s_out": "i64", "PartScore": "*fp32", "PartId": "*i64", "Tickets": "*i32", "NPROG": "i32"}
+    tiles = cv.pick_tiles(576, 256)  # the launch shape ContextVocab takes for this head and K
     for unscaled in (False, True):
-        cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": 16, "BLOCK_P": 32, "MAP": True, "ADD": True,
+        cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": tiles.block_k,
+                "BLOCK_P": triton.next_power_of_2(triton.cdiv(256, tiles.block_k) + 1), "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}
-        triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90,
-                       options={"num_warps": cv.pick_tiles(576, 256).num_warps})
+        triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": tiles.num_warps})
 
 
 def main() -> int:
