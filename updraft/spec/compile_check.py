@@ -126,7 +126,7 @@ def iteration() -> None:
     tiles = cv.pick_tiles(576, 256)  # the launch shape ContextVocab takes for this head and K
     for unscaled in (False, True):
         cons = {"BLOCK": 8192, "BLOCK_H": 1024, "BLOCK_K": tiles.block_k,
-                "BLOCK_P": triton.next_power_of_2(triton.cdiv(256, tiles.block_k) + 1), "MAP": True, "ADD": True,
+                "BLOCK_P": triton.next_power_of_2(tiles.programs(256)), "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}
         triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": tiles.num_warps})
 

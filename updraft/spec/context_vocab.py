@@ -295,6 +295,10 @@ class PickTiles:
             if val < 1 or val & (val - 1):
                 raise ValueError(f"PickTiles.{name} must be a power of two >= 1, got {val}")
 
+    def programs(self, k: int) -> int:
+        """Programs a row for ``k`` held tokens: the vocabulary's argmax, then the tokens' tiles."""
+        return triton.cdiv(k, self.block_k) + 1
+
 
 def pick_tiles(hidden: int, k: int) -> PickTiles:
     """The default launch shape for a head of width ``hidden`` and ``k`` context tokens a row:
@@ -326,8 +330,7 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
     block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
     block_h = triton.next_power_of_2(hsz)
     tiles = tiles or pick_tiles(hsz, k)
-    block_k = tiles.block_k
-    nprog = triton.cdiv(k, block_k) + 1  # the vocabulary's argmax, then the held tokens' tiles
+    nprog = tiles.programs(k)
     tab = table[0] if table is not None else dst
     if count is None:
         count = torch.full((ids.shape[0],), k, dtype=torch.int32, device=ids.device)
@@ -340,7 +343,7 @@ def context_pick(logits: torch.Tensor, feature: torch.Tensor, norm_weight: torch
     part_id = torch.empty((b, nprog), dtype=torch.int64, device=logits.device)
     _context_pick_kernel[(b, nprog)](logits, logits.stride(0), v, tab, feature, feature.stride(0), norm_weight, eps,
                                      float(bias), hsz, ids, ids.stride(0), rows, rows.stride(0), count, req_rows, dst,
-                                     dst.stride(0), part_score, part_id, tickets, nprog, BLOCK=block, BLOCK_H=block_h, BLOCK_K=block_k,
+                                     dst.stride(0), part_score, part_id, tickets, nprog, BLOCK=block, BLOCK_H=block_h, BLOCK_K=tiles.block_k,
                                      BLOCK_P=triton.next_power_of_2(nprog), MAP=table is not None,
                                      ADD=table[1] if table is not None else True, UNSCALED=unscaled,
                                      num_warps=tiles.num_warps,
