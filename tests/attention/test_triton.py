@@ -504,3 +504,26 @@ def test_kernels_compile_for_h100() -> None:
     if proc.returncode != 0 and not any(line.startswith("ok ") for line in proc.stdout.splitlines()):
         pytest.skip(f"no CUDA compile toolchain in this triton install: {log[-400:]}")
     assert proc.returncode == 0, log[-3000:]
+
+
+@pytest.mark.parametrize("heads,splits,dim", [(3, 7, 64), (16, 16, 512), (9, 32, 64)])
+def test_merge_of_written_partials(heads: int, splits: int, dim: int) -> None:
+    """``merge_splits(written=True)``, as the decode kernels launch it (every split wrote its
+    partial, zeros where it held no key), loads the partials beside their lse: the same output as
+    the gated merge, which never reads a split whose lse is -inf (NaN there changes nothing); a
+    row without keys merges to 0."""
+    from updraft.attention.triton_kernels.merge import merge_splits
+
+    gen = torch.Generator().manual_seed(heads * splits)
+    mid_o = torch.randn(3, heads, splits, dim, generator=gen)
+    mid_lse = torch.randn(3, heads, splits, generator=gen) * 3
+    dead = torch.rand(3, heads, splits, generator=gen) < 0.4
+    dead[1, 0] = True  # a row without keys
+    mid_lse[dead] = float("-inf")
+    written, stale = mid_o.clone(), mid_o.clone()
+    written[dead], stale[dead] = 0.0, float("nan")
+    got, want = torch.full((3, heads, dim), 5.0), torch.full((3, heads, dim), 5.0)
+    merge_splits(written, mid_lse, got, written=True)
+    merge_splits(stale, mid_lse, want)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not got[1, 0].any()

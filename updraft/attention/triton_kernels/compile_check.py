@@ -108,7 +108,9 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
                 8 if bt * gp >= 128 else 4,
             ))
         out.append((f"merge -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
-                    dict(HEAD_DIM=128, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=128), 4))
+                    dict(HEAD_DIM=128, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=128, WRITTEN=False), 4))
+        out.append((f"merge written -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
+                    dict(HEAD_DIM=64, BLOCK_HM=4, BLOCK_S=32, BLOCK_D=64, WRITTEN=True), 4))
         for has_v, (hkv, hd) in ((True, (8, 128)), (False, (1, 576))):  # K and V; MLA's latent rows (K only)
             out.append((f"kv_store {dt} has_v={has_v}", kv_store._kv_store_kernel, dict(K=d, V=d, KPool=d, VPool=d, Loc="i64"),
                         dict(NUM_KV_HEADS=hkv, HEAD_DIM=hd, BLOCK_H=hkv, BLOCK_D=next_pow2(hd), HAS_V=has_v), 4))
@@ -152,7 +154,9 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
                     warps))
     if full:
         out.append((f"merge mla -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
-                    dict(HEAD_DIM=512, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=512), 4))
+                    dict(HEAD_DIM=512, BLOCK_HM=1, BLOCK_S=64, BLOCK_D=512, WRITTEN=False), 4))
+        out.append((f"merge mla written -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),
+                    dict(HEAD_DIM=512, BLOCK_HM=1, BLOCK_S=16, BLOCK_D=256, WRITTEN=True), 4))
     return out
 
 

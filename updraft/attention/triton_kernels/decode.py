@@ -264,4 +264,5 @@ def decode_attention(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_kw,
     )
     if not direct and sem is None:
-        merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl)
+        # every split wrote its partial (zeros past the context) unless skip_empty left them out
+        merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl, written=not skip_empty)

@@ -10,7 +10,9 @@ of ``BLOCK_HM`` heads of its row at once, ``BLOCK_D`` columns of them (``BLOCK_S
 next_pow2(num_splits)``, a frozen host scalar; ``BLOCK_D`` and ``BLOCK_HM`` keep the tile near 4K
 elements, so 32 splits of MLA's 512-wide latent output do not spill; under the interpreter,
 where each op is expensive, one program takes all heads and columns). Splits with ``lse = -inf`` are masked
-out of the load, so empty splits cost no bandwidth. A row whose every split is empty (only
+out of the load, so empty splits cost no bandwidth, except where the caller says every split
+wrote its partial (``written``: the decode kernels'): then they load beside the lse, which saves
+the round trip to L2 that gating them on it costs, and weigh 0. A row whose every split is empty (only
 possible with unseeded, zero-length metadata: failure class 8) gets 0, not NaN. A row with a
 split whose lse is +inf is done (the extend kernel's split that saw every key of its request
 wrote the output itself): the merge loads nothing of it and leaves its output alone.
@@ -43,7 +45,7 @@ def _merge_kernel(
     HEAD_DIM: tl.constexpr,
     BLOCK_HM: tl.constexpr,
     BLOCK_S: tl.constexpr,
-    BLOCK_D: tl.constexpr, PDL: tl.constexpr,
+    BLOCK_D: tl.constexpr, PDL: tl.constexpr, WRITTEN: tl.constexpr,
 ):
     pdl_enter(PDL)
     t = tl.program_id(0).to(tl.int64)
@@ -54,13 +56,17 @@ def _merge_kernel(
     lse = tl.load(
         MidLse + t * stride_lt + h[:, None] * stride_lh + s[None, :], mask=hs_mask, other=float("-inf")
     )  # [HM, S]
+    o_ptrs = MidO + t * stride_mt + h[:, None, None] * stride_mh + s[None, :, None] * stride_ms + d[None, None, :]
+    dmask = d[None, None, :] < HEAD_DIM
+    if WRITTEN:  # issued right after the lse, before anything waits for it: one round trip to L2, not two
+        o = tl.load(o_ptrs, mask=hs_mask[:, :, None] & dmask, other=0.0)  # [HM, S, D]; a dead split's 0s weigh 0
     done = tl.max(lse, 1) == float("inf")  # written by the split that saw every key (extend)
     live = (lse > float("-inf")) & (lse < float("inf"))
     mx = tl.max(tl.where(live, lse, float("-inf")), 1)
     mx = tl.where(mx == float("-inf"), 0.0, mx)
     w = tl.where(live, tl.exp2(lse - mx[:, None]), 0.0)
-    o_ptrs = MidO + t * stride_mt + h[:, None, None] * stride_mh + s[None, :, None] * stride_ms + d[None, None, :]
-    o = tl.load(o_ptrs, mask=live[:, :, None] & (d[None, None, :] < HEAD_DIM), other=0.0)  # [HM, S, D]
+    if not WRITTEN:  # only the live splits' partials: the others may be stale memory
+        o = tl.load(o_ptrs, mask=live[:, :, None] & dmask, other=0.0)
     num = tl.sum(w[:, :, None] * o, 1)
     den = tl.sum(w, 1)
     out = num / tl.where(den == 0.0, 1.0, den)[:, None]
@@ -69,10 +75,13 @@ def _merge_kernel(
 
 
 def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, family: Family = "attention",
-                 pdl: bool = True) -> None:
+                 pdl: bool = True, written: bool = False) -> None:
     """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype);
     ``family``: the PDL family of the launch (the attention kernel's before it); ``pdl`` False:
-    no PDL whatever the family allows."""
+    no PDL whatever the family allows. ``written``: the attention launch before this one wrote
+    every split's partial, a split without keys its zeros (the decode kernels), so the partials
+    load beside their lse instead of after it, where only the live ones would be read (the
+    extend kernels leave a split without keys unwritten: stale memory, possibly NaN)."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
@@ -101,5 +110,6 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
         BLOCK_HM=block_hm,
         BLOCK_S=block_s,
         BLOCK_D=block_d,
+        WRITTEN=written,
         num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **pdl_opts(mid_o.device, family, allowed=pdl),
     )

@@ -151,5 +151,5 @@ def mla_decode_attention(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
-        merge_splits(mid_o, mid_lse, out)
+        merge_splits(mid_o, mid_lse, out, written=True)  # a split without keys stores zeros (store_rows)
 
