@@ -47,7 +47,13 @@ def timeline(run: Any, iters: int, skip: int = 0) -> dict[str, Any]:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             secs.append(run() * 1e3)
-    kernels = sorted(_kernels(prof), key=lambda ev: ev.time_range.start)
+    return summarize(_kernels(prof), secs, iters, skip)
+
+
+def summarize(events: list[Any], secs: list[float], iters: int, skip: int = 0) -> dict[str, Any]:
+    """The table's figures from the profiled kernels of ``iters`` replays (events with ``name`` and
+    ``time_range.start`` / ``.end`` in us) and the replays' times (ms); see ``timeline``."""
+    kernels = sorted(events, key=lambda ev: ev.time_range.start)
     per = len(kernels) // iters
     spans, gaps, busy = [], [], []
     names: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
