@@ -26,6 +26,8 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``draft_merge_in_kernel``: only the draft's attention (its backend instance: the chain's steps
   and the draft extend) merges its KV splits in its own launch;
 * ``min_splitN``: decode-kernel KV splits cover at least N keys (``TritonBackend.decode_min_split``);
+* ``max_splitsN``: at most N KV splits a launch (``TritonBackend.max_kv_splits``; the engine's graphs are
+  captured for its ``max_model_len``, so at bs 1 they take the cap, 64, at every context);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -48,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
-#: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``.
-_NUMBERED = ("verify_waves", "decode_waves", "min_split")
+#: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``.
+_NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits")
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
@@ -89,7 +91,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
         verify_split_waves=TritonBackend.verify_split_waves,
         verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
-        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split))
+        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
+        max_kv_splits=TritonBackend.max_kv_splits))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     if "verify_pdl" in knobs:
@@ -110,6 +113,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.split_waves = max(_waves(k, "decode_waves") for k in knobs)
     if any(_waves(k, "min_split") for k in knobs):
         TritonBackend.decode_min_split = max(_waves(k, "min_split") for k in knobs)
+    if any(_waves(k, "max_splits") for k in knobs):
+        TritonBackend.max_kv_splits = min(n for n in (_waves(k, "max_splits") for k in knobs) if n)
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
         TritonBackend.verify_one_wave_programs = 0

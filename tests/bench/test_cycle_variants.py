@@ -19,7 +19,7 @@ def test_variants_parse_into_knobs(load_benchmark) -> None:
     assert cv.parse_variants("draft_merge_in_kernel") == [("draft_merge_in_kernel", frozenset({"draft_merge_in_kernel"}))]
     assert cv.parse_variants("min_split256+merge_in_kernel") == [
         ("min_split256+merge_in_kernel", frozenset({"min_split256", "merge_in_kernel"}))]
-    for bad in ("verify_waves0", "verify_waves", "verify_wavesx", "decode_waves0", "min_split", "min_split0"):
+    for bad in ("verify_waves0", "verify_waves", "verify_wavesx", "decode_waves0", "min_split", "min_split0", "max_splits0"):
         with pytest.raises(ValueError, match="unknown knob"):
             cv.parse_variants(bad)
     with pytest.raises(ValueError, match="unknown knob"):
@@ -48,7 +48,8 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     monkeypatch.setattr(TritonBackend, "split_waves", TritonBackend.split_waves)
     monkeypatch.setattr(TritonBackend, "skip_empty_splits", TritonBackend.skip_empty_splits)
     monkeypatch.setattr(TritonBackend, "decode_min_split", TritonBackend.decode_min_split)
-    min_split = TritonBackend.decode_min_split
+    monkeypatch.setattr(TritonBackend, "max_kv_splits", TritonBackend.max_kv_splits)
+    min_split, max_splits = TritonBackend.decode_min_split, TritonBackend.max_kv_splits
     decode_waves, skip = TritonBackend.split_waves, TritonBackend.skip_empty_splits
     one_wave = TritonBackend.verify_one_wave_programs
     prewarm = TritonBackend.prewarm_verify
@@ -65,12 +66,12 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     cv.apply(frozenset({"verify_pdl", "no_prewarm", "merge_in_kernel", "verify_waves5"}), tiles, cache)
     assert not TritonBackend.prewarm_verify and TritonBackend.merge_in_kernel
     assert TritonBackend.verify_split_waves == 5 and TritonBackend.verify_one_wave_programs == 0
-    cv.apply(frozenset({"decode_waves7", "no_skip_empty", "min_split192"}), tiles, cache)
+    cv.apply(frozenset({"decode_waves7", "no_skip_empty", "min_split192", "max_splits16"}), tiles, cache)
     assert TritonBackend.split_waves == 7 and not TritonBackend.skip_empty_splits
-    assert TritonBackend.decode_min_split == 192
+    assert TritonBackend.decode_min_split == 192 and TritonBackend.max_kv_splits == 16
     cv.apply(frozenset({"prewarm", "verify_pdl_none"}), tiles, cache)
     assert TritonBackend.split_waves == decode_waves and TritonBackend.skip_empty_splits == skip
-    assert TritonBackend.decode_min_split == min_split
+    assert TritonBackend.decode_min_split == min_split and TritonBackend.max_kv_splits == max_splits
     assert TritonBackend.prewarm_verify and TritonBackend.verify_pdl_in_window == frozenset()
     assert TritonBackend.verify_split_waves == waves and not TritonBackend.merge_in_kernel
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
