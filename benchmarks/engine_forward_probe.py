@@ -61,15 +61,15 @@ def summarize(events: list[Any], secs: list[float], iters: int, skip: int = 0) -
         block = kernels[i * per + skip:(i + 1) * per]
         t0 = block[0].time_range.start
         spans.append(block[-1].time_range.end - t0)
-        busy.append(sum(ev.time_range.end - ev.time_range.start for ev in block))
-        end, idle = t0, 0.0
-        for ev in block:  # idle: time no kernel of the replay was running
-            idle += max(0.0, ev.time_range.start - end)
-            end = max(end, ev.time_range.end)
-        gaps.append(idle)
+        end, idle, total = t0, 0.0, 0.0
         for ev in block:
-            names[ev.name[:70]][0] += (ev.time_range.end - ev.time_range.start) / iters
+            dur = ev.time_range.end - ev.time_range.start
+            idle += max(0.0, ev.time_range.start - end)  # idle: time no kernel of the replay was running
+            end, total = max(end, ev.time_range.end), total + dur
+            names[ev.name[:70]][0] += dur / iters
             names[ev.name[:70]][1] += 1 / iters
+        busy.append(total)
+        gaps.append(idle)
     first = kernels[skip:per]
     return {
         "replay_ms": statistics.median(secs), "kernels": per - skip, "span_us": statistics.median(spans),
