@@ -12,7 +12,7 @@ With ``UPDRAFT_PDL=0`` each kernel's time is its own (under PDL a kernel's time 
 for the one before it, so only differences between variants read true).
 
 Prints a short table per variant; writes ``cycle_profile.json`` to --out, with each variant's
-kernels of one replay in launch order (``sequence``: name, us), which tells the draft steps' launches
+kernels of one replay in launch order (``sequence``: name, start offset, us), which tells the draft steps' launches
 from the verify's where both run the same kernel.
 """
 
@@ -104,8 +104,11 @@ def profile_variant(eng: Engine, bs: int, steps: int, sampled: bool, context: in
     for ev in kernels:
         per_name[ev.name][0] += ev.device_time / iters
         per_name[ev.name][1] += 1 / iters
-    # one replay's kernels in launch order (every replay runs the same graph): which phase each is
-    sequence = [[ev.name[:60], round(ev.device_time, 2)] for ev in kernels[:per]]
+    # one replay's kernels in launch order (every replay runs the same graph): which phase each is,
+    # its start after the replay's first kernel's and its time (us; under PDL a start shows when
+    # a kernel began waiting, so phases are read from the starts of the kernels that open them)
+    t0 = kernels[0].time_range.start if kernels else 0.0
+    sequence = [[ev.name[:60], round(ev.time_range.start - t0, 2), round(ev.device_time, 2)] for ev in kernels[:per]]
     groups: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     for name, (us, n) in per_name.items():
         groups[group(name)][0] += us
