@@ -509,3 +509,36 @@ def test_fused_lossless_with_an_eagle3_head_reading_four_target_layers(tiny_chec
     assert [o.outputs[0].token_ids for o in llm.generate(ps, GREEDY)] == plain
     eng = llm.engine
     assert eng.driver.fused.graphs and eng.spec_stats.num_draft_tokens == 3 * eng.spec_stats.num_drafts > 0
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_eagle3_fc_beside_the_acceptance_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.project_beside``: the draft extend takes the head's fc output computed
+    apart (``FeatureKind.PROJECTED``; on CUDA on a side stream, here in place) and gives the same
+    drafts and draft-extend features, iteration by iteration, as the head projecting the target's
+    layers itself."""
+    from updraft.spec import fused as fused_mod
+    from updraft.spec.fused import FusedIteration
+
+    seen: list[tuple[torch.Tensor, ...]] = []
+    real_commit = fused_mod.commit
+
+    def spy(out, rows, n, res, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append((res.drafts.clone(), res.emitted.clone(), res.hidden.clone()))
+        return real_commit(out, rows, n, res, *a, **kw)
+
+    monkeypatch.setattr(fused_mod, "commit", spy)
+    ps = prompts(3, seed=12)
+    params = (SamplingParams(temperature=0.8, top_p=0.9, seed=4, max_tokens=16, ignore_eos=True) if sampled
+              else SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True))
+    runs = []
+    for beside in (True, False):
+        monkeypatch.setattr(FusedIteration, "project_beside", beside)
+        seen.clear()
+        llm = fused_llm(target, eagle3_head, "eagle3", adaptive=False)
+        outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+        runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for a, b in zip(seen_a, seen_b):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))

@@ -16,7 +16,8 @@ by ``d2t`` (target = draft + d2t[draft]); the pre-norm output is the next step's
 ``fc.weight``, ``midlayer.*``, ``norm.weight``, ``lm_head.weight``, ``d2t``, ``t2d``.
 
 Both read ``batch.feature``: the target's feature (``FeatureKind.TARGET``: prefill, draft extend)
-or their own previous feature (``FeatureKind.DRAFT``: draft decode). Layout
+or their own previous feature (``FeatureKind.DRAFT``: draft decode); EAGLE-3 also the target's
+feature already through its ``fc`` (``FeatureKind.PROJECTED``: the fused iteration's draft extend). Layout
 variants of other engines' trainers are normalised by ``updraft.models.eagle_formats``.
 """
 
@@ -117,9 +118,12 @@ def context_calibration(cfg: dict[str, Any]) -> tuple[float, float]:
     return scale, bias
 
 
-def _feature(batch: ForwardBatch) -> torch.Tensor:
-    if batch.feature is None or batch.feature_kind not in (FeatureKind.TARGET, FeatureKind.DRAFT):
-        raise ValueError(f"an EAGLE head needs a target or draft feature, got {batch.feature_kind.name}")
+def _feature(batch: ForwardBatch, projected: bool = False) -> torch.Tensor:
+    """``batch.feature``: a target or draft feature (``projected``: or a projected target one)."""
+    kinds = (FeatureKind.TARGET, FeatureKind.DRAFT) + ((FeatureKind.PROJECTED,) if projected else ())
+    if batch.feature is None or batch.feature_kind not in kinds:
+        raise ValueError(f"an EAGLE head needs one of {', '.join(k.name for k in kinds)} as its feature, "
+                         f"got {batch.feature_kind.name}")
     return batch.feature
 
 
@@ -287,11 +291,17 @@ class Eagle3Head(nn.Module):
         logits = self.lm_head(rows)
         return logits.float() if fp32 else logits
 
+    def project_target(self, feat: torch.Tensor) -> torch.Tensor:
+        """The target's captured layers ``[T, aux x target hidden]`` in the head's feature space
+        (``fc``): what ``forward`` does first with a ``FeatureKind.TARGET`` feature, and does not
+        with a ``PROJECTED`` one."""
+        return self.fc(feat.to(self.fc.weight.dtype))
+
     @torch.no_grad()
     def forward(self, batch: ForwardBatch) -> ModelOutput:
-        feat = _feature(batch)
+        feat = _feature(batch, projected=True)
         if batch.feature_kind == FeatureKind.TARGET:
-            feat = self.fc(feat.to(self.fc.weight.dtype))
+            feat = self.project_target(feat)
         table, ids = self.shared.embed_table(), batch.input_ids
         fast = fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary)
         scale = None

@@ -28,7 +28,9 @@ plain target step that keeps the draft's KV and feature current), the captured b
    row per iteration (``updraft.spec.device_rng``, drawn in step 1; the row's offset advances in
    the graph);
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths;
-   the verify's argmax or the acceptance writes them straight into its ids);
+   the verify's argmax or the acceptance writes them straight into its ids). An EAGLE-3 head's
+   fc reads only the verify's captured layers, so it runs on a side stream beside that argmax
+   or acceptance (``project_beside``; ``updraft.runtime.side_stream``);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; with token histories, the emitted tokens appended; the draft
    extend's feature at row ``accept_len - 1`` becomes the row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
@@ -55,6 +57,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -70,6 +73,7 @@ from updraft.runtime.launcher import Pending, fastest_replay, make_launcher
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import Sampler
+from updraft.runtime.side_stream import SideStream
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
@@ -206,6 +210,11 @@ class FusedIteration:
     """Captures and launches whole speculative iterations (EAGLE or n-gram drafts) or plain
     decoding steps (see the module docstring)."""
 
+    #: An EAGLE-3 head's fc runs on a side stream beside the verify's argmax or acceptance, not
+    #: after them (read at capture). H100, SmolLM2's S = 5 cycle: bs 1 0.8076 -> 0.8021 ms, bs 8
+    #: 1.0680 -> 1.0628 (benchmarks/results/2026-12-06-h100-side-fc).
+    project_beside: ClassVar[bool] = True
+
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
                  assist: LookupAssist | None = None) -> None:
@@ -234,6 +243,8 @@ class FusedIteration:
         self._pinned = self.device.type == "cuda"
         #: events and stream made once (CUDA), see ``updraft.runtime.launcher``
         self.launcher = make_launcher(self.device)
+        #: where an EAGLE-3 head's fc runs in the draft extend (``project_beside``)
+        self._side = SideStream(self.device)
         self._bucket_of = [next(b for b in self.sizes if b >= n) for n in range(self.sizes[-1] + 1)]
         #: the sampled acceptance's per-request tickets (at 0 between launches; one set serves
         #: every graph: replays run in stream order)
@@ -502,14 +513,21 @@ class FusedIteration:
         logits = tout.logits.view(bs, ndt, -1)
         drafts = ids[:, 1:]
         emitted = e.input_ids.view(bs, ndt)  # the draft extend reads the emitted tokens where they land
+        target_feat = tout.aux_hidden if tout.aux_hidden is not None else tout.hidden
+        head = d.head
+        # An EAGLE-3 head's fc reads only the captured layers: it runs beside the argmax or the
+        # acceptance (which write the emitted tokens the rest of the draft extend needs)
+        kind, feat = FeatureKind.TARGET, target_feat
+        if isinstance(head, Eagle3Head) and self.project_beside:
+            kind, feat = FeatureKind.PROJECTED, self._side.run(lambda: head.project_target(target_feat))
         if prm is None or u is None:
             accept = None
             _argmax(tout, logits, emitted)
         else:
             accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted)
+        self._side.join()
         d.runner.backend.init_replay_metadata(e)
-        target_feat = tout.aux_hidden if tout.aux_hidden is not None else tout.hidden
-        dout = d.head(_fed(e, FeatureKind.TARGET, target_feat, d.runner.dtype))
+        dout = head(_fed(e, kind, feat, d.runner.dtype))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
