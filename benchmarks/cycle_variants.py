@@ -28,6 +28,12 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``min_splitN``: decode-kernel KV splits cover at least N keys (``TritonBackend.decode_min_split``);
 * ``max_splitsN``: at most N KV splits a launch (``TritonBackend.max_kv_splits``; the engine's graphs are
   captured for its ``max_model_len``, so at bs 1 they take the cap, 64, at every context);
+* ``zero_fixed_out``: fixed-stride extends (the draft extend) start from a zeroed output, a memset launch
+  before their kernel (``TritonBackend.zero_fixed_stride_out``; shipped off since 2026-12-06);
+* ``short_extendN``: extends of at most N new tokens a request split their prefix at one key block
+  (``TritonBackend.short_extend_tokens``);
+* ``serial_fc``: an EAGLE-3 head's fc runs after the verify's argmax or acceptance, on the same stream
+  (``FusedIteration.project_beside`` off; shipped on: beside them, on a side stream);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -48,10 +54,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
-         "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "tiles")
+         "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "zero_fixed_out",
+         "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
-#: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``.
-_NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits")
+#: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
+#: ``short_extendN``.
+_NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits", "short_extend")
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
@@ -85,6 +93,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     from updraft.attention.triton_backend import TritonBackend
     from updraft.ops import gemv_config
     from updraft.ops.gemv_config import GemvConfig
+    from updraft.spec.fused import FusedIteration
 
     shipped = _SHIPPED.setdefault(TritonBackend, dict(
         verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
@@ -92,9 +101,12 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         verify_split_waves=TritonBackend.verify_split_waves,
         verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
         skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
-        max_kv_splits=TritonBackend.max_kv_splits))
+        max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
+        zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
+    FusedIteration.project_beside = _SHIPPED.setdefault(FusedIteration, dict(
+        project_beside=FusedIteration.project_beside))["project_beside"] and "serial_fc" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():
@@ -115,6 +127,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.decode_min_split = max(_waves(k, "min_split") for k in knobs)
     if any(_waves(k, "max_splits") for k in knobs):
         TritonBackend.max_kv_splits = min(n for n in (_waves(k, "max_splits") for k in knobs) if n)
+    if any(_waves(k, "short_extend") for k in knobs):
+        TritonBackend.short_extend_tokens = max(_waves(k, "short_extend") for k in knobs)
+    if "zero_fixed_out" in knobs:
+        TritonBackend.zero_fixed_stride_out = True
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
         TritonBackend.verify_one_wave_programs = 0

@@ -193,6 +193,18 @@ class TritonBackend(AttentionBackend):
     #: New token rows (``max_ext x bsz``, frozen at capture) from which an extend with heads over
     #: 64 wide takes the 128 x 128 tile (``_tile``).
     wide_prefill_rows: ClassVar[int] = 4096
+    #: Extends of at most this many new tokens a request (frozen at capture: a draft extend, a
+    #: verify through the extend kernel) split their prefix at one key block, as the decode
+    #: kernel's splits; others at two (the prefill sweep's). H100, 2026-12-06, SmolLM2's S = 5
+    #: cycle at 512 tokens (its 6-row draft extend; benchmarks/results/2026-12-06-h100-side-fc):
+    #: bs 1 0.8021 -> 0.8010 ms (every round faster), bs 8 1.0628 -> 1.0596 (within the spread).
+    short_extend_tokens: ClassVar[int] = 8
+    #: Whether fixed-stride extends (DRAFT_EXTEND_V2, a verify through the extend kernel) start
+    #: from a zeroed output as the packed ones do (``_extend_out``: a memset launch before the
+    #: kernel) instead of the kernel writing every row of their blocks (its ``stride``). Off:
+    #: H100, 2026-12-06, SmolLM2's bs-1 S = 5 cycle 0.8048 ms with the memset, 0.8021 without
+    #: (benchmarks/results/2026-12-06-h100-side-fc; bs 8 within the spread).
+    zero_fixed_stride_out: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -249,7 +261,8 @@ class TritonBackend(AttentionBackend):
             max_rows, block_n = 128, 128
         rows = min(max(16, next_pow2(max_ext * group_pad)), max_rows)
         warps = 8 if rows >= 128 else 4
-        return TileConfig(block_rows=rows, block_n=block_n, min_split=2 * block_n, num_warps=warps, num_stages=2)
+        split = block_n if max_ext <= self.short_extend_tokens else 2 * block_n
+        return TileConfig(block_rows=rows, block_n=block_n, min_split=split, num_warps=warps, num_stages=2)
 
     def _decode_floor(self, block_n: int) -> int:
         """The decode kernel's ``min_split``: ``decode_min_split`` in whole blocks, at least one."""
@@ -445,16 +458,20 @@ class TritonBackend(AttentionBackend):
             self.scale,
             md.plan.tile,
             self._dot_f32(q),
+            md.plan.stride if md.plan.stride > 0 and not self.zero_fixed_stride_out else 0,
         )
         return out
 
     def _extend_out(self, q: torch.Tensor, md: TritonMetadata) -> torch.Tensor:
         """The extend kernel's output [T, num_heads, v_head_dim]. The kernel writes only rows
-        covered by ext_start/ext_lens. With unseeded (all-zero) metadata at graph capture
-        (failure class 8) that is none, and packed graph replays leave junk rows after the real
-        tokens, so every speculative mode starts from zeros (a small memset); prefill (EXTEND)
-        keeps torch.empty."""
-        alloc = torch.empty if md.plan.mode == ForwardMode.EXTEND else torch.zeros
+        covered by ext_start/ext_lens: packed graph replays (DRAFT_EXTEND v1) leave junk rows
+        after the real tokens, so they start from zeros (a small memset). Prefill (EXTEND) keeps
+        torch.empty, and so do the fixed-stride modes, whose kernel writes every row of every
+        request's block itself, zeros where zero-length metadata left none (failure class 8;
+        ``zero_fixed_stride_out`` restores the memset and the packed launch)."""
+        mode = md.plan.mode
+        fresh = mode == ForwardMode.EXTEND or (mode.is_fixed_stride(include_v2=True) and not self.zero_fixed_stride_out)
+        alloc = torch.empty if fresh else torch.zeros
         return alloc((q.shape[0], self.num_heads, self.kv_pool.v_head_dim), dtype=q.dtype, device=q.device)
 
     def _attention_pdl(self, plan: LaunchPlan) -> tuple[bool, bool]:

@@ -87,10 +87,11 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
                              SKIP_EMPTY=not direct),  # decode_attention: on with the in-kernel merge
                         4,
                     ))
-        shapes = [(128, 4, 16, True, False), (128, 4, 128, False, True)]  # verify block; prefill
+        # verify block; prefill; SmolLM2's draft extend (fixed stride 6: every row written)
+        shapes = [(128, 4, 16, True, False, 0), (128, 4, 128, False, True, 0), (64, 3, 32, False, False, 6)]
         if full:
-            shapes += [(256, 16, 64, False, True), (64, 1, 128, True, True), (40, 3, 32, False, False)]
-        for hd, group, rows, tree, direct in shapes:
+            shapes += [(256, 16, 64, False, True, 0), (64, 1, 128, True, True, 0), (40, 3, 32, False, False, 0)]
+        for hd, group, rows, tree, direct, stride in shapes:
             if fp32 and not full and rows > 16:
                 continue
             if fp32:
@@ -99,12 +100,13 @@ def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], in
             bt = max(rows, gp) // gp
             bn_e = (16 if fp32 else 32) if hd > 128 else bn
             out.append((
-                f"extend {dt} hd={hd} group={group} rows={bt * gp} tree={tree} direct={direct}",
+                f"extend {dt} hd={hd} group={group} rows={bt * gp} tree={tree} direct={direct} stride={stride}",
                 extend._extend_kernel,
                 dict(Q=d, KNew=d, VNew=d, KPool=d, VPool=d, Out=d, MidO="fp32", MidLse="fp32", ReqToToken="i32",
                      ReqPoolIdx="i64", SeqLens="i32", ExtLens="i32", ExtStart="i32", TreeMask="u8" if tree else "i32"),
                 dict(GROUP=group, GROUP_PAD=gp, BLOCK_T=bt, ROWS=bt * gp, BLOCK_N=bn_e, HEAD_DIM=hd,
-                     BLOCK_D=max(16, next_pow2(hd)), MIN_SPLIT=2 * bn_e, TREE=tree, DIRECT=direct, DOT_F32=False, DOT_PREC=prec),
+                     BLOCK_D=max(16, next_pow2(hd)), MIN_SPLIT=2 * bn_e, TREE=tree, DIRECT=direct, DOT_F32=False, DOT_PREC=prec,
+                     STRIDE=stride),
                 8 if bt * gp >= 128 else 4,
             ))
         out.append((f"merge -> {dt}", merge._merge_kernel, dict(MidO="fp32", MidLse="fp32", Out=d),

@@ -128,6 +128,7 @@ def _extend_kernel(
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_T: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr, DIRECT: tl.constexpr,
     DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PDL: tl.constexpr, EVEN_D: tl.constexpr = False,
+    STRIDE: tl.constexpr = 0,
 ):
     pdl_enter(PDL)
     # Heavy programs first (the scheduler takes them in launch order, axis 0 fastest): each
@@ -149,7 +150,10 @@ def _extend_kernel(
 
     ext = tl.load(ExtLens + b)
     kv = tl.maximum(tl.load(SeqLens + b) - ext, 0)  # the prefix (0 in padded rows: seq 1 < ext)
-    row0 = tl.load(ExtStart + b).to(tl.int64)
+    if STRIDE > 0:  # fixed stride: the rows from the frozen stride, as the decode kernel's (failure class 1)
+        row0 = b * STRIDE
+    else:
+        row0 = tl.load(ExtStart + b).to(tl.int64)
     rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
     t0 = tile * BLOCK_T
     live = t0 < ext  # tiles past this request's tokens do nothing (grid is sized by max_ext)
@@ -229,7 +233,14 @@ def _extend_kernel(
     # No cached prefix: every key of the request is in the last split (the prefix splits are empty),
     # which writes the output itself and marks its rows done for the merge to leave.
     own = (kv == 0) & (split == num_splits - 1)
-    _store_rows(Out, MidO, MidLse, qrow, heads, split, d, rvalid[:, None] & dmask[None, :], rvalid, m_i, l_i, acc, own,
+    wvalid = rvalid
+    if STRIDE > 0:
+        # Every row of the request's block is written, so the output needs no memset: a row past
+        # ``ext`` (zero-length metadata only: failure class 8) as one without keys (0 / lse -inf).
+        wvalid = (ti < STRIDE) & (hr < GROUP)
+        l_i = tl.where(rvalid, l_i, 0.0)
+        acc = tl.where(rvalid[:, None], acc, 0.0)
+    _store_rows(Out, MidO, MidLse, qrow, heads, split, d, wvalid[:, None] & dmask[None, :], wvalid, m_i, l_i, acc, own,
                 stride_ot, stride_oh, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh, DIRECT)
 
 
@@ -264,12 +275,17 @@ def extend_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
+    stride: int = 0,
 ) -> None:
     """``q``/``out`` [T, H, D], ``k_new``/``v_new`` [T, Hkv, D] packed request-major.
 
     ``max_ext`` bounds ``ext_lens`` (it sizes the grid); ``tree_mask`` is [B, s, s] uint8 over
     the new block (or None). ``mid_o`` [T, H, num_splits, D] / ``mid_lse`` [T, H, num_splits]
-    are fp32 scratch, unused when ``num_splits == 1``.
+    are fp32 scratch, unused when ``num_splits == 1``. ``stride`` > 0 (a fixed-stride mode,
+    ``max_ext == stride``): request ``b``'s rows are ``b * stride ..`` whatever ``ext_start``
+    holds, and all ``T = B * stride`` output rows are written (rows past ``ext_lens[b]``, which
+    only zero-length metadata has, as rows without keys); 0: only the rows ``ext_start`` /
+    ``ext_lens`` cover.
     """
     num_tokens, num_heads, dim = q.shape
     bsz = ext_lens.shape[0]
@@ -284,6 +300,7 @@ def extend_attention(
     direct = num_splits == 1
     if not direct:
         assert mid_o.shape == (num_tokens, num_heads, num_splits, dim), f"mid_o {tuple(mid_o.shape)}"
+    assert stride == 0 or (max_ext == stride and num_tokens == bsz * stride), "fixed stride: stride rows a request"
     tree = tree_mask is not None
     tm = tree_mask if tree_mask is not None else ext_lens  # placeholder pointer, never read
     stride_tb = tree_mask.stride(0) if tree_mask is not None else 0
@@ -299,7 +316,8 @@ def extend_attention(
         stride_tb, stride_ti, scale * log2e, num_splits,
         GROUP=group, GROUP_PAD=group_pad, BLOCK_T=block_t, ROWS=block_t * group_pad, BLOCK_N=cfg.block_n,
         HEAD_DIM=dim, BLOCK_D=block_d, MIN_SPLIT=cfg.min_split, TREE=tree, DIRECT=direct,
-        DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), EVEN_D=dim == block_d, num_warps=cfg.num_warps,
+        DOT_F32=dot_f32, DOT_PREC=dot_precision(q.dtype, dot_f32), EVEN_D=dim == block_d, STRIDE=stride,
+        num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
