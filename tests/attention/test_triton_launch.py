@@ -23,13 +23,17 @@ def test_prefill_tile_policy() -> None:
     """The GPU's extend tiles (``TritonBackend._tile`` with the interpreter's small tiles off):
     64 rows of 64 keys on 4 warps for bf16 prefills, 128 x 128 on 8 warps for heads over 64
     wide from ``wide_prefill_rows`` new rows; short blocks keep their padded width; fp32 and
-    heads over 128 wide keep their tiles."""
+    heads over 128 wide keep their tiles. Prefix splits span two key blocks, one for blocks of
+    at most ``short_extend_tokens`` new tokens (a draft extend)."""
+    short = TritonBackend.short_extend_tokens
+    assert short == 8
+
     def tile(dim: int, dtype: str, max_ext: int, bsz: int) -> tuple[int, int, int, int]:
         setup = harness.build_case(AttnCase(ForwardMode.EXTEND, 8, 2, dim, 1, (4,), (4,), dtype, "shuffled"))
         be = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, dim)
         be.interpret = False
         t = be._tile(False, max_ext, bsz)
-        assert t.min_split == 2 * t.block_n
+        assert t.min_split == (1 if max_ext <= short else 2) * t.block_n, (max_ext, t)
         return t.block_rows, t.block_n, t.num_warps, t.num_stages
 
     wide = TritonBackend.wide_prefill_rows
@@ -39,6 +43,7 @@ def test_prefill_tile_policy() -> None:
     assert tile(128, "bfloat16", wide // 4, 4) == (128, 128, 8, 2)
     assert tile(128, "bfloat16", wide // 2, 1) == (64, 64, 4, 2)
     assert tile(128, "float16", 6, 1) == (32, 64, 4, 2)  # a 6-token block x 4 head rows, padded
+    assert tile(128, "bfloat16", short + 1, 2) == (64, 64, 4, 2)  # past the short blocks: two-block splits
     assert tile(128, "float32", wide, 1) == (32, 32, 4, 2)
     assert tile(256, "bfloat16", wide, 1) == (64, 32, 4, 2)
 

@@ -437,7 +437,8 @@ class TritonBackend(AttentionBackend):
     def _run_extend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
     ) -> torch.Tensor:
-        out = self._extend_out(q, md)
+        stride = md.plan.stride if md.plan.stride > 0 and not self.zero_fixed_stride_out else 0
+        out = self._extend_out(q, md, every_row=stride > 0)
         extend_kernels.extend_attention(
             q,
             k,
@@ -458,19 +459,18 @@ class TritonBackend(AttentionBackend):
             self.scale,
             md.plan.tile,
             self._dot_f32(q),
-            md.plan.stride if md.plan.stride > 0 and not self.zero_fixed_stride_out else 0,
+            stride,
         )
         return out
 
-    def _extend_out(self, q: torch.Tensor, md: TritonMetadata) -> torch.Tensor:
+    def _extend_out(self, q: torch.Tensor, md: TritonMetadata, every_row: bool = False) -> torch.Tensor:
         """The extend kernel's output [T, num_heads, v_head_dim]. The kernel writes only rows
-        covered by ext_start/ext_lens: packed graph replays (DRAFT_EXTEND v1) leave junk rows
-        after the real tokens, so they start from zeros (a small memset). Prefill (EXTEND) keeps
-        torch.empty, and so do the fixed-stride modes, whose kernel writes every row of every
-        request's block itself, zeros where zero-length metadata left none (failure class 8;
-        ``zero_fixed_stride_out`` restores the memset and the packed launch)."""
-        mode = md.plan.mode
-        fresh = mode == ForwardMode.EXTEND or (mode.is_fixed_stride(include_v2=True) and not self.zero_fixed_stride_out)
+        covered by ext_start/ext_lens: with unseeded (all-zero) metadata (failure class 8) that
+        is none, and packed graph replays (DRAFT_EXTEND v1) leave junk rows after the real
+        tokens, so speculative modes start from zeros (a small memset). Prefill (EXTEND) keeps
+        torch.empty, and so does a launch that writes every row itself (``every_row``: the GQA
+        extend kernel in a fixed-stride mode, zeros where zero-length metadata left none)."""
+        fresh = md.plan.mode == ForwardMode.EXTEND or every_row
         alloc = torch.empty if fresh else torch.zeros
         return alloc((q.shape[0], self.num_heads, self.kv_pool.v_head_dim), dtype=q.dtype, device=q.device)
 
