@@ -197,7 +197,7 @@ def test_split_extend_without_prefix_writes_its_output_itself(monkeypatch: pytes
     batch.attn_backend = be
     be.init_forward_metadata(batch)
     batch.attn_metadata.mid_lse.fill_(float("nan"))
-    be._extend_out = lambda q, md: torch.full((q.shape[0], 4, 32), float("nan"), dtype=q.dtype)  # type: ignore[method-assign]
+    be._extend_out = lambda q, md, **_: torch.full((q.shape[0], 4, 32), float("nan"), dtype=q.dtype)  # type: ignore[method-assign]
     out = be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
     ref = harness.reference_output(setup, be.scale)
     tol = 1e-4 if dtype == "float32" else 2e-2
