@@ -437,7 +437,7 @@ class TritonBackend(AttentionBackend):
     def _run_extend(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, md: TritonMetadata
     ) -> torch.Tensor:
-        stride = md.plan.stride if md.plan.stride > 0 and not self.zero_fixed_stride_out else 0
+        stride = 0 if self.zero_fixed_stride_out else md.plan.stride  # the plan's is 0 unless fixed-stride
         out = self._extend_out(q, md, every_row=stride > 0)
         extend_kernels.extend_attention(
             q,
