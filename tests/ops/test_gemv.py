@@ -333,6 +333,39 @@ def test_qkv_rope_store_two_normalised_inputs(dtype: torch.dtype, tile: tuple[st
     assert not gemv.supported(table, w, Prologue(norm_weight=pro.norm_weight, x2=feat, norm_weight2=nw2, residual=table))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("tile", [(FMA, 4), (DOT, 8)], ids=lambda t: f"{t[0]}{t[1]}")
+@pytest.mark.parametrize("m", [1, 6])
+def test_qkv_rope_store_adds_the_feature_product(dtype: torch.dtype, tile: tuple[str, int], m: int) -> None:
+    """EAGLE-3's mid layer split in two launches: ``feature_product`` (the feature's half, float32,
+    computed apart) and a QKV of the embedding rows alone over the weight's first K1 columns (a
+    strided view) adding it (``addend``): the same rows, rotated and stored, as the whole input
+    row against float64; and the float32 product itself against float64."""
+    hq, hkv, d, k1, k2 = 2, 1, 32, 40, 72
+    table, pro1 = make_prologue("embed", m, k1, dtype, seed=130 + m)
+    feat = randn(m, k2, dtype=dtype, seed=131, scale=2.0)
+    nw2 = (1 + randn(k2, dtype=torch.float32, seed=132, scale=0.2)).to(dtype)
+    w = randn((hq + 2 * hkv) * d, k1 + k2, dtype=dtype, seed=133, scale=0.3)
+    part = gemv.feature_product(feat, w, nw2, 1e-5)
+    half2 = prologue64(feat, Prologue(norm_weight=nw2, eps=1e-5)) @ w[:, k1:].double().T
+    assert part.dtype == torch.float32 and part.shape == (m, w.shape[0])
+    tol = {torch.float32: 1e-5, torch.bfloat16: 2e-2, torch.float16: 4e-3}[dtype]
+    assert ((part.double() - half2).abs().max() / half2.abs().max()).item() <= tol
+    tab = rope_table(64, d, dtype)
+    pos = torch.randint(0, 64, (m,), generator=torch.Generator().manual_seed(134))
+    loc = slots_for(m, 1, seed=135)
+    k_pool, v_pool = torch.zeros(40, hkv, d, dtype=dtype), torch.zeros(40, hkv, d, dtype=dtype)
+    qkv, new_res = gemv.qkv_rope_store(table, w[:, :k1], None, pro1, num_heads=hq, num_kv_heads=hkv, head_dim=d,
+                                       k_pool=k_pool, v_pool=v_pool, loc=loc, positions=pos, cos_sin=tab,
+                                       config=cfg_of(*tile), addend=part)
+    y = prologue64(table, Prologue(norm_weight=pro1.norm_weight, eps=1e-5, ids=pro1.ids)) @ w[:, :k1].double().T + half2
+    check_qkv_rows(qkv, y, pos, tab, k_pool, v_pool, loc, (hq, hkv, d), dtype)
+    check_residual(table, pro1, new_res)
+    with pytest.raises(AssertionError, match="addend"):  # an addend of the wrong width
+        gemv.qkv_rope_store(table, w[:, :k1], None, pro1, num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=k_pool,
+                            v_pool=v_pool, loc=loc, positions=pos, cos_sin=tab, addend=part[:, 1:])
+
+
 @pytest.mark.parametrize("dual", [False, True], ids=["qkv", "eagle3"])
 def test_qkv_rope_store_whole_row_in_one_chunk(dual: bool) -> None:
     """The one-row config the H200 table ships for SmolLM2's QKV and the EAGLE-3 head's: a

@@ -130,7 +130,9 @@ def test_eagle3_head_qkv_at_real_shapes(shape: tuple[int, int, int, int], m: int
     """The EAGLE-3 head's QKV at SmolLM2's and the Llama-3.1-8B shape: rows ``ids`` of the
     embedding and the feature, each normalised, concatenated (K = 2 x hidden), with the launch
     configs the table ships (the fused head layer runs only where the 8B one is tuned; SmolLM2's
-    one-row config on the H200 streams each 576-wide input in one 1024-wide chunk)."""
+    one-row config on the H200 streams each 576-wide input in one 1024-wide chunk); and split in
+    two launches, the feature's product apart (``gemv.feature_product``) and added to the
+    embedding's (``addend``)."""
     from updraft.ops import gemv, gemv_config
     from updraft.ops.gemv import Prologue
 
@@ -152,6 +154,13 @@ def test_eagle3_head_qkv_at_real_shapes(shape: tuple[int, int, int, int], m: int
     a64 = torch.cat([norm64(table[ids], w1, 1e-5), norm64(feat, w2, 1e-5)], -1)
     assert rel_err(qkv, a64 @ wqkv.double().T) <= 1e-2
     assert torch.equal(vp[loc].reshape(m, -1), qkv[:, (hq + hkv) * d :])
+    # split (``FusedIteration.qkv_beside``): the feature's product apart, the embedding's columns added to it
+    part = gemv.feature_product(feat, wqkv, w2, 1e-5)
+    split, _ = gemv.qkv_rope_store(table, wqkv[:, :hidden], None, Prologue(norm_weight=w1, eps=1e-5, ids=ids),
+                                   num_heads=hq, num_kv_heads=hkv, head_dim=d, k_pool=kp, v_pool=vp, loc=loc,
+                                   positions=torch.zeros(m, dtype=torch.long, device=DEV), cos_sin=rope, addend=part)
+    assert rel_err(split, a64 @ wqkv.double().T) <= 1e-2
+    assert torch.equal(vp[loc].reshape(m, -1), split[:, (hq + hkv) * d :])
 
 
 @pytest.mark.parametrize("m", [1, 6])

@@ -148,28 +148,35 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
         ptrs = dict(X=dt, Ids="i64", Res=dt, ResOut=dt, NW=dt, Sq="fp32", W=dt)
         label = f"gemv {kind} {dt} N={n} K={k} m<={bucket} {cfg}"
         if kind == "qkv":
-            qkv_ptrs = dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt, X2=dt, NW2=dt)
+            qkv_ptrs = dict(ptrs, Bias=dt, Out=dt, KPool=dt, VPool=dt, Loc="i64", Pos="i64", CosSin=dt, X2=dt, NW2=dt,
+                            Add="fp32")
+            heads = dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n)
             out.append((label, gemv_kernels.qkv_rope_kernel, qkv_ptrs,
-                        dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=True, DUAL=False, **common),
-                        cfg.num_warps, cfg.num_stages))
+                        dict(heads, HAS_BIAS=True, DUAL=False, HAS_ADD=False, **common), cfg.num_warps, cfg.num_stages))
             if dt == "bf16":  # EAGLE-3's mid layer: gathered embedding rows and the feature, two norms
-                dual = dict(common, GATHER=True, HAS_RES=False, HAS_NORM=True, WRITE_RES=False, PRE_RSTD=False,
-                            TWO_PASS=False)
+                dual = dict(common, GATHER=True, HAS_RES=False, HAS_NORM=True, WRITE_RES=False, PRE_RSTD=False)
                 out.append((label + " eagle3", gemv_kernels.qkv_rope_kernel, qkv_ptrs,
-                            dict(HQ=hq, HKV=hkv, HEAD_DIM=d, BLOCK_P=cfg.block_n, HAS_BIAS=False, DUAL=True, **dual),
+                            dict(heads, HAS_BIAS=False, DUAL=True, HAS_ADD=False, **dict(dual, TWO_PASS=False)),
                             cfg.num_warps, cfg.num_stages))
+                # split: the embedding rows alone, the feature's product added (``addend``)
+                out.append((label + " eagle3 split", gemv_kernels.qkv_rope_kernel, qkv_ptrs,
+                            dict(heads, HAS_BIAS=False, DUAL=False, HAS_ADD=True, **dual), cfg.num_warps,
+                            cfg.num_stages))
         elif kind == "gate_up":
             out.append((label, gemv_kernels.gate_up_kernel, dict(ptrs, Out=dt), dict(BLOCK_P=cfg.block_n, **common),
                         cfg.num_warps, cfg.num_stages))
         else:
             lm_head = n > 100000
-            out.append((label + (" norm+argmax" if lm_head else ""), gemv_kernels.linear_kernel,
-                        dict(ptrs, WScale="fp32", Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32",
-                             Argmax="i64", Sem="i32", ERes=dt, ENW=dt, EU=dt, ESq="fp32"),
-                        dict(common, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False, ARGMAX=lm_head,
-                             GATHER=lm_head, HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False, ROUND=True,
-                             HAS_WSCALE=False, ADD_NORM=not lm_head),
+            lin_ptrs = dict(ptrs, WScale="fp32", Bias=dt, Out="fp32" if lm_head else dt, PMax="fp32", PIdx="i32",
+                            Argmax="i64", Sem="i32", ERes=dt, ENW=dt, EU=dt, ESq="fp32")
+            lin = dict(common, BLOCK_N=cfg.block_n, BLOCK_P=1024, HAS_BIAS=False, ARGMAX=lm_head, GATHER=lm_head,
+                       HAS_NORM=lm_head, HAS_RES=lm_head, WRITE_RES=False, ROUND=True, HAS_WSCALE=False,
+                       ADD_NORM=not lm_head)
+            out.append((label + (" norm+argmax" if lm_head else ""), gemv_kernels.linear_kernel, lin_ptrs, lin,
                         cfg.num_warps, cfg.num_stages))
+            if dt == "bf16" and n == k == 576:  # EAGLE-3's feature product (``gemv.feature_product``)
+                out.append((label + " norm f32-out", gemv_kernels.linear_kernel, dict(lin_ptrs, Out="fp32"),
+                            dict(lin, HAS_NORM=True, ROUND=False, ADD_NORM=False), cfg.num_warps, cfg.num_stages))
     # an FP8 draft LM head (``gemv.linear(..., w_scale=)``): the 8B EAGLE-3 head's 32k x 4096
     out += [_bare_linear("lm_head fp8", 32000, 4096, b, w="fp8e4nv", prefetch=False, line=128, block_p=1024, wscale=True)
             for b in (1, 8)]

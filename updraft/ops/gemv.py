@@ -39,7 +39,9 @@ sum (the new residual stream) once. EAGLE-3's mid layer takes two normalised inp
 first K1 weight columns against the gathered embedding rows and the rest against the feature,
 each input with its own one-pass sum of squares and norm weight, and adds the two scaled sums;
 FMA tiles stream both in one K loop (both chunks in flight at once), dot tiles in two loops
-(their pipeline would stage both weight streams in shared memory).
+(their pipeline would stage both weight streams in shared memory). Or the second input's half
+comes computed apart (``feature_product``, float32, before the first input is known) and the QKV
+launch over the first input's columns adds it to its sums (``qkv_rope_store(addend=)``).
 
 Rows made ready by the producer (``linear_add_norm`` -> ``NormedRows`` -> ``Prologue(normed=)``,
 the decoder layer's default between its GEMMs): o_proj / down add their output to the residual
@@ -333,12 +335,18 @@ def quantize_rows_fp8(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]
 def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, pro: Prologue, *, num_heads: int,
                    num_kv_heads: int, head_dim: int, k_pool: torch.Tensor, v_pool: torch.Tensor, loc: torch.Tensor,
                    positions: torch.Tensor, cos_sin: torch.Tensor, config: GemvConfig | None = None,
-                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   addend: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The QKV projection of ``prologue(x)`` with q and k rotated (neox) at ``positions`` and the
     rotated k and v rows written to slots ``loc`` of ``k_pool`` / ``v_pool`` [slots, Hkv, D].
-    Returns (qkv [M, (Hq + 2 Hkv) D]: rotated q | rotated k | v, new residual or None)."""
+    ``addend`` [M, N] float32 (rows with a contiguous last dim): added to the float32 sums before
+    the bias, as if ``weight`` had more columns whose product it is (EAGLE-3's feature half,
+    ``feature_product``). Returns (qkv [M, (Hq + 2 Hkv) D]: rotated q | rotated k | v, new
+    residual or None)."""
     assert qkv_supported(x, weight, pro, num_heads, num_kv_heads, head_dim, k_pool, v_pool, cos_sin)
     m, (n, k) = num_rows(x, pro), weight.shape
+    assert addend is None or (addend.dtype == torch.float32 and tuple(addend.shape) == (m, n) and addend.stride(1) == 1
+                              and addend.device == x.device), "gemv.qkv_rope_store: unsupported addend"
+    add = addend if addend is not None else x
     cfg = config or gemv_config.lookup("qkv", n, k, m, x.dtype, x.device, head_dim)
     assert gemv_config.allowed("qkv", cfg, head_dim), f"qkv tile {cfg} does not divide head_dim {head_dim}"
     ptrs, (sx, sr), flags, new_res = _prologue_args(x, pro, m)
@@ -351,12 +359,24 @@ def qkv_rope_store(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     if pro.x2 is not None:
         opts["TWO_PASS"] = False  # each half keeps its own sum of squares: one pass each
     gemv_kernels.qkv_rope_kernel[(grid, cfg.m_programs(m))](
-        *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, x2, nw2, m,
-        k1, k2, sx, sr, x2.stride(0), weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1),
-        v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), _eps(pro), HQ=num_heads, HKV=num_kv_heads,
-        HEAD_DIM=head_dim, BLOCK_P=cfg.block_n, HAS_BIAS=bias is not None, DUAL=pro.x2 is not None, **flags, **opts,
+        *ptrs, weight, bias if bias is not None else weight, out, k_pool, v_pool, loc, positions, cos_sin, x2, nw2, add,
+        m, k1, k2, sx, sr, x2.stride(0), weight.stride(0), out.stride(0), k_pool.stride(0), k_pool.stride(1),
+        v_pool.stride(0), v_pool.stride(1), cos_sin.stride(0), add.stride(0), _eps(pro), HQ=num_heads,
+        HKV=num_kv_heads, HEAD_DIM=head_dim, BLOCK_P=cfg.block_n, HAS_BIAS=bias is not None, DUAL=pro.x2 is not None,
+        HAS_ADD=addend is not None, **flags, **opts,
     )
     return out, new_res
+
+
+def feature_product(x2: torch.Tensor, weight: torch.Tensor, norm_weight2: torch.Tensor, eps: float) -> torch.Tensor:
+    """``norm2(x2) @ weight[:, K1:].T`` in float32 ([M, N]): the product of a dual-input QKV
+    weight ``[N, K1 + K2]`` (``Prologue.x2``) with its second input, for a ``qkv_rope_store`` of the
+    first input alone to add (``addend``). EAGLE-3's draft forwards compute it on a side stream
+    before their tokens are known (``Eagle3Head.feature_qkv_for``)."""
+    k2 = x2.shape[1]
+    w2 = weight[:, weight.shape[1] - k2 :]
+    out, _, _ = linear(x2, w2, None, Prologue(norm_weight=norm_weight2, eps=eps), exact_f32=True)
+    return out
 
 
 def qkv_supported(x: torch.Tensor, weight: torch.Tensor, pro: Prologue, num_heads: int, num_kv_heads: int,

@@ -303,15 +303,17 @@ def linear_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, WScale, Bias, Out, 
 
 @triton.jit(do_not_specialize=["M"])
 def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool, VPool, Loc, Pos, CosSin, X2, NW2,
-                    M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
-                    stride_vh, stride_cs, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
+                    Add, M, K, K2, stride_x, stride_r, stride_x2, stride_w, stride_o, stride_ks, stride_kh, stride_vs,
+                    stride_vh, stride_cs, stride_add, eps, HQ: tl.constexpr, HKV: tl.constexpr, HEAD_DIM: tl.constexpr,
                     BLOCK_P: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, GATHER: tl.constexpr,
                     HAS_RES: tl.constexpr, HAS_NORM: tl.constexpr, WRITE_RES: tl.constexpr, PRE_RSTD: tl.constexpr,
                     BLOCK_S: tl.constexpr, HAS_BIAS: tl.constexpr, DOT: tl.constexpr, DOT_F32: tl.constexpr,
                     PREC: tl.constexpr, RNE: tl.constexpr, TWO_PASS: tl.constexpr, DUAL: tl.constexpr,
-                    PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
+                    HAS_ADD: tl.constexpr, PDL: tl.constexpr, PREFETCH: tl.constexpr, LINE: tl.constexpr):
     """Program = ``BLOCK_P`` rope pairs of one head (q heads, then k, then v, the QKV row order).
-    DUAL: the input row is ``concat(norm(x)[:K], norm2(x2)[:K2])`` (``_dual_tile`` on FMA tiles)."""
+    DUAL: the input row is ``concat(norm(x)[:K], norm2(x2)[:K2])`` (``_dual_tile`` on FMA tiles).
+    HAS_ADD: ``Add`` [M, N] float32 (row stride ``stride_add``) is added to the float32 sums
+    before the bias: the product of weight columns this launch does not stream, computed apart."""
     HALF: tl.constexpr = HEAD_DIM // 2
     PER_HEAD: tl.constexpr = HALF // BLOCK_P
     pid = tl.program_id(0)
@@ -324,6 +326,10 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool,
         if DUAL and not DOT:  # the one loop's first step reads the second input's columns too
             _prefetch_rows(W + K, wrow, r < 2 * BLOCK_P, stride_w, tl.minimum(K2, BLOCK_K), LINE)
     pdl_enter(PDL)
+    if HAS_ADD:  # loaded before the K loop: its latency hides under the weight stream
+        m_add = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        addend = tl.load(Add + m_add[None, :].to(tl.int64) * stride_add + wrow[:, None], mask=(m_add < M)[None, :],
+                         other=0.0)
     if DUAL and not DOT:  # EAGLE-3: columns [0, K) against norm(x rows), [K, K + K2) against norm2(x2)
         m, mmask, xoff, _ = _rows(Ids, SIds, M, stride_x, stride_r, BLOCK_M, GATHER)
         acc = _dual_tile(X, xoff, NW, X2, m.to(tl.int64) * stride_x2, NW2, W, wrow, r < 2 * BLOCK_P, stride_w, mmask,
@@ -340,6 +346,8 @@ def qkv_rope_kernel(X, Ids, Res, ResOut, NW, Sq, NSQ, SIds, W, Bias, Out, KPool,
                               K2, eps, 2 * BLOCK_P, BLOCK_M, BLOCK_K, False, True, False, DOT, DOT_F32, PREC, RNE,
                               False)
     pdl_release_late(PDL)
+    if HAS_ADD:
+        acc += addend
     if HAS_BIAS:
         acc += tl.load(Bias + wrow).to(tl.float32)[:, None]
     lo, hi = _halves(acc, BLOCK_P, BLOCK_M)
