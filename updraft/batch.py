@@ -170,6 +170,10 @@ class ForwardBatch:
     # The extra per-token input of a draft model ([T, dim] rows, see FeatureKind).
     feature: torch.Tensor | None = None
     feature_kind: FeatureKind = FeatureKind.NONE
+    # With a PROJECTED or DRAFT feature, or None: an EAGLE-3 head's mid-layer QKV product of it,
+    # float32 [T, QKV width], computed apart (``Eagle3Head.feature_qkv_for``); the head's QKV launch
+    # then streams only the embedding's weight columns and adds it.
+    feature_qkv: torch.Tensor | None = None
     # Whether the logits come back as float32 (the default) or in the model's dtype: the fused
     # iteration's draft steps and greedy verify hand them to argmax / top-k kernels that widen as
     # they load, so the widening copy (a torch kernel after the LM head) is left out there.

@@ -34,6 +34,7 @@ PROMPT = [5, 77, 13, 200, 9, 41, 150, 3, 88, 120]
 class Calls:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
+        self.weights: dict[str, list[tuple[int, ...]]] = {}  # each launch's weight shape
 
 
 @pytest.fixture
@@ -45,6 +46,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Calls]:
 
         def counted(*a, _real=real, _name=name, **kw):  # noqa: ANN002, ANN003, ANN202
             c.counts[_name] = c.counts.get(_name, 0) + 1
+            c.weights.setdefault(_name, []).append(tuple(a[1].shape))
             return _real(*a, **kw)
 
         monkeypatch.setattr(gemv, name, counted)
@@ -307,6 +309,45 @@ def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5
 
 
+def test_eagle3_feature_qkv_computed_apart(tiny_checkpoint, tmp_path, calls: Calls) -> None:  # noqa: ANN001
+    """``Eagle3Head.project_for``: the fc's rows and the mid layer's QKV product of them, computed
+    before the tokens are known (the fused iteration runs it beside the verify's LM head); the
+    extend reading them (``FeatureKind.PROJECTED`` + ``feature_qkv``) streams only the embedding's
+    QKV columns and gives what the head projecting the target's layers itself gives. Where the
+    fused mid layer does not serve (the torch backend) there is no product, and a forward handed
+    one anyway refuses it."""
+    import dataclasses
+
+    from updraft.batch import CaptureHidden, FeatureKind
+    from updraft.models.eagle import load_draft_head
+    from updraft.testing import write_eagle3_head
+
+    target = load(tiny_checkpoint, "llama", torch.float32)
+    head = load_draft_head(write_eagle3_head(tmp_path / "e3"), target, torch.float32, torch.device("cpu"))
+    feat = torch.randn(3, 3 * target.config.hidden_size, generator=torch.Generator().manual_seed(5))
+    pool = ReqToTokenPool(2, 64, "cpu")
+    alloc = PagedAllocator(pool, 64, 1)
+    runner = ModelRunner(head, pool, 64, 1, "torch_native")
+    row = pool.alloc()
+    assert row is not None and alloc.ensure(row, 16)
+    batch = runner.make_batch(ForwardMode.DRAFT_EXTEND, [4, 9, 30], [row], [3], [3], logits="all",
+                              capture_hidden=CaptureHidden.FULL, feature=feat, feature_kind=FeatureKind.TARGET)
+    with ops.use_backend("torch"):
+        rows, qkv = head.project_for(feat, batch)
+        assert qkv is None and torch.equal(rows, head.project_target(feat))
+    with ops.use_backend("triton"):
+        ref = runner.forward(batch)
+        rows, qkv = head.project_for(feat, batch)
+        assert qkv is not None and qkv.dtype == torch.float32 and qkv.shape == (3, head.midlayer.self_attn.qkv_proj.weight.shape[0])
+        got = runner.forward(dataclasses.replace(batch, feature=rows, feature_kind=FeatureKind.PROJECTED, feature_qkv=qkv))
+    for a, b in zip((got.logits, got.hidden), (ref.logits, ref.hidden)):
+        assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-5
+    k1 = head.shared.embed_table().shape[1]
+    assert calls.weights["qkv_rope_store"][-1][1] == k1, "the split QKV streamed the feature's columns too"
+    with ops.use_backend("torch"), pytest.raises(ValueError, match="feature_qkv"):
+        runner.forward(dataclasses.replace(batch, feature=rows, feature_kind=FeatureKind.PROJECTED, feature_qkv=qkv))
+
+
 def test_eagle3_unscaled_logits_skip_the_final_norm(tiny_checkpoint, tmp_path, calls: Calls, monkeypatch) -> None:  # noqa: ANN001
     """A draft step whose reader applies each row's scale itself (``ForwardBatch.unscaled_logits``,
     the fused iteration's chain): the EAGLE-3 head's down projection adds the residual and writes
@@ -390,12 +431,50 @@ def test_captured_eagle3_features_written_in_place(tiny_checkpoint, calls: Calls
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-4
 
 
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_aux_ready_once_the_captured_layers_are_written(tiny_checkpoint, monkeypatch: pytest.MonkeyPatch,
+                                                        backend: str) -> None:
+    """``DecoderLM.forward(..., aux_ready=)``: where the fused layers write the captured streams in
+    place, the callback gets the features right after the last captured layer (layer 2 of 4),
+    before layer 3 runs; on the torch path after every layer. Once either way, with the tensor the
+    output carries."""
+    from updraft.batch import CaptureHidden
+    from updraft.models import fused as fused_layers
+
+    model = load(tiny_checkpoint, "llama", torch.float32, num_hidden_layers=4)
+    model.aux_layers = (2, 0, 1)
+    events: list[str] = []
+    for name in ("decoder_layer", "decoder_layer_normed"):
+        real = getattr(fused_layers, name)
+        monkeypatch.setattr(fused_layers, name, lambda *a, _r=real, **kw: events.append("layer") or _r(*a, **kw))
+    real_call = type(model.model.layers[0]).forward
+    monkeypatch.setattr(type(model.model.layers[0]), "forward",
+                        lambda self, *a, **kw: events.append("layer") or real_call(self, *a, **kw))
+    got: list[torch.Tensor] = []
+    pool = ReqToTokenPool(2, 64, "cpu")
+    alloc = PagedAllocator(pool, 64, 1)
+    with ops.use_backend(backend):
+        runner = ModelRunner(model, pool, 64, 1, "triton")
+        row = pool.alloc()
+        assert row is not None and alloc.ensure(row, 40)
+        runner.forward(runner.make_batch(ForwardMode.EXTEND, PROMPT, [row], [len(PROMPT)], [len(PROMPT)]))
+        batch = runner.make_batch(ForwardMode.TARGET_VERIFY, PROMPT[:4], [row], [len(PROMPT) + 4], [4], stride=4,
+                                  logits="all", capture_hidden=CaptureHidden.FULL)
+        batch.attn_backend = runner.backend
+        runner.backend.init_forward_metadata(batch)
+        events.clear()
+        out = model(batch, aux_ready=lambda aux: events.append("aux") or got.append(aux))
+    assert events.count("aux") == 1 and events.count("layer") == 4
+    assert events.index("aux") == (3 if backend == "triton" else 4), events
+    assert got[0] is out.aux_hidden and got[0].shape == (4, 3 * model.config.hidden_size)
+
+
 def test_verify_forward_takes_the_verify_policy(tiny_checkpoint, monkeypatch: pytest.MonkeyPatch) -> None:
     """``DecoderLM.forward`` decides a TARGET_VERIFY block's layers under ``for_verify()`` and
     every other mode under the policy as it is (restored afterwards)."""
     model = load(tiny_checkpoint, "llama", torch.float32)
     seen: list[ops.FusedPolicy] = []
-    monkeypatch.setattr(model, "_forward", lambda batch: seen.append(ops.fused_policy()))
+    monkeypatch.setattr(model, "_forward", lambda batch, *_: seen.append(ops.fused_policy()))
     with ops.use_fused_policy(ops.FusedPolicy(verify_max_rows=40)):  # the default's limits are equal
         for mode in (ForwardMode.TARGET_VERIFY, ForwardMode.DECODE, ForwardMode.EXTEND):
             model.forward(type("B", (), {"mode": mode})())

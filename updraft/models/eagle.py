@@ -297,31 +297,55 @@ class Eagle3Head(nn.Module):
         with a ``PROJECTED`` one."""
         return self.fc(feat.to(self.fc.weight.dtype))
 
+    def project_for(self, feat: torch.Tensor, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``project_target(feat)`` for ``batch``, the forward that will read it as PROJECTED, and
+        ``feature_qkv_for`` those rows. Neither reads the batch's tokens: the fused iteration runs
+        this beside the verify's last layers and LM head."""
+        rows = self.project_target(feat)
+        return rows, self.feature_qkv_for(rows, batch)
+
+    def feature_qkv_for(self, feat: torch.Tensor, batch: ForwardBatch) -> torch.Tensor | None:
+        """Where ``batch`` (reading ``feat`` as its PROJECTED or DRAFT feature) takes the fused mid
+        layer: the layer's QKV product of ``feat`` (``ForwardBatch.feature_qkv``); else None."""
+        if not fused.eagle3_ok(self.midlayer, self.shared.embed_table(), batch.input_ids, feat, batch, self.rotary,
+                               split=True):
+            return None
+        return fused.eagle3_feature_qkv(self.midlayer, feat)
+
     @torch.no_grad()
-    def forward(self, batch: ForwardBatch) -> ModelOutput:
+    def forward(self, batch: ForwardBatch, feature_ready: Callable[[torch.Tensor], None] | None = None) -> ModelOutput:
+        """``feature_ready``: called with the output feature (``ModelOutput.hidden``) as soon as it
+        is written, before the LM head runs (the fused iteration forks the next draft step's QKV
+        product of it there)."""
         feat = _feature(batch, projected=True)
         if batch.feature_kind == FeatureKind.TARGET:
+            if batch.feature_qkv is not None:
+                raise ValueError("ForwardBatch.feature_qkv is the product of the head's input feature, not the target's")
             feat = self.project_target(feat)
-        table, ids = self.shared.embed_table(), batch.input_ids
-        fast = fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary)
+        table, ids, qkv = self.shared.embed_table(), batch.input_ids, batch.feature_qkv
+        fast = fused.eagle3_ok(self.midlayer, table, ids, feat, batch, self.rotary, split=qkv is not None)
+        if qkv is not None and not fast:
+            raise ValueError("ForwardBatch.feature_qkv is for the fused mid layer, which these inputs do not take")
         scale = None
         if fast and batch.unscaled_logits and not self.layers:
             # The reader applies each row's 1 / rms (> 0) itself: the rows times the norm weight,
             # which the down projection writes with the feature, feed the LM head, and the norm's
             # launch is left out.
-            nr = fused.eagle3_midlayer_normed(self.midlayer, table, ids, feat, batch, self.rotary, self.norm)
+            nr = fused.eagle3_midlayer_normed(self.midlayer, table, ids, feat, batch, self.rotary, self.norm, qkv)
             normed, out = nr.scaled, nr.stream
             scale = RowScale(batch.logit_rows(nr.sumsq), nr.stream.shape[1], nr.eps)
         else:
-            x, residual = (fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary) if fast
+            x, residual = (fused.eagle3_midlayer(self.midlayer, table, ids, feat, batch, self.rotary, qkv) if fast
                            else self.midlayer(self.shared.embed(ids), feat, batch, self.rotary))
             for layer in self.layers.values():
                 x, residual = layer(x, residual, batch, self.rotary)
             # One pass gives the pre-norm output feature (next step's input) and its norm (the
             # logits' input); normalising every row and then selecting equals selecting first.
             normed, out = self.norm.forward_add(x, residual)
-        logits = self._logits(batch.logit_rows(normed), batch.fp32_logits)
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
+        if feature_ready is not None:
+            feature_ready(hidden)
+        logits = self._logits(batch.logit_rows(normed), batch.fp32_logits)
         return ModelOutput(logits=logits, hidden=hidden, row_scale=scale)
 
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:

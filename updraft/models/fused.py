@@ -27,7 +27,9 @@ EAGLE-3's mid layer (``eagle3_midlayer``) is five launches too: its QKV prologue
 embedding rows and normalises them and the feature each with its own norm (``Prologue.x2``), and
 its o_proj adds the feature (the residual) and prepares the post-attention norm; where the fused KV store does
 not serve, the layer normalises and concatenates its inputs itself and takes the fused attention
-and MLP without prologues.
+and MLP without prologues. Its QKV can also take the feature's half of the product computed
+apart (``eagle3_feature_qkv``, before the tokens are known) and stream only the embedding's
+weight columns.
 """
 
 from __future__ import annotations
@@ -86,23 +88,32 @@ def _pools(attn: LlamaAttention, batch: ForwardBatch, dtype: torch.dtype) -> tup
     return pool.k_buffer[attn.layer_id], pool.v_buffer[attn.layer_id]
 
 
+def _qkv_weight(attn: LlamaAttention, x: torch.Tensor, addend: torch.Tensor | None) -> torch.Tensor:
+    """The QKV weight a launch streams: with an ``addend`` (the product of the columns after
+    ``x``'s, computed apart), only ``x``'s columns."""
+    w = attn.qkv_proj.weight
+    return w if addend is None else w[:, : x.shape[1]]
+
+
 def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
-                rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """attention(qkv(prologue(x))) -> (output [M, q_size], new residual or None)."""
+                rotary: RotaryEmbedding, addend: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """attention(qkv(prologue(x)) + addend) -> (output [M, q_size], new residual or None)."""
     gemv = _gemv()
     t = gemv.num_rows(x, pro)
-    w, b = attn.qkv_proj.weight, attn.qkv_proj.bias
+    w, b = _qkv_weight(attn, x, addend), attn.qkv_proj.bias
     pools = _pools(attn, batch, x.dtype)
     if pools is not None and gemv.qkv_supported(x, w, pro, attn.num_heads, attn.num_kv_heads, attn.head_dim,
                                                 pools[0], pools[1], rotary.cos_sin):
         qkv, new_res = gemv.qkv_rope_store(
             x, w, b, pro, num_heads=attn.num_heads, num_kv_heads=attn.num_kv_heads, head_dim=attn.head_dim,
             k_pool=pools[0], v_pool=pools[1], loc=batch.out_cache_loc, positions=batch.positions,
-            cos_sin=rotary.cos_sin)
+            cos_sin=rotary.cos_sin, addend=addend)
         q, k, v = attn.split_heads(qkv)
         assert batch.attn_backend is not None
         o = batch.attn_backend.forward_stored(q, k, v, attn.layer_id, batch)
     else:
+        if addend is not None:  # callers check eagle3_ok(..., split=True) first
+            raise AssertionError("a QKV addend needs the fused KV store")
         qkv, new_res, _ = gemv.linear(x, w, b, pro)
         o = attn.attend(qkv, batch, rotary)
     return o.reshape(t, attn.q_size), new_res
@@ -125,10 +136,11 @@ def mlp(mlp: GatedMLP, x: torch.Tensor, pro: Prologue) -> tuple[torch.Tensor, to
 
 
 def _attention_half(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro: Prologue,
-                    residual: torch.Tensor | None, batch: ForwardBatch, rotary: RotaryEmbedding) -> NormedRows:
+                    residual: torch.Tensor | None, batch: ForwardBatch, rotary: RotaryEmbedding,
+                    addend: torch.Tensor | None = None) -> NormedRows:
     """The layer's attention half, its o_proj adding to the residual stream (``residual``, or the
     one the QKV prologue wrote) and leaving it ready for the post-attention norm."""
-    o, new_res = _qkv_attend(layer.self_attn, x, pro, batch, rotary)
+    o, new_res = _qkv_attend(layer.self_attn, x, pro, batch, rotary, addend)
     stream = new_res if new_res is not None else residual
     assert stream is not None
     post = layer.post_attention_layernorm
@@ -147,9 +159,10 @@ def _layer_input(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tens
 
 
 def _layer_act(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro: Prologue, residual: torch.Tensor | None,
-               batch: ForwardBatch, rotary: RotaryEmbedding) -> tuple[torch.Tensor, NormedRows]:
+               batch: ForwardBatch, rotary: RotaryEmbedding, addend: torch.Tensor | None = None,
+               ) -> tuple[torch.Tensor, NormedRows]:
     """A layer up to its down projection: (silu(gate) * up [M, I], the stream after attention)."""
-    mid = _attention_half(layer, x, pro, residual, batch, rotary)
+    mid = _attention_half(layer, x, pro, residual, batch, rotary, addend)
     gemv = _gemv()
     act, _ = gemv.gate_up_silu(mid.scaled, layer.mlp.gate_up_proj.weight, gemv.Prologue(normed=mid))
     return act, mid
@@ -179,41 +192,66 @@ def decoder_layer_normed(layer: LlamaDecoderLayer, x: torch.Tensor, residual: to
                                    stream_out=stream_out)
 
 
-def _eagle3_qkv_prologue(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor) -> Prologue:
+def _eagle3_qkv_prologue(layer: Eagle3Layer, ids: torch.Tensor, feat: torch.Tensor, split: bool) -> Prologue:
+    """The mid layer's QKV input: both normalised inputs, or (``split``) the embedding rows alone,
+    the feature's product coming as an addend (``eagle3_feature_qkv``)."""
     n1, n2 = layer.input_layernorm, layer.hidden_norm
+    if split:
+        return _gemv().Prologue(norm_weight=n1.weight, eps=n1.eps, ids=ids)
     return _gemv().Prologue(norm_weight=n1.weight, eps=n1.eps, ids=ids, x2=feat, norm_weight2=n2.weight)
 
 
 def eagle3_ok(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor, batch: ForwardBatch,
-              rotary: RotaryEmbedding) -> bool:
+              rotary: RotaryEmbedding, split: bool = False) -> bool:
     """Whether ``eagle3_midlayer`` covers these inputs: small-M rows, the fused KV store, both
-    norms with one eps, one dtype throughout."""
+    norms with one eps, one dtype throughout. ``split``: with the feature's QKV product computed
+    apart (``eagle3_feature_qkv``)."""
     attn = layer.self_attn
     if (not ops.small_m(feat, attn.gemms + layer.mlp.gemms) or ids.shape[0] != feat.shape[0]
             or layer.input_layernorm.eps != layer.hidden_norm.eps):
         return False
     pools = _pools(attn, batch, feat.dtype)
     gemv = _gemv()
-    return pools is not None and gemv.qkv_supported(
-        table, attn.qkv_proj.weight, _eagle3_qkv_prologue(layer, table, ids, feat), attn.num_heads, attn.num_kv_heads,
+    w = attn.qkv_proj.weight[:, : table.shape[1]] if split else attn.qkv_proj.weight
+    ok = pools is not None and gemv.qkv_supported(
+        table, w, _eagle3_qkv_prologue(layer, ids, feat, split), attn.num_heads, attn.num_kv_heads,
         attn.head_dim, pools[0], pools[1], rotary.cos_sin)
+    if split:
+        n2 = layer.hidden_norm
+        ok = ok and gemv.supported(feat, attn.qkv_proj.weight[:, table.shape[1]:], gemv.Prologue(norm_weight=n2.weight))
+    return ok
+
+
+def eagle3_feature_qkv(layer: Eagle3Layer, feat: torch.Tensor) -> torch.Tensor:
+    """The mid layer's QKV product of its normalised feature (float32 [M, N]): what
+    ``eagle3_midlayer``'s QKV adds when given it (``qkv``), the rest of its input being the
+    tokens' embedding rows. Needs no token: the fused iteration computes it on a side stream
+    before the tokens are known (``Eagle3Head.feature_qkv_for``)."""
+    n2 = layer.hidden_norm
+    return _gemv().feature_product(feat, layer.self_attn.qkv_proj.weight, n2.weight, n2.eps)
 
 
 def eagle3_midlayer(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
-                    batch: ForwardBatch, rotary: RotaryEmbedding) -> tuple[torch.Tensor, torch.Tensor]:
+                    batch: ForwardBatch, rotary: RotaryEmbedding,
+                    qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``Eagle3Layer.forward`` on rows ``ids`` of the embedding ``table`` in five launches:
-    ``(mlp_out, residual)``, the residual ``attn_out + feat`` (``feat`` is not modified)."""
-    act, mid = _layer_act(layer, table, _eagle3_qkv_prologue(layer, table, ids, feat), feat, batch, rotary)
+    ``(mlp_out, residual)``, the residual ``attn_out + feat`` (``feat`` is not modified). ``qkv``:
+    the feature's QKV product (``eagle3_feature_qkv``), the QKV launch then streams only the
+    embedding's weight columns."""
+    pro = _eagle3_qkv_prologue(layer, ids, feat, qkv is not None)
+    act, mid = _layer_act(layer, table, pro, feat, batch, rotary, qkv)
     out, _, _ = _gemv().linear(act, layer.mlp.down_proj.weight)
     return out, mid.stream
 
 
 def eagle3_midlayer_normed(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
-                           batch: ForwardBatch, rotary: RotaryEmbedding, norm: RMSNorm) -> NormedRows:
+                           batch: ForwardBatch, rotary: RotaryEmbedding, norm: RMSNorm,
+                           qkv: torch.Tensor | None = None) -> NormedRows:
     """``eagle3_midlayer`` whose down projection adds the residual in its epilogue and leaves the
     sum ready for ``norm`` (the head's final norm): ``stream`` is the output feature, ``scaled``
     its rows times the norm weight (the normalised rows up to each row's positive ``rstd``)."""
-    act, mid = _layer_act(layer, table, _eagle3_qkv_prologue(layer, table, ids, feat), feat, batch, rotary)
+    pro = _eagle3_qkv_prologue(layer, ids, feat, qkv is not None)
+    act, mid = _layer_act(layer, table, pro, feat, batch, rotary, qkv)
     return _gemv().linear_add_norm(act, layer.mlp.down_proj.weight, mid.stream, norm.weight, norm.eps)
 
 

@@ -15,7 +15,7 @@ add. On the torch path (CPU) values are bitwise those of the unfused
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -194,14 +194,19 @@ class DecoderLM(nn.Module):
         return logits.float() if fp32 else logits
 
     @torch.no_grad()
-    def forward(self, batch: ForwardBatch) -> ModelOutput:
+    def forward(self, batch: ForwardBatch, aux_ready: Callable[[torch.Tensor], None] | None = None) -> ModelOutput:
+        """``aux_ready``: called once with the EAGLE-3 features (``ModelOutput.aux_hidden``) as soon
+        as they are final: where the fused layers write them in place, right after the last
+        captured layer, before the layers after it run (the fused iteration forks a side stream
+        there); else after the last layer. Not called without captured layers."""
+        once = _Once(aux_ready) if aux_ready is not None else None
         if batch.mode != ForwardMode.TARGET_VERIFY:
-            return self._forward(batch)
+            return self._forward(batch, once)
         # where the fused layers pay differs for a verify block (ops.FusedPolicy.for_verify)
         with ops.use_fused_policy(ops.fused_policy().for_verify()):
-            return self._forward(batch)
+            return self._forward(batch, once)
 
-    def _forward(self, batch: ForwardBatch) -> ModelOutput:
+    def _forward(self, batch: ForwardBatch, aux_ready: _Once | None = None) -> ModelOutput:
         table = self.model.embed_tokens.weight
         # Small-M: layer 0's QKV kernel gathers the embedding rows itself (no separate lookup).
         first = self.model.layers[0] if len(self.model.layers) else None
@@ -213,7 +218,8 @@ class DecoderLM(nn.Module):
         if (small and batch.capture_hidden == CaptureHidden.FULL and self.aux_layers
                 and len(set(self.aux_layers)) == len(self.aux_layers)):
             aux_buf = table.new_empty(batch.num_tokens, len(self.aux_layers) * table.shape[1])
-        h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small, aux_buf)
+        h, residual, captured = self._layers(table if small else self.embed(batch.input_ids), batch, small, aux_buf,
+                                             aux_ready if batch.capture_hidden == CaptureHidden.FULL else None)
         aux = [captured[i] for i in self.aux_layers]  # ids may repeat on very shallow targets
         head = ("linear", self.lm_head_weight.shape[0], self.lm_head_weight.shape[1], 0)
         if (batch.capture_hidden == CaptureHidden.NONE and ops.small_m(h, (head,))
@@ -231,20 +237,23 @@ class DecoderLM(nn.Module):
                 out.aux_hidden = batch.logit_rows(torch.cat(aux, dim=-1))
         elif batch.capture_hidden == CaptureHidden.FULL:
             out.hidden = h
-            if aux_buf is not None and all(a.data_ptr() == aux_buf[:, j * h.shape[1]:].data_ptr() for j, a in enumerate(aux)):
+            if aux_buf is not None and _in_place(aux_buf, aux):
                 out.aux_hidden = aux_buf  # every captured stream was written in place
             elif aux:
                 out.aux_hidden = torch.cat(aux, dim=-1)
+        if aux_ready is not None and out.aux_hidden is not None:
+            aux_ready(out.aux_hidden)  # nothing if the layers already handed them over
         return out
 
     def _layers(self, h: torch.Tensor, batch: ForwardBatch, small: bool, aux_buf: torch.Tensor | None = None,
-                ) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
+                aux_ready: _Once | None = None) -> tuple[torch.Tensor, torch.Tensor | None, dict[int, torch.Tensor]]:
         """The decoder stack on the residual stream: ``(x, residual, captured layer outputs)``.
         ``small``: ``h`` is the embedding table and layer 0 gathers its rows; a fused layer
         followed by another hands it ``NormedRows`` (its down projection adds the residual and
         prepares the next input norm), so no layer's QKV makes a pass over its rows for the norm.
         ``aux_buf`` [T, len(aux_layers) * hidden]: such a layer that is captured writes its stream
-        into its column block (the next layer reads it there)."""
+        into its column block (the next layer reads it there); once the last of them has, where
+        every one did, ``aux_ready`` gets ``aux_buf``."""
         residual: torch.Tensor | None = None
         normed: NormedRows | None = None  # set: the stream is here, ``h`` and ``residual`` are stale
         captured: dict[int, torch.Tensor] = {}
@@ -267,6 +276,9 @@ class DecoderLM(nn.Module):
                 # The output of layer i, materialised only for the captured layers (an extra add
                 # each unless the fused stream already holds it): the sum the next norm computes.
                 captured[i] = normed.stream if normed is not None else finish_residual(h, residual)
+                if (aux_ready is not None and aux_buf is not None and i == max(self.aux_layers)
+                        and _in_place(aux_buf, [captured[j] for j in self.aux_layers])):
+                    aux_ready(aux_buf)
         return h, residual, captured
 
     def _next_fused_norm(self, i: int, rows: int, like: torch.Tensor) -> RMSNorm | None:
@@ -288,6 +300,24 @@ class DecoderLM(nn.Module):
         """Build non-persistent buffers (RoPE table) on the weights' device and dtype."""
         w = self.model.embed_tokens.weight
         self.rotary.build(w.device, w.dtype, max_positions)
+
+
+def _in_place(aux_buf: torch.Tensor, aux: list[torch.Tensor]) -> bool:
+    """Whether every captured stream ``aux`` lies in its column block of ``aux_buf``."""
+    w = aux_buf.shape[1] // max(1, len(aux))
+    return all(a.data_ptr() == aux_buf[:, j * w :].data_ptr() for j, a in enumerate(aux))
+
+
+class _Once:
+    """``fn`` called at most once, at the first call."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], None]) -> None:
+        self.fn: Callable[[torch.Tensor], None] | None = fn
+
+    def __call__(self, x: torch.Tensor) -> None:
+        fn, self.fn = self.fn, None
+        if fn is not None:
+            fn(x)
 
 
 class LlamaForCausalLM(DecoderLM):

@@ -11,7 +11,7 @@ Hazards and conventions:
 
 * Every ``run`` needs its ``join`` before anything reads its results and before a capture ends
   (a capture with an unjoined stream fails); a ``join`` with no ``run`` before it does nothing. ``run`` returns tensors allocated on the side
-  stream; they are marked as used by the current stream too (``record_stream``), so the caching
+  stream (a tensor, or a tuple holding tensors); they are marked as used by the current stream too (``record_stream``), so the caching
   allocator never hands their memory to side-stream work while the current stream still reads it.
 * ``fn`` must not read what the current stream writes after the fork, nor write what it reads:
   the two run concurrently.
@@ -47,8 +47,9 @@ class SideStream:
         self._forked = True
         with torch.cuda.stream(self.stream):
             out = fn()
-        if isinstance(out, torch.Tensor):
-            out.record_stream(main)
+        for t in out if isinstance(out, tuple) else (out,):
+            if isinstance(t, torch.Tensor):
+                t.record_stream(main)
         return out
 
     def join(self) -> None:
