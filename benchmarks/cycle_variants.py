@@ -34,6 +34,9 @@ are captured anew; a setting no knob names keeps its shipped value:
   (``TritonBackend.short_extend_tokens``);
 * ``serial_fc``: an EAGLE-3 head's fc runs after the verify's argmax or acceptance, on the same stream
   (``FusedIteration.project_beside`` off; shipped on: beside them, on a side stream);
+* ``serial_qkv``: the side stream computes the fc only; the draft steps' and the draft extend's QKV
+  stream the feature's weight columns too (``FusedIteration.qkv_beside`` off);
+* ``no_first_product``: only the first draft step's QKV streams them (``FusedIteration.qkv_beside_first`` off);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -54,8 +57,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
-         "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "zero_fixed_out",
-         "tiles")
+         "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
+         "no_first_product", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -105,8 +108,12 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
-    FusedIteration.project_beside = _SHIPPED.setdefault(FusedIteration, dict(
-        project_beside=FusedIteration.project_beside))["project_beside"] and "serial_fc" not in knobs
+    fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
+        project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
+        qkv_beside_first=FusedIteration.qkv_beside_first))
+    FusedIteration.project_beside = fused_shipped["project_beside"] and "serial_fc" not in knobs
+    FusedIteration.qkv_beside = fused_shipped["qkv_beside"] and "serial_qkv" not in knobs
+    FusedIteration.qkv_beside_first = fused_shipped["qkv_beside_first"] and "no_first_product" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from vocab_gain import answers, batches, load_heads, parse_sets  # a sibling script (benchmarks/)
 
 from updraft.models.eagle import Eagle3Head
-from updraft.spec.fused import DRAFT_CANDIDATES
+from updraft.spec.drafter import DRAFT_CANDIDATES
 from updraft.train.data import DistillData, TrainBatch
 from updraft.train.forward import head_logits, shift_left, unroll
 from updraft.train.losses import expected_accept_length

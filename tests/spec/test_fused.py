@@ -511,6 +511,55 @@ def test_fused_lossless_with_an_eagle3_head_reading_four_target_layers(tiny_chec
     assert eng.driver.fused.graphs and eng.spec_stats.num_draft_tokens == 3 * eng.spec_stats.num_drafts > 0
 
 
+def test_eagle3_qkv_beside_under_the_kernels(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.qkv_beside`` on the small-M kernels (interpreted here, the fused mid layer
+    serving the draft steps and the draft extend): each forward of the head gets its mid layer's
+    QKV product of its input feature computed apart, before its tokens are known (S = 3: for the
+    two chain steps beside the LM head and pick before each, for the extend beside the verify's
+    last layers, ``Eagle3Head.project_for``), and its QKV streams only the embedding's columns,
+    adding that product. Against the bodies without it (the dual-input QKV), iteration by
+    iteration: the same drafts and emitted tokens, the draft features within float32 rounding
+    (another summation order), the same output."""
+    from updraft import ops
+    from updraft.models import fused as fused_layers
+    from updraft.spec import fused as fused_mod
+    from updraft.spec.fused import FusedIteration
+
+    seen: list[tuple[torch.Tensor, ...]] = []
+    real_commit, real_product = fused_mod.commit, fused_layers.eagle3_feature_qkv
+    products: list[int] = []
+
+    def spy(out, rows, n, res, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append((res.drafts.clone(), res.emitted.clone(), res.hidden.clone()))
+        return real_commit(out, rows, n, res, *a, **kw)
+
+    monkeypatch.setattr(fused_mod, "commit", spy)
+    monkeypatch.setattr(fused_layers, "eagle3_feature_qkv", lambda *a: products.append(1) or real_product(*a))
+    real_body, bodies = FusedIteration._body, []
+    monkeypatch.setattr(FusedIteration, "_body", lambda self, g: bodies.append(g.num_steps) or real_body(self, g))
+    ps = prompts(1, seed=13)
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    runs = []
+    with ops.use_backend("triton"):
+        for beside in (True, False):
+            monkeypatch.setattr(FusedIteration, "qkv_beside", beside)
+            seen.clear()
+            products.clear()
+            bodies.clear()
+            cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False}
+            llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1],
+                      speculative_config=cfg)
+            outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+            assert llm.engine.driver is not None and bodies and set(bodies) == {3}
+            assert len(products) == (3 * len(bodies) if beside else 0), (len(products), len(bodies))
+            runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) >= 2
+    for a, b in zip(seen_a, seen_b):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        assert ((a[2] - b[2]).abs().max() / b[2].abs().max()).item() <= 1e-5
+
+
 @pytest.mark.parametrize("sampled", [False, True])
 def test_eagle3_fc_beside_the_acceptance_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
     """``FusedIteration.project_beside``: the draft extend takes the head's fc output computed

@@ -1,10 +1,15 @@
 """The fused EAGLE-3 iteration under real CUDA graphs: its head's fc on a side stream
 (``FusedIteration.project_beside``, forked after the verify and joined before the rest of the
 draft extend) drafts exactly what the head projecting the target's layers itself drafts,
-iteration by iteration, and the outputs equal plain greedy (fp32). Only a GPU shows the fork and
-the join as captured graph edges; ``test_fused.py`` runs the same body in place on a CPU."""
+iteration by iteration, and the outputs equal plain greedy (fp32). With ``qkv_beside`` (the fork
+before the verify's LM head, the mid layer's QKV product of the feature beside it, the extend's
+QKV streaming the embedding's columns only) the drafts are the same in fp32 and the features
+equal up to the float32 sums' order. Only a GPU shows the fork and the join as captured graph
+edges; ``test_fused.py`` runs the same bodies in place on a CPU."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,17 +23,21 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
+Seen = list[tuple[torch.Tensor, torch.Tensor]]
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("sampled", [False, True])
-def test_fc_on_a_side_stream_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, dtype: str, sampled: bool) -> None:  # noqa: ANN001
-    target = tiny_checkpoint("llama")
-    head = write_eagle3_head(tmp_path / "e3", seed=2)
+
+def _params(sampled: bool) -> SamplingParams:
+    return (SamplingParams(temperature=0.8, top_p=0.9, seed=5, max_tokens=24, ignore_eos=True) if sampled
+            else SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True))
+
+
+def _runs(target: Path, head: Path, dtype: str, sampled: bool, monkeypatch: pytest.MonkeyPatch, knob: str,
+          ) -> list[tuple[list[list[int]], Seen]]:
+    """Two generations, ``FusedIteration.<knob>`` on then off: (outputs, per launch the verify
+    block's ids and the rows' stored draft features)."""
     ps = repeating_prompts(3, seed=21)
-    params = (SamplingParams(temperature=0.8, top_p=0.9, seed=5, max_tokens=24, ignore_eos=True) if sampled
-              else SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True))
     real_launch = FusedIteration.launch
-    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    seen: Seen = []
 
     def spy(self: FusedIteration, reqs, num_steps: int, sampled_: bool):  # noqa: ANN001, ANN202
         inf = real_launch(self, reqs, num_steps, sampled_)
@@ -40,19 +49,74 @@ def test_fc_on_a_side_stream_drafts_the_same(tiny_checkpoint, tmp_path, monkeypa
 
     monkeypatch.setattr(FusedIteration, "launch", spy)
     runs = []
-    for beside in (True, False):
-        monkeypatch.setattr(FusedIteration, "project_beside", beside)
+    for on in (True, False):
+        monkeypatch.setattr(FusedIteration, knob, on)
         seen.clear()
         llm = LLM(str(target), device="cuda", dtype=dtype, progress=False, cuda_graph_max_bs=4, max_total_tokens=16384,
                   speculative_config={"method": "eagle3", "draft_model": str(head), "num_steps": 3, "adaptive": False})
         assert llm.engine.driver is not None, llm.engine.graph_log
-        outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+        outs = [o.outputs[0].token_ids for o in llm.generate(ps, _params(sampled))]
         runs.append((outs, list(seen)))
         del llm
-    (outs_a, seen_a), (outs_b, seen_b) = runs
+    return runs
+
+
+def _plain(target: Path, dtype: str, sampled: bool) -> list[list[int]]:
+    plain = LLM(str(target), device="cuda", dtype=dtype, progress=False, disable_cuda_graph=True, max_total_tokens=16384)
+    return [o.outputs[0].token_ids for o in plain.generate(repeating_prompts(3, seed=21), _params(sampled))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_fc_on_a_side_stream_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, dtype: str, sampled: bool) -> None:  # noqa: ANN001
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    monkeypatch.setattr(FusedIteration, "qkv_beside", False)  # the fc alone: the same kernels, bit for bit
+    (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, dtype, sampled, monkeypatch, "project_beside")
     assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
     for i, (a, b) in enumerate(zip(seen_a, seen_b)):
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), f"launch {i}"
     if dtype == "float32" and not sampled:
-        plain = LLM(str(target), device="cuda", dtype=dtype, progress=False, disable_cuda_graph=True, max_total_tokens=16384)
-        assert outs_a == [o.outputs[0].token_ids for o in plain.generate(ps, params)]
+        assert outs_a == _plain(target, dtype, sampled)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_qkv_product_beside_the_lm_head_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampled: bool) -> None:  # noqa: ANN001
+    """fp32 on the small-M kernels (``ops.use_backend("triton")``; "auto" keeps fp32 on torch's
+    GEMMs, where there is no split): the same drafts, launch by launch, the stored features within
+    float32 rounding, the same outputs, greedy's equal to plain decoding."""
+    from updraft import ops
+    from updraft.models import fused as fused_layers
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = fused_layers.eagle3_feature_qkv
+    products: list[int] = []
+    monkeypatch.setattr(fused_layers, "eagle3_feature_qkv", lambda *a: products.append(1) or real(*a))
+    with ops.use_backend("triton"):
+        (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, "float32", sampled, monkeypatch, "qkv_beside")
+    assert products, "the split never ran"
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for i, (a, b) in enumerate(zip(seen_a, seen_b)):
+        assert torch.equal(a[0], b[0]), f"launch {i}: drafts"
+        assert ((a[1] - b[1]).abs().max() / b[1].abs().max()).item() <= 1e-5, f"launch {i}: features"
+    if not sampled:
+        assert outs_a == _plain(target, "float32", sampled)
+
+
+def test_qkv_product_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """bf16 on the "auto" kernels (the production path): the split runs, and the first launch's
+    stored features (the same inputs either way) agree to bf16 rounding (later launches may
+    follow other drafts: a bf16 draft can flip where its logits tie within a rounding)."""
+    from updraft.models import fused as fused_layers
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = fused_layers.eagle3_feature_qkv
+    products: list[int] = []
+    monkeypatch.setattr(fused_layers, "eagle3_feature_qkv", lambda *a: products.append(1) or real(*a))
+    (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, "bfloat16", False, monkeypatch, "qkv_beside")
+    assert products, "the split never ran"
+    assert [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3
+    a, b = seen_a[0][1].float(), seen_b[0][1].float()
+    assert ((a - b).abs().max() / b.abs().max()).item() <= 2e-2

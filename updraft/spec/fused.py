@@ -16,7 +16,9 @@ plain target step that keeps the draft's KV and feature current), the captured b
    launch, ``row_io.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
-   head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``).
+   head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``;
+   an EAGLE-3 head's next step's QKV product of the feature runs on the side stream beside the
+   LM head and pick, ``qkv_beside``).
    With the lookup assist (``LookupAssist``), one launch then replaces the drafts of the rows
    whose token history repeats its last tokens by the n-gram lookup's (sampled: their q one-hot
    at each); the histories are the n-gram proposer's, appended by step 6;
@@ -29,8 +31,11 @@ plain target step that keeps the draft's KV and feature current), the captured b
    the graph);
 5. DRAFT_EXTEND_V2 over all ``S + 1`` rows (it needs the emitted tokens, not the accept lengths;
    the verify's argmax or the acceptance writes them straight into its ids). An EAGLE-3 head's
-   fc reads only the verify's captured layers, so it runs on a side stream beside that argmax
-   or acceptance (``project_beside``; ``updraft.runtime.side_stream``);
+   fc reads only the verify's captured layers, so it runs on a side stream forked as soon as
+   the last of them is written, beside the verify's remaining layers, its LM head and that
+   argmax or acceptance (``project_beside``; ``updraft.runtime.side_stream``); with
+   ``qkv_beside`` the side stream also computes the mid layer's QKV product of the projected
+   feature, so the extend's QKV streams only the embedding's weight columns;
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; with token histories, the emitted tokens appended; the draft
    extend's feature at row ``accept_len - 1`` becomes the row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
@@ -63,8 +68,8 @@ import numpy as np
 import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
-from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
-from updraft.models.llama import ModelOutput, RowScale
+from updraft.models.eagle import Eagle3Head
+from updraft.models.llama import DecoderLM, ModelOutput, RowScale
 from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
@@ -76,13 +81,11 @@ from updraft.runtime.sampler import Sampler
 from updraft.runtime.side_stream import SideStream
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
+from updraft.spec.drafter import DRAFT_CANDIDATES, Drafter, RowParams
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.row_io import IterLayout, UniformDraw, lay_out, read_rows
-
-#: Sampled drafts choose among the draft's best this-many tokens (see ``_choose``).
-DRAFT_CANDIDATES = 64
 
 #: The RNG stream of a sampled iteration: ONE draw of ``2 S + 2`` uniforms per row per iteration
 #: (columns: S draft picks, S acceptance tests, the residual pick, the S = 0 sample), since every
@@ -112,14 +115,17 @@ def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.devi
     return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
 
 
-def _fed(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torch.dtype) -> ForwardBatch:
+def _fed(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torch.dtype,
+         qkv: torch.Tensor | None = None) -> ForwardBatch:
     """``batch`` reading ``feat`` (the previous forward's output rows, as they lie) as its
-    feature. A copy into a static feature buffer would be one more kernel node per draft forward
-    (five per iteration at S = 5) for nothing: ``feat`` is produced by the same body, so a
-    replay reads the tensor its capture recorded. Rows must match ``batch``'s tokens."""
+    feature (``qkv``: its ``feature_qkv``). A copy into a static feature buffer would be one more
+    kernel node per draft forward (five per iteration at S = 5) for nothing: ``feat`` is produced
+    by the same body, so a replay reads the tensor its capture recorded. Rows must match
+    ``batch``'s tokens."""
     if feat.shape[0] != batch.num_tokens:
         raise AssertionError(f"draft feature has {feat.shape[0]} rows for {batch.num_tokens} tokens")
-    return dataclasses.replace(batch, feature=feat if feat.dtype == dtype else feat.to(dtype), feature_kind=kind)
+    return dataclasses.replace(batch, feature=feat if feat.dtype == dtype else feat.to(dtype), feature_kind=kind,
+                               feature_qkv=qkv)
 
 
 @dataclass
@@ -144,43 +150,6 @@ class _IterGraph:
     #: Only ``launch`` and ``capture_all`` write ``rows``; both keep this current.
     rows_now: list[int] | None = None
     graph: EmulatedGraph | CudaGraph | None = None
-
-
-@dataclass
-class _Drafter:
-    """The draft side of the iteration: the draft's runner and head, and the proposer's per-row
-    draft feature."""
-
-    runner: ModelRunner
-    head: EagleHead | Eagle3Head | MtpHead
-    next_hidden: torch.Tensor  # [rows, hidden]: each row's draft feature (the proposer's)
-    to_target: Callable[[torch.Tensor], torch.Tensor] | None  # draft ids -> target ids (EAGLE-3, token map)
-    #: the same map as a table for ``sampling_kernels.argmax_rows``: (d2t, add) or (hot_ids, direct)
-    target_table: tuple[torch.Tensor, bool] | None = None
-    #: greedy picks with the rows' context tokens competing (``ContextVocab.pick``), or None
-    context_pick: Callable[..., torch.Tensor] | None = None
-
-    @classmethod
-    def of(cls, proposer: DraftModelProposer) -> _Drafter:
-        head = proposer.runner.model
-        if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head | MtpHead):
-            raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
-        table = ((head.d2t, True) if isinstance(head, Eagle3Head)
-                 else (head.hot_ids, False) if isinstance(head, EagleHead) and head.hot_ids is not None else None)
-        pick = proposer.context.pick if proposer.context is not None else None
-        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick)
-
-
-@dataclass
-class _RowParams:
-    """The batch's rows of ``RowState.sampling`` ([B, NUM_SAMPLING]), one gather per sampled
-    iteration; the kernels read its columns in place (see ``row_state`` for what each column
-    holds)."""
-
-    table: torch.Tensor
-
-    def col(self, c: int) -> torch.Tensor:
-        return self.table[:, c]
 
 
 @dataclass
@@ -210,17 +179,27 @@ class FusedIteration:
     """Captures and launches whole speculative iterations (EAGLE or n-gram drafts) or plain
     decoding steps (see the module docstring)."""
 
-    #: An EAGLE-3 head's fc runs on a side stream beside the verify's argmax or acceptance, not
-    #: after them (read at capture). H100, SmolLM2's S = 5 cycle: bs 1 0.8076 -> 0.8021 ms, bs 8
-    #: 1.0680 -> 1.0628 (benchmarks/results/2026-12-06-h100-side-fc).
+    #: An EAGLE-3 head's fc runs on a side stream forked once the verify has written the layers it
+    #: reads (``DecoderLM.forward``'s ``aux_ready``), not after the argmax or acceptance (read at
+    #: capture). H100, SmolLM2's S = 5 cycle: bs 1 0.8076 -> 0.8021 ms, bs 8
+    #: 1.0680 -> 1.0628 (benchmarks/results/2026-12-06-h100-side-fc, forked after the LM head then).
     project_beside: ClassVar[bool] = True
+    #: Where an EAGLE-3 head's forwards take the fused mid layer: the side stream computes each
+    #: one's mid-layer QKV product of its input feature before the tokens are known (the draft
+    #: steps' beside the LM head and pick before them, the extend's with the fc), so their QKV
+    #: launches stream only the embedding's weight columns (read at capture). H100, 5 rounds: bs 1
+    #: 0.8008 -> 0.7973 ms, bs 8 1.0530 -> 1.0394 (benchmarks/results/2026-12-06-h100-qkv-beside).
+    qkv_beside: ClassVar[bool] = True
+    #: With ``qkv_beside``: the first draft step's product too, beside the first draft's LM head
+    #: (off: that step's QKV streams both inputs; 3-6 us slower at bs 1).
+    qkv_beside_first: ClassVar[bool] = True
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
                  assist: LookupAssist | None = None) -> None:
         self.target = target
         #: the draft model's side (EAGLE heads); None for n-gram drafts and plain decoding
-        self.drafter = _Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
+        self.drafter = Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
         #: with a drafter: its chains replaced by lookups in the rows whose history repeats
         self.assist = assist if self.drafter is not None else None
         #: per-row token histories on the device: the n-gram proposer's drafts, or the assist's;
@@ -237,7 +216,6 @@ class FusedIteration:
         self.state = RowState(target.req_pool.max_reqs + 1, self.device)
         self.graphs: dict[tuple[int, bool, int], _IterGraph] = {}
         self.pool = new_pool(emulate)
-        self.to_target = self.drafter.to_target if self.drafter is not None else None
         self.capture_seconds = 0.0
         self._slot = 0
         self._pinned = self.device.type == "cuda"
@@ -397,56 +375,6 @@ class FusedIteration:
         return g if g is not None else self._capture(s, sampled, bs)
 
     # ---- the captured body ---------------------------------------------------------------
-    def _choose(self, logits: torch.Tensor, prm: _RowParams | None, u: torch.Tensor | None,
-                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None,
-                context: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
-        """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
-        the verify block's ids). Sampled, the distribution q it came from lands in ``out``:
-        (probabilities [B, K], candidate ids in the target vocabulary [B, K]), one draft step's
-        slices of what the acceptance reads. ``scale``: the logits lack each row's positive
-        factor (``ModelOutput.row_scale``): the argmax and the top-k are the same without it,
-        and ``choose`` applies it to the candidates.
-
-        Sampled drafts draw from the request's temperature / top-k / top-p / min-p applied to the
-        draft's top ``K = DRAFT_CANDIDATES`` tokens only: rejection sampling is lossless for ANY
-        q as long as it is the q the draft was drawn from, and this q costs one top-k instead of
-        a sort of the whole vocabulary per draft step (``sampling_kernels.topk_rows`` on draft
-        vocabularies up to ``MAX_TOPK_ROW``). Greedy rows keep only the best candidate.
-        The candidates are mapped to target ids once; q, the draw and the picked id are one
-        kernel (``sampling_kernels.choose``). (A kernel doing the top-k and this choice in one
-        launch measured 13.3 us against 12.4 for the pair on the H100, 2026-11-26: the choice's
-        reductions over 64 candidates ran at the top-k's 16 warps.) ``context``: (pre-norm
-        features, request rows) of greedy rows whose context tokens compete (``ContextVocab.pick``:
-        one launch in place of the argmax's)."""
-        table = self.drafter.target_table if self.drafter is not None else None
-        # one launch maps draft ids to target ids where the map is a table (or there is none)
-        mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
-        in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped
-        if prm is None or u is None or out is None:
-            pick = self.drafter.context_pick if self.drafter is not None else None
-            if pick is not None and context is not None:
-                pick(logits, context[0], context[1], dst, unscaled=scale is not None)
-            elif mapped:
-                sampling_kernels.argmax_rows(logits, table, out=dst)
-            else:  # a map the kernel cannot apply: torch ops, then one copy
-                assert self.to_target is not None
-                dst.copy_(self.to_target(sampling_kernels.argmax_rows(logits)))
-            return
-        # Best first either way: choose applies top-k / top-p over the candidates in this order.
-        # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
-        # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.
-        k = out[0].shape[1]
-        use = rejection_kernels.use_kernels(logits) and (logits.device.type != "cuda" or sampling_kernels.TOPK_ON_CUDA)
-        if in_kernel and use:  # one kernel where torch's topk runs two, and the map to target ids in it
-            vals, cand = sampling_kernels.topk_rows(logits, k, target=table)
-        else:
-            vals, cand = logits.topk(k, dim=-1)
-            vals = vals.float()
-            if self.to_target:
-                cand = self.to_target(cand)
-        sampling_kernels.choose(vals, prm.col(rs.TEMP_EFF), prm.col(rs.TOP_K_EFF), prm.col(rs.TOP_P_EFF),
-                                prm.col(rs.MIN_P), u, ids=cand, out=out, pick_out=dst, row_scale=scale)
-
     def _body(self, g: _IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         d = self.drafter
@@ -457,7 +385,7 @@ class FusedIteration:
         got = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
                         st.sampling if g.sampled else None, draw, bonus_out=g.ids[:, 0], layout=g.layout)
         n, feat, u = got.seq_len, got.feat, got.uniforms
-        prm = _RowParams(got.params) if got.params is not None else None
+        prm = RowParams(got.params) if got.params is not None else None
         ng = self.ngram
         if d is not None:
             assert feat is not None
@@ -476,7 +404,7 @@ class FusedIteration:
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: _Drafter, feat: torch.Tensor, n: torch.Tensor, prm: _RowParams | None,
+    def _speculate(self, g: _IterGraph, d: Drafter, feat: torch.Tensor, n: torch.Tensor, prm: RowParams | None,
                    u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
         ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
@@ -494,32 +422,32 @@ class FusedIteration:
 
         def choose(logits: torch.Tensor, k: int, feature: torch.Tensor, scale: RowScale | None = None) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
-            self._choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale, (feature, rows))
+            d.choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale, (feature, rows))
 
-        if s >= 1:
-            choose(d.head.logits_from_feature(feat, fp32=False), 0, feat)
-        for k, b in enumerate(g.chain, start=1):  # draft step k reads d_k (ids[:, k]) at N - 2 + k (EAGLE's offset)
-            d.runner.backend.init_replay_metadata(b)
-            out = d.head(_fed(b, FeatureKind.DRAFT, feat, d.runner.dtype))
-            feat = out.hidden
-            choose(out.logits, k, feat, out.row_scale)
+        self._chain(g, d, feat, choose)
         if self.assist is not None and s:  # sampled: those rows' q one-hot at their lookups
             assert self.ngram is not None
             self.ngram.lookup_into(rows, n, ids, self.assist.min_match, dist)
         v, e = g.verify, g.extend
         assert e is not None
         self.target.backend.init_replay_metadata(v)
-        tout = self.target.model(v)
-        logits = tout.logits.view(bs, ndt, -1)
+        head = d.head
+        # An EAGLE-3 head's fc reads only the captured layers: it runs on a side stream forked as
+        # soon as the last of them is written, beside the verify's remaining layers, its LM head
+        # and the argmax or the acceptance (which write the emitted tokens the extend needs)
+        side: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        fork = None
+        if isinstance(head, Eagle3Head) and self.project_beside and isinstance(self.target.model, DecoderLM):
+            def fork(aux: torch.Tensor) -> None:
+                side.append(self._side.run(lambda: head.project_for(aux, e) if self.qkv_beside
+                                           else (head.project_target(aux), None)))
+        tout = self.target.model(v, aux_ready=fork) if fork is not None else self.target.model(v)
         drafts = ids[:, 1:]
         emitted = e.input_ids.view(bs, ndt)  # the draft extend reads the emitted tokens where they land
-        target_feat = tout.aux_hidden if tout.aux_hidden is not None else tout.hidden
-        head = d.head
-        # An EAGLE-3 head's fc reads only the captured layers: it runs beside the argmax or the
-        # acceptance (which write the emitted tokens the rest of the draft extend needs)
-        kind, feat = FeatureKind.TARGET, target_feat
-        if isinstance(head, Eagle3Head) and self.project_beside:
-            kind, feat = FeatureKind.PROJECTED, self._side.run(lambda: head.project_target(target_feat))
+        kind, feat, fqkv = FeatureKind.TARGET, tout.aux_hidden if tout.aux_hidden is not None else tout.hidden, None
+        if side:
+            kind, (feat, fqkv) = FeatureKind.PROJECTED, side[0]
+        logits = tout.logits.view(bs, ndt, -1)
         if prm is None or u is None:
             accept = None
             _argmax(tout, logits, emitted)
@@ -527,11 +455,41 @@ class FusedIteration:
             accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted)
         self._side.join()
         d.runner.backend.init_replay_metadata(e)
-        dout = head(_fed(e, kind, feat, d.runner.dtype))
+        dout = head(_fed(e, kind, feat, d.runner.dtype, fqkv))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
-    def _verify_lookup(self, g: _IterGraph, prm: _RowParams | None, u: torch.Tensor | None) -> Commit:
+    def _chain(self, g: _IterGraph, d: Drafter, feat: torch.Tensor,
+               choose: Callable[[torch.Tensor, int, torch.Tensor, RowScale | None], None]) -> None:
+        """The S drafts: the first from the stored feature ``feat``, then draft step ``k`` reading
+        d_k (``g.ids[:, k]``) at N - 2 + k (EAGLE's offset) and the previous feature. With
+        ``qkv_beside``, an EAGLE-3 head's mid-layer QKV product of each step's input feature runs on
+        the side stream beside the LM head and pick before that step (the feature is known before
+        the token), and the step's QKV streams the embedding's columns only."""
+        head = d.head
+        nxt: list[torch.Tensor | None] = []  # the product the next step reads, once forked
+
+        def fork_for(b: ForwardBatch) -> Callable[[torch.Tensor], None] | None:
+            if not (self.qkv_beside and isinstance(head, Eagle3Head)):
+                return None
+            return lambda f: nxt.append(self._side.run(lambda: head.feature_qkv_for(f, b)))
+
+        if g.num_steps >= 1:
+            fork = fork_for(g.chain[0]) if g.chain and self.qkv_beside_first else None
+            if fork is not None:
+                fork(feat)
+            choose(head.logits_from_feature(feat, fp32=False), 0, feat, None)
+        for k, b in enumerate(g.chain, start=1):
+            d.runner.backend.init_replay_metadata(b)
+            self._side.join()
+            qkv = nxt.pop() if nxt else None
+            fork = fork_for(g.chain[k]) if k < len(g.chain) else None
+            fed = _fed(b, FeatureKind.DRAFT, feat, d.runner.dtype, qkv)
+            out = head(fed, feature_ready=fork) if fork is not None else head(fed)
+            feat = out.hidden
+            choose(out.logits, k, feat, out.row_scale)
+
+    def _verify_lookup(self, g: _IterGraph, prm: RowParams | None, u: torch.Tensor | None) -> Commit:
         """The target over the verify block ``g.ids`` ``[bs, S + 1]`` (S = 0 allowed; ``read_rows``
         wrote the bonus, the lookups the drafts) and the drafts' acceptance (sampled; greedy's is
         ``commit``'s): drafts without a draft model (n-gram lookups, or none), so q is one-hot at
@@ -548,7 +506,7 @@ class FusedIteration:
         return Commit(emitted, drafts, accept)
 
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,
-                        prm: _RowParams, u: torch.Tensor, emitted_out: torch.Tensor | None = None,
+                        prm: RowParams, u: torch.Tensor, emitted_out: torch.Tensor | None = None,
                         ) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
         distribution (the plain sampler's: every filter applied on the device), in two kernel
