@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from updraft import ops
-from updraft.batch import ForwardMode
+from updraft.batch import ForwardBatch, ForwardMode
 from updraft.memory.pools import PagedAllocator, ReqToTokenPool
 from updraft.models.loader import load_checkpoint
 from updraft.runtime.model_runner import ModelRunner
@@ -263,12 +263,25 @@ def test_fused_max_rows_from_the_environment(monkeypatch: pytest.MonkeyPatch) ->
             ops._policy_from_env()
 
 
+def draft_extend(head: torch.nn.Module, feat: torch.Tensor) -> tuple[ModelRunner, ForwardBatch]:
+    """A runner for ``head`` and a 3-token DRAFT_EXTEND of one request reading ``feat`` as the
+    target's features (every row's logits and hidden state)."""
+    from updraft.batch import CaptureHidden, FeatureKind
+
+    pool = ReqToTokenPool(2, 64, "cpu")
+    alloc = PagedAllocator(pool, 64, 1)
+    runner = ModelRunner(head, pool, 64, 1, "torch_native")
+    row = pool.alloc()
+    assert row is not None and alloc.ensure(row, 16)
+    return runner, runner.make_batch(ForwardMode.DRAFT_EXTEND, [4, 9, 30], [row], [3], [3], logits="all",
+                                     capture_hidden=CaptureHidden.FULL, feature=feat, feature_kind=FeatureKind.TARGET)
+
+
 @pytest.mark.parametrize("kind", ["eagle", "eagle3"])
 def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls, kind: str) -> None:
     """EAGLE-1 (layer 0 without an input norm) and EAGLE-3 (``fused.eagle3_midlayer``: the QKV
     prologue gathers the embedding rows and normalises both inputs, its o_proj adds the feature)
     over a 3-token draft extend with target features."""
-    from updraft.batch import CaptureHidden, FeatureKind
     from updraft.models.eagle import load_draft_head
     from updraft.testing import write_eagle3_head, write_eagle_head
 
@@ -279,13 +292,7 @@ def test_eagle_heads_fused_match_unfused(tiny_checkpoint, tmp_path, calls: Calls
     feat = torch.randn(3, width, generator=torch.Generator().manual_seed(5))
 
     def run() -> list[torch.Tensor]:
-        pool = ReqToTokenPool(2, 64, "cpu")
-        alloc = PagedAllocator(pool, 64, 1)
-        runner = ModelRunner(head, pool, 64, 1, "torch_native")
-        row = pool.alloc()
-        assert row is not None and alloc.ensure(row, 16)
-        batch = runner.make_batch(ForwardMode.DRAFT_EXTEND, [4, 9, 30], [row], [3], [3], logits="all",
-                                  capture_hidden=CaptureHidden.FULL, feature=feat, feature_kind=FeatureKind.TARGET)
+        runner, batch = draft_extend(head, feat)
         out = runner.forward(batch)
         return [out.logits, out.hidden]
 
@@ -318,20 +325,14 @@ def test_eagle3_feature_qkv_computed_apart(tiny_checkpoint, tmp_path, calls: Cal
     one anyway refuses it."""
     import dataclasses
 
-    from updraft.batch import CaptureHidden, FeatureKind
+    from updraft.batch import FeatureKind
     from updraft.models.eagle import load_draft_head
     from updraft.testing import write_eagle3_head
 
     target = load(tiny_checkpoint, "llama", torch.float32)
     head = load_draft_head(write_eagle3_head(tmp_path / "e3"), target, torch.float32, torch.device("cpu"))
     feat = torch.randn(3, 3 * target.config.hidden_size, generator=torch.Generator().manual_seed(5))
-    pool = ReqToTokenPool(2, 64, "cpu")
-    alloc = PagedAllocator(pool, 64, 1)
-    runner = ModelRunner(head, pool, 64, 1, "torch_native")
-    row = pool.alloc()
-    assert row is not None and alloc.ensure(row, 16)
-    batch = runner.make_batch(ForwardMode.DRAFT_EXTEND, [4, 9, 30], [row], [3], [3], logits="all",
-                              capture_hidden=CaptureHidden.FULL, feature=feat, feature_kind=FeatureKind.TARGET)
+    runner, batch = draft_extend(head, feat)
     with ops.use_backend("torch"):
         rows, qkv = head.project_for(feat, batch)
         assert qkv is None and torch.equal(rows, head.project_target(feat))
