@@ -398,26 +398,33 @@ def test_eagle3_unscaled_logits_skip_the_final_norm(tiny_checkpoint, tmp_path, c
                           atol=1e-4 * ref_logits.abs().max().item())
 
 
+def verify_after_prompt(model: torch.nn.Module) -> tuple[ModelRunner, ForwardBatch]:
+    """A runner for ``model`` (triton attention) with ``PROMPT`` prefilled, and a 4-token verify
+    block after it that captures the EAGLE-3 features (every row's logits)."""
+    from updraft.batch import CaptureHidden
+
+    pool = ReqToTokenPool(2, 64, "cpu")
+    alloc = PagedAllocator(pool, 64, 1)
+    runner = ModelRunner(model, pool, 64, 1, "triton")
+    row = pool.alloc()
+    assert row is not None and alloc.ensure(row, 40)
+    runner.forward(runner.make_batch(ForwardMode.EXTEND, PROMPT, [row], [len(PROMPT)], [len(PROMPT)]))
+    return runner, runner.make_batch(ForwardMode.TARGET_VERIFY, PROMPT[:4], [row], [len(PROMPT) + 4], [4], stride=4,
+                                     logits="all", capture_hidden=CaptureHidden.FULL)
+
+
 def test_captured_eagle3_features_written_in_place(tiny_checkpoint, calls: Calls) -> None:  # noqa: ANN001
     """A verify that captures EAGLE-3's features (``CaptureHidden.FULL``) on the fused layers:
     each captured layer's down projection writes the new residual stream straight into its
     column block of the features, the next layer reads it there, and no concatenation runs; the
     features and logits equal the torch path's."""
-    from updraft.batch import CaptureHidden
     from updraft.testing import count_ops
 
     model = load(tiny_checkpoint, "llama", torch.float32, num_hidden_layers=4)
     model.aux_layers = (2, 0, 1)
 
     def verify() -> tuple[torch.Tensor, torch.Tensor, dict[str, int]]:
-        pool = ReqToTokenPool(2, 64, "cpu")
-        alloc = PagedAllocator(pool, 64, 1)
-        runner = ModelRunner(model, pool, 64, 1, "triton")
-        row = pool.alloc()
-        assert row is not None and alloc.ensure(row, 40)
-        runner.forward(runner.make_batch(ForwardMode.EXTEND, PROMPT, [row], [len(PROMPT)], [len(PROMPT)]))
-        batch = runner.make_batch(ForwardMode.TARGET_VERIFY, PROMPT[:4], [row], [len(PROMPT) + 4], [4], stride=4,
-                                  logits="all", capture_hidden=CaptureHidden.FULL)
+        runner, batch = verify_after_prompt(model)
         got: list = []
         names = count_ops(lambda: got.append(runner.forward(batch))).names
         return got[0].logits, got[0].aux_hidden, names
@@ -439,7 +446,6 @@ def test_aux_ready_once_the_captured_layers_are_written(tiny_checkpoint, monkeyp
     place, the callback gets the features right after the last captured layer (layer 2 of 4),
     before layer 3 runs; on the torch path after every layer. Once either way, with the tensor the
     output carries."""
-    from updraft.batch import CaptureHidden
     from updraft.models import fused as fused_layers
 
     model = load(tiny_checkpoint, "llama", torch.float32, num_hidden_layers=4)
@@ -452,15 +458,8 @@ def test_aux_ready_once_the_captured_layers_are_written(tiny_checkpoint, monkeyp
     monkeypatch.setattr(type(model.model.layers[0]), "forward",
                         lambda self, *a, **kw: events.append("layer") or real_call(self, *a, **kw))
     got: list[torch.Tensor] = []
-    pool = ReqToTokenPool(2, 64, "cpu")
-    alloc = PagedAllocator(pool, 64, 1)
     with ops.use_backend(backend):
-        runner = ModelRunner(model, pool, 64, 1, "triton")
-        row = pool.alloc()
-        assert row is not None and alloc.ensure(row, 40)
-        runner.forward(runner.make_batch(ForwardMode.EXTEND, PROMPT, [row], [len(PROMPT)], [len(PROMPT)]))
-        batch = runner.make_batch(ForwardMode.TARGET_VERIFY, PROMPT[:4], [row], [len(PROMPT) + 4], [4], stride=4,
-                                  logits="all", capture_hidden=CaptureHidden.FULL)
+        runner, batch = verify_after_prompt(model)
         batch.attn_backend = runner.backend
         runner.backend.init_forward_metadata(batch)
         events.clear()
