@@ -101,7 +101,7 @@ class FeatureKind(enum.IntEnum):
     DRAFT = 2  # the draft's own output feature of the previous step (draft decode)
     PROBE = 3  # packed q|k|v rows of the attention kit's one-layer probe model
     #: the target's hidden states already through an EAGLE-3 head's fc (``Eagle3Head.project_target``;
-    #: the fused iteration projects them beside the verify's argmax or acceptance)
+    #: the fused iteration projects them on a side stream beside the verify's last layers)
     PROJECTED = 4
 
 

@@ -88,11 +88,11 @@ def _pools(attn: LlamaAttention, batch: ForwardBatch, dtype: torch.dtype) -> tup
     return pool.k_buffer[attn.layer_id], pool.v_buffer[attn.layer_id]
 
 
-def _qkv_weight(attn: LlamaAttention, x: torch.Tensor, addend: torch.Tensor | None) -> torch.Tensor:
-    """The QKV weight a launch streams: with an ``addend`` (the product of the columns after
-    ``x``'s, computed apart), only ``x``'s columns."""
+def _qkv_weight(attn: LlamaAttention, x: torch.Tensor, split: bool) -> torch.Tensor:
+    """The QKV weight a launch streams: ``split`` (the product of the columns after ``x``'s comes
+    computed apart, as an addend), only ``x``'s columns."""
     w = attn.qkv_proj.weight
-    return w if addend is None else w[:, : x.shape[1]]
+    return w[:, : x.shape[1]] if split else w
 
 
 def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
@@ -100,7 +100,7 @@ def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: For
     """attention(qkv(prologue(x)) + addend) -> (output [M, q_size], new residual or None)."""
     gemv = _gemv()
     t = gemv.num_rows(x, pro)
-    w, b = _qkv_weight(attn, x, addend), attn.qkv_proj.bias
+    w, b = _qkv_weight(attn, x, addend is not None), attn.qkv_proj.bias
     pools = _pools(attn, batch, x.dtype)
     if pools is not None and gemv.qkv_supported(x, w, pro, attn.num_heads, attn.num_kv_heads, attn.head_dim,
                                                 pools[0], pools[1], rotary.cos_sin):
@@ -212,10 +212,9 @@ def eagle3_ok(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: 
         return False
     pools = _pools(attn, batch, feat.dtype)
     gemv = _gemv()
-    w = attn.qkv_proj.weight[:, : table.shape[1]] if split else attn.qkv_proj.weight
-    ok = pools is not None and gemv.qkv_supported(
-        table, w, _eagle3_qkv_prologue(layer, ids, feat, split), attn.num_heads, attn.num_kv_heads,
-        attn.head_dim, pools[0], pools[1], rotary.cos_sin)
+    pro = _eagle3_qkv_prologue(layer, ids, feat, split)
+    ok = pools is not None and gemv.qkv_supported(table, _qkv_weight(attn, table, split), pro, attn.num_heads,
+                                                  attn.num_kv_heads, attn.head_dim, pools[0], pools[1], rotary.cos_sin)
     if split:
         n2 = layer.hidden_norm
         ok = ok and gemv.supported(feat, attn.qkv_proj.weight[:, table.shape[1]:], gemv.Prologue(norm_weight=n2.weight))

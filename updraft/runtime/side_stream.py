@@ -10,9 +10,11 @@ and the first kernel after the join on the side's last one.
 Hazards and conventions:
 
 * Every ``run`` needs its ``join`` before anything reads its results and before a capture ends
-  (a capture with an unjoined stream fails); a ``join`` with no ``run`` before it does nothing. ``run`` returns tensors allocated on the side
-  stream (a tensor, or a tuple holding tensors); they are marked as used by the current stream too (``record_stream``), so the caching
-  allocator never hands their memory to side-stream work while the current stream still reads it.
+  (a capture with an unjoined stream fails); a ``join`` with no ``run`` before it does nothing.
+  ``run`` returns tensors allocated on the side stream (a tensor, or a tuple holding tensors);
+  they are marked as used by the current stream too (``record_stream``), so the caching
+  allocator never hands their memory to side-stream work while the current stream still reads
+  it.
 * ``fn`` must not read what the current stream writes after the fork, nor write what it reads:
   the two run concurrently.
 * Off CUDA (the CPU tests, the graph emulator) there is no stream: ``run`` calls ``fn`` in
