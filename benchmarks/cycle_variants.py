@@ -37,6 +37,10 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``serial_qkv``: the side stream computes the fc only; the draft steps' and the draft extend's QKV
   stream the feature's weight columns too (``FusedIteration.qkv_beside`` off);
 * ``no_first_product``: only the first draft step's QKV streams them (``FusedIteration.qkv_beside_first`` off);
+* ``norm_launch``: the first draft's norm is a launch of its own before its LM head
+  (``FusedIteration.norm_in_read`` off; shipped on: ``read_rows`` applies it);
+* ``assist_after``: greedy, the lookup assist's launch runs after the chain and replaces the drafts
+  (``FusedIteration.assist_beside`` off; shipped on: beside the chain, the picks take its locks);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -58,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -110,10 +114,13 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         setattr(TritonBackend, name, value)
     fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
         project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
-        qkv_beside_first=FusedIteration.qkv_beside_first))
+        qkv_beside_first=FusedIteration.qkv_beside_first, norm_in_read=FusedIteration.norm_in_read,
+        assist_beside=FusedIteration.assist_beside))
     FusedIteration.project_beside = fused_shipped["project_beside"] and "serial_fc" not in knobs
     FusedIteration.qkv_beside = fused_shipped["qkv_beside"] and "serial_qkv" not in knobs
     FusedIteration.qkv_beside_first = fused_shipped["qkv_beside_first"] and "no_first_product" not in knobs
+    FusedIteration.norm_in_read = fused_shipped["norm_in_read"] and "norm_launch" not in knobs
+    FusedIteration.assist_beside = fused_shipped["assist_beside"] and "assist_after" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():

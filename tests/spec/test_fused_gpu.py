@@ -4,8 +4,12 @@ draft extend) drafts exactly what the head projecting the target's layers itself
 iteration by iteration, and the outputs equal plain greedy (fp32). With ``qkv_beside`` (the fork
 before the verify's LM head, the mid layer's QKV product of the feature beside it, the extend's
 QKV streaming the embedding's columns only) the drafts are the same in fp32 and the features
-equal up to the float32 sums' order. Only a GPU shows the fork and the join as captured graph
-edges; ``test_fused.py`` runs the same bodies in place on a CPU."""
+equal up to the float32 sums' order. With ``assist_beside`` (greedy: the lookup on a side
+stream of its own from the body's start, joined before the first pick, the picks taking its
+locks) the verify blocks and features are bit for bit those of the lookup launch after the chain,
+and with ``norm_in_read`` (the first draft's norm applied by ``read_rows``) the same drafts in
+fp32. Only a GPU shows the fork and the join as captured graph edges; ``test_fused_beside.py``
+runs the same bodies in place on a CPU."""
 
 from __future__ import annotations
 
@@ -120,3 +124,49 @@ def test_qkv_product_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None
     assert [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3
     a, b = seen_a[0][1].float(), seen_b[0][1].float()
     assert ((a - b).abs().max() / b.abs().max()).item() <= 2e-2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lookup_locks_beside_the_chain_draft_the_same(tiny_checkpoint, tmp_path, monkeypatch, dtype: str) -> None:  # noqa: ANN001
+    """Greedy with the lookup assist (the default ``ngram_assist``; the repeating prompts match):
+    the lookup beside the chain against the lookup launch after it, bit for bit launch by launch,
+    in fp32 and bf16; fp32 equal to plain decoding."""
+    from updraft.spec.ngram_device import DeviceNgram
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = DeviceNgram.locks
+    locked: list[bool] = []
+
+    def spy(self, rows, lens, s, min_match):  # noqa: ANN001, ANN202
+        out = real(self, rows, lens, s, min_match)
+        locked.append(True)
+        return out
+
+    monkeypatch.setattr(DeviceNgram, "locks", spy)
+    (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, dtype, False, monkeypatch, "assist_beside")
+    assert locked, "the locks were never captured"
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for i, (a, b) in enumerate(zip(seen_a, seen_b)):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), f"launch {i}"
+    if dtype == "float32":
+        assert outs_a == _plain(target, dtype, False)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_first_norm_in_read_rows_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampled: bool) -> None:  # noqa: ANN001
+    """fp32 on the small-M kernels: the first draft's norm applied by ``read_rows`` against its own
+    launch, the same drafts launch by launch, the features within float32 rounding (the norm's
+    sum in another order), the same outputs, greedy's equal to plain decoding."""
+    from updraft import ops
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    with ops.use_backend("triton"):
+        (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, "float32", sampled, monkeypatch, "norm_in_read")
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for i, (a, b) in enumerate(zip(seen_a, seen_b)):
+        assert torch.equal(a[0], b[0]), f"launch {i}: drafts"
+        assert ((a[1] - b[1]).abs().max() / b[1].abs().max()).item() <= 1e-5, f"launch {i}: features"
+    if not sampled:
+        assert outs_a == _plain(target, "float32", sampled)

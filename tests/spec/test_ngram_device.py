@@ -135,6 +135,13 @@ def test_lookup_kernel_matches_the_torch_matcher(seqs: list[list[int]], n_min: i
         pytest.skip("the interpreter is off (a GPU machine): test_lookup_kernel_on_cuda runs the kernel there")
     ng.lookup_into(rows, lens, ids, min_match)
     assert torch.equal(ids, want)
+    # the locks the greedy picks take (``locks``): the same drafts in the rows taken, -1 in the
+    # others, from the kernel and from the torch path
+    want_locks = torch.where(take[:, None], drafts, -1)
+    assert torch.equal(ng.locks(rows, lens, k, min_match)[:, 1:], want_locks)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ngram_device, "use_triton", lambda t: False)
+        assert torch.equal(ng.locks(rows, lens, k, min_match)[:, 1:], want_locks)
     # with the drafts' distributions (sampled): the kernel and the torch path write the same
     # one-hot q and candidates into the replaced rows and leave the others
     got_ids, got = ids.clone(), tuple(t.clone() for t in dist)
@@ -178,6 +185,8 @@ def test_lookup_kernel_on_cuda(min_match: int) -> None:
     keep = tuple(t.clone() for t in dist)
     ng.lookup_into(rows, lens, ids, min_match, dist)
     assert torch.equal(ids, want)
+    assert torch.equal(ng.locks(rows, lens, 5, min_match)[:, 1:],
+                       torch.where((match >= min_match)[:, None], drafts, -1))
     assert all(h == host_drafts(s, 1, 4, 5) for h, s in zip(drafts.tolist(), seqs, strict=True))
     q1, c1 = ngram_device.one_hot_rows(drafts, 64)  # sampled: the replaced rows' q one-hot at their drafts
     take = (match >= min_match)[:, None, None]

@@ -96,3 +96,38 @@ def test_read_rows_draws_the_uniforms_bit_for_bit(n: int) -> None:
         want = device_rng.uniform(rng[rows, 0], rng[rows, 1], stream, n)
         assert got.uniforms is not None and got.uniforms.dtype == torch.float32
         assert torch.equal(got.uniforms, want)
+
+
+@pytest.mark.parametrize("dtype,feat_dim", [(torch.bfloat16, 576), (torch.float32, 24), (torch.bfloat16, 5000)])
+def test_read_rows_normalises_the_features_as_the_norm_launch(dtype: torch.dtype, feat_dim: int) -> None:
+    """With a ``RowNorm``, ``read_rows`` also returns the gathered features' RMSNorm: what
+    ``ops.rmsnorm`` (the first draft's norm launch it replaces) gives for them up to the float32
+    sum's order (the rstd within an ulp, so bf16 values equal or one rounding apart), and the
+    features themselves unchanged; rows out of order and repeated (the padding row), a row wider
+    than one tile (5000 > 4096: the gather, then ``ops.rmsnorm``)."""
+    from updraft import ops
+    from updraft.spec.row_io import RowNorm
+
+    gen = torch.Generator().manual_seed(feat_dim)
+    num = 9
+    feat = (3 * torch.randn(num, feat_dim, generator=gen)).to(DEV, dtype)
+    weight = (1 + torch.randn(feat_dim, generator=gen) / 4).to(DEV, dtype)
+    rows = torch.tensor([4, 0, 8, 0, 2], device=DEV)
+    zeros = torch.zeros(num, dtype=torch.long, device=DEV)
+    got = read_rows(rows, zeros, zeros, feat, norm=RowNorm(weight, 1e-5))
+    assert got.feat is not None and torch.equal(got.feat, feat[rows])
+    with ops.use_backend("triton"):
+        want = ops.rmsnorm(feat[rows], weight, 1e-5)
+    assert got.normed is not None and got.normed.dtype == want.dtype
+    if dtype == torch.float32:
+        torch.testing.assert_close(got.normed, want, rtol=1e-6, atol=1e-6)
+    else:  # equal but where the rstd's last bit tips a rounding: one bf16 ulp (2**-7 relative)
+        same = got.normed == want
+        assert same.float().mean() > 0.99
+        assert ((got.normed.float() - want.float()).abs() <= want.float().abs() * 2**-7).all()
+    # against float64 too: the norm launch's contract (one rounding to the dtype, then the weight's)
+    ref = (feat[rows].double() * torch.rsqrt(feat[rows].double().pow(2).mean(-1, keepdim=True) + 1e-5)).to(dtype)
+    assert torch.allclose(got.normed.double(), ref.double() * weight.double(), rtol=1e-2 if dtype != torch.float32 else 1e-5)
+    assert read_rows(rows, zeros, zeros, feat).normed is None
+    with pytest.raises(ValueError, match="RowNorm"):
+        read_rows(rows, zeros, zeros, feat, norm=RowNorm(weight[:-1], 1e-5))

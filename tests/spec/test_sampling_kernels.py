@@ -272,6 +272,18 @@ def test_argmax_rows_matches_torch_and_maps_ids() -> None:
     got = argmax_rows(x, (d2t, True), out=block[:, 1])
     assert torch.equal(block[:, 1], ids + d2t[ids]) and got.data_ptr() == block[:, 1].data_ptr()
     assert bool((block[:, [0, 2, 3]] == -1).all())
+    # locked rows (a strided column of the lookup's [B, S + 1] locks, -1 where free) take the lock,
+    # the others their mapped argmax; the torch path the same
+    locks = torch.full((6, 4), -1, dtype=torch.long)
+    locks[[0, 3, 5], 2] = torch.tensor([7, 123456, 0])
+    want = torch.where(locks[:, 2] >= 0, locks[:, 2], ids + d2t[ids])
+    assert torch.equal(argmax_rows(x, (d2t, True), out=block[:, 2], lock=locks[:, 2]), want)
+    assert torch.equal(block[:, 2], want) and want.tolist()[3] == 123456
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sk, "use_triton", lambda t: False)
+        assert torch.equal(argmax_rows(x, (d2t, True), lock=locks[:, 2]), want)
+    with pytest.raises(ValueError, match="lock"):
+        argmax_rows(x, lock=locks[:4, 2])
 
 
 def test_argmax_rows_over_long_rows() -> None:

@@ -351,7 +351,17 @@ class Eagle3Head(nn.Module):
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat`` (float32, or
         the model's dtype with ``fp32`` off)."""
-        logits = self.lm_head(self.norm(feat))
+        return self.logits_from_normed(self.first_norm(feat), fp32)
+
+    @property
+    def first_norm(self) -> RMSNorm:
+        """The norm ``logits_from_feature`` applies before the LM head (the fused iteration's
+        ``read_rows`` applies it as it gathers the features, then ``logits_from_normed``)."""
+        return self.norm
+
+    def logits_from_normed(self, normed: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """``logits_from_feature`` of features whose ``first_norm`` is ``normed``."""
+        logits = self.lm_head(normed)
         return logits.float() if fp32 else logits
 
     @property

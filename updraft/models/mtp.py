@@ -177,17 +177,26 @@ class MtpHead(nn.Module):
         return self.layers[0].eh_proj.weight
 
     # ---- forward --------------------------------------------------------------------------
-    def _logits(self, m: int, rows: torch.Tensor, fp32: bool = True) -> torch.Tensor:
-        mod = self.layers[m]
-        head = mod.shared_head
+    def _logits(self, m: int, rows: torch.Tensor, fp32: bool = True, normed: bool = False) -> torch.Tensor:
+        """Module ``m``'s logits of its output rows (``normed``: rows its head's norm already took)."""
+        head = self.layers[m].shared_head
         w = head.head.weight if head.head is not None else self.shared.lm_head_weight()
-        logits = ops.dense(head.norm(rows), w)
+        logits = ops.dense(rows if normed else head.norm(rows), w)
         return logits.float() if fp32 else logits
 
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """The first draft's logits from module 0's output rows ``feat`` (float32, or the model's
         dtype with ``fp32`` off)."""
         return self._logits(0, feat, fp32)
+
+    @property
+    def first_norm(self) -> RMSNorm:
+        """The norm ``logits_from_feature`` applies before the LM head (see ``Eagle3Head.first_norm``)."""
+        return self.layers[0].shared_head.norm
+
+    def logits_from_normed(self, normed: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """``logits_from_feature`` of rows whose ``first_norm`` is ``normed``."""
+        return self._logits(0, normed, fp32, normed=True)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids

@@ -83,9 +83,11 @@ def sampling() -> None:
     cons = {"K": 64, "KP2": 64, "BLOCK": 8192, "SHIFT": 16, "MAP": True, "ADD": True}
     triton.compile(src(sk._topk_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
     # the greedy draft pick (argmax + d2t)
-    sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
-    cons = {"BLOCK": 8192, "MAP": True, "ADD": True}
-    triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
+    sig = {"X": "*bf16", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "Lock": "*i64", "s_lock": "i64",
+           "V": "i32"}
+    for lock in (False, True):  # with the lookup assist's locks (greedy, beside the chain), and without
+        cons = {"BLOCK": 8192, "MAP": True, "ADD": True, "LOCK": lock}
+        triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
 
 
 def iteration() -> None:
@@ -96,9 +98,12 @@ def iteration() -> None:
     sig = {"Rows": "*i64", "SeqLen": "*i64", "Bonus": "*i64", "Feat": "*bf16", "FeatOut": "*bf16", "Prm": "*fp32",
            "PrmOut": "*fp32", "NOut": "*i64", "BonusOut": "*i64", "s_bonus": "i64", "stride_f": "i64", "stride_p": "i64", "Seed": "*i64",
            "s_seed": "i64", "Offset": "*i64", "s_offset": "i64", "UOut": "*fp32", "stream_c": "i64", "n_u": "i32",
-           "Table": "*i32", "s_table": "i64", "Pos": "*i64", "Loc": "*i64", "Seq": "*i32", "Seg": "*i32", "bs": "i32"}
-    cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16, "J": 5, "BLOCK_W": 8}
-    triton.compile(src(ri._read_rows_kernel, sig, cons), target=SM90, options={"num_warps": 4})
+           "Table": "*i32", "s_table": "i64", "Pos": "*i64", "Loc": "*i64", "Seq": "*i32", "Seg": "*i32", "bs": "i32",
+           "NormW": "*bf16", "NormOut": "*bf16", "eps": "fp32"}
+    for norm in (False, True):  # with the first draft's norm applied in the launch, and without
+        cons = {"D": 576, "BLOCK_D": 1024, "P": 7, "BLOCK_P": 8, "U": True, "BLOCK_U": 16, "J": 5, "BLOCK_W": 8,
+                "NORM": norm, "RNE": False}
+        triton.compile(src(ri._read_rows_kernel, sig, cons), target=SM90, options={"num_warps": 4})
     # the iteration's commit (greedy, the SmolLM2 head's 576-wide bf16 feature) and the greedy
     # acceptance's argmax over a target's vocabulary (longer than one tile)
     sig = {"Rows": "*i64", "N": "*i64", "Drafts": "*i64", "s_d": "i64", "Emitted": "*i64", "s_e": "i64",
@@ -111,12 +116,13 @@ def iteration() -> None:
     # the n-gram lookup (the proposer's and the assist's; sampled: the replaced rows' q and candidates)
     sig = {"Hist": "*i32", "s_h": "i64", "Rows": "*i64", "Lens": "*i64", "Ids": "*i64", "s_i": "i64", "Q": "*fp32",
            "Cand": "*i64", "s_qb": "i64", "s_qk": "i64", "s_cb": "i64", "s_ck": "i64", "W": "i32", "MIN_MATCH": "i32"}
-    for dist in (False, True):
+    for dist, fill in ((False, False), (True, False), (False, True)):  # fill: the greedy picks' locks
         cons = {"PAD": 4, "N_MIN": 1, "N_MAX": 4, "N_P2": 4, "K": 5, "BLOCK_K": 8, "DIST": dist, "KC": 64, "BLOCK_KC": 64,
-                "BLOCK_E": 1024}
+                "BLOCK_E": 1024, "FILL": fill}
         triton.compile(src(nd._lookup_kernel, sig, cons), target=SM90, options={"num_warps": 4})
-    sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "V": "i32"}
-    cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True}
+    sig = {"X": "*fp32", "s_x": "i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "Lock": "*i64", "s_lock": "i64",
+           "V": "i32"}
+    cons = {"BLOCK": sk.MAX_TOPK_ROW, "MAP": False, "ADD": True, "LOCK": False}
     triton.compile(src(sk._argmax_rows_kernel, sig, cons), target=SM90, options={"num_warps": 16})
     # the greedy draft pick with context tokens: the SmolLM2 head's bf16 logits and 576-wide feature
     # (scaled and without the norm's factor), d2t, 256 context rows a request

@@ -16,6 +16,7 @@ from updraft.runtime import row_state as rs
 from updraft.runtime.model_runner import ModelRunner
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.proposers import DraftModelProposer
+from updraft.spec.row_io import RowNorm
 
 #: Sampled drafts choose among the draft's best this-many tokens (see ``Drafter.choose``).
 DRAFT_CANDIDATES = 64
@@ -46,6 +47,8 @@ class Drafter:
     target_table: tuple[torch.Tensor, bool] | None = None
     #: greedy picks with the rows' context tokens competing (``ContextVocab.pick``), or None
     context_pick: Callable[..., torch.Tensor] | None = None
+    #: the norm before the head's LM head at the first draft (``read_rows`` applies it), or None
+    first_norm: RowNorm | None = None
 
     @classmethod
     def of(cls, proposer: DraftModelProposer) -> Drafter:
@@ -55,11 +58,18 @@ class Drafter:
         table = ((head.d2t, True) if isinstance(head, Eagle3Head)
                  else (head.hot_ids, False) if isinstance(head, EagleHead) and head.hot_ids is not None else None)
         pick = proposer.context.pick if proposer.context is not None else None
-        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick)
+        norm = (RowNorm(head.first_norm.weight, head.first_norm.eps) if isinstance(head, Eagle3Head | MtpHead)
+                else None)
+        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick, norm)
+
+    @property
+    def takes_locks(self) -> bool:
+        """Whether greedy picks take a lock (``choose``): not where context tokens compete."""
+        return self.context_pick is None
 
     def choose(self, logits: torch.Tensor, prm: RowParams | None, u: torch.Tensor | None,
                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None,
-               context: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+               context: tuple[torch.Tensor, torch.Tensor] | None = None, lock: torch.Tensor | None = None) -> None:
         """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
         the verify block's ids). Sampled, the distribution q it came from lands in ``out``:
         (probabilities [B, K], candidate ids in the target vocabulary [B, K]), one draft step's
@@ -77,20 +87,26 @@ class Drafter:
         launch measured 13.3 us against 12.4 for the pair on the H100, 2026-11-26: the choice's
         reductions over 64 candidates ran at the top-k's 16 warps.) ``context``: (pre-norm
         features, request rows) of greedy rows whose context tokens compete (``ContextVocab.pick``:
-        one launch in place of the argmax's)."""
+        one launch in place of the argmax's). ``lock`` [B] (greedy, ``takes_locks``): rows where
+        it is >= 0 take it as their draft (the lookup assist's, ``DeviceNgram.locks``)."""
         table = self.target_table
         # one launch maps draft ids to target ids where the map is a table (or there is none)
         mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
         in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped
         if prm is None or u is None or out is None:
+            if lock is not None and not self.takes_locks:
+                raise ValueError("Drafter.choose: context-token picks take no lock")
             if self.context_pick is not None and context is not None:
                 self.context_pick(logits, context[0], context[1], dst, unscaled=scale is not None)
             elif mapped:
-                sampling_kernels.argmax_rows(logits, table, out=dst)
+                sampling_kernels.argmax_rows(logits, table, out=dst, lock=lock)
             else:  # a map the kernel cannot apply: torch ops, then one copy
                 assert self.to_target is not None
-                dst.copy_(self.to_target(sampling_kernels.argmax_rows(logits)))
+                ids = self.to_target(sampling_kernels.argmax_rows(logits))
+                dst.copy_(ids if lock is None else torch.where(lock >= 0, lock, ids))
             return
+        if lock is not None:
+            raise ValueError("Drafter.choose: sampled picks take no lock (their q is one-hot at a lookup)")
         # Best first either way: choose applies top-k / top-p over the candidates in this order.
         # The top-k kernel follows the acceptance kernels' dispatch (the interpreter when tests ask:
         # ~15 ms a row, so CPU engine runs keep torch's topk), on CUDA unless TOPK_ON_CUDA is off.

@@ -193,6 +193,13 @@ class FusedIteration:
     #: With ``qkv_beside``: the first draft step's product too, beside the first draft's LM head
     #: (off: that step's QKV streams both inputs; 3-6 us slower at bs 1).
     qkv_beside_first: ClassVar[bool] = True
+    #: The first draft's norm applied by ``read_rows`` as it gathers the features (off: a norm
+    #: launch before the first draft's LM head).
+    norm_in_read: ClassVar[bool] = True
+    #: Greedy, with the lookup assist: the lookup runs on a side stream from the body's start and
+    #: the draft picks take its drafts in the rows it replaces (``DeviceNgram.locks``), so no
+    #: lookup launch sits between the chain and the verify (off: it does, and replaces the drafts).
+    assist_beside: ClassVar[bool] = True
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
@@ -221,8 +228,11 @@ class FusedIteration:
         self._pinned = self.device.type == "cuda"
         #: events and stream made once (CUDA), see ``updraft.runtime.launcher``
         self.launcher = make_launcher(self.device)
-        #: where an EAGLE-3 head's fc runs in the draft extend (``project_beside``)
+        #: where an EAGLE-3 head's fc runs in the draft extend (``project_beside``) and its QKV products
         self._side = SideStream(self.device)
+        #: where the lookup assist runs beside the chain (``assist_beside``), apart from the products
+        #: forked at the same point (the first pick waits for it, the first draft step for them)
+        self._lookup_side = SideStream(self.device)
         self._bucket_of = [next(b for b in self.sizes if b >= n) for n in range(self.sizes[-1] + 1)]
         #: the sampled acceptance's per-request tickets (at 0 between launches; one set serves
         #: every graph: replays run in stream order)
@@ -382,14 +392,15 @@ class FusedIteration:
         draw = UniformDraw(st.seed, st.offset, _STREAM_ITER, 2 * s + 2) if g.sampled else None
         # the verify block's ids [bs, S + 1]: the bonus (written here) and the drafts (written by
         # their draft steps or copied from the lookups) land in place, no stack of them
+        norm = d.first_norm if d is not None and s and self.norm_in_read else None
         got = read_rows(rows, st.seq_len, st.bonus, d.next_hidden if d is not None else None,
-                        st.sampling if g.sampled else None, draw, bonus_out=g.ids[:, 0], layout=g.layout)
+                        st.sampling if g.sampled else None, draw, bonus_out=g.ids[:, 0], layout=g.layout, norm=norm)
         n, feat, u = got.seq_len, got.feat, got.uniforms
         prm = RowParams(got.params) if got.params is not None else None
         ng = self.ngram
         if d is not None:
             assert feat is not None
-            res = self._speculate(g, d, feat, n, prm, u)
+            res = self._speculate(g, d, (feat, got.normed), n, prm, u)
         else:  # n-gram drafts (none when S = 0 or for plain decoding), verified from position N - 1
             if ng is not None:
                 ng.lookup_into(rows, n, g.ids)  # S = 0: nothing
@@ -404,13 +415,14 @@ class FusedIteration:
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: Drafter, feat: torch.Tensor, n: torch.Tensor, prm: RowParams | None,
-                   u: torch.Tensor | None) -> Commit:
+    def _speculate(self, g: _IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None], n: torch.Tensor,
+                   prm: RowParams | None, u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
         ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
-        steps write their tokens into columns 1..S; with ``assist``, the lookups then replace them
-        (sampled: and their q) in the rows whose history matches); ``feat``: the rows' draft features;
-        ``n``: their committed lengths. Every forward's other inputs were written by
+        steps write their tokens into columns 1..S; with ``assist``, the lookups replace them
+        (sampled: and their q) in the rows whose history matches, after the chain or, greedy, as
+        the picks write them: ``assist_beside``); ``feats``: the rows' draft features and, where
+        ``read_rows`` applied it, their first norm; ``n``: their committed lengths. Every forward's other inputs were written by
         ``read_rows`` (``g.layout``). The draft extend reads the emitted tokens, not the drafts,
         so whichever chain was verified, the draft's KV and next feature follow the text."""
         rows, s, bs, ids = g.rows, g.num_steps, g.bs, g.ids
@@ -420,14 +432,24 @@ class FusedIteration:
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
                  torch.empty(bs, s, k_cand, dtype=torch.long, device=rows.device)) if prm is not None else None)
 
+        # greedy: the lookups beside the chain, from here (the side stream's first work)
+        assist, locks = self.assist, None
+        if assist is not None and s and prm is None and self.assist_beside and d.takes_locks:
+            ng = self.ngram
+            assert ng is not None
+            locks = self._lookup_side.run(lambda: ng.locks(rows, n, s, assist.min_match))
+
         def choose(logits: torch.Tensor, k: int, feature: torch.Tensor, scale: RowScale | None = None) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
-            d.choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale, (feature, rows))
+            if k == 0:
+                self._lookup_side.join()
+            d.choose(logits, prm, u[:, k] if u is not None else None, out, ids[:, k + 1], scale, (feature, rows),
+                     lock=locks[:, k + 1] if locks is not None else None)
 
-        self._chain(g, d, feat, choose)
-        if self.assist is not None and s:  # sampled: those rows' q one-hot at their lookups
+        self._chain(g, d, feats, choose)
+        if assist is not None and s and locks is None:  # sampled: those rows' q one-hot at their lookups
             assert self.ngram is not None
-            self.ngram.lookup_into(rows, n, ids, self.assist.min_match, dist)
+            self.ngram.lookup_into(rows, n, ids, assist.min_match, dist)
         v, e = g.verify, g.extend
         assert e is not None
         self.target.backend.init_replay_metadata(v)
@@ -459,14 +481,16 @@ class FusedIteration:
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
-    def _chain(self, g: _IterGraph, d: Drafter, feat: torch.Tensor,
+    def _chain(self, g: _IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None],
                choose: Callable[[torch.Tensor, int, torch.Tensor, RowScale | None], None]) -> None:
-        """The S drafts: the first from the stored feature ``feat``, then draft step ``k`` reading
+        """The S drafts: the first from the stored feature (``feats``: it and, where ``read_rows``
+        applied it, its first norm), then draft step ``k`` reading
         d_k (``g.ids[:, k]``) at N - 2 + k (EAGLE's offset) and the previous feature. With
         ``qkv_beside``, an EAGLE-3 head's mid-layer QKV product of each step's input feature runs on
         the side stream beside the LM head and pick before that step (the feature is known before
         the token), and the step's QKV streams the embedding's columns only."""
         head = d.head
+        feat, normed = feats
         nxt: list[torch.Tensor | None] = []  # the product the next step reads, once forked
 
         def fork_for(b: ForwardBatch) -> Callable[[torch.Tensor], None] | None:
@@ -478,7 +502,9 @@ class FusedIteration:
             fork = fork_for(g.chain[0]) if g.chain and self.qkv_beside_first else None
             if fork is not None:
                 fork(feat)
-            choose(head.logits_from_feature(feat, fp32=False), 0, feat, None)
+            logits = (head.logits_from_normed(normed, fp32=False) if normed is not None
+                      else head.logits_from_feature(feat, fp32=False))
+            choose(logits, 0, feat, None)
         for k, b in enumerate(g.chain, start=1):
             d.runner.backend.init_replay_metadata(b)
             self._side.join()

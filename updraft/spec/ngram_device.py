@@ -110,11 +110,12 @@ def one_hot_rows(drafts: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tens
 def _lookup_kernel(Hist, s_h, Rows, Lens, Ids, s_i, Q, Cand, s_qb, s_qk, s_cb, s_ck, W, MIN_MATCH, PAD: tl.constexpr,
                    N_MIN: tl.constexpr, N_MAX: tl.constexpr, N_P2: tl.constexpr, K: tl.constexpr,
                    BLOCK_K: tl.constexpr, DIST: tl.constexpr, KC: tl.constexpr, BLOCK_KC: tl.constexpr,
-                   BLOCK_E: tl.constexpr, PDL: tl.constexpr):
+                   BLOCK_E: tl.constexpr, FILL: tl.constexpr, PDL: tl.constexpr):
     """``match_drafts`` for request ``b`` (its row's history, its committed length) in one program:
     the drafts go to ``Ids[b, 1..K]`` where the suffix matched ``>= MIN_MATCH`` tokens (0: always,
-    the n-gram proposer's drafts, the last token repeated without a match); DIST: their q and
-    candidates ``[b, :K, :KC]`` too, one-hot at each draft (``one_hot_rows``)."""
+    the n-gram proposer's drafts, the last token repeated without a match); FILL: -1 there
+    otherwise (``DeviceNgram.locks``); DIST: their q and candidates ``[b, :K, :KC]`` too, one-hot
+    at each draft (``one_hot_rows``)."""
     pdl_enter(PDL)
     b = tl.program_id(0)
     h = Hist + tl.load(Rows + b).to(tl.int64) * s_h + PAD  # position p at h + p
@@ -140,7 +141,10 @@ def _lookup_kernel(Hist, s_h, Rows, Lens, Ids, s_i, Q, Cand, s_qb, s_qk, s_cb, s
     d = tl.load(h + at, mask=jm, other=0)
     match = tl.zeros([BLOCK_K], tl.int32) + tl.where(found, best // W, 0)  # per lane: a vector mask
     take = jm & (match >= MIN_MATCH)
-    tl.store(Ids + b * s_i + j, d.to(Ids.dtype.element_ty), mask=take)
+    if FILL:
+        tl.store(Ids + b * s_i + j, tl.where(take, d.to(Ids.dtype.element_ty), -1), mask=jm)
+    else:
+        tl.store(Ids + b * s_i + j, d.to(Ids.dtype.element_ty), mask=take)
     if DIST:
         c = tl.arange(0, BLOCK_KC)
         tile = take[:, None] & (c < KC)[None, :]
@@ -200,6 +204,16 @@ class DeviceNgram:
         """``[bs, k]`` drafts for the rows ``rows`` of committed lengths ``lens``."""
         return match_drafts(self.hist[rows], lens, self.n_min, self.n_max, k, self.pad)
 
+    def locks(self, rows: torch.Tensor, lens: torch.Tensor, s: int, min_match: int) -> torch.Tensor:
+        """``[bs, S + 1]`` int64, shaped as a verify block: columns ``1..S`` hold each row's
+        ``propose`` drafts where its suffix matched at least ``min_match`` tokens, else -1
+        (column 0 is not written). What ``lookup_into`` would write, kept apart: the greedy draft
+        picks take it in place of their own (``sampling_kernels.argmax_rows(..., lock=)``), so
+        the lookup runs beside the chain instead of after it."""
+        out = torch.empty(rows.shape[0], s + 1, dtype=torch.long, device=rows.device)
+        self._lookup(rows, lens, out, min_match, None, fill=True)
+        return out
+
     def lookup_into(self, rows: torch.Tensor, lens: torch.Tensor, ids: torch.Tensor, min_match: int = 0,
                     dist: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         """Write each row's ``propose`` drafts into ``ids[:, 1:]`` (a verify block ``[bs, S + 1]``,
@@ -208,14 +222,20 @@ class DeviceNgram:
         sampling, (q, candidates) ``[bs, S, K]`` each; a replaced row's become one-hot at its
         lookup (``one_hot_rows``). One launch on CUDA (``_lookup_kernel``), the torch matcher
         elsewhere."""
+        self._lookup(rows, lens, ids, min_match, dist, fill=False)
+
+    def _lookup(self, rows: torch.Tensor, lens: torch.Tensor, ids: torch.Tensor, min_match: int,
+                dist: tuple[torch.Tensor, torch.Tensor] | None, *, fill: bool) -> None:
+        """``lookup_into``; ``fill``: the other rows' drafts become -1 (``locks``; no ``dist``)."""
         bs, ndt = ids.shape
         k = ndt - 1
+        assert not (fill and dist is not None), "locks carry no distributions"
         if k == 0 or bs == 0:
             return
         if not use_triton(ids):
             drafts, match = match_drafts(self.hist[rows], lens, self.n_min, self.n_max, k, self.pad, with_match=True)
             take = match >= min_match
-            ids[:, 1:].copy_(torch.where(take[:, None], drafts, ids[:, 1:]))
+            ids[:, 1:].copy_(torch.where(take[:, None], drafts, -1 if fill else ids[:, 1:]))
             if dist is not None:
                 q1, c1 = one_hot_rows(drafts, dist[0].shape[2])
                 dist[0].copy_(torch.where(take[:, None, None], q1, dist[0]))
@@ -228,7 +248,8 @@ class DeviceNgram:
             self.hist, self.hist.stride(0), rows, lens, ids, ids.stride(0), q, cand, q.stride(0), q.stride(1),
             cand.stride(0), cand.stride(1), width, min_match, PAD=self.pad, N_MIN=self.n_min, N_MAX=self.n_max,
             N_P2=triton.next_power_of_2(self.n_max), K=k, BLOCK_K=triton.next_power_of_2(k), DIST=dist is not None,
-            KC=kc, BLOCK_KC=triton.next_power_of_2(kc), BLOCK_E=1024, num_warps=4, **pdl_opts(ids.device, "sampling"),
+            KC=kc, BLOCK_KC=triton.next_power_of_2(kc), BLOCK_E=1024, FILL=fill, num_warps=4,
+            **pdl_opts(ids.device, "sampling"),
         )
 
     def append(self, rows: torch.Tensor, lens: torch.Tensor, emitted: torch.Tensor) -> None:

@@ -34,8 +34,10 @@ import torch
 import triton
 import triton.language as tl
 
+from updraft import ops
 from updraft.batch import ForwardBatch
-from updraft.ops.triton_utils import pdl_enter, pdl_opts
+from updraft.ops.norm import normalise
+from updraft.ops.triton_utils import emulate_rne, pdl_enter, pdl_opts
 from updraft.spec import device_rng
 from updraft.spec.sampling_kernels import stream_constant, uniform_row, use_triton
 
@@ -108,14 +110,28 @@ def lay_out(segments: list[tuple[int, list[ForwardBatch]]], rows: torch.Tensor,
 @dataclass(frozen=True)
 class RowsRead:
     """What ``read_rows`` returns: the rows' committed length and bonus token [bs], their draft
-    feature and sampling parameters [bs, D] (None where not asked for), and their uniforms
-    [bs, n] float32 (None where not asked for)."""
+    feature and sampling parameters [bs, D] (None where not asked for), their uniforms [bs, n]
+    float32 (None where not asked for) and, with a ``RowNorm``, the feature's RMSNorm [bs, D]."""
 
     seq_len: torch.Tensor
     bonus: torch.Tensor
     feat: torch.Tensor | None
     params: torch.Tensor | None
     uniforms: torch.Tensor | None
+    normed: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class RowNorm:
+    """``read_rows`` also writes the gathered features' RMSNorm (``ops.rmsnorm(feat[rows],
+    weight, eps)``: the first draft's LM head input, without a launch of its own). The kernel
+    holds a row in one tile, so features up to ``MAX_DIM`` wide; wider ones take ``ops.rmsnorm``
+    after the gather."""
+
+    weight: torch.Tensor
+    eps: float
+
+    MAX_DIM = 4096
 
 
 @dataclass(frozen=True)
@@ -148,16 +164,26 @@ def _lay_out_row(b, bs, row, n, Table, s_table, Pos, Loc, Seq, Seg, J: tl.conste
 @triton.jit
 def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, BonusOut, s_bonus, stride_f, stride_p,
                       Seed, s_seed, Offset, s_offset, UOut, stream_c, n_u, Table, s_table, Pos, Loc, Seq, Seg, bs,
+                      NormW, NormOut, eps,
                       D: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, BLOCK_P: tl.constexpr,
                       U: tl.constexpr, BLOCK_U: tl.constexpr, J: tl.constexpr, BLOCK_W: tl.constexpr,
-                      PDL: tl.constexpr):
+                      NORM: tl.constexpr, RNE: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     b = tl.program_id(0)
     row = tl.load(Rows + b).to(tl.int64)
     n = tl.load(SeqLen + row)
     tl.store(NOut + b, n)
     tl.store(BonusOut + b * s_bonus, tl.load(Bonus + row))
-    if D > 0:
+    if NORM:  # one tile holds the row (D <= BLOCK_D): ops.rmsnorm's numerics (``normalise``)
+        d = tl.arange(0, BLOCK_D)
+        x = tl.load(Feat + row * stride_f + d, mask=d < D, other=0.0)
+        tl.store(FeatOut + b * D + d, x, mask=d < D)
+        xf = x.to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(xf * xf, axis=0) / D + eps)
+        w = tl.load(NormW + d, mask=d < D, other=0.0).to(tl.float32)
+        tl.store(NormOut + b * D + d, normalise(xf, rstd, w, Feat.dtype.element_ty, NormOut.dtype.element_ty, RNE),
+                 mask=d < D)
+    elif D > 0:
         for d0 in range(0, D, BLOCK_D):
             d = d0 + tl.arange(0, BLOCK_D)
             tl.store(FeatOut + b * D + d, tl.load(Feat + row * stride_f + d, mask=d < D), mask=d < D)
@@ -172,7 +198,8 @@ def _read_rows_kernel(Rows, SeqLen, Bonus, Feat, FeatOut, Prm, PrmOut, NOut, Bon
 
 def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None = None,
               params: torch.Tensor | None = None, draw: UniformDraw | None = None,
-              bonus_out: torch.Tensor | None = None, layout: IterLayout | None = None) -> RowsRead:
+              bonus_out: torch.Tensor | None = None, layout: IterLayout | None = None,
+              norm: RowNorm | None = None) -> RowsRead:
     """``seq_len[rows]``, ``bonus[rows]``, ``feat[rows]``, ``params[rows]`` and, with ``draw``,
     ``device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)`` bit for bit:
     the fused iteration's per-row state at the start of its body, in one launch where Triton
@@ -180,15 +207,33 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
     neighbours under PDL). ``seq_len`` / ``bonus`` [rows] and ``feat`` / ``params`` [rows, D]
     with contiguous rows. ``bonus_out`` [bs] (any stride, e.g. the first column of the verify
     block's ids) receives the bonus tokens and is returned as them. With ``layout``, the same
-    launch writes it for these rows (``IterLayout``; ``N = seq_len[rows]``)."""
-    if not use_triton(rows):
-        u = (device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n)
-             if draw is not None else None)
-        got, n = bonus[rows], seq_len[rows]
-        if layout is not None:
-            layout.write_torch(rows, n)
-        return RowsRead(n, bonus_out.copy_(got) if bonus_out is not None else got,
-                        feat[rows] if feat is not None else None, params[rows] if params is not None else None, u)
+    launch writes it for these rows (``IterLayout``; ``N = seq_len[rows]``). With ``norm`` (and
+    ``feat``): also the gathered features' RMSNorm (``RowNorm``)."""
+    if norm is not None and (feat is None or tuple(norm.weight.shape) != (feat.shape[1],) or not norm.weight.is_contiguous()):
+        raise ValueError("read_rows: a RowNorm needs the features and a contiguous weight as wide as they are")
+    if not use_triton(rows) or (norm is not None and feat is not None and feat.shape[1] > RowNorm.MAX_DIM):
+        got = _read_rows_torch(rows, seq_len, bonus, feat, params, draw, bonus_out, layout)
+        if norm is None or got.feat is None:
+            return got
+        return dataclasses.replace(got, normed=ops.rmsnorm(got.feat, norm.weight, norm.eps))
+    return _read_rows_kernel_launch(rows, seq_len, bonus, feat, params, draw, bonus_out, layout, norm)
+
+
+def _read_rows_torch(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None,
+                     params: torch.Tensor | None, draw: UniformDraw | None, bonus_out: torch.Tensor | None,
+                     layout: IterLayout | None) -> RowsRead:
+    """``read_rows`` by torch ops (off CUDA without the interpreter)."""
+    u = device_rng.uniform(draw.seed[rows], draw.offset[rows], draw.stream, draw.n) if draw is not None else None
+    got, n = bonus[rows], seq_len[rows]
+    if layout is not None:
+        layout.write_torch(rows, n)
+    return RowsRead(n, bonus_out.copy_(got) if bonus_out is not None else got,
+                    feat[rows] if feat is not None else None, params[rows] if params is not None else None, u)
+
+
+def _read_rows_kernel_launch(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, feat: torch.Tensor | None,
+                             params: torch.Tensor | None, draw: UniformDraw | None, bonus_out: torch.Tensor | None,
+                             layout: IterLayout | None, norm: RowNorm | None) -> RowsRead:
     bs = rows.shape[0]
     n_out = torch.empty(bs, dtype=seq_len.dtype, device=rows.device)
     b_out = bonus_out if bonus_out is not None else torch.empty(bs, dtype=bonus.dtype, device=rows.device)
@@ -197,6 +242,9 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
     f_out = torch.empty(bs, feat.shape[1], dtype=feat.dtype, device=rows.device) if feat is not None else None
     p_out = torch.empty(bs, params.shape[1], dtype=params.dtype, device=rows.device) if params is not None else None
     u_out = torch.empty(bs, draw.n, dtype=torch.float32, device=rows.device) if draw is not None else None
+    n_norm = None
+    if norm is not None and feat is not None:
+        n_norm = torch.empty(bs, feat.shape[1], dtype=torch.promote_types(feat.dtype, norm.weight.dtype), device=rows.device)
     for t in (feat, params):
         if t is not None and t.stride(1) != 1:
             raise ValueError("read_rows needs rows contiguous along their last dimension")
@@ -216,10 +264,11 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
             seed, seed.stride(0), offset, offset.stride(0), u_out if u_out is not None else n_out,
             stream_constant(draw.stream) if draw is not None else 0, draw.n if draw is not None else 0,
             lay.table, lay.table.stride(0) if layout is not None else 0, lay.positions, lay.out_cache_loc,
-            lay.seq_lens, lay.seg, bs,
+            lay.seq_lens, lay.seg, bs, norm.weight if norm is not None else n_out,
+            n_norm if n_norm is not None else n_out, float(norm.eps) if norm is not None else 0.0,
             D=d, BLOCK_D=block_d, P=p, BLOCK_P=triton.next_power_of_2(max(p, 1)), U=draw is not None,
             BLOCK_U=triton.next_power_of_2(max(draw.n if draw is not None else 1, 1)), J=lay.num_segments,
-            BLOCK_W=triton.next_power_of_2(max(lay.widths, default=1)),
+            BLOCK_W=triton.next_power_of_2(max(lay.widths, default=1)), NORM=n_norm is not None, RNE=emulate_rne(),
             num_warps=4 if block_d >= 1024 else 1, **pdl_opts(rows.device, "sampling"),
         )
-    return RowsRead(n_out, b_out, f_out, p_out, u_out)
+    return RowsRead(n_out, b_out, f_out, p_out, u_out, n_norm)

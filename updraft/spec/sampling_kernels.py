@@ -449,38 +449,48 @@ def target_id(Map, arg, MAP: tl.constexpr, ADD: tl.constexpr):
 
 
 @triton.jit
-def _argmax_rows_kernel(X, s_x, Map, Out, s_out, V, BLOCK: tl.constexpr, MAP: tl.constexpr, ADD: tl.constexpr,
-                        PDL: tl.constexpr):
+def _argmax_rows_kernel(X, s_x, Map, Out, s_out, Lock, s_lock, V, BLOCK: tl.constexpr, MAP: tl.constexpr,
+                        ADD: tl.constexpr, LOCK: tl.constexpr, PDL: tl.constexpr):
     """One program per row, over its values in chunks of ``BLOCK`` (one chunk up to
-    ``MAX_TOPK_ROW`` values; ``row_argmax``)."""
+    ``MAX_TOPK_ROW`` values; ``row_argmax``). LOCK: a row whose ``Lock`` entry is >= 0 writes it."""
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     _, arg = row_argmax(X + row * s_x, V, BLOCK)
     arg = target_id(Map, arg, MAP, ADD)
+    if LOCK:
+        lock = tl.load(Lock + row * s_lock)
+        arg = tl.where(lock >= 0, lock, arg)
     tl.store(Out + row * s_out, arg)
 
 
 def argmax_rows(logits: torch.Tensor, target: tuple[torch.Tensor, bool] | None = None,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+                out: torch.Tensor | None = None, lock: torch.Tensor | None = None) -> torch.Tensor:
     """``logits.argmax(-1)`` [B] int64 of ``logits`` [B, V] (rows contiguous along V), then, with
     ``target = (table, add)``, ``ids + table[ids]`` (``add``) or ``table[ids]``; one launch where
     Triton runs (``use_triton``), else torch. A row whose values are all -inf picks index 0, as
     torch does. Rows longer than ``MAX_TOPK_ROW`` are read in chunks of it by one program (a
     target's vocabulary: on the H100 torch's argmax over one 102,400-value row took 23 us, 2026-11-26).
     ``out`` [B] int64 (any stride, e.g. a column of the verify block's ids): receives the result
-    and is returned as it."""
+    and is returned as it. ``lock`` [B] int64 (any stride): rows where it is >= 0 take it instead
+    (the fused iteration's lookup assist, ``DeviceNgram.locks``)."""
     table, add = target if target is not None else (None, True)
     b, v = logits.shape
+    if lock is not None and (lock.shape != (b,) or lock.dtype != torch.int64):
+        raise ValueError(f"argmax_rows: lock must be [{b}] int64, got {list(lock.shape)} {lock.dtype}")
     if not use_triton(logits) or logits.stride(1) != 1 or v == 0:
         ids = logits.argmax(-1)
         if table is not None:
             ids = ids + table[ids] if add else table[ids]
+        if lock is not None:
+            ids = torch.where(lock >= 0, lock, ids)
         return out.copy_(ids) if out is not None else ids
     if out is None:
         out = torch.empty(b, dtype=torch.int64, device=logits.device)
     assert out.shape == (b,) and out.dtype == torch.int64, "argmax_rows: out must be [B] int64"
     if b:
         block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
-        _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, out.stride(0), v, BLOCK=block,
-                                  MAP=table is not None, ADD=add, num_warps=num_warps(block, per_thread=16), **pdl_opts(logits.device, "sampling"))
+        lk = lock if lock is not None else out
+        _argmax_rows_kernel[(b,)](logits, logits.stride(0), table if table is not None else out, out, out.stride(0), lk,
+                                  lk.stride(0), v, BLOCK=block, MAP=table is not None, ADD=add, LOCK=lock is not None,
+                                  num_warps=num_warps(block, per_thread=16), **pdl_opts(logits.device, "sampling"))
     return out

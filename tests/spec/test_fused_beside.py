@@ -1,0 +1,191 @@
+"""The fused iteration's work beside the critical path (``updraft.runtime.side_stream``; in place
+off CUDA) and the launches it leaves out, each against the bodies without it, iteration by
+iteration: the EAGLE-3 fc and QKV products on the side stream, the lookup assist beside the
+chain (the draft picks take its locks), the first draft's norm applied by ``read_rows``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from updraft.llm import LLM
+from updraft.sampling_params import SamplingParams
+from updraft.testing import repeating_prompts as prompts
+
+
+def _llm(target, head, kind: str = "eagle3", **spec) -> LLM:  # noqa: ANN001, ANN003
+    """The fused engine over the graph emulator, S = 3 without adaptive S (``spec``: more of the
+    speculative config)."""
+    cfg = {"method": kind, "draft_model": str(head), "num_steps": 3, "adaptive": False, **spec}
+    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4, 8],
+              speculative_config=cfg)
+    assert llm.engine.driver is not None, llm.engine.graph_log
+    return llm
+
+
+def _record_commits(monkeypatch) -> list[tuple[torch.Tensor, ...]]:  # noqa: ANN001
+    """Each body's (verified drafts, emitted tokens, draft-extend features) as it hands them to
+    ``commit``, appended to the list returned."""
+    from updraft.spec import fused as fused_mod
+
+    seen: list[tuple[torch.Tensor, ...]] = []
+    real = fused_mod.commit
+
+    def spy(out, rows, n, res, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append((res.drafts.clone(), res.emitted.clone(), res.hidden.clone()))
+        return real(out, rows, n, res, *a, **kw)
+
+    monkeypatch.setattr(fused_mod, "commit", spy)
+    return seen
+
+
+def test_eagle3_qkv_beside_under_the_kernels(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.qkv_beside`` on the small-M kernels (interpreted here, the fused mid layer
+    serving the draft steps and the draft extend): each forward of the head gets its mid layer's
+    QKV product of its input feature computed apart, before its tokens are known (S = 3: for the
+    two chain steps beside the LM head and pick before each, for the extend beside the verify's
+    last layers, ``Eagle3Head.project_for``), and its QKV streams only the embedding's columns,
+    adding that product. Against the bodies without it (the dual-input QKV), iteration by
+    iteration: the same drafts and emitted tokens, the draft features within float32 rounding
+    (another summation order), the same output."""
+    from updraft import ops
+    from updraft.models import fused as fused_layers
+    from updraft.spec.fused import FusedIteration
+
+    seen = _record_commits(monkeypatch)
+    real_product = fused_layers.eagle3_feature_qkv
+    products: list[int] = []
+
+    monkeypatch.setattr(fused_layers, "eagle3_feature_qkv", lambda *a: products.append(1) or real_product(*a))
+    real_body, bodies = FusedIteration._body, []
+    monkeypatch.setattr(FusedIteration, "_body", lambda self, g: bodies.append(g.num_steps) or real_body(self, g))
+    ps = prompts(1, seed=13)
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    runs = []
+    with ops.use_backend("triton"):
+        for beside in (True, False):
+            monkeypatch.setattr(FusedIteration, "qkv_beside", beside)
+            seen.clear()
+            products.clear()
+            bodies.clear()
+            cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False}
+            llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1],
+                      speculative_config=cfg)
+            outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+            assert llm.engine.driver is not None and bodies and set(bodies) == {3}
+            assert len(products) == (3 * len(bodies) if beside else 0), (len(products), len(bodies))
+            runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) >= 2
+    for a, b in zip(seen_a, seen_b):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        assert ((a[2] - b[2]).abs().max() / b[2].abs().max()).item() <= 1e-5
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_eagle3_fc_beside_the_acceptance_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.project_beside``: the draft extend takes the head's fc output computed
+    apart (``FeatureKind.PROJECTED``; on CUDA on a side stream, here in place) and gives the same
+    drafts and draft-extend features, iteration by iteration, as the head projecting the target's
+    layers itself."""
+    from updraft.spec.fused import FusedIteration
+
+    seen = _record_commits(monkeypatch)
+    ps = prompts(3, seed=12)
+    params = (SamplingParams(temperature=0.8, top_p=0.9, seed=4, max_tokens=16, ignore_eos=True) if sampled
+              else SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True))
+    runs = []
+    for beside in (True, False):
+        monkeypatch.setattr(FusedIteration, "project_beside", beside)
+        seen.clear()
+        llm = _llm(target, eagle3_head)
+        outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
+        runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for a, b in zip(seen_a, seen_b):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_lookup_assist_beside_the_chain_drafts_the_same(target, reference, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.assist_beside`` (greedy): the lookup runs from the body's start (on CUDA
+    on a side stream of its own, joined before the first pick) and each draft pick takes its draft in
+    the rows whose history repeats (``DeviceNgram.locks``, ``argmax_rows(..., lock=)``), where a
+    lookup launch after the chain replaced the chain's drafts before. Against those bodies,
+    iteration by iteration: the same verified drafts, emitted tokens and draft-extend features,
+    plain greedy's output; the locks replaced the drafts of some rows and not of others."""
+    from updraft.spec.fused import FusedIteration
+    from updraft.spec.ngram_device import DeviceNgram
+
+    seen = _record_commits(monkeypatch)
+    real_locks, real_into = DeviceNgram.locks, DeviceNgram.lookup_into
+    calls = {"locks": 0, "after": 0}
+    taken: list[torch.Tensor] = []
+
+    def locks(self, rows, lens, s, min_match):  # noqa: ANN001, ANN202
+        out = real_locks(self, rows, lens, s, min_match)
+        calls["locks"] += 1
+        taken.append((out[:, 1:] >= 0).all(1) | (out[:, 1:] < 0).all(1))  # a row locks all its drafts or none
+        taken.append((out[:, 1:] >= 0).any(1))
+        return out
+
+    def into(self, rows, lens, ids, min_match=0, dist=None):  # noqa: ANN001, ANN202
+        calls["after"] += 1
+        return real_into(self, rows, lens, ids, min_match, dist)
+
+    monkeypatch.setattr(DeviceNgram, "locks", locks)
+    monkeypatch.setattr(DeviceNgram, "lookup_into", into)
+    ps = prompts(4, seed=21)
+    params = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
+    runs = []
+    for beside in (True, False):
+        monkeypatch.setattr(FusedIteration, "assist_beside", beside)
+        seen.clear()
+        calls.update(locks=0, after=0)
+        outs = [o.outputs[0].token_ids for o in _llm(target, eagle3_head, ngram_assist=2).generate(ps, params)]
+        assert outs == reference(ps)
+        assert (calls["locks"] > 0, calls["after"] > 0) == (beside, not beside), calls
+        runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for a, b in zip(seen_a, seen_b):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+    whole, locked = torch.cat(taken[0::2]), torch.cat(taken[1::2])
+    assert whole.all() and locked.any() and not locked.all(), locked
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_first_norm_applied_by_read_rows_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.norm_in_read``: ``read_rows`` (the interpreted kernel here) normalises the
+    draft features it gathers and the first draft's LM head reads them
+    (``Eagle3Head.logits_from_normed``), no norm launch before it. Against the bodies with that
+    launch, iteration by iteration: the same drafts, emitted tokens and draft-extend features,
+    greedy and seeded sampled."""
+    from updraft.spec import fused as fused_mod
+    from updraft.spec.fused import FusedIteration
+
+    seen = _record_commits(monkeypatch)
+    real_read, normed = fused_mod.read_rows, []
+
+    def read(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        got = real_read(*a, **kw)
+        normed.append(got.normed is not None)
+        return got
+
+    monkeypatch.setattr(fused_mod, "read_rows", read)
+    ps = prompts(3, seed=14)
+    params = (SamplingParams(temperature=0.8, top_p=0.9, seed=4, max_tokens=16, ignore_eos=True) if sampled
+              else SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True))
+    runs = []
+    for in_read in (True, False):
+        monkeypatch.setattr(FusedIteration, "norm_in_read", in_read)
+        seen.clear()
+        normed.clear()
+        outs = [o.outputs[0].token_ids for o in _llm(target, eagle3_head, ngram_assist=0).generate(ps, params)]
+        assert normed and set(normed) == {in_read}
+        runs.append((outs, list(seen)))
+    (outs_a, seen_a), (outs_b, seen_b) = runs
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    for a, b in zip(seen_a, seen_b):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+        assert ((a[2] - b[2]).abs().max() / b[2].abs().max()).item() <= 1e-5
