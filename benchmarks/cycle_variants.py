@@ -41,6 +41,10 @@ are captured anew; a setting no knob names keeps its shipped value:
   (``FusedIteration.norm_in_read`` off; shipped on: ``read_rows`` applies it);
 * ``assist_after``: greedy, the lookup assist's launch runs after the chain and replaces the drafts
   (``FusedIteration.assist_beside`` off; shipped on: beside the chain, the picks take its locks);
+* ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
+  (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
+* ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
+* ``draft_max_splitsN``: at most N KV splits a launch in the draft's attention only;
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -57,16 +61,20 @@ import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+if TYPE_CHECKING:
+    from updraft.models.eagle import Eagle3Head
+
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
-_NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits", "short_extend")
+_NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits", "short_extend", "draft_max_splits")
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
@@ -94,12 +102,15 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     return out
 
 
-def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_backend: object = None) -> None:
+def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_backend: object = None,
+          head: Eagle3Head | None = None) -> None:
     """Put the knobs in force (and the others back to the shipped state); ``draft_backend``: the
-    speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone)."""
+    speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone);
+    ``head``: its EAGLE-3 head (``fp8_head``)."""
     from updraft.attention.triton_backend import TritonBackend
     from updraft.ops import gemv_config
     from updraft.ops.gemv_config import GemvConfig
+    from updraft.spec import sampling_kernels
     from updraft.spec.fused import FusedIteration
 
     shipped = _SHIPPED.setdefault(TritonBackend, dict(
@@ -130,9 +141,15 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     if "merge_in_kernel" in knobs:
         TritonBackend.merge_in_kernel = True
     if draft_backend is not None:
-        vars(draft_backend).pop("merge_in_kernel", None)  # back to the class's value
+        for name in ("merge_in_kernel", "max_kv_splits"):
+            vars(draft_backend).pop(name, None)  # back to the class's value
         if "draft_merge_in_kernel" in knobs:
             draft_backend.merge_in_kernel = True  # type: ignore[attr-defined]
+        if any(_waves(k, "draft_max_splits") for k in knobs):
+            draft_backend.max_kv_splits = min(n for n in (_waves(k, "draft_max_splits") for k in knobs) if n)  # type: ignore[attr-defined]
+    if head is not None:
+        head.quantize_lm_head("fp8_head" in knobs)
+    sampling_kernels.ARGMAX_PER_THREAD = 64 if "argmax_pt64" in knobs else 16
     if "skip_empty" in knobs or "no_skip_empty" in knobs:
         TritonBackend.skip_empty_splits = "skip_empty" in knobs
     if any(_waves(k, "decode_waves") for k in knobs):
@@ -173,21 +190,23 @@ def main() -> None:
     os.environ["UPDRAFT_CACHE"] = tempfile.mkdtemp(prefix="cycle_variants_")
     from tune_in_cycle import engines, measure
 
+    from updraft.models.eagle import Eagle3Head
     from updraft.ops import gemv_config
 
     cache = gemv_config.cache_path()
     plain, spec, preqs, sreqs = engines(args.bs, args.context, args.head)
     drafter = spec.driver.fused.drafter
     draft_backend = drafter.runner.backend if drafter is not None else None
+    head = drafter.head if drafter is not None and isinstance(drafter.head, Eagle3Head) else None
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in variants}
     for rnd in range(args.rounds):
         for name, knobs in variants:
-            apply(knobs, tiles, cache, draft_backend)
+            apply(knobs, tiles, cache, draft_backend, head)
             cycle, step = measure(plain, spec, preqs, sreqs, args.iters)
             runs[name].append((cycle, step))
             print(f"round {rnd} {name:>24}: cycle {cycle:.4f} ms, plain {step:.4f} ms, {cycle / step:.3f} steps",
                   flush=True)
-    apply(frozenset(), tiles, cache, draft_backend)
+    apply(frozenset(), tiles, cache, draft_backend, head)
     rows = []
     for name, _ in variants:
         cyc = statistics.median(c for c, _ in runs[name])

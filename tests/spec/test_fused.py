@@ -347,6 +347,8 @@ def test_fused_lossless_with_an_fp8_draft_lm_head(target, reference, eagle3_head
     assert [o.outputs[0].token_ids for o in outs] == reference(ps)
     assert llm.engine.driver.launches > 0 and served, "the FP8 LM head never ran"
     assert llm.engine.allocator.used_tokens == 0
+    head.quantize_lm_head(False)  # back to the weight: no FP8 copy left to serve
+    assert head.lm_head_fp8 is None
 
 
 @pytest.mark.parametrize("sampled", [False, True])

@@ -273,15 +273,16 @@ class Eagle3Head(nn.Module):
         #: (FP8 weight, float32 scale per row) of ``lm_head`` (``quantize_lm_head``), or None
         self.lm_head_fp8: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def quantize_lm_head(self) -> None:
+    def quantize_lm_head(self, on: bool = True) -> None:
         """Serve the LM head from an FP8 copy (e4m3, a float32 scale per row: half the bytes of
         bf16) where the small-M kernel takes the rows (``fused.lm_head_fp8``); other rows and
         ``logits_from_feature`` keep the weight. Drafts only propose: the target's verify keeps
         the output lossless, the rounding can only change what is accepted. Call after the
-        weights are loaded and before graph capture (a copy is taken now)."""
+        weights are loaded and before graph capture (a copy is taken now); ``on`` False drops
+        the copy (graphs captured after serve the weight)."""
         from updraft.ops.gemv import quantize_rows_fp8
 
-        self.lm_head_fp8 = quantize_rows_fp8(self.lm_head.weight)
+        self.lm_head_fp8 = quantize_rows_fp8(self.lm_head.weight) if on else None
 
     def _logits(self, rows: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         if self.lm_head_fp8 is not None:
