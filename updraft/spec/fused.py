@@ -10,18 +10,20 @@ For a batch of decoding requests (request-pool rows ``rows``), with ``S`` drafts
 plain target step that keeps the draft's KV and feature current), the captured body does:
 
 1. read each row's committed length ``N``, bonus token, draft feature (the proposer's
-   ``next_hidden``) and, sampled, its sampling parameters (``RowState``) and the iteration's
-   uniforms from its RNG key, and write every forward's positions, KV slots and lengths (the
-   batches are views of one ``IterLayout``; the attention metadata is bound to them): one
-   launch, ``row_io.read_rows``;
+   ``next_hidden``; and its norm for the first draft's LM head, ``norm_in_read``) and, sampled,
+   its sampling parameters (``RowState``) and the iteration's uniforms from its RNG key, and
+   write every forward's positions, KV slots and lengths (the batches are views of one
+   ``IterLayout``; the attention metadata is bound to them): one launch, ``row_io.read_rows``;
 2. draft: the first draft from the stored feature (the draft's LM head), then ``S - 1``
    DRAFT_DECODE forwards, each step's token and feature fed straight into the next (an MTP
    head's step ``k`` runs its module at its own position: ``updraft.models.mtp.chain_step``;
    an EAGLE-3 head's next step's QKV product of the feature runs on the side stream beside the
    LM head and pick, ``qkv_beside``).
-   With the lookup assist (``LookupAssist``), one launch then replaces the drafts of the rows
-   whose token history repeats its last tokens by the n-gram lookup's (sampled: their q one-hot
-   at each); the histories are the n-gram proposer's, appended by step 6;
+   With the lookup assist (``LookupAssist``), the n-gram lookup's drafts replace the head's in
+   the rows whose token history repeats its last tokens: greedy, the lookup runs on a side stream
+   from step 1 and each draft pick takes its draft there (``assist_beside``); sampled, one launch
+   after the chain replaces the drafts and makes their q one-hot at each; the histories are the
+   n-gram proposer's, appended by step 6;
 3. TARGET_VERIFY over ``[bonus, d_1..d_S]`` at positions ``N-1..N+S-1`` (stride ``S + 1``; a
    DECODE forward when S = 0: one token is the decode kernel's job); step 1 writes the bonus and
    each draft step its token straight into that block's ids (no stack kernel), and draft step
@@ -422,9 +424,10 @@ class FusedIteration:
         steps write their tokens into columns 1..S; with ``assist``, the lookups replace them
         (sampled: and their q) in the rows whose history matches, after the chain or, greedy, as
         the picks write them: ``assist_beside``); ``feats``: the rows' draft features and, where
-        ``read_rows`` applied it, their first norm; ``n``: their committed lengths. Every forward's other inputs were written by
-        ``read_rows`` (``g.layout``). The draft extend reads the emitted tokens, not the drafts,
-        so whichever chain was verified, the draft's KV and next feature follow the text."""
+        ``read_rows`` applied it, their first norm; ``n``: their committed lengths. Every forward's
+        other inputs were written by ``read_rows`` (``g.layout``). The draft extend reads the
+        emitted tokens, not the drafts, so whichever chain was verified, the draft's KV and next
+        feature follow the text."""
         rows, s, bs, ids = g.rows, g.num_steps, g.bs, g.ids
         ndt = s + 1
         # sampled: each draft's q and its candidates, written in place by the draft steps
@@ -432,7 +435,7 @@ class FusedIteration:
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
                  torch.empty(bs, s, k_cand, dtype=torch.long, device=rows.device)) if prm is not None else None)
 
-        # greedy: the lookups beside the chain, from here (the side stream's first work)
+        # greedy: the lookups beside the chain, from here, on a side stream of their own
         assist, locks = self.assist, None
         if assist is not None and s and prm is None and self.assist_beside and d.takes_locks:
             ng = self.ngram
