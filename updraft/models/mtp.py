@@ -177,11 +177,15 @@ class MtpHead(nn.Module):
         return self.layers[0].eh_proj.weight
 
     # ---- forward --------------------------------------------------------------------------
-    def _logits(self, m: int, rows: torch.Tensor, fp32: bool = True, normed: bool = False) -> torch.Tensor:
-        """Module ``m``'s logits of its output rows (``normed``: rows its head's norm already took)."""
+    def _logits(self, m: int, rows: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """Module ``m``'s logits of its output rows."""
+        return self._normed_logits(m, self.layers[m].shared_head.norm(rows), fp32)
+
+    def _normed_logits(self, m: int, normed: torch.Tensor, fp32: bool = True) -> torch.Tensor:
+        """Module ``m``'s logits of rows its head's norm already took."""
         head = self.layers[m].shared_head
         w = head.head.weight if head.head is not None else self.shared.lm_head_weight()
-        logits = ops.dense(rows if normed else head.norm(rows), w)
+        logits = ops.dense(normed, w)
         return logits.float() if fp32 else logits
 
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
@@ -196,7 +200,7 @@ class MtpHead(nn.Module):
 
     def logits_from_normed(self, normed: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """``logits_from_feature`` of rows whose ``first_norm`` is ``normed``."""
-        return self._logits(0, normed, fp32, normed=True)
+        return self._normed_logits(0, normed, fp32)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return draft_ids

@@ -121,17 +121,20 @@ class RowsRead:
     normed: torch.Tensor | None = None
 
 
+#: The widest register tile of a feature row in ``read_rows``: wider rows are copied in chunks
+#: of it, and normalised (``RowNorm``) only where one tile holds them.
+MAX_TILE = 4096
+
+
 @dataclass(frozen=True)
 class RowNorm:
     """``read_rows`` also writes the gathered features' RMSNorm (``ops.rmsnorm(feat[rows],
     weight, eps)``: the first draft's LM head input, without a launch of its own). The kernel
-    holds a row in one tile, so features up to ``MAX_DIM`` wide; wider ones take ``ops.rmsnorm``
+    holds a row in one tile, so features up to ``MAX_TILE`` wide; wider ones take ``ops.rmsnorm``
     after the gather."""
 
     weight: torch.Tensor
     eps: float
-
-    MAX_DIM = 4096
 
 
 @dataclass(frozen=True)
@@ -211,9 +214,9 @@ def read_rows(rows: torch.Tensor, seq_len: torch.Tensor, bonus: torch.Tensor, fe
     ``feat``): also the gathered features' RMSNorm (``RowNorm``)."""
     if norm is not None and (feat is None or tuple(norm.weight.shape) != (feat.shape[1],) or not norm.weight.is_contiguous()):
         raise ValueError("read_rows: a RowNorm needs the features and a contiguous weight as wide as they are")
-    if not use_triton(rows) or (norm is not None and feat is not None and feat.shape[1] > RowNorm.MAX_DIM):
+    if not use_triton(rows) or (norm is not None and norm.weight.shape[0] > MAX_TILE):
         got = _read_rows_torch(rows, seq_len, bonus, feat, params, draw, bonus_out, layout)
-        if norm is None or got.feat is None:
+        if norm is None or got.feat is None:  # (a norm comes with the features: checked above)
             return got
         return dataclasses.replace(got, normed=ops.rmsnorm(got.feat, norm.weight, norm.eps))
     return _read_rows_kernel_launch(rows, seq_len, bonus, feat, params, draw, bonus_out, layout, norm)
@@ -243,8 +246,8 @@ def _read_rows_kernel_launch(rows: torch.Tensor, seq_len: torch.Tensor, bonus: t
     p_out = torch.empty(bs, params.shape[1], dtype=params.dtype, device=rows.device) if params is not None else None
     u_out = torch.empty(bs, draw.n, dtype=torch.float32, device=rows.device) if draw is not None else None
     n_norm = None
-    if norm is not None and feat is not None:
-        n_norm = torch.empty(bs, feat.shape[1], dtype=torch.promote_types(feat.dtype, norm.weight.dtype), device=rows.device)
+    if norm is not None and f_out is not None:
+        n_norm = torch.empty_like(f_out, dtype=torch.promote_types(f_out.dtype, norm.weight.dtype))
     for t in (feat, params):
         if t is not None and t.stride(1) != 1:
             raise ValueError("read_rows needs rows contiguous along their last dimension")
@@ -254,7 +257,7 @@ def _read_rows_kernel_launch(rows: torch.Tensor, seq_len: torch.Tensor, bonus: t
     if layout is not None and layout.seq_lens.shape[1] != bs:
         raise ValueError(f"read_rows: a layout for {layout.seq_lens.shape[1]} requests, {bs} rows")
     if bs:
-        block_d = min(triton.next_power_of_2(max(d, 1)), 4096)
+        block_d = min(triton.next_power_of_2(max(d, 1)), MAX_TILE)
         seed = draw.seed if draw is not None else seq_len
         offset = draw.offset if draw is not None else seq_len
         _read_rows_kernel[(bs,)](
