@@ -1,7 +1,8 @@
 """``spec.commit``: the fused iteration's last launch (under the Triton interpreter) against its
 torch reference, which is the code it replaced: the same accept lengths, output block, row state
-and next draft features, bitwise, for greedy and sampled acceptance, S = 0 and S > 0, with and
-without a draft feature, padded requests on row 0."""
+and next draft features, bitwise, for greedy and sampled acceptance, S = 0 and S > 0, without a
+draft feature, with the draft extend's every row and with its last accepted row of each request
+alone (``updraft.spec.last_row``), padded requests on row 0."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from updraft.spec.verify import greedy_accept
 pytest.importorskip("triton")
 
 
-def case(s: int, sampled: bool, hidden: bool, seed: int) -> tuple[torch.Tensor, torch.Tensor, cm.Commit, RowState]:
+def case(s: int, sampled: bool, hidden: bool | str, seed: int) -> tuple[torch.Tensor, torch.Tensor, cm.Commit, RowState]:
     gen = torch.Generator().manual_seed(seed)
     rows = torch.tensor([3, 0, 5, 1, 0, 7])  # two padded requests on row 0
     bs, ndt = rows.shape[0], s + 1
@@ -33,7 +34,7 @@ def case(s: int, sampled: bool, hidden: bool, seed: int) -> tuple[torch.Tensor, 
         if k < s:
             ids[b, 1 + k] = emitted[b, k] + 1
     accept = torch.randint(1, ndt + 1, (bs,), generator=gen) if sampled else None
-    feat = torch.randn(bs * ndt, 24, generator=gen).to(torch.bfloat16) if hidden else None
+    feat = torch.randn(bs if hidden == "one" else bs * ndt, 24, generator=gen).to(torch.bfloat16) if hidden else None
     nxt = torch.randn(9, 24, generator=gen).to(torch.bfloat16) if hidden else None
     return rows, n, cm.Commit(emitted, ids[:, 1:], accept, feat, nxt), state
 
@@ -49,9 +50,9 @@ def run(fn, rows: torch.Tensor, n: torch.Tensor, res: cm.Commit, state: RowState
 
 @pytest.mark.parametrize("s", [0, 1, 5])
 @pytest.mark.parametrize("sampled", [False, True])
-@pytest.mark.parametrize("hidden", [False, True])
-def test_commit_matches_the_torch_reference(s: int, sampled: bool, hidden: bool) -> None:
-    rows, n, res, state = case(s, sampled, hidden, seed=10 * s + sampled + 2 * hidden)
+@pytest.mark.parametrize("hidden", [False, True, "one"])
+def test_commit_matches_the_torch_reference(s: int, sampled: bool, hidden: bool | str) -> None:
+    rows, n, res, state = case(s, sampled, hidden, seed=10 * s + sampled + 2 * bool(hidden) + 4 * (hidden == "one"))
     twin = RowState(9, torch.device("cpu"))
     for name in ("seq_len", "bonus", "rng", "sampling"):
         getattr(twin, name).copy_(getattr(state, name))
@@ -65,6 +66,8 @@ def test_commit_matches_the_torch_reference(s: int, sampled: bool, hidden: bool)
         assert sorted(set(acc.tolist())) != [1] or s == 0, "the case accepts more than the bonus somewhere"
     real = rows != 0
     assert torch.equal(state.seq_len[rows[real]], n[real] + acc[real])
+    if hidden == "one":  # the request's own row, whatever its accept length
+        assert res.hidden is not None and torch.equal(got[-1][rows[real]], res.hidden[real])
     assert state.seq_len[0] == 1 and state.bonus[0] == 0 and state.offset[0] == 0
 
 

@@ -24,16 +24,21 @@ def _llm(target, head, kind: str = "eagle3", **spec) -> LLM:  # noqa: ANN001, AN
 
 
 def _record_commits(monkeypatch) -> list[tuple[torch.Tensor, ...]]:  # noqa: ANN001
-    """Each body's (verified drafts, emitted tokens, draft-extend features) as it hands them to
-    ``commit``, appended to the list returned."""
+    """Each body's (verified drafts, emitted tokens, next draft features: the draft extend's
+    last accepted row of each request) as it hands them to ``commit``, appended to the list
+    returned."""
     from updraft.spec import fused as fused_mod
 
     seen: list[tuple[torch.Tensor, ...]] = []
     real = fused_mod.commit
 
     def spy(out, rows, n, res, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append((res.drafts.clone(), res.emitted.clone(), res.hidden.clone()))
-        return real(out, rows, n, res, *a, **kw)
+        accept = real(out, rows, n, res, *a, **kw)
+        bs, ndt = res.emitted.shape
+        picked = (res.hidden if res.hidden.shape[0] == bs
+                  else res.hidden.view(bs, ndt, -1)[torch.arange(bs), accept - 1])
+        seen.append((res.drafts.clone(), res.emitted.clone(), picked.clone()))
+        return accept
 
     monkeypatch.setattr(fused_mod, "commit", spy)
     return seen
@@ -188,3 +193,57 @@ def test_first_norm_applied_by_read_rows_drafts_the_same(target, eagle3_head, sa
         assert normed and set(normed) == {in_read}
         runs.append((outs, list(seen)))
     _agree(runs, 6, 1e-5)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.extend_rows_beside`` on the small-M kernels (interpreted): the draft
+    extend's rows whose token is a draft store their keys and values beside the verify
+    (``Eagle3Head.store_kv``, one launch over the block shifted by one), ``pick_last_rows``
+    (sampled) or ``argmax_and_pick`` (greedy: inside the verify's argmax launch; the interpreted
+    kernels) writes each request's last accepted row, and the head runs that row alone. Against the extend over every row, iteration by iteration at bs 2 (mixed lengths):
+    the same drafts and emitted tokens (so every later step read the same draft KV),
+    the next draft features within float32 rounding (other row counts, other tiles), the same
+    output, greedy and seeded sampled."""
+    from updraft import ops
+    from updraft.models.eagle import Eagle3Head
+    from updraft.spec import fused as fused_mod
+    from updraft.spec.fused import FusedIteration
+
+    seen = _record_commits(monkeypatch)
+    calls = {"store": 0, "pick": 0}
+    real_store, real_pick, real_argmax_pick = Eagle3Head.store_kv, fused_mod.pick_last_rows, fused_mod.argmax_and_pick
+
+    def store(self, ids, qkv, batch, positions, loc):  # noqa: ANN001, ANN202
+        calls["store"] += 1
+        assert ids.shape[0] == batch.num_tokens - 1 == qkv.shape[0]
+        return real_store(self, ids, qkv, batch, positions, loc)
+
+    def pick(src, dst):  # noqa: ANN001, ANN202
+        calls["pick"] += 1
+        return real_pick(src, dst)
+
+    monkeypatch.setattr(Eagle3Head, "store_kv", store)
+    def argmax_pick(logits, src, dst, tickets):  # noqa: ANN001, ANN202
+        calls["pick"] += 1
+        return real_argmax_pick(logits, src, dst, tickets)
+
+    monkeypatch.setattr(fused_mod, "pick_last_rows", pick)
+    monkeypatch.setattr(fused_mod, "argmax_and_pick", argmax_pick)
+    params = (SamplingParams(temperature=0.8, top_p=0.9, seed=4, max_tokens=10, ignore_eos=True) if sampled
+              else SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True))
+    runs = []
+    with ops.use_backend("triton"):
+        for beside in (True, False):
+            monkeypatch.setattr(FusedIteration, "extend_rows_beside", beside)
+            seen.clear()
+            calls.update(store=0, pick=0)
+            cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False}
+            llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[2],
+                      speculative_config=cfg)
+            outs = [o.outputs[0].token_ids for o in llm.generate(prompts(2, seed=15), params)]
+            assert (calls["store"] > 0, calls["pick"] > 0) == (beside, beside), calls
+            runs.append((outs, list(seen)))
+    _agree(runs, 6, 1e-5)
+    # rows past the first were kept somewhere: their K/V from the side stream was read
+    assert any((d[:, 0] == e[:, 0]).any() for d, e, _ in runs[0][1])

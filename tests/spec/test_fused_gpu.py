@@ -8,7 +8,9 @@ equal up to the float32 sums' order. With ``assist_beside`` (greedy: the lookup 
 stream of its own from the body's start, joined before the first pick, the picks taking its
 locks) the verify blocks and features are bit for bit those of the lookup launch after the chain,
 and with ``norm_in_read`` (the first draft's norm applied by ``read_rows``) the same drafts in
-fp32. Only a GPU shows the fork and the join as captured graph edges; ``test_fused_beside.py``
+fp32. With ``extend_rows_beside`` (the draft extend's draft-token rows' K/V stored beside the
+verify, each request's last accepted row run alone) the same drafts in fp32. Only a GPU shows the
+fork and the join as captured graph edges; ``test_fused_beside.py``
 runs the same bodies in place on a CPU."""
 
 from __future__ import annotations
@@ -172,3 +174,40 @@ def test_first_norm_in_read_rows_drafts_the_same(tiny_checkpoint, tmp_path, monk
     head = write_eagle3_head(tmp_path / "e3", seed=2)
     with ops.use_backend("triton"):
         _agree_fp32(_runs(target, head, "float32", sampled, monkeypatch, "norm_in_read"), target, sampled)
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_extend_rows_beside_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampled: bool) -> None:  # noqa: ANN001
+    """fp32 on the small-M kernels: the draft extend's draft-token rows storing their K/V on the
+    side stream beside the verify and each request's last accepted row run alone after the
+    argmax or acceptance, against the extend over every row: the same drafts launch by launch,
+    the features within float32 rounding, the same outputs, greedy's equal to plain decoding."""
+    from updraft import ops
+    from updraft.models.eagle import Eagle3Head
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = Eagle3Head.store_kv
+    stored: list[int] = []
+    monkeypatch.setattr(Eagle3Head, "store_kv", lambda self, *a: stored.append(1) or real(self, *a))
+    with ops.use_backend("triton"):
+        runs = _runs(target, head, "float32", sampled, monkeypatch, "extend_rows_beside")
+    assert stored, "the rows' K/V were never stored beside"
+    _agree_fp32(runs, target, sampled)
+
+
+def test_extend_rows_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """bf16 on the "auto" kernels (the production path): the rows' K/V are stored beside, every
+    output runs to its length, and the first launch's stored features agree to bf16 rounding."""
+    from updraft.models.eagle import Eagle3Head
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = Eagle3Head.store_kv
+    stored: list[int] = []
+    monkeypatch.setattr(Eagle3Head, "store_kv", lambda self, *a: stored.append(1) or real(self, *a))
+    (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, "bfloat16", False, monkeypatch, "extend_rows_beside")
+    assert stored, "the rows' K/V were never stored beside"
+    assert [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3
+    a, b = seen_a[0][1].float(), seen_b[0][1].float()
+    assert ((a - b).abs().max() / b.abs().max()).item() <= 2e-2

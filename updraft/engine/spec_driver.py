@@ -27,7 +27,8 @@ from updraft.config import EngineConfig
 from updraft.engine.request import Request
 from updraft.runtime.graphs.phase_graph import capture_sizes
 from updraft.spec.adaptive import AdaptiveSteps
-from updraft.spec.fused import FusedIteration, InFlight
+from updraft.spec.fused import FusedIteration
+from updraft.spec.iter_graph import InFlight
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 
 if TYPE_CHECKING:

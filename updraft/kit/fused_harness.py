@@ -72,7 +72,8 @@ from updraft.kit.runner_harness import (
 )
 from updraft.kit.tiny import tiny_engine
 from updraft.runtime.model_runner import ModelRunner
-from updraft.spec.fused import FusedIteration, _IterGraph
+from updraft.spec.fused import FusedIteration
+from updraft.spec.iter_graph import IterGraph
 from updraft.spec.worker import SpecStepResult
 
 #: EAGLE-1 heads of this column agree with the target often enough that greedy rows accept
@@ -194,7 +195,7 @@ class FusedRig:
             return res, f"launched the graph of (S {inf.num_steps}, sampled {inf.sampled}, bs {inf.bs}), not {(s, sampled, g.bs)}"
         return res, ""
 
-    def _poison(self, g: _IterGraph, reqs: list[Request], seed: int) -> None:
+    def _poison(self, g: IterGraph, reqs: list[Request], seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
         table = self.eng.req_pool.req_to_token
         rows, width = int(table.shape[0]), int(table.shape[1])
@@ -336,7 +337,7 @@ class FusedRig:
             self.restore(start)
         return RunnerCheck(FUSED_ITERATION, f"{label}, cross-replay", not problems, "; ".join(problems[:2]))
 
-    def _other_graphs(self, mine: _IterGraph) -> Iterator[tuple[str, Any]]:
+    def _other_graphs(self, mine: IterGraph) -> Iterator[tuple[str, Any]]:
         """(name, handle) of every captured graph but ``mine``. Other fused graphs get padding
         rows only (row 0, the scratch slot); phase graphs replay their last inputs."""
         for model, runner in zip(("target", "draft"), self.models):
@@ -359,8 +360,8 @@ class FusedRig:
         self.reqs = [r for r in self.reqs if not r.finished]
 
 
-def _batches(g: _IterGraph) -> list[ForwardBatch]:
-    return [b for b in [*g.chain, g.verify, g.extend] if b is not None]
+def _batches(g: IterGraph) -> list[ForwardBatch]:
+    return g.batches
 
 
 def run_fused_checks(

@@ -313,6 +313,20 @@ class Eagle3Head(nn.Module):
             return None
         return fused.eagle3_feature_qkv(self.midlayer, feat)
 
+    @property
+    def one_layer(self) -> bool:
+        """Whether the head is its mid layer alone (a draft extend's rows then need each other
+        only through their keys and values: ``store_kv``)."""
+        return not self.layers
+
+    def store_kv(self, ids: torch.Tensor, qkv: torch.Tensor, batch: ForwardBatch, positions: torch.Tensor,
+                 loc: torch.Tensor) -> None:
+        """The mid layer's keys and values of tokens ``ids`` whose input features' QKV product is
+        ``qkv`` (``feature_qkv_for`` over ``batch``), at ``positions``, into slots ``loc`` of
+        ``batch``'s pool: what a forward over those rows stores, without the rest of it. Only
+        where ``feature_qkv_for`` gave the product (the fused mid layer)."""
+        fused.eagle3_store_kv(self.midlayer, self.shared.embed_table(), ids, qkv, batch, self.rotary, positions, loc)
+
     @torch.no_grad()
     def forward(self, batch: ForwardBatch, feature_ready: Callable[[torch.Tensor], None] | None = None) -> ModelOutput:
         """``feature_ready``: called with the output feature (``ModelOutput.hidden``) as soon as it

@@ -230,6 +230,22 @@ def eagle3_feature_qkv(layer: Eagle3Layer, feat: torch.Tensor) -> torch.Tensor:
     return _gemv().feature_product(feat, layer.self_attn.qkv_proj.weight, n2.weight, n2.eps)
 
 
+def eagle3_store_kv(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, qkv: torch.Tensor,
+                    batch: ForwardBatch, rotary: RotaryEmbedding, positions: torch.Tensor, loc: torch.Tensor) -> None:
+    """The mid layer's keys and values of rows ``ids`` of the embedding ``table`` whose features'
+    QKV product is ``qkv`` (``eagle3_feature_qkv``), rotated at ``positions`` and stored at slots
+    ``loc`` of ``batch``'s pool, with no attention after them (one launch; its q rows are
+    dropped). Callers check ``eagle3_ok(..., split=True)`` for ``batch`` first."""
+    attn = layer.self_attn
+    pools = _pools(attn, batch, table.dtype)
+    if pools is None:
+        raise AssertionError("eagle3_store_kv needs the fused KV store")
+    _gemv().qkv_rope_store(
+        table, _qkv_weight(attn, table, True), attn.qkv_proj.bias, _eagle3_qkv_prologue(layer, ids, qkv, True),
+        num_heads=attn.num_heads, num_kv_heads=attn.num_kv_heads, head_dim=attn.head_dim, k_pool=pools[0],
+        v_pool=pools[1], loc=loc, positions=positions, cos_sin=rotary.cos_sin, addend=qkv)
+
+
 def eagle3_midlayer(layer: Eagle3Layer, table: torch.Tensor, ids: torch.Tensor, feat: torch.Tensor,
                     batch: ForwardBatch, rotary: RotaryEmbedding,
                     qkv: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,8 @@ Per request ``b`` (table row ``rows[b]``, ``n[b]`` committed tokens before the i
 * ``seq_len[row] = n + accept``, ``bonus[row] = emitted[b, accept - 1]``, ``offset[row] += 1``
   (the RNG counter: one draw per iteration);
 * with a draft feature: ``next_hidden[row] = hidden[b * (S + 1) + accept - 1]`` (the draft
-  extend's row for the last accepted token);
+  extend's row for the last accepted token), or ``hidden[b]`` where the extend ran that row
+  alone (``hidden`` [B, H]: ``updraft.spec.last_row``);
 * row 0, the padding row, back to its padding values (``RowState.reset_padding``; the padded
   requests, all on row 0, write nothing);
 * with token histories (a ``DeviceNgram``, n-gram lookups): ``emitted[b]`` appended at positions
@@ -48,7 +49,8 @@ class Commit:
     """One iteration's results for ``commit``: ``emitted`` [B, S + 1] (the target's picks, or the
     sampled tokens), ``drafts`` [B, S] (read for the greedy acceptance; may be a strided view),
     ``accept`` [B] (sampled) or None (greedy), ``hidden`` [B * (S + 1), H] (the draft extend's
-    output) with ``next_hidden`` [rows, H] (the proposer's per-row feature), or both None;
+    output), or [B, H] (its last accepted row of each request, run alone), with ``next_hidden``
+    [rows, H] (the proposer's per-row feature), or both None;
     ``layer_states`` [B * (S + 1), ...]: an MTP head's per-module states of the draft extend, which
     the caller keeps at the accepted rows (``MtpHead.keep_layer_states``), not ``commit``."""
 
@@ -63,8 +65,8 @@ class Commit:
 @triton.jit
 def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLen, Bonus, Offset, s_off,
                    Hidden, s_h, NextHidden, s_nh, H, Hist, s_hist, HIST_COLS, NDT: tl.constexpr, BLOCK_T: tl.constexpr,
-                   GREEDY: tl.constexpr, HIDDEN: tl.constexpr, BLOCK_H: tl.constexpr, HIST: tl.constexpr,
-                   HIST_PAD: tl.constexpr, PDL: tl.constexpr):
+                   GREEDY: tl.constexpr, HIDDEN: tl.constexpr, ONE_ROW: tl.constexpr, BLOCK_H: tl.constexpr,
+                   HIST: tl.constexpr, HIST_PAD: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     b = tl.program_id(0)
     t = tl.arange(0, BLOCK_T)
@@ -89,7 +91,8 @@ def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLe
         tl.store(Bonus + row, tl.sum(tl.where(t == acc - 1, e, 0), axis=0))
         tl.store(Offset + row * s_off, tl.load(Offset + row * s_off) + 1)
         if HIDDEN:
-            src = tl.load(Hidden + (b * NDT + acc - 1) * s_h + h, mask=hm, other=0.0)
+            src_row = b if ONE_ROW else b * NDT + acc - 1
+            src = tl.load(Hidden + src_row * s_h + h, mask=hm, other=0.0)
             tl.store(NextHidden + row * s_nh + h, src.to(NextHidden.dtype.element_ty), mask=hm)
     if b == 0:  # the padding row's values (RowState.reset_padding)
         tl.store(SeqLen, 1)
@@ -111,7 +114,8 @@ def commit_torch(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Co
     state.bonus[rows] = res.emitted[ar, accept - 1]
     state.offset[rows] = state.offset[rows] + 1
     if res.hidden is not None and res.next_hidden is not None:
-        res.next_hidden[rows] = res.hidden.view(bs, res.emitted.shape[1], -1)[ar, accept - 1].to(res.next_hidden.dtype)
+        picked = res.hidden if res.hidden.shape[0] == bs else res.hidden.view(bs, res.emitted.shape[1], -1)[ar, accept - 1]
+        res.next_hidden[rows] = picked.to(res.next_hidden.dtype)
         res.next_hidden[:1].zero_()
     state.reset_padding()
     out[:, 0].copy_(accept)
@@ -140,6 +144,7 @@ def commit(out: torch.Tensor, rows: torch.Tensor, n: torch.Tensor, res: Commit, 
         res.accept if res.accept is not None else out, out, out.stride(0), state.seq_len, state.bonus,
         offset, offset.stride(0), h, h.stride(0), nh, nh.stride(0), width, hist, hist.stride(0), hist.shape[1],
         NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt), GREEDY=res.accept is None, HIDDEN=hidden,
+        ONE_ROW=hidden and h.shape[0] == bs,
         BLOCK_H=triton.next_power_of_2(width), HIST=history is not None,
         HIST_PAD=history.pad if history is not None else 0,
         num_warps=1 if width <= 1024 else 4,

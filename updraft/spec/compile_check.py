@@ -3,8 +3,9 @@
 The interpreter runs constructs the compiler rejects (a branch that redefines a constant as a
 tensor, a scalar mask of the wrong type), so CPU CI compiles the rejection sampler's kernels,
 ``filter_hist``, the acceptance, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows``,
-``commit``, the n-gram lookup and the context tokens' pick as the engine launches them, with the ptxas triton ships. Run
-it in a process WITHOUT ``TRITON_INTERPRET``:
+``commit``, the draft extend's last-row pick, the n-gram lookup and the context tokens' pick as
+the engine launches them, with the ptxas triton ships. Run it in a process WITHOUT
+``TRITON_INTERPRET``:
 
     python -m updraft.spec.compile_check
 """
@@ -21,6 +22,7 @@ from updraft.spec import accept_kernel as ak
 from updraft.spec import commit as cm
 from updraft.spec import context_vocab as cv
 from updraft.spec import filter_hist as fh
+from updraft.spec import last_row as lr
 from updraft.spec import ngram_device as nd
 from updraft.spec import rejection_kernels as rk
 from updraft.spec import row_io as ri
@@ -110,9 +112,23 @@ def iteration() -> None:
            "AcceptIn": "*i64", "Out": "*i64", "s_o": "i64", "SeqLen": "*i64", "Bonus": "*i64", "Offset": "*i64",
            "s_off": "i64", "Hidden": "*bf16", "s_h": "i64", "NextHidden": "*bf16", "s_nh": "i64", "H": "i32",
            "Hist": "*i32", "s_hist": "i64", "HIST_COLS": "i32"}
-    for hist in (False, True):  # with the lookup assist's token histories, and without
-        cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "BLOCK_H": 1024, "HIST": hist, "HIST_PAD": 4}
+    for hist, one_row in ((False, False), (True, False), (False, True)):  # one_row: the extend ran its last rows alone
+        cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": True, "HIDDEN": True, "ONE_ROW": one_row, "BLOCK_H": 1024,
+                "HIST": hist, "HIST_PAD": 4}
         triton.compile(src(cm._commit_kernel, sig, cons), target=SM90, options={"num_warps": 1})
+    # the draft extend's last accepted rows (greedy and sampled): the SmolLM2 head's feature and QKV product
+    sig = {"Emitted": "*i64", "s_e": "i64", "Drafts": "*i64", "s_d": "i64", "AcceptIn": "*i64", "N": "*i64",
+           "ExtPos": "*i64", "ExtLoc": "*i64", "Feat": "*bf16", "s_f": "i64", "Qkv": "*fp32", "s_q": "i64",
+           "Ids": "*i64", "Pos": "*i64", "Loc": "*i64", "SeqLen": "*i32", "FeatOut": "*bf16", "s_fo": "i64",
+           "QkvOut": "*fp32", "s_qo": "i64", "H": "i32", "Q": "i32"}
+    for greedy in (True, False):
+        cons = {"NDT": 6, "BLOCK_T": 8, "GREEDY": greedy, "BLOCK_H": 1024, "BLOCK_Q": 1024}
+        triton.compile(src(lr._pick_kernel, sig, cons), target=SM90, options={"num_warps": 4})
+    # greedy: that pick inside the verify's argmax (a bf16 target's vocabulary, one ticket per request)
+    del sig["AcceptIn"], sig["s_e"]
+    sig = {"X": "*bf16", "s_x": "i64", "V": "i32", "Tickets": "*i32", **sig}
+    cons = {"BLOCK": sk.MAX_TOPK_ROW, "NDT": 6, "BLOCK_T": 8, "BLOCK_H": 1024, "BLOCK_Q": 1024}
+    triton.compile(src(lr._argmax_pick_kernel, sig, cons), target=SM90, options={"num_warps": 16})
     # the n-gram lookup (the proposer's and the assist's; sampled: the replaced rows' q and candidates)
     sig = {"Hist": "*i32", "s_h": "i64", "Rows": "*i64", "Lens": "*i64", "Ids": "*i64", "s_i": "i64", "Q": "*fp32",
            "Cand": "*i64", "s_qb": "i64", "s_qk": "i64", "s_cb": "i64", "s_ck": "i64", "W": "i32", "MIN_MATCH": "i32"}

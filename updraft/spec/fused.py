@@ -37,7 +37,10 @@ plain target step that keeps the draft's KV and feature current), the captured b
    the last of them is written, beside the verify's remaining layers, its LM head and that
    argmax or acceptance (``project_beside``; ``updraft.runtime.side_stream``); with
    ``qkv_beside`` the side stream also computes the mid layer's QKV product of the projected
-   feature, so the extend's QKV streams only the embedding's weight columns;
+   feature, so the extend's QKV streams only the embedding's weight columns. A one-layer EAGLE-3
+   head's extend rows that take a draft as token store their keys and values there too, and
+   after the argmax or acceptance only each request's last accepted row runs the head, a
+   DRAFT_DECODE forward of one row a request (``extend_rows_beside``; ``updraft.spec.last_row``);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; with token histories, the emitted tokens appended; the draft
    extend's feature at row ``accept_len - 1`` becomes the row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
@@ -63,10 +66,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import ClassVar
 
-import numpy as np
 import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
@@ -74,9 +75,9 @@ from updraft.models.eagle import Eagle3Head
 from updraft.models.llama import DecoderLM, ModelOutput, RowScale
 from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
-from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph, make_graph, new_pool
+from updraft.runtime.graphs.device_graph import make_graph, new_pool
 from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
-from updraft.runtime.launcher import Pending, fastest_replay, make_launcher
+from updraft.runtime.launcher import fastest_replay, make_launcher
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
 from updraft.runtime.sampler import Sampler
@@ -84,6 +85,8 @@ from updraft.runtime.side_stream import SideStream
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
 from updraft.spec.drafter import DRAFT_CANDIDATES, Drafter, RowParams
+from updraft.spec.iter_graph import InFlight, IterGraph
+from updraft.spec.last_row import ExtendRows, argmax_and_pick, pick_last_rows
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
@@ -130,53 +133,6 @@ def _fed(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torc
                                feature_qkv=qkv)
 
 
-@dataclass
-class _IterGraph:
-    """The captured iteration for one (S, sampled, bs)."""
-
-    num_steps: int
-    sampled: bool
-    bs: int
-    rows: torch.Tensor  # [bs] int64 static input
-    chain: list[ForwardBatch]
-    verify: ForwardBatch  # DECODE (width 1) without a draft
-    extend: ForwardBatch | None  # None without a draft
-    layout: IterLayout  # every forward's positions, slots and lengths, written by ``read_rows``
-    ids: torch.Tensor  # [bs, S + 1]: the verify block's token ids (a view of its input_ids)
-    out: torch.Tensor  # [bs, S + 2] int64: accept_len, then the S + 1 emitted tokens
-    rows_host: list[torch.Tensor] = field(default_factory=list)  # pinned staging, two slots
-    out_host: list[torch.Tensor] = field(default_factory=list)
-    rows_np: list[np.ndarray] = field(default_factory=list)  # numpy views of the slots above
-    out_np: list[np.ndarray] = field(default_factory=list)
-    #: the request rows ``rows`` holds (stream order: the last copy queued), None: unknown.
-    #: Only ``launch`` and ``capture_all`` write ``rows``; both keep this current.
-    rows_now: list[int] | None = None
-    graph: EmulatedGraph | CudaGraph | None = None
-
-
-@dataclass
-class InFlight:
-    """One launched iteration; ``wait`` returns its results (the only host sync)."""
-
-    reqs: list[SpecRequestView]
-    num_steps: int
-    sampled: bool
-    bs: int
-    captured: bool  # the launch captured its graph first (its host time is no iteration's cost)
-    out_host: np.ndarray  # [bs, S + 2]: the pinned slot the results are copied into
-    done: Pending
-
-    def wait(self) -> tuple[list[int], list[list[int]]]:
-        self.done.synchronize()  # out_host is only valid after this (the copy is asynchronous)
-        rows = self.out_host[: len(self.reqs)].tolist()
-        acc = [r[0] for r in rows]
-        return acc, [r[1 : 1 + a] for r, a in zip(rows, acc)]
-
-    def seconds(self) -> float:
-        """Device time of the replay (read after ``wait``)."""
-        return self.done.seconds()
-
-
 class FusedIteration:
     """Captures and launches whole speculative iterations (EAGLE or n-gram drafts) or plain
     decoding steps (see the module docstring)."""
@@ -202,6 +158,11 @@ class FusedIteration:
     #: the draft picks take its drafts in the rows it replaces (``DeviceNgram.locks``), so no
     #: lookup launch sits between the chain and the verify (off: it does, and replaces the drafts).
     assist_beside: ClassVar[bool] = True
+    #: With ``qkv_beside``, a one-layer EAGLE-3 head: the draft extend's rows whose token is a
+    #: draft (every row before a request's last accepted one) store their keys and values on the
+    #: side stream beside the verify's last layers, and after the argmax or acceptance the head
+    #: runs each request's last accepted row alone (off: all S + 1 rows after it).
+    extend_rows_beside: ClassVar[bool] = True
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
@@ -223,7 +184,7 @@ class FusedIteration:
         self.device = target.device
         self.target_capture = capture_hidden
         self.state = RowState(target.req_pool.max_reqs + 1, self.device)
-        self.graphs: dict[tuple[int, bool, int], _IterGraph] = {}
+        self.graphs: dict[tuple[int, bool, int], IterGraph] = {}
         self.pool = new_pool(emulate)
         self.capture_seconds = 0.0
         self._slot = 0
@@ -281,7 +242,7 @@ class FusedIteration:
         return True, ""
 
     # ---- capture -------------------------------------------------------------------------
-    def _build(self, s: int, sampled: bool, bs: int) -> _IterGraph:
+    def _build(self, s: int, sampled: bool, bs: int) -> IterGraph:
         dev = self.device
         ndt = s + 1
         d = self.drafter
@@ -309,6 +270,11 @@ class FusedIteration:
             ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL)
             extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
         rows = torch.zeros(bs, dtype=torch.long, device=dev)
+        last = None
+        if d is not None and s and self._extends_last_rows(d):  # its inputs are the pick's, not the layout's
+            last_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "none", CaptureHidden.FULL)
+            last = dataclasses.replace(_static_batch(last_phase, bs, d.runner.backend, dev, d.runner.dtype),
+                                       req_pool_indices=rows, unscaled_logits=True, fp32_logits=False)
         layout, chain, verify, extend = self._lay_out(rows, chain, verify, extend)
         ids = verify.input_ids.view(bs, ndt)
         # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
@@ -319,10 +285,10 @@ class FusedIteration:
         if extend is not None:  # no logits rows: its final norm would only add the residual
             extend = dataclasses.replace(extend, unscaled_logits=True)
         if d is not None:
-            for b in chain + ([extend] if extend is not None else []):
+            for b in chain + [x for x in (extend, last) if x is not None]:
                 d.runner.backend.init_capture_metadata(b)
         self.target.backend.init_capture_metadata(verify)
-        g = _IterGraph(s, sampled, bs, rows, chain, verify, extend, layout, ids,
+        g = IterGraph(s, sampled, bs, rows, chain, verify, extend, last, layout, ids,
                        torch.zeros(bs, s + 2, dtype=torch.long, device=dev))
         for _ in range(2):
             g.rows_host.append(torch.zeros(bs, dtype=torch.long, pin_memory=self._pinned))
@@ -345,7 +311,7 @@ class FusedIteration:
         last = out.pop()
         return layout, [b[0] for b in out], last[0], last[1] if extend is not None else None
 
-    def _capture(self, s: int, sampled: bool, bs: int) -> _IterGraph:
+    def _capture(self, s: int, sampled: bool, bs: int) -> IterGraph:
         t0 = time.perf_counter()
         g = self._build(s, sampled, bs)
         for _ in range(2):  # warm-up on padding rows only: touches row 0 and the scratch slot
@@ -353,7 +319,7 @@ class FusedIteration:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         graph = make_graph(self.emulate, self.pool)
-        graph.capture(lambda: self._body(g), watch=lambda: [b for b in [*g.chain, g.verify, g.extend] if b is not None])
+        graph.capture(lambda: self._body(g), watch=lambda: g.batches)
         g.graph = graph
         self.graphs[(s, sampled, bs)] = g
         self.capture_seconds += time.perf_counter() - t0
@@ -381,13 +347,13 @@ class FusedIteration:
         """The captured batch size a batch of ``n`` requests replays at."""
         return self._bucket_of[n]
 
-    def graph_for(self, s: int, sampled: bool, n: int) -> _IterGraph:
+    def graph_for(self, s: int, sampled: bool, n: int) -> IterGraph:
         bs = self.bucket(n)
         g = self.graphs.get((s, sampled, bs))
         return g if g is not None else self._capture(s, sampled, bs)
 
     # ---- the captured body ---------------------------------------------------------------
-    def _body(self, g: _IterGraph) -> torch.Tensor:
+    def _body(self, g: IterGraph) -> torch.Tensor:
         st, rows, s, bs = self.state, g.rows, g.num_steps, g.bs
         d = self.drafter
         # sampled: the RNG keys are read at the rows in the same launch (the offsets advance in ``commit``)
@@ -417,7 +383,7 @@ class FusedIteration:
             d.head.clear_padding_row()
         return g.out
 
-    def _speculate(self, g: _IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None], n: torch.Tensor,
+    def _speculate(self, g: IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None], n: torch.Tensor,
                    prm: RowParams | None, u: torch.Tensor | None) -> Commit:
         """Draft chain, verify, acceptance (sampled; greedy's is ``commit``'s) and draft extend;
         ``g.ids`` [bs, S + 1]: the verify block, its column 0 holding the bonus tokens (the draft
@@ -429,7 +395,6 @@ class FusedIteration:
         emitted tokens, not the drafts, so whichever chain was verified, the draft's KV and next
         feature follow the text."""
         rows, s, bs, ids = g.rows, g.num_steps, g.bs, g.ids
-        ndt = s + 1
         # sampled: each draft's q and its candidates, written in place by the draft steps
         k_cand = min(DRAFT_CANDIDATES, d.head.draft_vocab_size)
         dist = ((torch.empty(bs, s, k_cand, dtype=torch.float32, device=rows.device),
@@ -453,6 +418,12 @@ class FusedIteration:
         if assist is not None and s and locks is None:  # sampled: those rows' q one-hot at their lookups
             assert self.ngram is not None
             self.ngram.lookup_into(rows, n, ids, assist.min_match, dist)
+        return self._verify_extend(g, d, n, prm, u, dist)
+
+    def _verify_extend(self, g: IterGraph, d: Drafter, n: torch.Tensor, prm: RowParams | None, u: torch.Tensor | None,
+                       dist: tuple[torch.Tensor, torch.Tensor] | None) -> Commit:
+        """The verify of ``g.ids``, its argmax or acceptance, and the draft extend."""
+        bs, ids, ndt = g.bs, g.ids, g.num_steps + 1
         v, e = g.verify, g.extend
         assert e is not None
         self.target.backend.init_replay_metadata(v)
@@ -464,8 +435,7 @@ class FusedIteration:
         fork = None
         if isinstance(head, Eagle3Head) and self.project_beside and isinstance(self.target.model, DecoderLM):
             def fork(aux: torch.Tensor) -> None:
-                side.append(self._side.run(lambda: head.project_for(aux, e) if self.qkv_beside
-                                           else (head.project_target(aux), None)))
+                side.append(self._side.run(lambda: self._project(head, aux, g)))
         tout = self.target.model(v, aux_ready=fork) if fork is not None else self.target.model(v)
         drafts = ids[:, 1:]
         emitted = e.input_ids.view(bs, ndt)  # the draft extend reads the emitted tokens where they land
@@ -473,18 +443,55 @@ class FusedIteration:
         if side:
             kind, (feat, fqkv) = FeatureKind.PROJECTED, side[0]
         logits = tout.logits.view(bs, ndt, -1)
+        # the other rows' K/V stored on the side stream (``_project``): the extend runs the last row alone
+        last = g.extend_last if fqkv is not None else None
+        picked = None
         if prm is None or u is None:
             accept = None
-            _argmax(tout, logits, emitted)
+            if last is not None and tout.argmax is None:  # the pick inside the argmax's launch
+                self._side.join()
+                src = ExtendRows(emitted, drafts, None, e.positions, e.out_cache_loc, feat, fqkv, n)
+                picked = argmax_and_pick(logits.view(bs * ndt, -1), src, last, self._tickets)
+            else:
+                _argmax(tout, logits, emitted)
         else:
             accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted)
         self._side.join()
+        if last is not None:
+            assert fqkv is not None
+            if picked is None:
+                picked = pick_last_rows(ExtendRows(emitted, drafts, accept, e.positions, e.out_cache_loc, feat, fqkv, n),
+                                        last)
+            d.runner.backend.init_replay_metadata(last)
+            dout = head(_fed(last, kind, picked[0], d.runner.dtype, picked[1]))
+            return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden)
         d.runner.backend.init_replay_metadata(e)
         dout = head(_fed(e, kind, feat, d.runner.dtype, fqkv))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
-    def _chain(self, g: _IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None],
+    def _extends_last_rows(self, d: Drafter) -> bool:
+        """Whether the draft extend runs each request's last accepted row alone (``extend_rows_beside``)."""
+        return (self.extend_rows_beside and self.project_beside and self.qkv_beside and isinstance(d.head, Eagle3Head)
+                and d.head.one_layer and isinstance(self.target.model, DecoderLM))
+
+    def _project(self, head: Eagle3Head, aux: torch.Tensor, g: IterGraph) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """On the side stream, once the verify wrote the layers the head reads: the draft extend's
+        features and (``qkv_beside``) their QKV product; with ``g.extend_last``, the K/V of its rows
+        whose token is a draft: row ``i`` of a request takes ``d_{i+1}``, the verify block's ids
+        shifted by one (its row S takes the next request's bonus: never kept, as the extend's rows
+        past a request's accepted ones always were)."""
+        e = g.extend
+        assert e is not None
+        if not self.qkv_beside:
+            return head.project_target(aux), None
+        feat, qkv = head.project_for(aux, e)
+        if g.extend_last is not None and qkv is not None:
+            m = e.num_tokens - 1
+            head.store_kv(g.ids.view(-1)[1:], qkv[:m], e, e.positions[:m], e.out_cache_loc[:m])
+        return feat, qkv
+
+    def _chain(self, g: IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None],
                choose: Callable[[torch.Tensor, int, torch.Tensor, RowScale | None], None]) -> None:
         """The S drafts: the first from the stored feature (``feats``: it and, where ``read_rows``
         applied it, its first norm), then draft step ``k`` reading
@@ -518,7 +525,7 @@ class FusedIteration:
             feat = out.hidden
             choose(out.logits, k, feat, out.row_scale)
 
-    def _verify_lookup(self, g: _IterGraph, prm: RowParams | None, u: torch.Tensor | None) -> Commit:
+    def _verify_lookup(self, g: IterGraph, prm: RowParams | None, u: torch.Tensor | None) -> Commit:
         """The target over the verify block ``g.ids`` ``[bs, S + 1]`` (S = 0 allowed; ``read_rows``
         wrote the bonus, the lookups the drafts) and the drafts' acceptance (sampled; greedy's is
         ``commit``'s): drafts without a draft model (n-gram lookups, or none), so q is one-hot at

@@ -1,0 +1,158 @@
+"""``spec.last_row``: the draft extend's last accepted row of each request, picked in one launch
+(under the Triton interpreter here, compiled on CUDA) against its torch reference and against
+what the row must be: for greedy and sampled acceptance, S = 1 and 5; greedy also inside the
+verify's argmax launch (``argmax_and_pick``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from updraft.batch import CaptureHidden, ForwardMode
+from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
+from updraft.spec import last_row as lr
+from updraft.spec.verify import greedy_accept
+
+pytest.importorskip("triton")
+
+
+class _Backend:
+    fill_seq_len = 1
+
+
+def case(s: int, sampled: bool, seed: int, device: str = "cpu") -> lr.ExtendRows:
+    gen = torch.Generator().manual_seed(seed)
+    bs, ndt, h, q = 6, s + 1, 24, 40
+    n = torch.randint(2, 100, (bs,), generator=gen)
+    emitted = torch.randint(0, 1000, (bs, ndt), generator=gen)
+    ids = torch.cat([torch.zeros(bs, 1, dtype=torch.long), emitted[:, :s].clone()], dim=1)  # drafts: a strided view
+    for b in range(bs):  # drafts matching the target's picks for 0..S leading positions
+        k = int(torch.randint(0, s + 1, (1,), generator=gen))
+        if k < s:
+            ids[b, 1 + k] = emitted[b, k] + 1
+    accept = torch.randint(1, ndt + 1, (bs,), generator=gen) if sampled else None
+    positions = (n[:, None] - 1 + torch.arange(ndt)).reshape(-1)
+    loc = torch.randperm(1000, generator=gen)[: bs * ndt]
+    feat = torch.randn(bs * ndt, h, generator=gen).to(torch.bfloat16)
+    qkv = torch.randn(bs * ndt, q, generator=gen)
+    rows = lr.ExtendRows(emitted, ids[:, 1:], accept, positions, loc, feat, qkv, n)
+    return lr.ExtendRows(*(t.to(device) if t is not None else None for t in dataclasses.astuple(rows)))
+
+
+def batch(bs: int, device: str = "cpu"):  # noqa: ANN201 - a ForwardBatch of one row a request
+    phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "none", CaptureHidden.FULL)
+    dev = torch.device(device)
+    return static_batch(phase, phase_inputs(phase, bs, dev, torch.bfloat16), bs, _Backend(), dev)
+
+
+def pick(fn, src: lr.ExtendRows) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
+    dst = batch(src.emitted.shape[0], str(src.emitted.device))
+    if fn is lr._pick_torch:
+        feat = torch.empty(dst.batch_size, src.feat.shape[1], dtype=src.feat.dtype, device=src.feat.device)
+        qkv = torch.empty(dst.batch_size, src.qkv.shape[1], dtype=src.qkv.dtype, device=src.qkv.device)
+        fn(src, dst, feat, qkv)
+    else:
+        feat, qkv = fn(src, dst)
+    return dst.input_ids.clone(), dst.positions.clone(), dst.out_cache_loc.clone(), dst.seq_lens.clone(), feat, qkv
+
+
+def check(src: lr.ExtendRows) -> None:
+    got = pick(lr.pick_last_rows, src)
+    for g, w in zip(got, pick(lr._pick_torch, src), strict=True):
+        assert torch.equal(g, w), (g, w)
+    # the row itself, from the definition: the last accepted one
+    bs, ndt = src.emitted.shape
+    accept = src.accept if src.accept is not None else greedy_accept(src.drafts, src.emitted)[0]
+    for b in range(bs):
+        k = int(accept[b]) - 1
+        r = b * ndt + k
+        assert got[0][b] == src.emitted[b, k] and got[1][b] == src.positions[r] == src.n[b] - 1 + k
+        assert got[2][b] == src.out_cache_loc[r] and got[3][b] == src.n[b] + k
+        assert torch.equal(got[4][b], src.feat[r]) and torch.equal(got[5][b], src.qkv[r])
+    if src.accept is None:
+        assert len(set(accept.tolist())) > 1, "the case accepts different lengths"
+
+
+@pytest.mark.parametrize("s", [1, 5])
+@pytest.mark.parametrize("sampled", [False, True])
+def test_pick_matches_the_reference_and_the_definition(s: int, sampled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = lr._pick_kernel
+
+    class Spy:  # the launcher takes the kernel, not the torch path
+        def __getitem__(self, grid):  # noqa: ANN001, ANN204 - a launch grid, as a kernel takes it
+            calls.append(1)
+            return real[grid]
+
+    monkeypatch.setattr(lr, "_pick_kernel", Spy())
+    check(case(s, sampled, seed=10 * s + sampled))
+    assert calls == [1]
+
+
+def _logits_for(src: lr.ExtendRows, vocab: int, seed: int) -> torch.Tensor:
+    """Random logits [B * (S + 1), vocab] whose argmax is ``src.emitted``, a tie before it."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(src.emitted.numel(), vocab, generator=gen)
+    flat = src.emitted.reshape(-1)
+    x[torch.arange(flat.shape[0]), flat] = 10.0
+    x[:, vocab - 1] = 10.0  # ties go to the first index
+    return x.to(src.emitted.device)
+
+
+@pytest.mark.parametrize("s", [1, 5])
+def test_argmax_and_pick_in_one_launch(s: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Greedy: the argmax written where the emitted tokens land, then the pick by the last program
+    of each request (its ticket): the same as ``argmax_rows`` then the reference pick, the
+    tickets left at 0, one launch."""
+    calls: list[int] = []
+    real = lr._argmax_pick_kernel
+
+    class Spy:
+        def __getitem__(self, grid):  # noqa: ANN001, ANN204
+            calls.append(1)
+            return real[grid]
+
+    monkeypatch.setattr(lr, "_argmax_pick_kernel", Spy())
+    want = case(s, False, seed=20 + s)
+    logits = _logits_for(want, 3000, seed=s)
+    src = dataclasses.replace(want, emitted=torch.full_like(want.emitted, -1))
+    tickets = torch.zeros(8, dtype=torch.int32)
+    dst = batch(src.emitted.shape[0])
+    feat, qkv = lr.argmax_and_pick(logits, src, dst, tickets)
+    assert calls == [1] and not tickets.any()
+    assert torch.equal(src.emitted, want.emitted)
+    got = (dst.input_ids, dst.positions, dst.out_cache_loc, dst.seq_lens, feat, qkv)
+    for g, w in zip(got, pick(lr._pick_torch, want), strict=True):
+        assert torch.equal(g, w), (g, w)
+    with pytest.raises(ValueError, match="greedy only"):
+        lr.argmax_and_pick(logits, dataclasses.replace(src, accept=torch.ones(6, dtype=torch.long)), dst, tickets)
+
+
+def test_pick_refuses_a_batch_of_other_rows() -> None:
+    src = case(2, False, seed=3)
+    with pytest.raises(ValueError, match="one row for each of 6 requests"):
+        lr.pick_last_rows(src, batch(4))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("sampled", [False, True])
+def test_pick_on_cuda(sampled: bool) -> None:
+    """Both launches compiled: the pick, and (greedy) the argmax with the pick inside it over a
+    target's vocabulary (the tickets left at 0 after two launches)."""
+    src = case(5, sampled, seed=7, device="cuda")
+    check(src)
+    if sampled:
+        return
+    logits = _logits_for(src, 49152, seed=8).to(torch.bfloat16)
+    tickets = torch.zeros(8, dtype=torch.int32, device="cuda")
+    for _ in range(2):
+        out = dataclasses.replace(src, emitted=torch.full_like(src.emitted, -1))
+        dst = batch(6, "cuda")
+        feat, qkv = lr.argmax_and_pick(logits, out, dst, tickets)
+        assert torch.equal(out.emitted, src.emitted) and not tickets.any()
+        for g, w in zip((dst.input_ids, dst.positions, dst.out_cache_loc, dst.seq_lens, feat, qkv),
+                        pick(lr._pick_torch, src), strict=True):
+            assert torch.equal(g, w), (g, w)
