@@ -43,7 +43,8 @@ plain target step that keeps the draft's KV and feature current), the captured b
    DRAFT_DECODE forward of one row a request (``extend_rows_beside``; ``updraft.spec.last_row``);
 6. one launch (``updraft.spec.commit``): greedy acceptance; the row's ``N``, bonus token and
    offset updated in place; with token histories, the emitted tokens appended; the draft
-   extend's feature at row ``accept_len - 1`` becomes the row's next draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
+   extend's feature at row ``accept_len - 1`` (or its one-row forward's) becomes the row's next
+   draft feature (no LM head here: step 2 of the next iteration applies it); ``out``
    holds ``[accept_len, emitted...]`` per row for the host, copied to pinned memory without a
    sync. An MTP head keeps its modules' states of that row too (``MtpHead.keep_layer_states``).
 
