@@ -55,7 +55,6 @@ from typing import Any
 
 import torch
 
-from updraft.batch import ForwardBatch
 from updraft.engine.engine import Engine
 from updraft.engine.request import Request
 from updraft.kit.matrix import FUSED_ITERATION, FUSED_POOLS, HEADS, ROUNDS
@@ -214,7 +213,7 @@ class FusedRig:
             t.copy_(others[torch.randint(0, len(others), tuple(t.shape), generator=gen)].to(t))
         for t in [g.out, *g.out_host]:
             fill(t, 0, vocab)
-        for b in _batches(g):  # the inputs the body writes into each phase's batch on every replay
+        for b in g.batches:  # the inputs the body writes into each phase's batch on every replay
             fill(b.input_ids, 0, vocab)
             fill(b.positions, 0, width)
             fill(b.out_cache_loc, 1, slots)  # real slots: a padded token left on one corrupts KV
@@ -358,10 +357,6 @@ class FusedRig:
         the largest graph: the per-phase path, which re-admits the rows); finished ones leave."""
         self.eng.step()
         self.reqs = [r for r in self.reqs if not r.finished]
-
-
-def _batches(g: IterGraph) -> list[ForwardBatch]:
-    return g.batches
 
 
 def run_fused_checks(
