@@ -50,8 +50,7 @@ def batch(bs: int, device: str = "cpu"):  # noqa: ANN201 - a ForwardBatch of one
 def pick(fn, src: lr.ExtendRows) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
     dst = batch(src.emitted.shape[0], str(src.emitted.device))
     if fn is lr._pick_torch:
-        feat = torch.empty(dst.batch_size, src.feat.shape[1], dtype=src.feat.dtype, device=src.feat.device)
-        qkv = torch.empty(dst.batch_size, src.qkv.shape[1], dtype=src.qkv.dtype, device=src.qkv.device)
+        feat, qkv = lr._outputs(src, dst)
         fn(src, dst, feat, qkv)
     else:
         feat, qkv = fn(src, dst)

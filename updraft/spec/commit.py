@@ -63,6 +63,16 @@ class Commit:
 
 
 @triton.jit
+def kept_drafts(Drafts, s_d, b, e, t, NDT: tl.constexpr):
+    """Greedy: how many of request ``b``'s S = NDT - 1 drafts (``Drafts + b * s_d``) lead the
+    target's picks ``e`` (loaded at ``t``) unchanged: the first that differs ends the accepted
+    prefix (int64; the accept length minus one, ``verify.greedy_accept``'s rule)."""
+    d = tl.load(Drafts + b * s_d + t, mask=t < NDT - 1, other=0)
+    miss = (d != e) & (t < NDT - 1)
+    return tl.min(tl.where(miss, t, NDT - 1), axis=0).to(tl.int64)
+
+
+@triton.jit
 def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLen, Bonus, Offset, s_off,
                    Hidden, s_h, NextHidden, s_nh, H, Hist, s_hist, HIST_COLS, NDT: tl.constexpr, BLOCK_T: tl.constexpr,
                    GREEDY: tl.constexpr, HIDDEN: tl.constexpr, ONE_ROW: tl.constexpr, BLOCK_H: tl.constexpr,
@@ -75,10 +85,8 @@ def _commit_kernel(Rows, N, Drafts, s_d, Emitted, s_e, AcceptIn, Out, s_o, SeqLe
     if HIST:  # positions n .. n + S of the row's history (clamped to its width, as ``append``)
         col = tl.minimum(HIST_PAD + tl.load(N + b) + t, HIST_COLS - 1)
         tl.store(Hist + tl.load(Rows + b).to(tl.int64) * s_hist + col, e.to(Hist.dtype.element_ty), mask=tm)
-    if GREEDY:  # the first draft that differs from the target's pick ends the accepted prefix
-        d = tl.load(Drafts + b * s_d + t, mask=t < NDT - 1, other=0)
-        miss = (d != e) & (t < NDT - 1)
-        acc = tl.min(tl.where(miss, t, NDT - 1), axis=0).to(tl.int64) + 1
+    if GREEDY:
+        acc = kept_drafts(Drafts, s_d, b, e, t, NDT) + 1
     else:
         acc = tl.load(AcceptIn + b).to(tl.int64)
     tl.store(Out + b * s_o, acc)

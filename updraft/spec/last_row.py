@@ -37,6 +37,7 @@ import triton.language as tl
 
 from updraft.batch import ForwardBatch
 from updraft.ops.triton_utils import num_warps, pdl_enter, pdl_opts
+from updraft.spec.commit import kept_drafts
 from updraft.spec.sampling_kernels import (
     ARGMAX_PER_THREAD,
     MAX_TOPK_ROW,
@@ -72,10 +73,8 @@ def _pick_row(b, Emitted, s_e, Drafts, s_d, AcceptIn, N, ExtPos, ExtLoc, Feat, s
     """Request ``b``'s last accepted row into the one-row batch (the module docstring)."""
     t = tl.arange(0, BLOCK_T)
     e = tl.load(Emitted + b * s_e + t, mask=t < NDT, other=0)
-    if GREEDY:  # the first draft that differs from the target's pick ends the accepted prefix
-        d = tl.load(Drafts + b * s_d + t, mask=t < NDT - 1, other=0)
-        miss = (d != e) & (t < NDT - 1)
-        k = tl.min(tl.where(miss, t, NDT - 1), axis=0).to(tl.int64)
+    if GREEDY:
+        k = kept_drafts(Drafts, s_d, b, e, t, NDT)
     else:
         k = tl.load(AcceptIn + b).to(tl.int64) - 1
     src = b * NDT + k
