@@ -44,6 +44,8 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``extend_all_rows``: the draft extend runs the head over all S + 1 rows after the argmax
   (``FusedIteration.extend_rows_beside`` off; shipped on: the draft-token rows' K/V stored beside
   the verify, each request's last accepted row run alone);
+* ``head_logits``: greedy, each draft's LM head writes its logits (cuBLAS) and ``argmax_rows`` picks
+  (``FusedIteration.head_pick`` off; shipped on: ``HeadPick``, no logits);
 * ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
@@ -73,7 +75,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -129,13 +131,15 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
         project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
         qkv_beside_first=FusedIteration.qkv_beside_first, norm_in_read=FusedIteration.norm_in_read,
-        assist_beside=FusedIteration.assist_beside, extend_rows_beside=FusedIteration.extend_rows_beside))
+        assist_beside=FusedIteration.assist_beside, extend_rows_beside=FusedIteration.extend_rows_beside,
+        head_pick=FusedIteration.head_pick))
     FusedIteration.project_beside = fused_shipped["project_beside"] and "serial_fc" not in knobs
     FusedIteration.qkv_beside = fused_shipped["qkv_beside"] and "serial_qkv" not in knobs
     FusedIteration.qkv_beside_first = fused_shipped["qkv_beside_first"] and "no_first_product" not in knobs
     FusedIteration.norm_in_read = fused_shipped["norm_in_read"] and "norm_launch" not in knobs
     FusedIteration.assist_beside = fused_shipped["assist_beside"] and "assist_after" not in knobs
     FusedIteration.extend_rows_beside = fused_shipped["extend_rows_beside"] and "extend_all_rows" not in knobs
+    FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():

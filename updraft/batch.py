@@ -184,6 +184,10 @@ class ForwardBatch:
     # head leaves out its final norm's 1 / rms, and with it the norm's launch: the down
     # projection's epilogue already writes the rows times the norm weight.
     unscaled_logits: bool = False
+    # Whether a draft head may return its LM head's input rows (``ModelOutput.head_rows``) and no
+    # logits: the fused iteration's greedy draft steps apply the head and its argmax in one pass
+    # that never writes the logits (``updraft.spec.head_pick``).
+    head_rows: bool = False
     # DRAFT_DECODE of a multi-layer draft (MTP): which chain step this forward is, so the model
     # runs that step's layer (``updraft.models.mtp``). 0 for every other forward and for drafts
     # whose steps are all alike. A graph bakes it in: part of PhaseSpec / BatchShape.

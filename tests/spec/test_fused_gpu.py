@@ -9,7 +9,8 @@ stream of its own from the body's start, joined before the first pick, the picks
 locks) the verify blocks and features are bit for bit those of the lookup launch after the chain,
 and with ``norm_in_read`` (the first draft's norm applied by ``read_rows``) the same drafts in
 fp32. With ``extend_rows_beside`` (the draft extend's draft-token rows' K/V stored beside the
-verify, each request's last accepted row run alone) the same drafts in fp32. Only a GPU shows the
+verify, each request's last accepted row run alone) the same drafts in fp32, and with ``head_pick``
+(greedy: each draft's LM head and argmax without the logits) too. Only a GPU shows the
 fork and the join as captured graph edges; ``test_fused_beside.py``
 runs the same bodies in place on a CPU."""
 
@@ -211,3 +212,35 @@ def test_extend_rows_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None
     assert [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3
     a, b = seen_a[0][1].float(), seen_b[0][1].float()
     assert ((a - b).abs().max() / b.abs().max()).item() <= 2e-2
+
+
+def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """fp32 on the small-M kernels, greedy: each draft's LM head and argmax in ``HeadPick`` (no
+    logits) against cuBLAS's head and ``argmax_rows``: the same drafts launch by launch, the
+    features within float32 rounding, the same outputs, equal to plain decoding."""
+    from updraft import ops
+    from updraft.spec import drafter as drafter_mod
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = drafter_mod.HeadPick.__call__
+    picks: list[int] = []
+    monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
+    with ops.use_backend("triton"):
+        runs = _runs(target, head, "float32", False, monkeypatch, "head_pick")
+    assert picks, "the picks never read the LM head's rows"
+    _agree_fp32(runs, target, False)
+
+
+def test_head_pick_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """bf16 on the "auto" kernels (the production path): the picks read the LM head's rows and
+    every output runs to its length."""
+    from updraft.spec import drafter as drafter_mod
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = drafter_mod.HeadPick.__call__
+    picks: list[int] = []
+    monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
+    (outs_a, _), (outs_b, _) = _runs(target, head, "bfloat16", False, monkeypatch, "head_pick")
+    assert picks and [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3

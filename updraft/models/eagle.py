@@ -360,8 +360,10 @@ class Eagle3Head(nn.Module):
         hidden = out if batch.capture_hidden == CaptureHidden.FULL else batch.logit_rows(out)
         if feature_ready is not None:
             feature_ready(hidden)
-        logits = self._logits(batch.logit_rows(normed), batch.fp32_logits)
-        return ModelOutput(logits=logits, hidden=hidden, row_scale=scale)
+        rows = batch.logit_rows(normed)
+        if batch.head_rows and self.lm_head_fp8 is None:
+            return ModelOutput(logits=None, hidden=hidden, row_scale=scale, head_rows=rows)
+        return ModelOutput(logits=self._logits(rows, batch.fp32_logits), hidden=hidden, row_scale=scale)
 
     def logits_from_feature(self, feat: torch.Tensor, fp32: bool = True) -> torch.Tensor:
         """Draft-vocabulary logits of rows whose pre-norm output feature is ``feat`` (float32, or

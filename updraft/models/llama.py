@@ -36,12 +36,13 @@ if TYPE_CHECKING:
 @dataclass
 class ModelOutput:
     """``logits`` [R, V] for the rows in ``batch.logits_indices`` (float32, or the model's dtype
-    where ``batch.fp32_logits`` is off); ``hidden`` the final
-    (normed) hidden states of those rows (CaptureHidden.LAST) or of every row (FULL);
+    where ``batch.fp32_logits`` is off; None where ``head_rows`` holds the LM head's input
+    instead); ``hidden`` the final (normed) hidden states of those rows (CaptureHidden.LAST) or
+    of every row (FULL);
     ``aux_hidden`` the concatenated outputs of the captured layers (EAGLE-3), same rows as
     ``hidden``."""
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None
     hidden: torch.Tensor | None = None
     aux_hidden: torch.Tensor | None = None
     graph: bool = False  # produced by a graph replay (views into static buffers)
@@ -50,6 +51,9 @@ class ModelOutput:
     #: Set where the batch allowed unscaled logits (``ForwardBatch.unscaled_logits``) and the
     #: model left each row's positive factor out: the logits are ``logits * row_scale.factor()``.
     row_scale: RowScale | None = None
+    #: Set where the batch allowed it (``ForwardBatch.head_rows``) and the model took it: the LM
+    #: head's input rows [R, H] (left unscaled as ``row_scale`` says), and ``logits`` is None.
+    head_rows: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

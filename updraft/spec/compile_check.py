@@ -3,7 +3,7 @@
 The interpreter runs constructs the compiler rejects (a branch that redefines a constant as a
 tensor, a scalar mask of the wrong type), so CPU CI compiles the rejection sampler's kernels,
 ``filter_hist``, the acceptance, ``choose``, ``topk_rows``, ``argmax_rows``, ``read_rows``,
-``commit``, the draft extend's last-row pick, the n-gram lookup and the context tokens' pick as
+``commit``, the draft extend's last-row pick, ``HeadPick``, the n-gram lookup and the context tokens' pick as
 the engine launches them, with the ptxas triton ships. Run it in a process WITHOUT
 ``TRITON_INTERPRET``:
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -22,6 +23,7 @@ from updraft.spec import accept_kernel as ak
 from updraft.spec import commit as cm
 from updraft.spec import context_vocab as cv
 from updraft.spec import filter_hist as fh
+from updraft.spec import head_pick as hp
 from updraft.spec import last_row as lr
 from updraft.spec import ngram_device as nd
 from updraft.spec import rejection_kernels as rk
@@ -151,6 +153,17 @@ def iteration() -> None:
                 "BLOCK_P": triton.next_power_of_2(tiles.programs(256)), "MAP": True, "ADD": True,
                 "UNSCALED": unscaled}
         triton.compile(src(cv._context_pick_kernel, sig, cons), target=SM90, options={"num_warps": tiles.num_warps})
+
+    # the greedy draft pick without logits (HeadPick): the SmolLM2 head's 8,192 x 576 bf16 weight
+    # at 1 and 8 rows, the fp32 tile, and its reader with the d2t map and the assist's locks
+    for dt, rows in (("bf16", 1), ("bf16", 8), ("fp32", 8)):
+        bn, warps = hp._tile(torch.bfloat16 if dt == "bf16" else torch.float32)
+        sig = {"X": f"*{dt}", "s_x": "i64", "W": f"*{dt}", "s_w": "i64", "Slot": "*i64", "M": "i32", "N": "i32"}
+        cons = {"K1": 512, "K2": 64, "BLOCK_K2": 64, "BLOCK_N": bn, "BLOCK_M": rows}
+        triton.compile(src(hp._pick_kernel, sig, cons), target=SM90, options={"num_warps": warps})
+    sig = {"Slot": "*i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "Lock": "*i64", "s_lock": "i64", "M": "i32"}
+    triton.compile(src(hp._read_kernel, sig, {"BLOCK_M": 8, "MAP": True, "ADD": True, "LOCK": True}), target=SM90,
+                   options={"num_warps": 1})
 
 
 def main() -> int:

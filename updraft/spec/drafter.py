@@ -10,11 +10,12 @@ from dataclasses import dataclass
 import torch
 
 from updraft.models.eagle import Eagle3Head, EagleHead, draft_to_target
-from updraft.models.llama import RowScale
+from updraft.models.llama import ModelOutput, RowScale
 from updraft.models.mtp import MtpHead
 from updraft.runtime import row_state as rs
 from updraft.runtime.model_runner import ModelRunner
-from updraft.spec import rejection_kernels, sampling_kernels
+from updraft.spec import head_pick, rejection_kernels, sampling_kernels
+from updraft.spec.head_pick import HeadPick, HeadRows
 from updraft.spec.proposers import DraftModelProposer
 from updraft.spec.row_io import RowNorm
 
@@ -49,9 +50,13 @@ class Drafter:
     context_pick: Callable[..., torch.Tensor] | None = None
     #: the norm before the head's LM head at the first draft (``read_rows`` applies it), or None
     first_norm: RowNorm | None = None
+    #: greedy picks straight from the LM head's input rows (``HeadRows``), or None: the head's
+    #: argmax without its logits (an EAGLE-3 head whose width ``head_pick.fits``)
+    head_pick: HeadPick | None = None
 
     @classmethod
-    def of(cls, proposer: DraftModelProposer) -> Drafter:
+    def of(cls, proposer: DraftModelProposer, max_rows: int) -> Drafter:
+        """``max_rows``: the most rows a draft step takes (the largest captured batch)."""
         head = proposer.runner.model
         if proposer.next_hidden is None or not isinstance(head, EagleHead | Eagle3Head | MtpHead):
             raise ValueError("the fused iteration needs an EAGLE or MTP head with a stored draft feature")
@@ -60,14 +65,42 @@ class Drafter:
         pick = proposer.context.pick if proposer.context is not None else None
         norm = (RowNorm(head.first_norm.weight, head.first_norm.eps) if isinstance(head, Eagle3Head | MtpHead)
                 else None)
-        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick, norm)
+        hp = (HeadPick(min(max_rows, head_pick.MAX_ROWS), proposer.runner.device)
+              if isinstance(head, Eagle3Head) and head_pick.fits(head.config.hidden_size, 1) else None)
+        return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick, norm, hp)
+
+    def picks_rows(self, bs: int) -> bool:
+        """Whether a greedy draft step over ``bs`` rows may hand ``choose`` the LM head's input
+        rows (``HeadRows``) in place of logits."""
+        return (self.head_pick is not None and self.takes_locks and bs <= self.head_pick.slot.shape[0]
+                and isinstance(self.head, Eagle3Head) and self.head.lm_head_fp8 is None)
 
     @property
     def takes_locks(self) -> bool:
         """Whether greedy picks take a lock (``choose``): not where context tokens compete."""
         return self.context_pick is None
 
-    def choose(self, logits: torch.Tensor, prm: RowParams | None, u: torch.Tensor | None,
+    def first_head(self, feat: torch.Tensor, normed: torch.Tensor | None, rows: bool) -> torch.Tensor | HeadRows:
+        """The first draft's LM head over the stored features ``feat`` (``normed``: their first
+        norm, where ``read_rows`` applied it), as ``choose`` takes it: ``HeadRows`` (``rows``:
+        ``picks_rows``) or logits in the draft's dtype."""
+        head = self.head
+        if rows:
+            assert isinstance(head, Eagle3Head)
+            return HeadRows(normed if normed is not None else head.first_norm(feat), head.lm_head.weight)
+        return (head.logits_from_normed(normed, fp32=False) if normed is not None
+                else head.logits_from_feature(feat, fp32=False))
+
+    def head_of(self, out: ModelOutput) -> torch.Tensor | HeadRows:
+        """A draft step's output as ``choose`` takes it: its logits, or ``HeadRows`` where the
+        forward returned the LM head's input rows (``ForwardBatch.head_rows``)."""
+        if out.head_rows is not None:
+            assert isinstance(self.head, Eagle3Head)
+            return HeadRows(out.head_rows, self.head.lm_head.weight)
+        assert out.logits is not None
+        return out.logits
+
+    def choose(self, logits: torch.Tensor | HeadRows, prm: RowParams | None, u: torch.Tensor | None,
                out: tuple[torch.Tensor, torch.Tensor] | None, dst: torch.Tensor, scale: RowScale | None = None,
                context: tuple[torch.Tensor, torch.Tensor] | None = None, lock: torch.Tensor | None = None) -> None:
         """Draft token (target ids) from draft logits, written into ``dst`` [B] (its column of
@@ -88,8 +121,15 @@ class Drafter:
         reductions over 64 candidates ran at the top-k's 16 warps.) ``context``: (pre-norm
         features, request rows) of greedy rows whose context tokens compete (``ContextVocab.pick``:
         one launch in place of the argmax's). ``lock`` [B] (greedy, ``takes_locks``): rows where
-        it is >= 0 take it as their draft (the lookup assist's, ``DeviceNgram.locks``)."""
+        it is >= 0 take it as their draft (the lookup assist's, ``DeviceNgram.locks``).
+        ``HeadRows`` in place of logits (greedy, ``picks_rows``): the head's argmax without the
+        logits (``HeadPick``)."""
         table = self.target_table
+        if isinstance(logits, HeadRows):
+            if prm is not None or self.head_pick is None or not self.takes_locks:
+                raise ValueError("Drafter.choose: LM head rows are for greedy picks without context tokens")
+            self.head_pick(logits, table, dst, lock)
+            return
         # one launch maps draft ids to target ids where the map is a table (or there is none)
         mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
         in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped

@@ -86,6 +86,7 @@ from updraft.runtime.side_stream import SideStream
 from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
 from updraft.spec.drafter import DRAFT_CANDIDATES, Drafter, RowParams
+from updraft.spec.head_pick import HeadRows
 from updraft.spec.iter_graph import InFlight, IterGraph
 from updraft.spec.last_row import ExtendRows, argmax_and_pick, pick_last_rows
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
@@ -164,13 +165,18 @@ class FusedIteration:
     #: side stream beside the verify's last layers, and after the argmax or acceptance the head
     #: runs each request's last accepted row alone (off: all S + 1 rows after it).
     extend_rows_beside: ClassVar[bool] = True
+    #: Greedy, an EAGLE-3 head of at most ``head_pick.MAX_HIDDEN`` width, batches of at most
+    #: ``head_pick.MAX_ROWS``: each draft's LM head and argmax run without the logits
+    #: (``HeadPick``: the head's weights loaded before the PDL wait, one atomic a row), in place
+    #: of cuBLAS's head and ``argmax_rows`` (read at capture).
+    head_pick: ClassVar[bool] = True
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
                  assist: LookupAssist | None = None) -> None:
         self.target = target
         #: the draft model's side (EAGLE heads); None for n-gram drafts and plain decoding
-        self.drafter = Drafter.of(proposer) if isinstance(proposer, DraftModelProposer) else None
+        self.drafter = Drafter.of(proposer, max(sizes)) if isinstance(proposer, DraftModelProposer) else None
         #: with a drafter: its chains replaced by lookups in the rows whose history repeats
         self.assist = assist if self.drafter is not None else None
         #: per-row token histories on the device: the n-gram proposer's drafts, or the assist's;
@@ -201,6 +207,11 @@ class FusedIteration:
         #: the sampled acceptance's per-request tickets (at 0 between launches; one set serves
         #: every graph: replays run in stream order)
         self._tickets = torch.zeros(self.sizes[-1], dtype=torch.int32, device=self.device)
+
+    def _picks_rows(self, sampled: bool, bs: int) -> bool:
+        """Whether the (sampled, bs) graph's draft picks read the LM head's input rows
+        (``head_pick``)."""
+        return self.head_pick and not sampled and self.drafter is not None and self.drafter.picks_rows(bs)
 
     @property
     def speculative(self) -> bool:
@@ -280,7 +291,8 @@ class FusedIteration:
         ids = verify.input_ids.view(bs, ndt)
         # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
         # one's to the acceptance kernels: all widen as they load. Draft step k reads d_k in place.
-        chain = [dataclasses.replace(b, fp32_logits=False, input_ids=ids[:, k], unscaled_logits=True)
+        chain = [dataclasses.replace(b, fp32_logits=False, input_ids=ids[:, k], unscaled_logits=True,
+                                     head_rows=self._picks_rows(sampled, bs))
                  for k, b in enumerate(chain, start=1)]
         verify = dataclasses.replace(verify, fp32_logits=False)
         if extend is not None:  # no logits rows: its final norm would only add the residual
@@ -408,7 +420,7 @@ class FusedIteration:
             assert ng is not None
             locks = self._lookup_side.run(lambda: ng.locks(rows, n, s, assist.min_match))
 
-        def choose(logits: torch.Tensor, k: int, feature: torch.Tensor, scale: RowScale | None = None) -> None:
+        def choose(logits: torch.Tensor | HeadRows, k: int, feature: torch.Tensor, scale: RowScale | None = None) -> None:
             out = (dist[0][:, k], dist[1][:, k]) if dist is not None else None
             if k == 0:
                 self._lookup_side.join()
@@ -493,7 +505,7 @@ class FusedIteration:
         return feat, qkv
 
     def _chain(self, g: IterGraph, d: Drafter, feats: tuple[torch.Tensor, torch.Tensor | None],
-               choose: Callable[[torch.Tensor, int, torch.Tensor, RowScale | None], None]) -> None:
+               choose: Callable[[torch.Tensor | HeadRows, int, torch.Tensor, RowScale | None], None]) -> None:
         """The S drafts: the first from the stored feature (``feats``: it and, where ``read_rows``
         applied it, its first norm), then draft step ``k`` reading
         d_k (``g.ids[:, k]``) at N - 2 + k (EAGLE's offset) and the previous feature. With
@@ -502,6 +514,7 @@ class FusedIteration:
         the token), and the step's QKV streams the embedding's columns only."""
         head = d.head
         feat, normed = feats
+        rows_mode = self._picks_rows(g.sampled, g.bs)
         nxt: list[torch.Tensor | None] = []  # the product the next step reads, once forked
 
         def fork_for(b: ForwardBatch) -> Callable[[torch.Tensor], None] | None:
@@ -513,9 +526,7 @@ class FusedIteration:
             fork = fork_for(g.chain[0]) if g.chain and self.qkv_beside_first else None
             if fork is not None:
                 fork(feat)
-            logits = (head.logits_from_normed(normed, fp32=False) if normed is not None
-                      else head.logits_from_feature(feat, fp32=False))
-            choose(logits, 0, feat, None)
+            choose(d.first_head(feat, normed, rows_mode), 0, feat, None)
         for k, b in enumerate(g.chain, start=1):
             d.runner.backend.init_replay_metadata(b)
             self._side.join()
@@ -524,7 +535,7 @@ class FusedIteration:
             fed = _fed(b, FeatureKind.DRAFT, feat, d.runner.dtype, qkv)
             out = head(fed, feature_ready=fork) if fork is not None else head(fed)
             feat = out.hidden
-            choose(out.logits, k, feat, out.row_scale)
+            choose(d.head_of(out), k, feat, out.row_scale)
 
     def _verify_lookup(self, g: IterGraph, prm: RowParams | None, u: torch.Tensor | None) -> Commit:
         """The target over the verify block ``g.ids`` ``[bs, S + 1]`` (S = 0 allowed; ``read_rows``

@@ -1,0 +1,19 @@
+# usage: bash benchmarks/device/head_pick.sh 1|2   (carrying .whl; random weights, no GGUF; ~4-6 min a call)
+# The greedy draft steps' LM head and argmax without the logits (HeadPick, FusedIteration.head_pick): call 1 the probe
+# (head_pick_probe.py: cuBLAS + argmax_rows against the pick's tiles, weights loaded before the PDL wait or after),
+# the GPU tests, the S = 5 cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating
+# rounds each; call 2 the cycle at 4k tokens, a profile, the kit's graph cases on the production runner.
+source benchmarks/device/env.sh >/dev/null
+V=base,head_logits
+if [ "$1" = 1 ]; then
+  timeout 150 python benchmarks/head_pick_probe.py --out $OUT/head_pick_probe.json 2>&1 | tail -36
+  timeout 240 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_head_pick.py tests/spec/test_fused_gpu.py \
+    2>&1 | tail -3
+  timeout 150 python benchmarks/cycle_variants.py --bs 1 --variants $V --rounds 5 --out $OUT/v-bs1 2>&1 | grep -v Warn | tail -3
+  timeout 150 python benchmarks/cycle_variants.py --bs 8 --variants $V --rounds 5 --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -3
+elif [ "$1" = 2 ]; then
+  timeout 150 python benchmarks/cycle_variants.py --bs 1 --variants $V --rounds 9 --out $OUT/v-bs1-9 2>&1 | grep -v Warn | tail -3
+  timeout 150 python benchmarks/cycle_variants.py --bs 1 --context 4096 --variants $V --rounds 5 --out $OUT/v-bs1-4k 2>&1 | grep -v Warn | tail -3
+  timeout 150 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --iters 20 --out $OUT/prof 2>&1 | tail -2
+  timeout 200 python -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_graphs.py -k "real_graphs and triton" 2>&1 | tail -1
+fi

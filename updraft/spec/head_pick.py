@@ -1,0 +1,160 @@
+"""A greedy draft step's LM head and argmax without the logits: ``HeadPick``.
+
+A one-layer draft head's greedy step ends in its LM head (SmolLM2's EAGLE-3 head: 8,192 x 576)
+and an argmax over the logits, mapped to target ids. On cuBLAS the head cannot start before the
+kernel in front of it has ended (no PDL), and the argmax is a launch of its own. Here:
+
+* ``_pick_kernel``: one wave of programs, ``BLOCK_N`` vocabulary rows each, loads its weight
+  rows into registers BEFORE the PDL wait (weights are never written, so the contract of
+  ``updraft.ops.triton_utils`` allows it: the loads run during the previous kernel's tail); after
+  the wait it reads the input rows and ends with ONE ``atomic_max`` per input row on an int64
+  slot holding ``(ordered logit bits << 32) | (2^31 - 1 - index)``: the largest logit wins, the
+  smallest index among equals (``torch.argmax``'s rule); no partials, no ticket.
+* ``_read_kernel``: one program reads each slot back to its index, maps it to a target id (the
+  head's ``d2t`` table, or a token map), applies the lookup assist's lock, writes the draft into
+  its column of the verify block, and empties the slot for the next step (it is the slot's only
+  reader, and the next pick waits for it through PDL's chain).
+
+Logits are rounded to the rows' dtype before they compete (the bf16 LM head's logits tie where
+it does). NaN logits rank above every number when their sign bit is clear, below every number
+when it is set (``argmax_rows`` ranks every NaN first). Hazards: ``H <= MAX_HIDDEN`` (the
+weight tile lives in registers), ``rows <= MAX_ROWS`` (each program loops over them), the
+vocabulary below 2^31.
+
+Dispatch (as ``updraft.spec.sampling_kernels``): the kernels on CUDA tensors and, for tests, on
+CPU tensors under the Triton interpreter; otherwise the torch code, which is the reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from updraft.ops.triton_utils import pdl_enter, pdl_opts
+from updraft.spec.sampling_kernels import target_id, use_triton
+
+#: An empty slot: below every packed (logit, index).
+EMPTY = -(2 ** 63)
+#: The widest input row whose weight tile fits the registers (bf16: 64 rows x 1,024 = 128 KB a program).
+MAX_HIDDEN = 1024
+#: The most rows a launch takes (each program loops over them; cuBLAS + argmax above).
+MAX_ROWS = 8
+
+
+@dataclass(frozen=True)
+class HeadRows:
+    """A draft step's LM head, not yet applied: its input ``rows`` [B, H] (any positive factor per
+    row left out: the argmax is the same) and ``weight`` [V, H]."""
+
+    rows: torch.Tensor
+    weight: torch.Tensor
+
+
+def fits(hidden: int, rows: int) -> bool:
+    """Whether ``HeadPick`` takes a head of width ``hidden`` over ``rows`` rows."""
+    return 0 < hidden <= MAX_HIDDEN and 0 < rows <= MAX_ROWS
+
+
+@triton.jit
+def _ordered(x):
+    """float32 -> int32 in the floats' order (signed compare)."""
+    b = x.to(tl.int32, bitcast=True)
+    return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
+
+
+@triton.jit
+def _pick_kernel(X, s_x, W, s_w, Slot, M, N, K1: tl.constexpr, K2: tl.constexpr, BLOCK_K2: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, PDL: tl.constexpr):
+    """Program ``p``: vocabulary rows ``p * BLOCK_N ..`` of ``W`` (columns ``0 .. K1 - 1`` and
+    ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row."""
+    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = n < N
+    k1 = tl.arange(0, K1)
+    k2 = K1 + tl.arange(0, BLOCK_K2)
+    k2m = k2 < K1 + K2
+    wrow = W + n.to(tl.int64)[:, None] * s_w
+    w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)  # held in their dtype (registers)
+    w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
+    pdl_enter(PDL)  # the weights are in flight; the rows are the previous kernel's output
+    low = (0x7FFFFFFF - n).to(tl.int64)
+    for m in tl.static_range(BLOCK_M):
+        if m < M:
+            a1 = tl.load(X + m * s_x + k1).to(tl.float32)
+            a2 = tl.load(X + m * s_x + k2, mask=k2m, other=0.0).to(tl.float32)
+            acc = tl.sum(w1.to(tl.float32) * a1[None, :], axis=1) + tl.sum(w2.to(tl.float32) * a2[None, :], axis=1)
+            acc = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding
+            key = tl.where(nmask, (_ordered(acc).to(tl.int64) << 32) | low, -9223372036854775807 - 1)
+            tl.atomic_max(Slot + m, tl.max(key, axis=0), sem="relaxed")
+
+
+@triton.jit
+def _read_kernel(Slot, Map, Out, s_out, Lock, s_lock, M, BLOCK_M: tl.constexpr, MAP: tl.constexpr,
+                 ADD: tl.constexpr, LOCK: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
+    m = tl.arange(0, BLOCK_M)
+    mm = m < M
+    s = tl.load(Slot + m, mask=mm, other=0)
+    arg = target_id(Map, tl.where(mm, 0x7FFFFFFF - (s & 0xFFFFFFFF), 0), MAP, ADD)  # lanes past M read entry 0
+    if LOCK:
+        lock = tl.load(Lock + m * s_lock, mask=mm, other=-1)
+        arg = tl.where(lock >= 0, lock, arg)
+    tl.store(Out + m * s_out, arg, mask=mm)
+    tl.store(Slot + m, tl.full([BLOCK_M], -9223372036854775807 - 1, tl.int64), mask=mm)
+
+
+def _tile(dtype: torch.dtype) -> tuple[int, int]:
+    """(weight rows a program, warps)."""
+    return (64, 8) if dtype.itemsize <= 2 else (32, 8)
+
+
+class HeadPick:
+    """The greedy pick of a draft LM head without its logits (the module docstring). Owns its
+    slots: ``max_rows`` int64, empty between launches."""
+
+    def __init__(self, max_rows: int, device: torch.device) -> None:
+        self.slot = torch.full((max(max_rows, 1),), EMPTY, dtype=torch.int64, device=device)
+
+    def __call__(self, head: HeadRows, table: tuple[torch.Tensor, bool] | None, dst: torch.Tensor,
+                 lock: torch.Tensor | None = None) -> None:
+        """Write into ``dst`` [B] (int64, any stride) each row's argmax over ``head``'s logits,
+        mapped by ``table`` (``(t, add)``: ``i + t[i]`` or ``t[i]``; None: the index), or the
+        row's ``lock`` where it is >= 0."""
+        x, w = head.rows, head.weight
+        b, k = x.shape
+        if w.shape[1] != k or dst.shape != (b,) or dst.dtype != torch.int64:
+            raise ValueError(f"HeadPick: rows {list(x.shape)}, weight {list(w.shape)}, dst {list(dst.shape)} {dst.dtype}")
+        if b > self.slot.shape[0] or not fits(k, b):
+            raise ValueError(f"HeadPick: {b} rows of width {k} (at most {min(self.slot.shape[0], MAX_ROWS)} "
+                             f"rows of at most {MAX_HIDDEN})")
+        if lock is not None and (lock.shape != (b,) or lock.dtype != torch.int64):
+            raise ValueError(f"HeadPick: lock must be [{b}] int64, got {list(lock.shape)} {lock.dtype}")
+        if not use_triton(x) or x.stride(1) != 1 or w.stride(1) != 1:
+            _reference(head, table, dst, lock)
+            return
+        k1 = 1 << (k.bit_length() - 1)
+        bn, warps = _tile(w.dtype)
+        _pick_kernel[(triton.cdiv(w.shape[0], bn),)](
+            x, x.stride(0), w, w.stride(0), self.slot, b, w.shape[0], K1=k1, K2=k - k1,
+            BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=bn, BLOCK_M=triton.next_power_of_2(b),
+            num_warps=warps, **pdl_opts(x.device, "gemv"))
+        t, add = table if table is not None else (None, True)
+        lk = lock if lock is not None else dst
+        _read_kernel[(1,)](self.slot, t if t is not None else dst, dst, dst.stride(0), lk, lk.stride(0), b,
+                           BLOCK_M=max(2, triton.next_power_of_2(b)), MAP=t is not None, ADD=add,
+                           LOCK=lock is not None, num_warps=1, **pdl_opts(x.device, "sampling"))
+
+
+def _reference(head: HeadRows, table: tuple[torch.Tensor, bool] | None, dst: torch.Tensor,
+               lock: torch.Tensor | None) -> None:
+    """The torch reference (and the path off the kernels): float32 logits rounded to the rows'
+    dtype, their argmax, mapped, locked."""
+    logits = (head.rows.float() @ head.weight.float().T).to(head.rows.dtype)
+    ids = logits.argmax(-1)
+    if table is not None:
+        ids = ids + table[0][ids] if table[1] else table[0][ids]
+    if lock is not None:
+        ids = torch.where(lock >= 0, lock, ids)
+    dst.copy_(ids)
