@@ -44,82 +44,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 from attention_bench import meta  # noqa: E402
 
 from updraft.ops import gemv  # noqa: E402
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
-from updraft.ops.triton_utils import pdl_enter, pdl_opts  # noqa: E402
-from updraft.spec.head_pick import HeadPick, HeadRows  # noqa: E402
+from updraft.ops.triton_utils import pdl_opts  # noqa: E402
+from updraft.spec.head_pick import EMPTY, HeadPick, HeadRows, _read_kernel, launch_pick  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
 
-SLOT_EMPTY = -(2 ** 63)
-
-
-@triton.jit
-def _ordered(x):
-    """float32 -> int32 with the floats' order (signed compare)."""
-    b = x.to(tl.int32, bitcast=True)
-    return tl.where(b >= 0, b, b ^ 0x7FFFFFFF)
-
-
-@triton.jit
-def head_pick_kernel(X, W, Slot, M, N, stride_x, stride_w, K1: tl.constexpr, K2: tl.constexpr,
-                     BLOCK_K2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
-                     PRELOAD: tl.constexpr, ROUND: tl.constexpr, PDL: tl.constexpr):
-    pid = tl.program_id(0)
-    n = pid * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = n < N
-    k1 = tl.arange(0, K1)
-    k2 = K1 + tl.arange(0, BLOCK_K2)
-    k2m = k2 < K1 + K2
-    wrow = W + n.to(tl.int64)[:, None] * stride_w
-    if PRELOAD:
-        w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)
-        w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
-    pdl_enter(PDL)
-    if not PRELOAD:
-        w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)
-        w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
-    low = (0x7FFFFFFF - n).to(tl.int64)
-    for m in tl.static_range(BLOCK_M):
-        if m < M:
-            a1 = tl.load(X + m * stride_x + k1).to(tl.float32)
-            a2 = tl.load(X + m * stride_x + k2, mask=k2m, other=0.0).to(tl.float32)
-            acc = tl.sum(w1.to(tl.float32) * a1[None, :], axis=1) + tl.sum(w2.to(tl.float32) * a2[None, :], axis=1)
-            if ROUND:  # the bf16 logits' rounding, as the LM head's output
-                acc = acc.to(X.dtype.element_ty).to(tl.float32)
-            key = (_ordered(acc).to(tl.int64) << 32) | low
-            key = tl.where(nmask, key, -9223372036854775807 - 1)
-            tl.atomic_max(Slot + m, tl.max(key, axis=0), sem="relaxed")
-
-
-@triton.jit
-def decode_kernel(Slot, Table, Out, stride_out, M, BLOCK_M: tl.constexpr, PDL: tl.constexpr):
-    pdl_enter(PDL)
-    m = tl.arange(0, BLOCK_M)
-    mm = m < M
-    s = tl.load(Slot + m, mask=mm, other=0)
-    idx = tl.where(mm, 0x7FFFFFFF - (s & 0xFFFFFFFF), 0)
-    tid = idx + tl.load(Table + idx, mask=mm, other=0)
-    tl.store(Out + m * stride_out, tid, mask=mm)
-    tl.store(Slot + m, tl.full([BLOCK_M], -9223372036854775807 - 1, tl.int64), mask=mm)
-
-
-def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, bn: int, warps: int, preload: bool) -> None:
-    m, k = x.shape
-    k1 = 1 << (k.bit_length() - 1)
-    k2 = k - k1
-    head_pick_kernel[(triton.cdiv(w.shape[0], bn),)](
-        x, w, slot, m, w.shape[0], x.stride(0), w.stride(0), K1=k1, K2=k2, BLOCK_K2=max(16, triton.next_power_of_2(max(k2, 1))),
-        BLOCK_N=bn, BLOCK_M=triton.next_power_of_2(m), PRELOAD=preload, ROUND=x.dtype == torch.bfloat16,
-        num_warps=warps, **pdl_opts(x.device, "gemv"))
-
-
-def launch_decode(slot: torch.Tensor, table: torch.Tensor, out: torch.Tensor) -> None:
-    m = out.shape[0]
-    decode_kernel[(1,)](slot, table, out, out.stride(0), m, BLOCK_M=max(2, triton.next_power_of_2(m)), num_warps=1,
-                        **pdl_opts(slot.device, "sampling"))
+SLOT_EMPTY = EMPTY
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     dt = torch.bfloat16 if gpu else torch.float32
     vocab, hid, inter = (8192, 576, 1536) if gpu else (96, 40, 48)
     reps = 32 if gpu else 1
-    tiles = [(32, 4), (32, 8), (64, 4), (64, 8), (16, 4), (128, 8)] if gpu else [(16, 2)]
+    tiles = [(16, 4), (32, 4), (32, 8), (64, 8)] if gpu else [(16, 2)]
+    dot_tiles = [(32, 4), (64, 4), (64, 8), (128, 8)] if gpu else [(16, 2)]
     gen = torch.Generator(device="cpu").manual_seed(0)
 
     def rnd(*shape: int, scale: float = 1.0) -> torch.Tensor:
@@ -159,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         return graph_seconds(rep, reps) * 1e6
 
     base = graph_seconds(lambda: gemv.linear(pred_x, pred_w), reps) * 1e6 if gpu else 0.0
-    for m_rows in (1, 8) if gpu else (1, 3):
+    def read(slot: torch.Tensor, dst: torch.Tensor) -> None:
+        m = dst.shape[0]
+        _read_kernel[(1,)](slot, d2t, dst, dst.stride(0), dst, dst.stride(0), m, BLOCK_M=max(2, triton.next_power_of_2(m)),
+                           MAP=True, ADD=True, LOCK=False, num_warps=1, **pdl_opts(slot.device, "sampling"))
+
+    for m_rows in (1, 2, 4, 8) if gpu else (1, 3):
         x = rnd(m_rows, hid)
         ids = torch.zeros(m_rows, 6, dtype=torch.long, device=dev)
         dst = ids[:, 1]
@@ -167,21 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         ref = logits64.argmax(-1)
         want = ref + d2t[ref]
         slot = torch.full((m_rows,), SLOT_EMPTY, dtype=torch.int64, device=dev)
-        variants: dict[str, Callable[[int], object]] = {
-            "cublas + argmax": lambda i: argmax_rows(F.linear(x, heads[i % copies]), (d2t, True), out=dst)}
         shipped = HeadPick(8, dev)
-        variants["HeadPick (shipped)"] = lambda i: shipped(HeadRows(x, heads[i % copies]), (d2t, True), dst)
-        for bn, warps in tiles:
-            for pre in (True, False):
-                def pick(i: int, bn: int = bn, warps: int = warps, pre: bool = pre, decode: bool = True) -> None:
-                    launch_pick(x, heads[i % copies], slot, bn, warps, pre)
-                    if decode:
-                        launch_decode(slot, d2t, dst)
+        variants: dict[str, Callable[[int], object]] = {
+            "cublas + argmax": lambda i: argmax_rows(F.linear(x, heads[i % copies]), (d2t, True), out=dst),
+            "HeadPick (shipped)": lambda i: shipped(HeadRows(x, heads[i % copies]), (d2t, True), dst)}
+        shapes = ([(bn, w, False, pre) for bn, w in tiles for pre in (True, False)] if m_rows == 1 else
+                  [(bn, w, True, True) for bn, w in dot_tiles] + [(32, 4, False, True)])
+        for bn, warps, dot, pre in shapes:
+            def pick(i: int, bn: int = bn, warps: int = warps, dot: bool = dot, pre: bool = pre) -> None:
+                launch_pick(x, heads[i % copies], slot, bn, warps, dot, pre)
+                read(slot, dst)
 
-                tag = f"n{bn} w{warps}{' pre' if pre else ''}"
-                variants[f"pick {tag} + decode"] = pick
-                if pre:
-                    variants[f"pick {tag} alone"] = lambda i, f=pick: f(i, decode=False)
+            variants[f"pick n{bn} w{warps} {'dot' if dot else 'fma'}{' pre' if pre else ''}"] = pick
         for name, fn in variants.items():
             dst.zero_()
             slot.fill_(SLOT_EMPTY)
@@ -189,16 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             # float64 logit is within bf16 rounding of the best counts as right
             near = logits64 >= logits64.max(-1, keepdim=True).values - 1e-2 * logits64.abs().max()
             mapped = torch.arange(vocab, device=dev) + d2t
-            if name.startswith("pick"):  # the slot's index first, then what the reader makes of it
-                bn, warps = (int(t[1:]) for t in name.split()[1:3])
-                launch_pick(x, heads[0], slot, bn, warps, " pre" in name)
-                idx = 0x7FFFFFFF - (slot & 0xFFFFFFFF)
-                launch_decode(slot, d2t, dst)
-                ok = bool((dst == idx + d2t[idx]).all()) and bool((slot == SLOT_EMPTY).all())
-                ok = ok and bool(near.gather(1, idx[:, None]).all())
-            else:
-                fn(0)
-                ok = all(bool((mapped[near[r]] == dst[r]).any()) for r in range(m_rows))
+            fn(0)
+            ok = all(bool((mapped[near[r]] == dst[r]).any()) for r in range(m_rows)) and bool((slot == EMPTY).all())
             exact = bool((dst == want).all())
             row: dict[str, Any] = {"rows": m_rows, "variant": name, "pick_ok": ok, "exact": exact}
             if gpu:

@@ -2,7 +2,8 @@
 # The greedy draft steps' LM head and argmax without the logits (HeadPick, FusedIteration.head_pick): call 1 the probe
 # (head_pick_probe.py: cuBLAS + argmax_rows against the pick's tiles, weights loaded before the PDL wait or after),
 # the GPU tests, the S = 5 cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating
-# rounds each; call 2 the cycle at 4k tokens, a profile, the kit's graph cases on the production runner.
+# rounds each; call 2 the launch shapes swept at 1-8 rows, the GPU tests, the cycle at bs 1-8; call 3 the bs-1 cycle
+# over nine rounds, at 4k tokens, a profile, the kit's graph cases on the production runner.
 source benchmarks/device/env.sh >/dev/null
 V=base,head_logits
 if [ "$1" = 1 ]; then
@@ -12,6 +13,14 @@ if [ "$1" = 1 ]; then
   timeout 150 python benchmarks/cycle_variants.py --bs 1 --variants $V --rounds 5 --out $OUT/v-bs1 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_variants.py --bs 8 --variants $V --rounds 5 --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -3
 elif [ "$1" = 2 ]; then
+  # the launch shapes at 1-8 rows (tensor cores past one row), the GPU tests, the cycle at bs 1, 2, 4 and 8
+  timeout 150 python benchmarks/head_pick_probe.py --out $OUT/head_pick_probe.json 2>&1 | tail -34
+  timeout 240 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_head_pick.py tests/spec/test_fused_gpu.py \
+    -k "head_pick" 2>&1 | tail -2
+  for bs in 1 2 4 8; do
+    timeout 100 python benchmarks/cycle_variants.py --bs $bs --variants $V --rounds 3 --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -2
+  done
+elif [ "$1" = 3 ]; then
   timeout 150 python benchmarks/cycle_variants.py --bs 1 --variants $V --rounds 9 --out $OUT/v-bs1-9 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_variants.py --bs 1 --context 4096 --variants $V --rounds 5 --out $OUT/v-bs1-4k 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --iters 20 --out $OUT/prof 2>&1 | tail -2

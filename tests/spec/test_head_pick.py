@@ -126,3 +126,14 @@ def test_head_pick_on_cuda(dtype: torch.dtype, rows: int) -> None:
         graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(dst[:, 1], want) and near.gather(1, dst[:, :1]).all() and (pick.slot == EMPTY).all()
+
+
+@pytest.mark.parametrize("dot", [False, True])
+@pytest.mark.parametrize("preload", [False, True])
+def test_head_pick_paths_agree(dot: bool, preload: bool) -> None:
+    """Both products (rows one after another on FMA units, every row at once on tensor cores) and
+    both weight loads (before the PDL wait or after) write the float64 argmax's index."""
+    x, w = _case(5, 40, 150, seed=11)
+    slot = torch.full((8,), EMPTY, dtype=torch.int64)
+    hp.launch_pick(x, w, slot, 32, 2, dot, preload)
+    assert torch.equal(0x7FFFFFFF - (slot[:5] & 0xFFFFFFFF), _want(x, w)) and (slot[5:] == EMPTY).all()

@@ -67,27 +67,46 @@ def _ordered(x):
 
 @triton.jit
 def _pick_kernel(X, s_x, W, s_w, Slot, M, N, K1: tl.constexpr, K2: tl.constexpr, BLOCK_K2: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, PDL: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, DOT: tl.constexpr, PRELOAD: tl.constexpr,
+                 IEEE: tl.constexpr, PDL: tl.constexpr):
     """Program ``p``: vocabulary rows ``p * BLOCK_N ..`` of ``W`` (columns ``0 .. K1 - 1`` and
-    ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row."""
+    ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row. ``DOT``:
+    every row at once on the tensor cores (``BLOCK_M >= 16``; ``IEEE``: fp32 products, not tf32),
+    else one row after another on the FMA units. ``PRELOAD``: the weights loaded before the wait."""
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     nmask = n < N
     k1 = tl.arange(0, K1)
     k2 = K1 + tl.arange(0, BLOCK_K2)
     k2m = k2 < K1 + K2
     wrow = W + n.to(tl.int64)[:, None] * s_w
-    w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)  # held in their dtype (registers)
-    w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
+    if PRELOAD:
+        w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)  # held in their dtype (registers)
+        w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
     pdl_enter(PDL)  # the weights are in flight; the rows are the previous kernel's output
+    if not PRELOAD:
+        w1 = tl.load(wrow + k1[None, :], mask=nmask[:, None], other=0.0)
+        w2 = tl.load(wrow + k2[None, :], mask=nmask[:, None] & k2m[None, :], other=0.0)
     low = (0x7FFFFFFF - n).to(tl.int64)
-    for m in tl.static_range(BLOCK_M):
-        if m < M:
-            a1 = tl.load(X + m * s_x + k1).to(tl.float32)
-            a2 = tl.load(X + m * s_x + k2, mask=k2m, other=0.0).to(tl.float32)
-            acc = tl.sum(w1.to(tl.float32) * a1[None, :], axis=1) + tl.sum(w2.to(tl.float32) * a2[None, :], axis=1)
-            acc = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding
-            key = tl.where(nmask, (_ordered(acc).to(tl.int64) << 32) | low, -9223372036854775807 - 1)
-            tl.atomic_max(Slot + m, tl.max(key, axis=0), sem="relaxed")
+    if DOT:
+        m = tl.arange(0, BLOCK_M)
+        mm = m < M
+        x1 = tl.load(X + m[:, None] * s_x + k1[None, :], mask=mm[:, None], other=0.0)
+        x2 = tl.load(X + m[:, None] * s_x + k2[None, :], mask=mm[:, None] & k2m[None, :], other=0.0)
+        prec: tl.constexpr = "ieee" if IEEE else "tf32"
+        acc = tl.dot(w1, tl.trans(x1), input_precision=prec) + tl.dot(w2, tl.trans(x2), input_precision=prec)
+        acc = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding
+        key = tl.where(nmask[:, None], (_ordered(acc).to(tl.int64) << 32) | low[:, None], -9223372036854775807 - 1)
+        tl.atomic_max(Slot + m, tl.max(key, axis=0), mask=mm, sem="relaxed")
+    else:
+        for r in tl.static_range(BLOCK_M):
+            if r < M:
+                a1 = tl.load(X + r * s_x + k1).to(tl.float32)
+                a2 = tl.load(X + r * s_x + k2, mask=k2m, other=0.0).to(tl.float32)
+                acc = (tl.sum(w1.to(tl.float32) * a1[None, :], axis=1)
+                       + tl.sum(w2.to(tl.float32) * a2[None, :], axis=1))
+                acc = acc.to(X.dtype.element_ty).to(tl.float32)
+                key = tl.where(nmask, (_ordered(acc).to(tl.int64) << 32) | low, -9223372036854775807 - 1)
+                tl.atomic_max(Slot + r, tl.max(key, axis=0), sem="relaxed")
 
 
 @triton.jit
@@ -105,9 +124,24 @@ def _read_kernel(Slot, Map, Out, s_out, Lock, s_lock, M, BLOCK_M: tl.constexpr, 
     tl.store(Slot + m, tl.full([BLOCK_M], -9223372036854775807 - 1, tl.int64), mask=mm)
 
 
-def _tile(dtype: torch.dtype) -> tuple[int, int]:
-    """(weight rows a program, warps)."""
-    return (64, 8) if dtype.itemsize <= 2 else (32, 8)
+def _tile(dtype: torch.dtype, rows: int) -> tuple[int, int, bool]:
+    """(weight rows a program, warps, tensor cores) for ``rows`` input rows."""
+    if rows == 1:
+        return (32, 4, False) if dtype.itemsize <= 2 else (16, 4, False)
+    return (64, 4, True) if dtype.itemsize <= 2 else (32, 4, True)
+
+
+def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, block_n: int, warps: int, dot: bool,
+                preload: bool = True) -> None:
+    """``_pick_kernel`` over ``x`` [M, K] and ``w`` [N, K] (rows contiguous) into ``slot`` [>= M]
+    (empty); the launch shape given (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
+    m, k = x.shape
+    k1 = 1 << (k.bit_length() - 1)
+    _pick_kernel[(triton.cdiv(w.shape[0], block_n),)](
+        x, x.stride(0), w, w.stride(0), slot, m, w.shape[0], K1=k1, K2=k - k1,
+        BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=block_n,
+        BLOCK_M=max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m), DOT=dot, PRELOAD=preload,
+        IEEE=x.dtype == torch.float32, num_warps=warps, **pdl_opts(x.device, "gemv"))
 
 
 class HeadPick:
@@ -134,12 +168,7 @@ class HeadPick:
         if not use_triton(x) or x.stride(1) != 1 or w.stride(1) != 1:
             _reference(head, table, dst, lock)
             return
-        k1 = 1 << (k.bit_length() - 1)
-        bn, warps = _tile(w.dtype)
-        _pick_kernel[(triton.cdiv(w.shape[0], bn),)](
-            x, x.stride(0), w, w.stride(0), self.slot, b, w.shape[0], K1=k1, K2=k - k1,
-            BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=bn, BLOCK_M=triton.next_power_of_2(b),
-            num_warps=warps, **pdl_opts(x.device, "gemv"))
+        launch_pick(x, w, self.slot, *_tile(w.dtype, b))
         t, add = table if table is not None else (None, True)
         lk = lock if lock is not None else dst
         _read_kernel[(1,)](self.slot, t if t is not None else dst, dst, dst.stride(0), lk, lk.stride(0), b,
