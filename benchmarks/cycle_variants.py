@@ -45,7 +45,8 @@ are captured anew; a setting no knob names keeps its shipped value:
   (``FusedIteration.extend_rows_beside`` off; shipped on: the draft-token rows' K/V stored beside
   the verify, each request's last accepted row run alone);
 * ``head_logits``: greedy, each draft's LM head writes its logits (cuBLAS) and ``argmax_rows`` picks
-  (``FusedIteration.head_pick`` off; shipped on: ``HeadPick``, no logits);
+  (``FusedIteration.head_pick`` off; shipped on: ``HeadPick``, no logits); ``head_after_wait``: ``HeadPick``
+  loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before);
 * ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -83,7 +84,7 @@ _NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits", "short_e
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
-_SHIPPED: dict[type, dict[str, object]] = {}
+_SHIPPED: dict[object, dict[str, object]] = {}
 
 
 def _waves(knob: str, prefix: str = "verify_waves") -> int:
@@ -140,6 +141,9 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     FusedIteration.assist_beside = fused_shipped["assist_beside"] and "assist_after" not in knobs
     FusedIteration.extend_rows_beside = fused_shipped["extend_rows_beside"] and "extend_all_rows" not in knobs
     FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
+    from updraft.spec import head_pick
+    preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])
+    head_pick.PRELOAD = preload and "head_after_wait" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():

@@ -21,7 +21,8 @@ elif [ "$1" = 2 ]; then
     timeout 100 python benchmarks/cycle_variants.py --bs $bs --variants $V --rounds 3 --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -2
   done
 elif [ "$1" = 3 ]; then
-  timeout 150 python benchmarks/cycle_variants.py --bs 1 --variants $V --rounds 9 --out $OUT/v-bs1-9 2>&1 | grep -v Warn | tail -3
+  timeout 200 python benchmarks/cycle_variants.py --bs 1 --variants $V,head_after_wait --rounds 9 --out $OUT/v-bs1-9 2>&1 \
+    | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_variants.py --bs 1 --context 4096 --variants $V --rounds 5 --out $OUT/v-bs1-4k 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --iters 20 --out $OUT/prof 2>&1 | tail -2
   timeout 200 python -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_graphs.py -k "real_graphs and triton" 2>&1 | tail -1

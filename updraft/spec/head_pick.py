@@ -40,8 +40,10 @@ from updraft.spec.sampling_kernels import target_id, use_triton
 EMPTY = -(2 ** 63)
 #: The widest input row whose weight tile fits the registers (bf16: 64 rows x 1,024 = 128 KB a program).
 MAX_HIDDEN = 1024
-#: The most rows a launch takes (each program loops over them; cuBLAS + argmax above).
+#: The most rows a launch takes (timed up to 8 in the cycle; cuBLAS + argmax above).
 MAX_ROWS = 8
+#: The weight rows loaded before the PDL wait (read at launch; off: after it).
+PRELOAD = True
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _tile(dtype: torch.dtype, rows: int) -> tuple[int, int, bool]:
 
 
 def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, block_n: int, warps: int, dot: bool,
-                preload: bool = True) -> None:
+                preload: bool | None = None) -> None:
     """``_pick_kernel`` over ``x`` [M, K] and ``w`` [N, K] (rows contiguous) into ``slot`` [>= M]
     (empty); the launch shape given (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
     m, k = x.shape
@@ -140,7 +142,8 @@ def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, block_n: i
     _pick_kernel[(triton.cdiv(w.shape[0], block_n),)](
         x, x.stride(0), w, w.stride(0), slot, m, w.shape[0], K1=k1, K2=k - k1,
         BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=block_n,
-        BLOCK_M=max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m), DOT=dot, PRELOAD=preload,
+        BLOCK_M=max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m), DOT=dot,
+        PRELOAD=PRELOAD if preload is None else preload,
         IEEE=x.dtype == torch.float32, num_warps=warps, **pdl_opts(x.device, "gemv"))
 
 
