@@ -26,4 +26,28 @@ elif [ "$1" = 3 ]; then
   timeout 150 python benchmarks/cycle_variants.py --bs 1 --context 4096 --variants $V --rounds 5 --out $OUT/v-bs1-4k 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --iters 20 --out $OUT/prof 2>&1 | tail -2
   timeout 200 python -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_graphs.py -k "real_graphs and triton" 2>&1 | tail -1
+elif [ "$1" = 4 ]; then
+  # issue 12's sampled / greedy cycle (spec_iteration's cost part, random weights): HeadPick on, off, on, off
+  for r in 1 2; do for on in 1 0; do
+    python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
+sys.argv = ['spec_iteration.py', '--random-smollm', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
+'--out', '$OUT/cost-r$r-pick$on']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" >/dev/null 2>&1
+    python -c "import json; c = json.load(open('$OUT/cost-r$r-pick$on/spec_iteration.json')); \
+c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', ' '.join(f'{k}={c[k]:.4f}' for k in \
+[f'{n}_bs{b}' for b in (1, 8) for n in ('plain_step_ms', 'cycle_ms_greedy', 'cycle_steps_greedy', 'cycle_ms_sampled', \
+'sampled_over_greedy')]))"
+  done; done
+elif [ "$1" = 5 ]; then
+  # the same on the real SmolLM2 (the goal's measure: the requests' KV written from mt_bench text); four calls, one
+  # of .stage/q1-q4 each (the fourth with the eval sets), the GGUF joined on the fourth
+  [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
+  for r in 1 2; do for on in 1 0; do
+    python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
+sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
+'--out', '$OUT/real-r$r-pick$on']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" >/dev/null 2>&1
+    python -c "import json; c = json.load(open('$OUT/real-r$r-pick$on/spec_iteration.json')); \
+c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', c.get('context'), ' '.join(f'{k}={c[k]:.4f}' \
+for k in [f'{n}_bs{b}' for b in (1, 8) for n in ('plain_step_ms', 'cycle_ms_greedy', 'cycle_steps_greedy', \
+'cycle_ms_sampled', 'sampled_over_greedy')]))"
+  done; done
 fi
