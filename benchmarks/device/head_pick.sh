@@ -39,8 +39,11 @@ c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', ' 
   done; done
 elif [ "$1" = 5 ]; then
   # the same on the real SmolLM2 (the goal's measure: the requests' KV written from mt_bench text); four calls, one
-  # of .stage/q1-q4 each (the fourth with the eval sets), the GGUF joined on the fourth
+  # of .stage/q1-q4 each (the fourth with the eval sets), the GGUF joined on the fourth (TESTS=1: the GPU tests first).
+  # Call 5 ran it with HeadPick for greedy drafts only; call 6 (TESTS=1) with the sampled drafts' logits from its launch
   [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
+  [ -n "$TESTS" ] && timeout 200 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_head_pick.py \
+    tests/spec/test_fused_gpu.py -k "head_pick" 2>&1 | tail -2
   for r in 1 2; do for on in 1 0; do
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
 sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \

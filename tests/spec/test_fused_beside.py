@@ -249,31 +249,39 @@ def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, 
     assert any((d[:, 0] == e[:, 0]).any() for d, e, _ in runs[0][1])
 
 
-def test_head_pick_drafts_the_same(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
-    """``FusedIteration.head_pick``: greedy draft steps hand the LM head's input rows to
-    ``HeadPick`` (interpreted kernels: the head and its argmax without the logits, the lookup
-    assist's locks applied by its reader) in place of the logits and ``argmax_rows``. Against the
-    bodies with the logits, iteration by iteration at bs 1-4 (mixed lengths): the same drafts,
-    emitted tokens and next draft features, the same output."""
+@pytest.mark.parametrize("sampled", [False, True])
+def test_head_pick_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.head_pick``: the draft steps hand the LM head's input rows to the drafter
+    (interpreted kernels): greedy, ``HeadPick`` (the head and its argmax without the logits, the
+    lookup assist's locks applied by its reader) in place of the logits and ``argmax_rows``;
+    sampled, ``head_logits`` in place of ``F.linear``. Against the bodies with the logits,
+    iteration by iteration at bs 1-4 (mixed lengths): the same drafts and emitted tokens, the
+    next draft features within float32 rounding (greedy: the same), the same output."""
     from updraft.spec import drafter as drafter_mod
+    from updraft.spec import head_pick
     from updraft.spec.fused import FusedIteration
 
     seen = _record_commits(monkeypatch)
     calls: list[tuple[int, bool]] = []
-    real = drafter_mod.HeadPick.__call__
+    real, real_logits = drafter_mod.HeadPick.__call__, head_pick.head_logits
 
     def spy(self, head, table, dst, lock=None):  # noqa: ANN001, ANN202
         calls.append((head.rows.shape[0], lock is not None))
         return real(self, head, table, dst, lock)
 
+    def spy_logits(head):  # noqa: ANN001, ANN202
+        calls.append((head.rows.shape[0], True))
+        return real_logits(head)
+
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", spy)
+    monkeypatch.setattr(head_pick, "head_logits", spy_logits)
     runs = []
     for on in (True, False):
         monkeypatch.setattr(FusedIteration, "head_pick", on)
         seen.clear()
         calls.clear()
         llm = _llm(target, eagle3_head)
-        outs = [o.outputs[0].token_ids for o in llm.generate(prompts(3, seed=16), _params(False))]
+        outs = [o.outputs[0].token_ids for o in llm.generate(prompts(3, seed=16), _params(sampled))]
         assert bool(calls) == on and all(locked for _, locked in calls), calls
         runs.append((outs, list(seen)))
-    _agree(runs, 6)
+    _agree(runs, 6, 1e-5 if sampled else 0.0)

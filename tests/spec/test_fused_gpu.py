@@ -214,22 +214,26 @@ def test_extend_rows_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None
     assert ((a - b).abs().max() / b.abs().max()).item() <= 2e-2
 
 
-def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """fp32 on the small-M kernels, greedy: each draft's LM head and argmax in ``HeadPick`` (no
-    logits) against cuBLAS's head and ``argmax_rows``: the same drafts launch by launch, the
-    features within float32 rounding, the same outputs, equal to plain decoding."""
+@pytest.mark.parametrize("sampled", [False, True])
+def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampled: bool) -> None:  # noqa: ANN001
+    """fp32 on the small-M kernels: each draft's LM head and argmax in ``HeadPick`` (greedy, no
+    logits; sampled, the logits from its launch) against cuBLAS's head and ``argmax_rows`` /
+    ``topk_rows``: the same drafts launch by launch, the features within float32 rounding, the
+    same outputs, greedy's equal to plain decoding."""
     from updraft import ops
     from updraft.spec import drafter as drafter_mod
+    from updraft.spec import head_pick
 
     target = tiny_checkpoint("llama")
     head = write_eagle3_head(tmp_path / "e3", seed=2)
-    real = drafter_mod.HeadPick.__call__
+    real, real_logits = drafter_mod.HeadPick.__call__, head_pick.head_logits
     picks: list[int] = []
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
+    monkeypatch.setattr(head_pick, "head_logits", lambda h: picks.append(1) or real_logits(h))
     with ops.use_backend("triton"):
-        runs = _runs(target, head, "float32", False, monkeypatch, "head_pick")
+        runs = _runs(target, head, "float32", sampled, monkeypatch, "head_pick")
     assert picks, "the picks never read the LM head's rows"
-    _agree_fp32(runs, target, False)
+    _agree_fp32(runs, target, sampled)
 
 
 def test_head_pick_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001

@@ -137,3 +137,27 @@ def test_head_pick_paths_agree(dot: bool, preload: bool) -> None:
     slot = torch.full((8,), EMPTY, dtype=torch.int64)
     hp.launch_pick(x, w, slot, 32, 2, dot, preload)
     assert torch.equal(0x7FFFFFFF - (slot[:5] & 0xFFFFFFFF), _want(x, w)) and (slot[5:] == EMPTY).all()
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_head_logits_are_the_products(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``head_logits`` (a sampled draft's logits from the pick's launch; interpreted): the float64
+    products within float32 rounding, at one row (FMA units) and more (tensor cores, fp32 in IEEE);
+    a head wider than ``MAX_HIDDEN`` takes ``F.linear``."""
+    calls: list[int] = []
+    real = hp._pick_kernel
+
+    class Spy:
+        def __getitem__(self, grid):  # noqa: ANN001, ANN204
+            calls.append(1)
+            return real[grid]
+
+    monkeypatch.setattr(hp, "_pick_kernel", Spy())
+    x, w = _case(rows, 40, 150, seed=21 + rows)
+    got = hp.head_logits(HeadRows(x, w))
+    want = x.double() @ w.double().T
+    assert got.shape == (rows, 150) and got.dtype == x.dtype and calls == [1]
+    assert ((got.double() - want).abs().max() / want.abs().max()).item() < 1e-5
+    wide = torch.randn(2, hp.MAX_HIDDEN + 8)
+    ww = torch.randn(16, hp.MAX_HIDDEN + 8)
+    assert torch.allclose(hp.head_logits(HeadRows(wide, ww)), wide @ ww.T) and calls == [1]

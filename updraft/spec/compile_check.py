@@ -156,11 +156,14 @@ def iteration() -> None:
 
     # the greedy draft pick without logits (HeadPick): the SmolLM2 head's 8,192 x 576 bf16 weight
     # at 1 and 8 rows, the fp32 tile, and its reader with the d2t map and the assist's locks
-    for dt, rows in (("bf16", 1), ("bf16", 8), ("fp32", 1), ("fp32", 8)):
+    # (sampled: the same launch writing the logits)
+    for dt, rows, logits in (("bf16", 1, False), ("bf16", 8, False), ("fp32", 1, False), ("fp32", 8, False),
+                             ("bf16", 1, True), ("bf16", 8, True)):
         bn, warps, dot = hp._tile(torch.bfloat16 if dt == "bf16" else torch.float32, rows)
-        sig = {"X": f"*{dt}", "s_x": "i64", "W": f"*{dt}", "s_w": "i64", "Slot": "*i64", "M": "i32", "N": "i32"}
+        sig = {"X": f"*{dt}", "s_x": "i64", "W": f"*{dt}", "s_w": "i64", "Slot": "*i64",
+               "Out": f"*{dt}" if logits else "*i64", "s_out": "i64", "M": "i32", "N": "i32"}
         cons = {"K1": 512, "K2": 64, "BLOCK_K2": 64, "BLOCK_N": bn, "BLOCK_M": max(16, rows) if dot else rows,
-                "DOT": dot, "PRELOAD": True, "IEEE": dt == "fp32"}
+                "DOT": dot, "PRELOAD": True, "IEEE": dt == "fp32", "LOGITS": logits}
         triton.compile(src(hp._pick_kernel, sig, cons), target=SM90, options={"num_warps": warps})
     sig = {"Slot": "*i64", "Map": "*i64", "Out": "*i64", "s_out": "i64", "Lock": "*i64", "s_lock": "i64", "M": "i32"}
     triton.compile(src(hp._read_kernel, sig, {"BLOCK_M": 8, "MAP": True, "ADD": True, "LOCK": True}), target=SM90,

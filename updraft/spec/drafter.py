@@ -50,7 +50,7 @@ class Drafter:
     context_pick: Callable[..., torch.Tensor] | None = None
     #: the norm before the head's LM head at the first draft (``read_rows`` applies it), or None
     first_norm: RowNorm | None = None
-    #: greedy picks straight from the LM head's input rows (``HeadRows``), or None: the head's
+    #: picks straight from the LM head's input rows (``HeadRows``), or None: greedy, the head's
     #: argmax without its logits (an EAGLE-3 head whose width ``head_pick.fits``)
     head_pick: HeadPick | None = None
 
@@ -70,8 +70,8 @@ class Drafter:
         return cls(proposer.runner, head, proposer.next_hidden, draft_to_target(head), table, pick, norm, hp)
 
     def picks_rows(self, bs: int) -> bool:
-        """Whether a greedy draft step over ``bs`` rows may hand ``choose`` the LM head's input
-        rows (``HeadRows``) in place of logits."""
+        """Whether a draft step over ``bs`` rows may hand ``choose`` the LM head's input rows
+        (``HeadRows``) in place of logits."""
         return (self.head_pick is not None and self.takes_locks and bs <= self.head_pick.slot.shape[0]
                 and isinstance(self.head, Eagle3Head) and self.head.lm_head_fp8 is None)
 
@@ -122,14 +122,16 @@ class Drafter:
         features, request rows) of greedy rows whose context tokens compete (``ContextVocab.pick``:
         one launch in place of the argmax's). ``lock`` [B] (greedy, ``takes_locks``): rows where
         it is >= 0 take it as their draft (the lookup assist's, ``DeviceNgram.locks``).
-        ``HeadRows`` in place of logits (greedy, ``picks_rows``): the head's argmax without the
-        logits (``HeadPick``)."""
+        ``HeadRows`` in place of logits (``picks_rows``): greedy, the head's argmax without the
+        logits (``HeadPick``); sampled, the logits from the same launch (``head_logits``)."""
         table = self.target_table
         if isinstance(logits, HeadRows):
-            if prm is not None or self.head_pick is None or not self.takes_locks:
-                raise ValueError("Drafter.choose: LM head rows are for greedy picks without context tokens")
-            self.head_pick(logits, table, dst, lock)
-            return
+            if self.head_pick is None or not self.takes_locks:
+                raise ValueError("Drafter.choose: LM head rows are for picks without context tokens")
+            if prm is None or u is None or out is None:
+                self.head_pick(logits, table, dst, lock)
+                return
+            logits = head_pick.head_logits(logits)  # sampled: the top-k reads the logits
         # one launch maps draft ids to target ids where the map is a table (or there is none)
         mapped = table is not None or self.to_target is None  # the kernel can map draft ids to target ids
         in_kernel = logits.shape[-1] <= sampling_kernels.MAX_TOPK_ROW and mapped

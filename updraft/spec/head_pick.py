@@ -68,11 +68,12 @@ def _ordered(x):
 
 
 @triton.jit
-def _pick_kernel(X, s_x, W, s_w, Slot, M, N, K1: tl.constexpr, K2: tl.constexpr, BLOCK_K2: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, DOT: tl.constexpr, PRELOAD: tl.constexpr,
-                 IEEE: tl.constexpr, PDL: tl.constexpr):
+def _pick_kernel(X, s_x, W, s_w, Slot, Out, s_out, M, N, K1: tl.constexpr, K2: tl.constexpr,
+                 BLOCK_K2: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr, DOT: tl.constexpr,
+                 PRELOAD: tl.constexpr, IEEE: tl.constexpr, LOGITS: tl.constexpr, PDL: tl.constexpr):
     """Program ``p``: vocabulary rows ``p * BLOCK_N ..`` of ``W`` (columns ``0 .. K1 - 1`` and
-    ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row. ``DOT``:
+    ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row into
+    ``Slot``, or (``LOGITS``) the logits into ``Out`` [M, N] (row stride ``s_out``). ``DOT``:
     every row at once on the tensor cores (``BLOCK_M >= 16``; ``IEEE``: fp32 products, not tf32),
     else one row after another on the FMA units. ``PRELOAD``: the weights loaded before the wait."""
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -96,9 +97,13 @@ def _pick_kernel(X, s_x, W, s_w, Slot, M, N, K1: tl.constexpr, K2: tl.constexpr,
         x2 = tl.load(X + m[:, None] * s_x + k2[None, :], mask=mm[:, None] & k2m[None, :], other=0.0)
         prec: tl.constexpr = "ieee" if IEEE else "tf32"
         acc = tl.dot(w1, tl.trans(x1), input_precision=prec) + tl.dot(w2, tl.trans(x2), input_precision=prec)
-        acc = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding
-        key = tl.where(nmask[:, None], (_ordered(acc).to(tl.int64) << 32) | low[:, None], -9223372036854775807 - 1)
-        tl.atomic_max(Slot + m, tl.max(key, axis=0), mask=mm, sem="relaxed")
+        if LOGITS:
+            tl.store(Out + m[None, :] * s_out + n[:, None], acc.to(Out.dtype.element_ty),
+                     mask=nmask[:, None] & mm[None, :])
+        else:
+            acc = acc.to(X.dtype.element_ty).to(tl.float32)  # the logits' rounding
+            key = tl.where(nmask[:, None], (_ordered(acc).to(tl.int64) << 32) | low[:, None], -9223372036854775807 - 1)
+            tl.atomic_max(Slot + m, tl.max(key, axis=0), mask=mm, sem="relaxed")
     else:
         for r in tl.static_range(BLOCK_M):
             if r < M:
@@ -106,9 +111,12 @@ def _pick_kernel(X, s_x, W, s_w, Slot, M, N, K1: tl.constexpr, K2: tl.constexpr,
                 a2 = tl.load(X + r * s_x + k2, mask=k2m, other=0.0).to(tl.float32)
                 acc = (tl.sum(w1.to(tl.float32) * a1[None, :], axis=1)
                        + tl.sum(w2.to(tl.float32) * a2[None, :], axis=1))
-                acc = acc.to(X.dtype.element_ty).to(tl.float32)
-                key = tl.where(nmask, (_ordered(acc).to(tl.int64) << 32) | low, -9223372036854775807 - 1)
-                tl.atomic_max(Slot + r, tl.max(key, axis=0), sem="relaxed")
+                if LOGITS:
+                    tl.store(Out + r * s_out + n, acc.to(Out.dtype.element_ty), mask=nmask)
+                else:
+                    acc = acc.to(X.dtype.element_ty).to(tl.float32)
+                    key = tl.where(nmask, (_ordered(acc).to(tl.int64) << 32) | low, -9223372036854775807 - 1)
+                    tl.atomic_max(Slot + r, tl.max(key, axis=0), sem="relaxed")
 
 
 @triton.jit
@@ -134,17 +142,19 @@ def _tile(dtype: torch.dtype, rows: int) -> tuple[int, int, bool]:
 
 
 def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, block_n: int, warps: int, dot: bool,
-                preload: bool | None = None) -> None:
+                preload: bool | None = None, logits: torch.Tensor | None = None) -> None:
     """``_pick_kernel`` over ``x`` [M, K] and ``w`` [N, K] (rows contiguous) into ``slot`` [>= M]
-    (empty); the launch shape given (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
+    (empty), or into ``logits`` [M, N] (rows contiguous) where given; the launch shape given
+    (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
     m, k = x.shape
     k1 = 1 << (k.bit_length() - 1)
+    out = logits if logits is not None else slot
     _pick_kernel[(triton.cdiv(w.shape[0], block_n),)](
-        x, x.stride(0), w, w.stride(0), slot, m, w.shape[0], K1=k1, K2=k - k1,
+        x, x.stride(0), w, w.stride(0), slot, out, out.stride(0), m, w.shape[0], K1=k1, K2=k - k1,
         BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=block_n,
         BLOCK_M=max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m), DOT=dot,
         PRELOAD=PRELOAD if preload is None else preload,
-        IEEE=x.dtype == torch.float32, num_warps=warps, **pdl_opts(x.device, "gemv"))
+        IEEE=x.dtype == torch.float32, LOGITS=logits is not None, num_warps=warps, **pdl_opts(x.device, "gemv"))
 
 
 class HeadPick:
@@ -177,6 +187,19 @@ class HeadPick:
         _read_kernel[(1,)](self.slot, t if t is not None else dst, dst, dst.stride(0), lk, lk.stride(0), b,
                            BLOCK_M=max(2, triton.next_power_of_2(b)), MAP=t is not None, ADD=add,
                            LOCK=lock is not None, num_warps=1, **pdl_opts(x.device, "sampling"))
+
+
+def head_logits(head: HeadRows) -> torch.Tensor:
+    """``head``'s logits [B, V] in the rows' dtype (a sampled draft's top-k reads them): the pick's
+    launch writing them (its weights loaded before the PDL wait, where cuBLAS's head waits for
+    the kernel before it to end) where ``HeadPick`` takes the head, else ``F.linear``."""
+    x, w = head.rows, head.weight
+    b, k = x.shape
+    if not use_triton(x) or x.stride(1) != 1 or w.stride(1) != 1 or not fits(k, b) or w.shape[1] != k:
+        return torch.nn.functional.linear(x, w)
+    out = torch.empty(b, w.shape[0], dtype=x.dtype, device=x.device)
+    launch_pick(x, w, out, *_tile(w.dtype, b), logits=out)
+    return out
 
 
 def _reference(head: HeadRows, table: tuple[torch.Tensor, bool] | None, dst: torch.Tensor,
