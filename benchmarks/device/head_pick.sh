@@ -28,6 +28,9 @@ elif [ "$1" = 3 ]; then
   timeout 200 python -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_graphs.py -k "real_graphs and triton" 2>&1 | tail -1
 elif [ "$1" = 4 ]; then
   # issue 12's sampled / greedy cycle (spec_iteration's cost part, random weights): HeadPick on, off, on, off
+  # (TESTS=1: the GPU tests first)
+  [ -n "$TESTS" ] && timeout 200 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_head_pick.py \
+    tests/spec/test_fused_gpu.py -k "head_pick" 2>&1 | tail -2
   for r in 1 2; do for on in 1 0; do
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
 sys.argv = ['spec_iteration.py', '--random-smollm', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
