@@ -1,25 +1,19 @@
-"""Probe for issue 12's bs-1 cycle: the draft LM head and its argmax as a PDL launch that holds its
-weights in registers before the wait and publishes each row's pick with one packed atomic max.
+"""Probe for issue 12's bs-1 cycle: a draft LM head and its argmax as ``updraft.spec.head_pick``'s
+launches (``HeadPick``) against cuBLAS's head and ``argmax_rows``, at 1, 2, 4 and 8 rows.
 
-Today each draft step ends in cuBLAS's LM head (8,192 x 576 for SmolLM2's head; 4-6 us in the
-cycle's profile, no PDL: it starts only once the down projection before it has ended) and
-``argmax_rows`` (2.1 us). The one-launch heads timed on 2026-11-27 and 2026-12-02 lost by 3-5 us:
-they read their weights after the PDL wait and reduced the programs' maxima through a ticket (the
-last program reading every partial). This kernel differs in both:
-
-* one wave of programs (``BLOCK_N`` weight rows each); every program loads its rows into
-  registers BEFORE ``gdc_wait`` (weights are never written, so the PDL contract allows it): the
-  loads run during the down projection's tail;
-* after the wait it reads the input rows, and each program ends with ONE ``atomic_max`` a row on
-  an int64 slot holding ``(ordered float bits << 32) | (2^31 - 1 - index)``: the largest logit,
-  the smallest index among equals (torch's argmax), no ticket and no partials.
-
-A reader (``decode``: one tiny launch here, standing for ``argmax_rows``'s place; or the next
-kernel's prologue) takes the index back, maps it to a target id and resets the slot.
+Each draft step of the greedy S = 5 cycle ended in cuBLAS's LM head (8,192 x 576 for SmolLM2's
+head; no PDL: it starts once the kernel before it has ended) and ``argmax_rows``. The one-launch
+heads timed on 2026-11-27 and 2026-12-02 lost by 3-5 us: they read their weights after the PDL
+wait and reduced the programs' maxima through a ticket. ``_pick_kernel`` runs one wave of
+programs, may load its weight rows before the wait (``preload``), and ends with one packed
+``atomic_max`` a row; ``_read_kernel`` maps the index to a target id and empties the slot. This
+sweeps its launch shapes: at one row the FMA path (tiles x preload on / off), past one the tensor
+cores (tiles) and the FMA path once.
 
 Timed as ``draft_head_probe.py`` does: a CUDA graph of ``reps`` pairs (a GEMV standing for the
 down projection, then the variant) minus that GEMV alone; warm (one weight copy, as the chain's
-steps 2-5 find the head in L2) and cold (copies rotated past L2). Picks checked against float64.
+steps 2-5 find the head in L2) and cold (copies rotated past L2). A pick counts as right when its
+float64 logit is within bf16 rounding of the best (``exact``: the float64 argmax itself).
 
     python benchmarks/head_pick_probe.py --out results/head_pick_probe.json
 """

@@ -1,9 +1,11 @@
-# usage: bash benchmarks/device/head_pick.sh 1|2   (carrying .whl; random weights, no GGUF; ~4-6 min a call)
-# The greedy draft steps' LM head and argmax without the logits (HeadPick, FusedIteration.head_pick): call 1 the probe
-# (head_pick_probe.py: cuBLAS + argmax_rows against the pick's tiles, weights loaded before the PDL wait or after),
-# the GPU tests, the S = 5 cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating
-# rounds each; call 2 the launch shapes swept at 1-8 rows, the GPU tests, the cycle at bs 1-8; call 3 the bs-1 cycle
-# over nine rounds, at 4k tokens, a profile, the kit's graph cases on the production runner.
+# usage: bash benchmarks/device/head_pick.sh 1|2|3|4|5   (carrying .whl; 5 also one of .stage/q1-q4 a call; ~1-4 min)
+# A draft LM head and its argmax without the logits (updraft/spec/head_pick.py, FusedIteration.head_pick;
+# benchmarks/results/2026-12-06-h100-head-pick/): call 1 the probe (head_pick_probe.py), the GPU tests and the S = 5
+# cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating rounds; call 2 the launch
+# shapes swept at 1-8 rows, the GPU tests, the cycle at bs 1, 2, 4 and 8; call 3 the bs-1 cycle over nine rounds (and
+# with the weights loaded after the PDL wait), at 4k tokens, a profile, the kit's graph cases on the production runner;
+# call 4 issue 12's sampled / greedy cycle (spec_iteration.py's cost part) with HeadPick on and off, twice, random
+# weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls).
 source benchmarks/device/env.sh >/dev/null
 V=base,head_logits
 if [ "$1" = 1 ]; then
