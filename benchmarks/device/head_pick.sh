@@ -5,7 +5,8 @@
 # shapes swept at 1-8 rows, the GPU tests, the cycle at bs 1, 2, 4 and 8; call 3 the bs-1 cycle over nine rounds (and
 # with the weights loaded after the PDL wait), at 4k tokens, a profile, the kit's graph cases on the production runner;
 # call 4 issue 12's sampled / greedy cycle (spec_iteration.py's cost part) with HeadPick on and off, twice, random
-# weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls).
+# weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls). SAMPLED=1 (calls 4 and 5): the
+# sampled drafts' logits from HeadPick's launch too (FusedIteration.sampled_head_logits, off by default: not yet timed).
 source benchmarks/device/env.sh >/dev/null
 V=base,head_logits
 if [ "$1" = 1 ]; then
@@ -35,7 +36,7 @@ elif [ "$1" = 4 ]; then
     tests/spec/test_fused_gpu.py -k "head_pick" 2>&1 | tail -2
   for r in 1 2; do for on in 1 0; do
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
-sys.argv = ['spec_iteration.py', '--random-smollm', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
+F.sampled_head_logits = bool(${SAMPLED:-0}); sys.argv = ['spec_iteration.py', '--random-smollm', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
 '--out', '$OUT/cost-r$r-pick$on']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" >/dev/null 2>&1
     python -c "import json; c = json.load(open('$OUT/cost-r$r-pick$on/spec_iteration.json')); \
 c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', ' '.join(f'{k}={c[k]:.4f}' for k in \
@@ -51,7 +52,7 @@ elif [ "$1" = 5 ]; then
     tests/spec/test_fused_gpu.py -k "head_pick" 2>&1 | tail -2
   for r in 1 2; do for on in 1 0; do
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; F.head_pick = bool($on); \
-sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
+F.sampled_head_logits = bool(${SAMPLED:-0}); sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', '--cost-sizes', '1,8', \
 '--out', '$OUT/real-r$r-pick$on']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" >/dev/null 2>&1
     python -c "import json; c = json.load(open('$OUT/real-r$r-pick$on/spec_iteration.json')); \
 c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', c.get('context'), ' '.join(f'{k}={c[k]:.4f}' \

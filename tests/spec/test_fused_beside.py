@@ -254,7 +254,7 @@ def test_head_pick_drafts_the_same(target, eagle3_head, sampled: bool, monkeypat
     """``FusedIteration.head_pick``: the draft steps hand the LM head's input rows to the drafter
     (interpreted kernels): greedy, ``HeadPick`` (the head and its argmax without the logits, the
     lookup assist's locks applied by its reader) in place of the logits and ``argmax_rows``;
-    sampled, ``head_logits`` in place of ``F.linear``. Against the bodies with the logits,
+    sampled (``sampled_head_logits``), ``head_logits`` in place of ``F.linear``. Against the bodies with the logits,
     iteration by iteration at bs 1-4 (mixed lengths): the same drafts and emitted tokens, the
     next draft features within float32 rounding (greedy: the same), the same output."""
     from updraft.spec import drafter as drafter_mod
@@ -275,6 +275,7 @@ def test_head_pick_drafts_the_same(target, eagle3_head, sampled: bool, monkeypat
 
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", spy)
     monkeypatch.setattr(head_pick, "head_logits", spy_logits)
+    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)  # off by default, not yet timed
     runs = []
     for on in (True, False):
         monkeypatch.setattr(FusedIteration, "head_pick", on)

@@ -217,7 +217,7 @@ def test_extend_rows_beside_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None
 @pytest.mark.parametrize("sampled", [False, True])
 def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampled: bool) -> None:  # noqa: ANN001
     """fp32 on the small-M kernels: each draft's LM head and argmax in ``HeadPick`` (greedy, no
-    logits; sampled, the logits from its launch) against cuBLAS's head and ``argmax_rows`` /
+    logits; sampled, with ``sampled_head_logits``, the logits from its launch) against cuBLAS's head and ``argmax_rows`` /
     ``topk_rows``: the same drafts launch by launch, the features within float32 rounding, the
     same outputs, greedy's equal to plain decoding."""
     from updraft import ops
@@ -230,6 +230,7 @@ def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampl
     picks: list[int] = []
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
     monkeypatch.setattr(head_pick, "head_logits", lambda h: picks.append(1) or real_logits(h))
+    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)  # off by default, not yet timed
     with ops.use_backend("triton"):
         runs = _runs(target, head, "float32", sampled, monkeypatch, "head_pick")
     assert picks, "the picks never read the LM head's rows"

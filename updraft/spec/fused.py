@@ -165,12 +165,15 @@ class FusedIteration:
     #: side stream beside the verify's last layers, and after the argmax or acceptance the head
     #: runs each request's last accepted row alone (off: all S + 1 rows after it).
     extend_rows_beside: ClassVar[bool] = True
-    #: An EAGLE-3 head of at most ``head_pick.MAX_HIDDEN`` width, batches of at most
-    #: ``head_pick.MAX_ROWS``: greedy, each draft's LM head and argmax run without the logits
+    #: Greedy, an EAGLE-3 head of at most ``head_pick.MAX_HIDDEN`` width, batches of at most
+    #: ``head_pick.MAX_ROWS``: each draft's LM head and argmax run without the logits
     #: (``HeadPick``: the head's weights loaded before the PDL wait, one atomic a row), in place
-    #: of cuBLAS's head and ``argmax_rows``; sampled, that launch writes the logits in place of
-    #: cuBLAS's (``head_logits``) (read at capture).
+    #: of cuBLAS's head and ``argmax_rows`` (read at capture). H100, SmolLM2's S = 5 cycle: bs 1
+    #: 0.7927 -> 0.7766 ms, bs 8 1.0234 -> 1.0177 (benchmarks/results/2026-12-06-h100-head-pick).
     head_pick: ClassVar[bool] = True
+    #: With ``head_pick``, sampled too: that launch writes the draft's logits in place of cuBLAS's
+    #: head (``head_logits``). Off: tested on the GPU, not yet timed in the sampled cycle.
+    sampled_head_logits: ClassVar[bool] = False
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
@@ -209,9 +212,11 @@ class FusedIteration:
         #: every graph: replays run in stream order)
         self._tickets = torch.zeros(self.sizes[-1], dtype=torch.int32, device=self.device)
 
-    def _picks_rows(self, bs: int) -> bool:
-        """Whether a bs-row graph's draft picks read the LM head's input rows (``head_pick``)."""
-        return self.head_pick and self.drafter is not None and self.drafter.picks_rows(bs)
+    def _picks_rows(self, sampled: bool, bs: int) -> bool:
+        """Whether the (sampled, bs) graph's draft picks read the LM head's input rows
+        (``head_pick``, ``sampled_head_logits``)."""
+        return (self.head_pick and (not sampled or self.sampled_head_logits) and self.drafter is not None
+                and self.drafter.picks_rows(bs))
 
     @property
     def speculative(self) -> bool:
@@ -292,7 +297,7 @@ class FusedIteration:
         # The draft's logits go to argmax / top-k kernels, a greedy verify's to argmax and a sampled
         # one's to the acceptance kernels: all widen as they load. Draft step k reads d_k in place.
         chain = [dataclasses.replace(b, fp32_logits=False, input_ids=ids[:, k], unscaled_logits=True,
-                                     head_rows=self._picks_rows(bs))
+                                     head_rows=self._picks_rows(sampled, bs))
                  for k, b in enumerate(chain, start=1)]
         verify = dataclasses.replace(verify, fp32_logits=False)
         if extend is not None:  # no logits rows: its final norm would only add the residual
@@ -514,7 +519,7 @@ class FusedIteration:
         the token), and the step's QKV streams the embedding's columns only."""
         head = d.head
         feat, normed = feats
-        rows_mode = self._picks_rows(g.bs)
+        rows_mode = self._picks_rows(g.sampled, g.bs)
         nxt: list[torch.Tensor | None] = []  # the product the next step reads, once forked
 
         def fork_for(b: ForwardBatch) -> Callable[[torch.Tensor], None] | None:
