@@ -46,7 +46,9 @@ are captured anew; a setting no knob names keeps its shipped value:
   the verify, each request's last accepted row run alone);
 * ``head_logits``: greedy, each draft's LM head writes its logits (cuBLAS) and ``argmax_rows`` picks
   (``FusedIteration.head_pick`` off; shipped on: ``HeadPick``, no logits); ``head_after_wait``: ``HeadPick``
-  loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before);
+  loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before); ``sampled_head_logits``:
+  sampled draft steps take their logits from ``HeadPick``'s launch (``FusedIteration.sampled_head_logits``; shipped
+  off: cuBLAS), timed with ``--sampled`` (the sampled cycle and its ratio to the greedy one beside each variant);
 * ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
@@ -76,7 +78,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -133,7 +135,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
         qkv_beside_first=FusedIteration.qkv_beside_first, norm_in_read=FusedIteration.norm_in_read,
         assist_beside=FusedIteration.assist_beside, extend_rows_beside=FusedIteration.extend_rows_beside,
-        head_pick=FusedIteration.head_pick))
+        head_pick=FusedIteration.head_pick, sampled_head_logits=FusedIteration.sampled_head_logits))
     FusedIteration.project_beside = fused_shipped["project_beside"] and "serial_fc" not in knobs
     FusedIteration.qkv_beside = fused_shipped["qkv_beside"] and "serial_qkv" not in knobs
     FusedIteration.qkv_beside_first = fused_shipped["qkv_beside_first"] and "no_first_product" not in knobs
@@ -141,6 +143,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     FusedIteration.assist_beside = fused_shipped["assist_beside"] and "assist_after" not in knobs
     FusedIteration.extend_rows_beside = fused_shipped["extend_rows_beside"] and "extend_all_rows" not in knobs
     FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
+    FusedIteration.sampled_head_logits = bool(fused_shipped["sampled_head_logits"]) or "sampled_head_logits" in knobs
     from updraft.spec import head_pick
     preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])
     head_pick.PRELOAD = preload and "head_after_wait" not in knobs
@@ -193,6 +196,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default="base,verify_pdl")
     ap.add_argument("--tiles-json", type=Path, default=None, help="launch configs for the 'tiles' knob")
+    ap.add_argument("--sampled", action="store_true",
+                    help="also the sampled S = 5 cycle (T 0.7, top-p 0.9) and its ratio to the greedy one (issue 12)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     variants = parse_variants(args.variants)
@@ -200,6 +205,7 @@ def main() -> None:
         ap.error("--variants with 'tiles' needs --tiles-json")
     tiles = json.loads(args.tiles_json.read_text()) if args.tiles_json else {}
     os.environ["UPDRAFT_CACHE"] = tempfile.mkdtemp(prefix="cycle_variants_")
+    from spec_iteration import fused_ms, set_sampling
     from tune_in_cycle import engines, measure
 
     from updraft.models.eagle import Eagle3Head
@@ -211,20 +217,39 @@ def main() -> None:
     draft_backend = drafter.runner.backend if drafter is not None else None
     head = drafter.head if drafter is not None and isinstance(drafter.head, Eagle3Head) else None
     runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in variants}
+    sampled: dict[str, list[float]] = {name: [] for name, _ in variants}
+
+    def sampled_ms() -> float:  # the same requests at T 0.7 / top-p 0.9, then greedy again
+        set_sampling(sreqs, True)
+        ms = fused_ms(spec, sreqs, args.iters, steps=5, sampled=True)
+        set_sampling(sreqs, False)
+        spec.driver.admit(sreqs)
+        return ms
+
     for rnd in range(args.rounds):
         for name, knobs in variants:
             apply(knobs, tiles, cache, draft_backend, head)
             cycle, step = measure(plain, spec, preqs, sreqs, args.iters)
             runs[name].append((cycle, step))
-            print(f"round {rnd} {name:>24}: cycle {cycle:.4f} ms, plain {step:.4f} ms, {cycle / step:.3f} steps",
+            extra = ""
+            if args.sampled:
+                sampled[name].append(sampled_ms())
+                extra = f", sampled {sampled[name][-1]:.4f} ms ({sampled[name][-1] / cycle:.3f} greedy)"
+            print(f"round {rnd} {name:>24}: cycle {cycle:.4f} ms, plain {step:.4f} ms, {cycle / step:.3f} steps{extra}",
                   flush=True)
     apply(frozenset(), tiles, cache, draft_backend, head)
     rows = []
     for name, _ in variants:
         cyc = statistics.median(c for c, _ in runs[name])
         step = statistics.median(s for _, s in runs[name])
-        rows.append(dict(variant=name, cycle_ms=cyc, plain_ms=step, steps=cyc / step, rounds=runs[name]))
-        print(f"{name:>24}: cycle {cyc:.4f} ms, plain {step:.4f} ms, {cyc / step:.3f} plain steps (median of "
+        row = dict(variant=name, cycle_ms=cyc, plain_ms=step, steps=cyc / step, rounds=runs[name])
+        extra = ""
+        if args.sampled:  # the ratio as issue 12 reads it: each round's own, then their median
+            row |= dict(sampled_ms=statistics.median(sampled[name]), sampled_rounds=sampled[name],
+                        sampled_over_greedy=statistics.median(x / c for x, (c, _) in zip(sampled[name], runs[name])))
+            extra = f", sampled {row['sampled_ms']:.4f} ms ({row['sampled_over_greedy']:.3f} greedy)"
+        rows.append(row)
+        print(f"{name:>24}: cycle {cyc:.4f} ms, plain {step:.4f} ms, {cyc / step:.3f} plain steps{extra} (median of "
               f"{args.rounds})")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cycle_variants.json").write_text(json.dumps(dict(bs=args.bs, context=args.context, rows=rows,
