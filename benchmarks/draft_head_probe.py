@@ -95,6 +95,23 @@ def probe_kernel(X, NW, W, PMax, PIdx, Sem, Table, Out, M, N, K, stride_x, strid
         tl.atomic_xchg(Sem, 0)
 
 
+def after_gemv(pred_x: torch.Tensor, pred_w: torch.Tensor, reps: int) -> Callable[[Callable[[int], object]], float]:
+    """``timed(fn)``: us a pair, ``reps`` pairs in one CUDA graph of a GEMV standing for the kernel
+    before the variant (``pred_x`` x ``pred_w``) then ``fn(i)`` (``i`` counting the calls)."""
+
+    def timed(fn: Callable[[int], object]) -> float:
+        calls = [0]
+
+        def rep() -> None:
+            gemv.linear(pred_x, pred_w)
+            fn(calls[0])
+            calls[0] += 1
+
+        return graph_seconds(rep, reps) * 1e6
+
+    return timed
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=None)
@@ -124,15 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     sem = torch.zeros(8, dtype=torch.int32, device=dev)
     rows: list[dict[str, Any]] = []
 
-    def timed(fn: Callable[[int], object]) -> float:
-        calls = [0]
-
-        def rep() -> None:
-            gemv.linear(pred_x, pred_w)
-            fn(calls[0])
-            calls[0] += 1
-
-        return graph_seconds(rep, reps) * 1e6
+    timed = after_gemv(pred_x, pred_w, reps)
 
     def record(row: dict[str, Any], fn: Callable[[int], object], check: str) -> None:
         """Time ``fn`` warm (weight copy 0 every call) and cold (copies rotated), then keep and

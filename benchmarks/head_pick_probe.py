@@ -37,16 +37,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).parent))
 
 import torch.nn.functional as F  # noqa: E402
-import triton  # noqa: E402
 from attention_bench import meta  # noqa: E402
+from draft_head_probe import after_gemv  # noqa: E402
 
 from updraft.ops import gemv  # noqa: E402
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
-from updraft.ops.triton_utils import pdl_opts  # noqa: E402
-from updraft.spec.head_pick import EMPTY, HeadPick, HeadRows, _read_kernel, launch_pick  # noqa: E402
+from updraft.spec.head_pick import EMPTY, HeadPick, HeadRows, launch_pick, launch_read  # noqa: E402
 from updraft.spec.sampling_kernels import argmax_rows  # noqa: E402
-
-SLOT_EMPTY = EMPTY
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,22 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     d2t = torch.randint(0, 40000, (vocab,), generator=gen).to(dev)
     rows: list[dict[str, Any]] = []
 
-    def timed(fn: Callable[[int], object]) -> float:
-        calls = [0]
-
-        def rep() -> None:
-            gemv.linear(pred_x, pred_w)
-            fn(calls[0])
-            calls[0] += 1
-
-        return graph_seconds(rep, reps) * 1e6
-
+    timed = after_gemv(pred_x, pred_w, reps)
     base = graph_seconds(lambda: gemv.linear(pred_x, pred_w), reps) * 1e6 if gpu else 0.0
-    def read(slot: torch.Tensor, dst: torch.Tensor) -> None:
-        m = dst.shape[0]
-        _read_kernel[(1,)](slot, d2t, dst, dst.stride(0), dst, dst.stride(0), m, BLOCK_M=max(2, triton.next_power_of_2(m)),
-                           MAP=True, ADD=True, LOCK=False, num_warps=1, **pdl_opts(slot.device, "sampling"))
-
+    mapped = torch.arange(vocab, device=dev) + d2t
     for m_rows in (1, 2, 4, 8) if gpu else (1, 3):
         x = rnd(m_rows, hid)
         ids = torch.zeros(m_rows, 6, dtype=torch.long, device=dev)
@@ -99,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         logits64 = x.double() @ heads[0].double().T
         ref = logits64.argmax(-1)
         want = ref + d2t[ref]
-        slot = torch.full((m_rows,), SLOT_EMPTY, dtype=torch.int64, device=dev)
+        slot = torch.full((m_rows,), EMPTY, dtype=torch.int64, device=dev)
         shipped = HeadPick(8, dev)
         variants: dict[str, Callable[[int], object]] = {
             "cublas + argmax": lambda i: argmax_rows(F.linear(x, heads[i % copies]), (d2t, True), out=dst),
@@ -109,22 +93,21 @@ def main(argv: list[str] | None = None) -> int:
         for bn, warps, dot, pre in shapes:
             def pick(i: int, bn: int = bn, warps: int = warps, dot: bool = dot, pre: bool = pre) -> None:
                 launch_pick(x, heads[i % copies], slot, bn, warps, dot, pre)
-                read(slot, dst)
+                launch_read(slot, (d2t, True), dst)
 
             variants[f"pick n{bn} w{warps} {'dot' if dot else 'fma'}{' pre' if pre else ''}"] = pick
+        # bf16 logits can tie or swap neighbours the float64 order separates: a pick whose float64
+        # logit is within bf16 rounding of the best counts as right
+        near = logits64 >= logits64.max(-1, keepdim=True).values - 1e-2 * logits64.abs().max()
         for name, fn in variants.items():
             dst.zero_()
-            slot.fill_(SLOT_EMPTY)
-            # bf16 logits can tie or swap neighbours the float64 order separates: a pick whose
-            # float64 logit is within bf16 rounding of the best counts as right
-            near = logits64 >= logits64.max(-1, keepdim=True).values - 1e-2 * logits64.abs().max()
-            mapped = torch.arange(vocab, device=dev) + d2t
+            slot.fill_(EMPTY)
             fn(0)
             ok = all(bool((mapped[near[r]] == dst[r]).any()) for r in range(m_rows)) and bool((slot == EMPTY).all())
             exact = bool((dst == want).all())
             row: dict[str, Any] = {"rows": m_rows, "variant": name, "pick_ok": ok, "exact": exact}
             if gpu:
-                slot.fill_(SLOT_EMPTY)
+                slot.fill_(EMPTY)
                 row["warm_us"] = timed(lambda i, fn=fn: fn(0)) - base
                 row["cold_us"] = timed(fn) - base
             rows.append(row)

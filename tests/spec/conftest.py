@@ -15,6 +15,27 @@ from updraft.testing import write_eagle3_head, write_eagle_head
 SPEC_GREEDY = SamplingParams(temperature=0.0, max_tokens=20, ignore_eos=True)
 
 
+@pytest.fixture
+def launches(monkeypatch: pytest.MonkeyPatch) -> Callable[[object, str], list[int]]:
+    """``launches(module, name)``: a list that gets one entry each time the Triton kernel
+    ``module.name`` is launched (its launcher indexes it with a grid); the kernel still runs. A
+    test reads it to know the launcher took the kernel, not the torch path."""
+
+    def watch(module: object, name: str) -> list[int]:
+        calls: list[int] = []
+        real = getattr(module, name)
+
+        class Spy:
+            def __getitem__(self, grid):  # noqa: ANN001, ANN204 - a launch grid, as a kernel takes it
+                calls.append(1)
+                return real[grid]
+
+        monkeypatch.setattr(module, name, Spy())
+        return calls
+
+    return watch
+
+
 @pytest.fixture(scope="session")
 def eagle_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_eagle_head(tmp_path_factory.mktemp("eagle"))

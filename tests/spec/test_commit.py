@@ -71,17 +71,9 @@ def test_commit_matches_the_torch_reference(s: int, sampled: bool, hidden: bool 
     assert state.seq_len[0] == 1 and state.bonus[0] == 0 and state.offset[0] == 0
 
 
-def test_commit_kernel_runs_under_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_commit_kernel_runs_under_the_interpreter(launches) -> None:  # noqa: ANN001
     """The test above compares the kernel, not the torch path twice: the launcher takes the kernel."""
-    calls: list[int] = []
-    real = cm._commit_kernel
-
-    class Spy:
-        def __getitem__(self, grid):  # noqa: ANN001, ANN204 - a launch grid, as a kernel takes it
-            calls.append(1)
-            return real[grid]
-
-    monkeypatch.setattr(cm, "_commit_kernel", Spy())
+    calls = launches(cm, "_commit_kernel")
     rows, n, res, state = case(2, False, True, seed=1)
     cm.commit(torch.zeros(rows.shape[0], 4, dtype=torch.long), rows, n, res, state)
     assert calls == [1]

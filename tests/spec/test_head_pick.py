@@ -20,18 +20,10 @@ def _want(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("rows,hidden", [(1, 40), (3, 48), (8, 24)])
-def test_head_pick_is_the_argmax_of_the_logits(rows: int, hidden: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_head_pick_is_the_argmax_of_the_logits(rows: int, hidden: int, launches) -> None:  # noqa: ANN001
     """Interpreted kernels: widths that are and are not a power of two (a second column block),
     a vocabulary that is not a multiple of the tile (masked rows must never win), 1-8 rows."""
-    calls: list[int] = []
-    real = hp._pick_kernel
-
-    class Spy:  # the launcher takes the kernel, not the torch path
-        def __getitem__(self, grid):  # noqa: ANN001, ANN204 - a launch grid, as a kernel takes it
-            calls.append(1)
-            return real[grid]
-
-    monkeypatch.setattr(hp, "_pick_kernel", Spy())
+    calls = launches(hp, "_pick_kernel")
     x, w = _case(rows, hidden, 200, seed=rows + hidden)
     pick = HeadPick(8, x.device)
     dst = torch.full((rows,), -5, dtype=torch.int64)
@@ -140,19 +132,11 @@ def test_head_pick_paths_agree(dot: bool, preload: bool) -> None:
 
 
 @pytest.mark.parametrize("rows", [1, 3])
-def test_head_logits_are_the_products(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_head_logits_are_the_products(rows: int, launches) -> None:  # noqa: ANN001
     """``head_logits`` (a sampled draft's logits from the pick's launch; interpreted): the float64
     products within float32 rounding, at one row (FMA units) and more (tensor cores, fp32 in IEEE);
     a head wider than ``MAX_HIDDEN`` takes ``F.linear``."""
-    calls: list[int] = []
-    real = hp._pick_kernel
-
-    class Spy:
-        def __getitem__(self, grid):  # noqa: ANN001, ANN204
-            calls.append(1)
-            return real[grid]
-
-    monkeypatch.setattr(hp, "_pick_kernel", Spy())
+    calls = launches(hp, "_pick_kernel")
     x, w = _case(rows, 40, 150, seed=21 + rows)
     got = hp.head_logits(HeadRows(x, w))
     want = x.double() @ w.double().T

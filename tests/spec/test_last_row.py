@@ -76,16 +76,8 @@ def check(src: lr.ExtendRows) -> None:
 
 @pytest.mark.parametrize("s", [1, 5])
 @pytest.mark.parametrize("sampled", [False, True])
-def test_pick_matches_the_reference_and_the_definition(s: int, sampled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = lr._pick_kernel
-
-    class Spy:  # the launcher takes the kernel, not the torch path
-        def __getitem__(self, grid):  # noqa: ANN001, ANN204 - a launch grid, as a kernel takes it
-            calls.append(1)
-            return real[grid]
-
-    monkeypatch.setattr(lr, "_pick_kernel", Spy())
+def test_pick_matches_the_reference_and_the_definition(s: int, sampled: bool, launches) -> None:  # noqa: ANN001
+    calls = launches(lr, "_pick_kernel")
     check(case(s, sampled, seed=10 * s + sampled))
     assert calls == [1]
 
@@ -101,19 +93,11 @@ def _logits_for(src: lr.ExtendRows, vocab: int, seed: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("s", [1, 5])
-def test_argmax_and_pick_in_one_launch(s: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_argmax_and_pick_in_one_launch(s: int, launches) -> None:  # noqa: ANN001
     """Greedy: the argmax written where the emitted tokens land, then the pick by the last program
     of each request (its ticket): the same as ``argmax_rows`` then the reference pick, the
     tickets left at 0, one launch."""
-    calls: list[int] = []
-    real = lr._argmax_pick_kernel
-
-    class Spy:
-        def __getitem__(self, grid):  # noqa: ANN001, ANN204
-            calls.append(1)
-            return real[grid]
-
-    monkeypatch.setattr(lr, "_argmax_pick_kernel", Spy())
+    calls = launches(lr, "_argmax_pick_kernel")
     want = case(s, False, seed=20 + s)
     logits = _logits_for(want, 3000, seed=s)
     src = dataclasses.replace(want, emitted=torch.full_like(want.emitted, -1))

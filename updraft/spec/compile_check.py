@@ -160,8 +160,9 @@ def iteration() -> None:
     for dt, rows, logits in (("bf16", 1, False), ("bf16", 8, False), ("fp32", 1, False), ("fp32", 8, False),
                              ("bf16", 1, True), ("bf16", 8, True)):
         bn, warps, dot = hp._tile(torch.bfloat16 if dt == "bf16" else torch.float32, rows)
-        sig = {"X": f"*{dt}", "s_x": "i64", "W": f"*{dt}", "s_w": "i64", "Slot": "*i64",
-               "Out": f"*{dt}" if logits else "*i64", "s_out": "i64", "M": "i32", "N": "i32"}
+        out = f"*{dt}" if logits else "*i64"  # the logits launch passes them as its (unread) slot too
+        sig = {"X": f"*{dt}", "s_x": "i64", "W": f"*{dt}", "s_w": "i64", "Slot": out, "Out": out, "s_out": "i64",
+               "M": "i32", "N": "i32"}
         cons = {"K1": 512, "K2": 64, "BLOCK_K2": 64, "BLOCK_N": bn, "BLOCK_M": max(16, rows) if dot else rows,
                 "DOT": dot, "PRELOAD": True, "IEEE": dt == "fp32", "LOGITS": logits}
         triton.compile(src(hp._pick_kernel, sig, cons), target=SM90, options={"num_warps": warps})

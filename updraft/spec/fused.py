@@ -77,7 +77,7 @@ from updraft.models.llama import DecoderLM, ModelOutput, RowScale
 from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import make_graph, new_pool
-from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
+from updraft.runtime.graphs.phase_graph import PhaseSpec
 from updraft.runtime.launcher import fastest_replay, make_launcher
 from updraft.runtime.model_runner import ModelRunner
 from updraft.runtime.row_state import RowState
@@ -87,7 +87,7 @@ from updraft.spec import rejection_kernels, sampling_kernels
 from updraft.spec.commit import Commit, commit
 from updraft.spec.drafter import DRAFT_CANDIDATES, Drafter, RowParams
 from updraft.spec.head_pick import HeadRows
-from updraft.spec.iter_graph import InFlight, IterGraph
+from updraft.spec.iter_graph import InFlight, IterGraph, fed_batch, static_batch_of
 from updraft.spec.last_row import ExtendRows, argmax_and_pick, pick_last_rows
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
@@ -115,24 +115,6 @@ def _argmax(out: ModelOutput, logits: torch.Tensor, dst: torch.Tensor | None = N
         return dst.copy_(got) if dst is not None else got
     flat = dst.view(-1) if dst is not None else None
     return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1]), out=flat).view(shape)
-
-
-def _static_batch(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
-    """A captured batch over static inputs of its own (each (S, sampled, bs) graph has its own)."""
-    return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
-
-
-def _fed(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torch.dtype,
-         qkv: torch.Tensor | None = None) -> ForwardBatch:
-    """``batch`` reading ``feat`` (the previous forward's output rows, as they lie) as its
-    feature (``qkv``: its ``feature_qkv``). A copy into a static feature buffer would be one more
-    kernel node per draft forward (five per iteration at S = 5) for nothing: ``feat`` is produced
-    by the same body, so a replay reads the tensor its capture recorded. Rows must match
-    ``batch``'s tokens."""
-    if feat.shape[0] != batch.num_tokens:
-        raise AssertionError(f"draft feature has {feat.shape[0]} rows for {batch.num_tokens} tokens")
-    return dataclasses.replace(batch, feature=feat if feat.dtype == dtype else feat.to(dtype), feature_kind=kind,
-                               feature_qkv=qkv)
 
 
 class FusedIteration:
@@ -269,28 +251,28 @@ class FusedIteration:
             # n-gram drafts: the target verifies [bonus, d_1..d_S] (a DECODE forward when S = 0)
             phase = (PhaseSpec(ForwardMode.TARGET_VERIFY, ndt, "all", self.target_capture) if s
                      else PhaseSpec(ForwardMode.DECODE, 1, "last", CaptureHidden.NONE))
-            verify = _static_batch(phase, bs, self.target.backend, dev, self.target.dtype)
+            verify = static_batch_of(phase, bs, self.target.backend, dev, self.target.dtype)
             chain: list[ForwardBatch] = []
             extend = None
         else:
             # The draft forwards read their feature where the body produced it (``_fed``): no
             # feature buffers in these batches.
             chain_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "last", CaptureHidden.LAST)
-            chain = [_static_batch(dataclasses.replace(chain_phase, draft_step=chain_step(d.head, k).key), bs, d.runner.backend,
+            chain = [static_batch_of(dataclasses.replace(chain_phase, draft_step=chain_step(d.head, k).key), bs, d.runner.backend,
                                    dev, d.runner.dtype) for k in range(1, s)]
             # S = 0 scores one token: the decode kernel (split KV), not the extend kernel that a
             # multi-token verify needs (the latter is far slower for one token at large batch).
             mode = ForwardMode.TARGET_VERIFY if s else ForwardMode.DECODE
-            verify = _static_batch(PhaseSpec(mode, ndt, "all", self.target_capture), bs,
+            verify = static_batch_of(PhaseSpec(mode, ndt, "all", self.target_capture), bs,
                                    self.target.backend, dev, self.target.dtype)
             # No logits rows: the next iteration applies the LM head to the selected feature.
             ext_phase = PhaseSpec(ForwardMode.DRAFT_EXTEND_V2, ndt, "none", CaptureHidden.FULL)
-            extend = _static_batch(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
+            extend = static_batch_of(ext_phase, bs, d.runner.backend, dev, d.runner.dtype)
         rows = torch.zeros(bs, dtype=torch.long, device=dev)
         last = None
         if d is not None and s and self._extends_last_rows(d):  # its inputs are the pick's, not the layout's
             last_phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "none", CaptureHidden.FULL)
-            last = dataclasses.replace(_static_batch(last_phase, bs, d.runner.backend, dev, d.runner.dtype),
+            last = dataclasses.replace(static_batch_of(last_phase, bs, d.runner.backend, dev, d.runner.dtype),
                                        req_pool_indices=rows, unscaled_logits=True, fp32_logits=False)
         layout, chain, verify, extend = self._lay_out(rows, chain, verify, extend)
         ids = verify.input_ids.view(bs, ndt)
@@ -481,10 +463,10 @@ class FusedIteration:
                 picked = pick_last_rows(ExtendRows(emitted, drafts, accept, e.positions, e.out_cache_loc, feat, fqkv, n),
                                         last)
             d.runner.backend.init_replay_metadata(last)
-            dout = head(_fed(last, kind, picked[0], d.runner.dtype, picked[1]))
+            dout = head(fed_batch(last, kind, picked[0], d.runner.dtype, picked[1]))
             return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden)
         d.runner.backend.init_replay_metadata(e)
-        dout = head(_fed(e, kind, feat, d.runner.dtype, fqkv))
+        dout = head(fed_batch(e, kind, feat, d.runner.dtype, fqkv))
         states = dout.aux_hidden if isinstance(d.head, MtpHead) else None
         return Commit(emitted, drafts, accept, dout.hidden, d.next_hidden, layer_states=states)
 
@@ -537,7 +519,7 @@ class FusedIteration:
             self._side.join()
             qkv = nxt.pop() if nxt else None
             fork = fork_for(g.chain[k]) if k < len(g.chain) else None
-            fed = _fed(b, FeatureKind.DRAFT, feat, d.runner.dtype, qkv)
+            fed = fed_batch(b, FeatureKind.DRAFT, feat, d.runner.dtype, qkv)
             out = head(fed, feature_ready=fork) if fork is not None else head(fed)
             feat = out.hidden
             choose(d.head_of(out), k, feat, out.row_scale)

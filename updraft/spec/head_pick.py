@@ -78,7 +78,8 @@ def _pick_kernel(X, s_x, W, s_w, Slot, Out, s_out, M, N, K1: tl.constexpr, K2: t
                  PRELOAD: tl.constexpr, IEEE: tl.constexpr, LOGITS: tl.constexpr, PDL: tl.constexpr):
     """Program ``p``: vocabulary rows ``p * BLOCK_N ..`` of ``W`` (columns ``0 .. K1 - 1`` and
     ``K1 .. K1 + K2 - 1``) against each of the ``M`` rows of ``X``; one atomic max a row into
-    ``Slot``, or (``LOGITS``) the logits into ``Out`` [M, N] (row stride ``s_out``). ``DOT``:
+    ``Slot``, or (``LOGITS``) the logits into ``Out`` [M, N] (row stride ``s_out``; ``Slot``
+    unread). ``DOT``:
     every row at once on the tensor cores (``BLOCK_M >= 16``; ``IEEE``: fp32 products, not tf32),
     else one row after another on the FMA units. ``PRELOAD``: the weights loaded before the wait."""
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -149,20 +150,34 @@ def _tile(dtype: torch.dtype, rows: int) -> tuple[int, int, bool]:
     return (64, 4, True) if dtype.itemsize <= 2 else (32, 4, True)
 
 
-def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor, block_n: int, warps: int, dot: bool,
+def launch_pick(x: torch.Tensor, w: torch.Tensor, slot: torch.Tensor | None, block_n: int, warps: int, dot: bool,
                 preload: bool | None = None, logits: torch.Tensor | None = None) -> None:
     """``_pick_kernel`` over ``x`` [M, K] and ``w`` [N, K] (rows contiguous) into ``slot`` [>= M]
-    (empty), or into ``logits`` [M, N] (rows contiguous) where given; the launch shape given
-    (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
+    (empty), or, with ``slot`` None, into ``logits`` [M, N] (rows contiguous); the launch shape
+    given (``HeadPick`` takes ``_tile``'s; the probe sweeps them)."""
     m, k = x.shape
     k1 = 1 << (k.bit_length() - 1)
-    out = logits if logits is not None else slot
+    out = logits if slot is None else slot
+    if out is None:
+        raise ValueError("launch_pick: a slot or a logits tensor")
     _pick_kernel[(triton.cdiv(w.shape[0], block_n),)](
-        x, x.stride(0), w, w.stride(0), slot, out, out.stride(0), m, w.shape[0], K1=k1, K2=k - k1,
+        x, x.stride(0), w, w.stride(0), out, out, out.stride(0), m, w.shape[0], K1=k1, K2=k - k1,
         BLOCK_K2=max(16, triton.next_power_of_2(k - k1)), BLOCK_N=block_n,
         BLOCK_M=max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m), DOT=dot,
         PRELOAD=PRELOAD if preload is None else preload,
-        IEEE=x.dtype == torch.float32, LOGITS=logits is not None, num_warps=warps, **pdl_opts(x.device, "gemv"))
+        IEEE=x.dtype == torch.float32, LOGITS=slot is None, num_warps=warps, **pdl_opts(x.device, "gemv"))
+
+
+def launch_read(slot: torch.Tensor, table: tuple[torch.Tensor, bool] | None, dst: torch.Tensor,
+                lock: torch.Tensor | None = None) -> None:
+    """``_read_kernel``: the first ``len(dst)`` slots' indices, mapped by ``table`` and locked by
+    ``lock`` (as ``HeadPick`` says), into ``dst``; the slots emptied."""
+    b = dst.shape[0]
+    t, add = table if table is not None else (None, True)
+    lk = lock if lock is not None else dst
+    _read_kernel[(1,)](slot, t if t is not None else dst, dst, dst.stride(0), lk, lk.stride(0), b,
+                       BLOCK_M=max(2, triton.next_power_of_2(b)), MAP=t is not None, ADD=add, LOCK=lock is not None,
+                       num_warps=1, **pdl_opts(slot.device, "sampling"))
 
 
 class HeadPick:
@@ -190,11 +205,7 @@ class HeadPick:
             _reference(head, table, dst, lock)
             return
         launch_pick(x, w, self.slot, *_tile(w.dtype, b))
-        t, add = table if table is not None else (None, True)
-        lk = lock if lock is not None else dst
-        _read_kernel[(1,)](self.slot, t if t is not None else dst, dst, dst.stride(0), lk, lk.stride(0), b,
-                           BLOCK_M=max(2, triton.next_power_of_2(b)), MAP=t is not None, ADD=add,
-                           LOCK=lock is not None, num_warps=1, **pdl_opts(x.device, "sampling"))
+        launch_read(self.slot, table, dst, lock)
 
 
 def head_logits(head: HeadRows) -> torch.Tensor:
@@ -206,7 +217,7 @@ def head_logits(head: HeadRows) -> torch.Tensor:
     if not use_triton(x) or x.stride(1) != 1 or w.stride(1) != 1 or not fits(k, b) or w.shape[1] != k:
         return torch.nn.functional.linear(x, w)
     out = torch.empty(b, w.shape[0], dtype=x.dtype, device=x.device)
-    launch_pick(x, w, out, *_tile(w.dtype, b), logits=out)
+    launch_pick(x, w, None, *_tile(w.dtype, b), logits=out)
     return out
 
 

@@ -1,20 +1,40 @@
 """The fused speculative iteration's captured graph and its launches' handles: ``IterGraph``
-holds one (S, sampled, bs) graph's batches (every forward's static inputs), row list, output block
-and pinned staging; ``InFlight`` is one launched replay, read one iteration later
-(``updraft.spec.fused``)."""
+holds one (S, sampled, bs) graph's batches (every forward's static inputs; ``static_batch_of``
+builds one, ``fed_batch`` hands a forward its feature), row list, output block and pinned
+staging; ``InFlight`` is one launched replay, read one iteration later (``updraft.spec.fused``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from updraft.batch import ForwardBatch
+from updraft.batch import FeatureKind, ForwardBatch
 from updraft.runtime.graphs.device_graph import CudaGraph, EmulatedGraph
+from updraft.runtime.graphs.phase_graph import PhaseSpec, phase_inputs, static_batch
 from updraft.runtime.launcher import Pending
 from updraft.spec.request_view import SpecRequestView
 from updraft.spec.row_io import IterLayout
+
+
+def static_batch_of(phase: PhaseSpec, bs: int, backend: object, device: torch.device, dtype: torch.dtype) -> ForwardBatch:
+    """A captured batch over static inputs of its own (each (S, sampled, bs) graph has its own)."""
+    return static_batch(phase, phase_inputs(phase, bs, device, dtype), bs, backend, device)
+
+
+def fed_batch(batch: ForwardBatch, kind: FeatureKind, feat: torch.Tensor, dtype: torch.dtype,
+         qkv: torch.Tensor | None = None) -> ForwardBatch:
+    """``batch`` reading ``feat`` (the previous forward's output rows, as they lie) as its
+    feature (``qkv``: its ``feature_qkv``). A copy into a static feature buffer would be one more
+    kernel node per draft forward (five per iteration at S = 5) for nothing: ``feat`` is produced
+    by the same body, so a replay reads the tensor its capture recorded. Rows must match
+    ``batch``'s tokens."""
+    if feat.shape[0] != batch.num_tokens:
+        raise AssertionError(f"draft feature has {feat.shape[0]} rows for {batch.num_tokens} tokens")
+    return dataclasses.replace(batch, feature=feat if feat.dtype == dtype else feat.to(dtype), feature_kind=kind,
+                               feature_qkv=qkv)
 
 
 @dataclass
