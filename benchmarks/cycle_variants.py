@@ -49,6 +49,8 @@ are captured anew; a setting no knob names keeps its shipped value:
   loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before); ``sampled_head_logits``:
   sampled draft steps take their logits from ``HeadPick``'s launch (``FusedIteration.sampled_head_logits``; shipped
   off: cuBLAS), timed with ``--sampled`` (the sampled cycle and its ratio to the greedy one beside each variant);
+* ``cut_launch``: the sampled verify's histogram filter runs its cut-offs in a launch of their own
+  (``rejection_kernels.CUT_IN_FILTER`` off; shipped on: in the filter launch beside its other rows);
 * ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
@@ -78,7 +80,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "cut_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -147,6 +149,9 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     from updraft.spec import head_pick
     preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])
     head_pick.PRELOAD = preload and "head_after_wait" not in knobs
+    from updraft.spec import rejection_kernels
+    cut_in = bool(_SHIPPED.setdefault(rejection_kernels, {"CUT_IN_FILTER": rejection_kernels.CUT_IN_FILTER})["CUT_IN_FILTER"])
+    rejection_kernels.CUT_IN_FILTER = cut_in and "cut_launch" not in knobs
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():

@@ -45,10 +45,12 @@ def sampling() -> None:
            "s_top_p": "i64", "MinP": "*fp32", "s_min_p": "i64"}
     ptr = {"Logits": "*bf16", "Temp": "*fp32", "s_temp": "i64", "Stats": "*fp32"}
     sig = {**ptr, **prm, "stride_row": "i64", "Tiles": "*fp32", "ndt": "i32", "greedy_below": "fp32",
-           "log_cap": "fp32"}
-    cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK,
-            "KEY_AFTER": rk._KEY_AFTER, "NS": rk.NUM_STATS, "SKIP_CUTS": True}
-    triton.compile(src(rk._filter_kernel, sig, cons), target=SM90, options={"num_warps": 8})
+           "log_cap": "fp32", "Hist": "*i32", "Acc": "*i64", "Part": "*fp32", "Tail": "*fp32"}
+    for cut in (True, False):  # with filter_hist's cut-offs in its launch (CUT_IN_FILTER), and without
+        cons = {"V": 49152, "BLOCK": rk._BLOCK, "TILE": rk.TILE, "CHUNK": rk._CHUNK, "KEY_AFTER": rk._KEY_AFTER,
+                "NS": rk.NUM_STATS, "SKIP_CUTS": True, "CUT": cut, "NBINS": fh.NBINS, "BB": fh._BB, "NB": fh._NB,
+                "NCH": 12, "NCH_P2": 16}
+        triton.compile(src(rk._filter_kernel, sig, cons), target=SM90, options={"num_warps": 8})
     # filter_hist's four launches over a bf16 target's logits (SmolLM2's 12 chunks of the vocabulary)
     sel = {**{k: prm[k] for k in ("Temp", "s_temp", "TopK", "s_top_k", "TopP", "s_top_p")}, "ndt": "i32",
            "greedy_below": "fp32", "V": "i32"}

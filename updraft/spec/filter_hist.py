@@ -21,7 +21,9 @@ a bin. The launches:
    the top-k set's mass and every cut-off of the row do too).
 3. ``_block_kernel`` (rows x 32 blocks of 2048 bins): each block's count and mass
    ``sum count * exp2((v - M) * c)`` (float32).
-4. ``_cut_kernel`` (one program per row): the cut-offs from the block sums and, inside the one
+4. ``cut_row`` (one program per row: ``rejection_kernels._filter_kernel``'s launch, whose other rows
+   are those without a cut-off, or ``_cut_kernel``'s when ``rejection_kernels.CUT_IN_FILTER`` is
+   off): the cut-offs from the block sums and, inside the one
    block where a cumulative count or mass from the top crosses its limit, the bins' running
    sums (a bin is kept iff the count and mass strictly above it are under the limits: the
    sort's rule, ``rejection_kernels`` module docstring); the statistics ``M, THR, Z, AMAX, BAD``
@@ -306,6 +308,17 @@ def _cut_kernel(Hist, Acc, Part, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_
     req = row // ndt
     if not needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
         return
+    cut_row(Hist, Acc, Part, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, Stats, row, req, V,
+            greedy_below, NBINS, BB, NB, NS, NCH, NCH_P2)
+
+
+@triton.jit
+def cut_row(Hist, Acc, Part, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p, Stats, row, req, V,
+            greedy_below, NBINS: tl.constexpr, BB: tl.constexpr, NB: tl.constexpr, NS: tl.constexpr,
+            NCH: tl.constexpr, NCH_P2: tl.constexpr):
+    """Launch 4's work for row ``row`` of request ``req`` (one that ``needs_cut``): its statistics
+    into ``Stats``. ``_cut_kernel`` runs it, or ``rejection_kernels._filter_kernel`` beside its
+    own rows (``CUT``: one launch fewer)."""
     HistRow = Hist + row * NBINS
     PartRow = Part + row * NB * 2
     temp, greedy, c = temperature_scale(Temp, s_temp, req, greedy_below)
@@ -390,20 +403,44 @@ def histogram(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: 
     return h
 
 
-def filter_rows_bf16(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
-                     top_p: torch.Tensor, min_p: torch.Tensor, greedy_below: float, stats: torch.Tensor) -> None:
-    """``rejection_kernels.filter_rows``'s statistics, into ``stats`` [R, NS], for the rows of
-    bf16 values that ``needs_cut`` (see the module docstring; the other rows are left alone)."""
+class Described(NamedTuple):
+    """Launches 1-3's output (``Histogram``'s and ``part`` [rows, NB, 2] float32: each block's count
+    and mass), what ``cut_row`` reads."""
+
+    hist: Histogram
+    part: torch.Tensor
+
+    def cut_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Hist, Acc, Part, Tail) as ``cut_row`` takes them."""
+        return self.hist.hist, self.hist.acc, self.part, self.hist.tail
+
+    def cut_consts(self) -> dict[str, int]:
+        """``cut_row``'s constexprs."""
+        nch = self.hist.tail.shape[1]
+        return dict(NBINS=NBINS, BB=_BB, NB=_NB, NCH=nch, NCH_P2=triton.next_power_of_2(nch))
+
+
+def describe(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
+             greedy_below: float) -> Described:
+    """Launches 1-3 over the rows that ``needs_cut``: what launch 4 (``cut_row``) needs."""
     rows, vocab = logits.shape
-    if rows == 0:
-        return
     h = histogram(logits, ndt, temperature, top_k, top_p, greedy_below)
-    nch = h.tail.shape[1]
     part = torch.empty((rows, _NB, 2), dtype=torch.float32, device=logits.device)
     sel = (temperature, temperature.stride(0), top_k, top_k.stride(0), top_p, top_p.stride(0), ndt, greedy_below, vocab)
     _block_kernel[(rows, _NB)](h.hist, h.acc, part, *sel, NBINS=NBINS, BB=_BB, NB=_NB, num_warps=4,
                                **pdl_opts(logits.device, "sampling"))
-    _cut_kernel[(rows,)](h.hist, h.acc, part, h.tail, temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
-                         top_p.stride(0), min_p, min_p.stride(0), stats, ndt, vocab, greedy_below, NBINS=NBINS, BB=_BB,
-                         NB=_NB, NS=stats.shape[1], NCH=nch, NCH_P2=triton.next_power_of_2(nch), num_warps=8,
-                         **pdl_opts(logits.device, "sampling"))
+    return Described(h, part)
+
+
+def filter_rows_bf16(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor,
+                     top_p: torch.Tensor, min_p: torch.Tensor, greedy_below: float, stats: torch.Tensor) -> None:
+    """``rejection_kernels.filter_rows``'s statistics, into ``stats`` [R, NS], for the rows of
+    bf16 values that ``needs_cut`` (see the module docstring; the other rows are left alone): the
+    four launches."""
+    rows, vocab = logits.shape
+    if rows == 0:
+        return
+    d = describe(logits, ndt, temperature, top_k, top_p, greedy_below)
+    _cut_kernel[(rows,)](*d.cut_args(), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
+                         top_p.stride(0), min_p, min_p.stride(0), stats, ndt, vocab, greedy_below, NS=stats.shape[1],
+                         **d.cut_consts(), num_warps=8, **pdl_opts(logits.device, "sampling"))

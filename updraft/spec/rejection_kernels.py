@@ -37,7 +37,8 @@ is then still a valid one and the acceptance uses it consistently. Two distinct 
 A bf16 target's rows with a top-k or top-p cut-off (``bf16_values``, at most ``HIST_MAX_ROWS``
 rows) go to ``filter_hist`` instead: its values are bf16, so a histogram over the 65536 of them
 describes each row exactly and many programs build it (the bracket search is serial, one program
-per row); this kernel skips those rows.
+per row); this kernel reads the histogram's block sums for those rows and runs its cut-off
+(``filter_hist.cut_row``, ``CUT_IN_FILTER``) in place of its own search.
 
 Dispatch: ``sampled_accept`` runs the kernels on CUDA tensors, and on CPU tensors under the
 Triton interpreter when ``INTERPRET`` is set (tests); otherwise ``sampled_accept_reference``
@@ -83,6 +84,11 @@ _WARPS = 8
 #: 350 / 790 us (49k / 128k vocabulary) whatever the filter, the one-program filter 500 / 1800 us
 #: with top-p and 73 / 244 without a cut-off.
 HIST_MAX_ROWS = 64
+#: Whether the filter launch (one program a row) also runs ``filter_hist``'s fourth launch for the
+#: rows that ``needs_cut`` (``filter_hist.cut_row``), where it returned at once on them after
+#: ``filter_hist._cut_kernel`` had: one launch of the sampled verify's chain fewer (False keeps the
+#: two launches; ``benchmarks/cycle_variants.py`` knob ``cut_launch``).
+CUT_IN_FILTER = True
 #: Run the kernels in the Triton interpreter too (tests set it). Interpreted, a verify row
 #: costs ~50 ms (each reduction is a Python call), so CPU engine runs keep the dense path.
 INTERPRET = False
@@ -291,13 +297,18 @@ def _resolve(Row, Tile, m, c, lo, hi, c_lo, s_lo, c_hi, s_hi, tiled, single, lim
 # ---- kernel 1: the filtered distribution per verify row --------------------------------------
 @triton.jit(do_not_specialize=["ndt"])  # one compiled kernel for every S (ndt = 1 included)
 def _filter_kernel(Logits, stride_row, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p,
-                   Stats, Tiles, ndt, greedy_below, log_cap, V: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
-                   CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr, NS: tl.constexpr, SKIP_CUTS: tl.constexpr, PDL: tl.constexpr):
+                   Stats, Tiles, ndt, greedy_below, log_cap, Hist, Acc, Part, Tail, V: tl.constexpr,
+                   BLOCK: tl.constexpr, TILE: tl.constexpr, CHUNK: tl.constexpr, KEY_AFTER: tl.constexpr,
+                   NS: tl.constexpr, SKIP_CUTS: tl.constexpr, CUT: tl.constexpr, NBINS: tl.constexpr,
+                   BB: tl.constexpr, NB: tl.constexpr, NCH: tl.constexpr, NCH_P2: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     row = tl.program_id(0).to(tl.int64)
     req = row // ndt
     if SKIP_CUTS:  # filter_hist describes the rows with a top-k / top-p cut-off
         if filter_hist.needs_cut(Temp, s_temp, TopK, s_top_k, TopP, s_top_p, req, V, greedy_below):
+            if CUT:  # its last launch's work, here (Hist, Acc, Part, Tail: filter_hist.describe's)
+                filter_hist.cut_row(Hist, Acc, Part, Tail, Temp, s_temp, TopK, s_top_k, TopP, s_top_p, MinP, s_min_p,
+                                    Stats, row, req, V, greedy_below, NBINS, BB, NB, NS, NCH, NCH_P2)
             return
     Row = Logits + row * stride_row
     Tile = Tiles + row * TILE
@@ -361,20 +372,26 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     ``top_p`` / ``min_p`` [B] (raw: temperature below GREEDY_TEMPERATURE is greedy, top_k <= 0
     or >= V, top_p >= 1 and min_p = 0 are off; any strides, read in place; top_k of any dtype).
     ``bf16_values``: every logit is a bf16 value (a bf16 target's): the rows go to
-    ``filter_hist`` (four launches spreading each row over many programs) instead of one
-    program per row."""
+    ``filter_hist`` (three launches spreading each row over many programs before this one, which
+    reads their block sums: ``CUT_IN_FILTER``) instead of the one-program search."""
     rows, vocab = logits.shape
     assert logits.stride(1) == 1, "filter_rows: the vocabulary dimension must be contiguous"
     assert vocab < 2**24, "AMAX is stored as float32"
     stats = torch.empty((rows, NUM_STATS), dtype=torch.float32, device=logits.device)
     hist = bf16_values and rows <= HIST_MAX_ROWS
-    if hist:
+    cut = hist and CUT_IN_FILTER
+    described = filter_hist.describe(logits, ndt, temperature, top_k, top_p, GREEDY_TEMPERATURE) if cut else None
+    if hist and not cut:
         filter_hist.filter_rows_bf16(logits, ndt, temperature, top_k, top_p, min_p, GREEDY_TEMPERATURE, stats)
     tiles = torch.empty((rows, TILE), dtype=torch.float32, device=logits.device)
+    # without CUT the histogram's pointers are placeholders (never read) and its constexprs any values
+    cut_args = described.cut_args() if described is not None else (stats,) * 4
+    cut_consts = described.cut_consts() if described is not None else dict(NBINS=1, BB=1, NB=1, NCH=1, NCH_P2=1)
     _filter_kernel[(rows,)](
         logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
-        top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP), V=vocab, BLOCK=_BLOCK, TILE=TILE,
-        CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, SKIP_CUTS=hist, num_warps=_WARPS, **pdl_opts(logits.device, "sampling"),
+        top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP),
+        *cut_args, V=vocab, BLOCK=_BLOCK, TILE=TILE, CHUNK=_CHUNK, KEY_AFTER=_KEY_AFTER, NS=NUM_STATS, SKIP_CUTS=hist,
+        CUT=cut, **cut_consts, num_warps=_WARPS, **pdl_opts(logits.device, "sampling"),
     )
     return stats
 
@@ -402,7 +419,7 @@ def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tenso
     ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
     parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
     ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
-    (``use_kernels``; four with ``bf16_values``, see ``filter_rows``; ``tickets`` as
+    (``use_kernels``; five and a memset with ``bf16_values``, see ``filter_rows``; ``tickets`` as
     ``rejection_sample`` takes them), else ``sampled_accept_reference``. ``emitted_out``
     [B, S+1] int64 contiguous: receives ``emitted`` and is returned as it."""
     if not use_kernels(logits):
