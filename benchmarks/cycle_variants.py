@@ -51,6 +51,8 @@ are captured anew; a setting no knob names keeps its shipped value:
   off: cuBLAS), timed with ``--sampled`` (the sampled cycle and its ratio to the greedy one beside each variant);
 * ``cut_launch``: the sampled verify's histogram filter runs its cut-offs in a launch of their own
   (``rejection_kernels.CUT_IN_FILTER`` off; shipped on: in the filter launch beside its other rows);
+* ``pick_launch``: sampled, the draft extend's last accepted rows picked in a launch after the acceptance
+  (``FusedIteration.sampled_pick_in_accept`` off; shipped on: in the acceptance's launch);
 * ``fp8_head``: the EAGLE-3 head's LM head served from its FP8 copy in the draft steps
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
@@ -80,7 +82,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "cut_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -137,7 +139,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
         qkv_beside_first=FusedIteration.qkv_beside_first, norm_in_read=FusedIteration.norm_in_read,
         assist_beside=FusedIteration.assist_beside, extend_rows_beside=FusedIteration.extend_rows_beside,
-        head_pick=FusedIteration.head_pick, sampled_head_logits=FusedIteration.sampled_head_logits))
+        head_pick=FusedIteration.head_pick, sampled_head_logits=FusedIteration.sampled_head_logits,
+        sampled_pick_in_accept=FusedIteration.sampled_pick_in_accept))
     FusedIteration.project_beside = fused_shipped["project_beside"] and "serial_fc" not in knobs
     FusedIteration.qkv_beside = fused_shipped["qkv_beside"] and "serial_qkv" not in knobs
     FusedIteration.qkv_beside_first = fused_shipped["qkv_beside_first"] and "no_first_product" not in knobs
@@ -146,6 +149,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     FusedIteration.extend_rows_beside = fused_shipped["extend_rows_beside"] and "extend_all_rows" not in knobs
     FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
     FusedIteration.sampled_head_logits = bool(fused_shipped["sampled_head_logits"]) or "sampled_head_logits" in knobs
+    FusedIteration.sampled_pick_in_accept = bool(fused_shipped["sampled_pick_in_accept"]) and "pick_launch" not in knobs
     from updraft.spec import head_pick
     preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])
     head_pick.PRELOAD = preload and "head_after_wait" not in knobs

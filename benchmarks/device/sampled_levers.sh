@@ -1,31 +1,33 @@
 # usage: bash benchmarks/device/sampled_levers.sh 1|2|3|4   (carrying .whl and .stage/q1..q4, one a call, back to back)
-# Issue 12's sampled / greedy cycle at bs 1 (goal <= 1.1): two launches out of the sampled cycle
+# Issue 12's sampled / greedy cycle at bs 1 (goal <= 1.1): launches out of the sampled cycle
 # (benchmarks/results/2026-12-06-h100-sampled-levers/): the histogram filter's cut-offs in the filter's launch
-# (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch) and the sampled drafts' logits
-# from HeadPick's launch (FusedIteration.sampled_head_logits; knob of that name). Call 1: cycle_variants --sampled at
-# bs 1 (five rounds); call 2: bs 8 (three rounds) and the filter / acceptance GPU tests; call 3: the fused GPU tests;
+# (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch), the draft extend's last row
+# picked in the acceptance's launch (FusedIteration.sampled_pick_in_accept, shipped on; knob pick_launch) and the
+# sampled drafts' logits from HeadPick's launch (FusedIteration.sampled_head_logits; knob of that name). Call 1: cycle_variants --sampled at
+# bs 1 (four rounds); call 2: bs 8 (three rounds) and the filter / acceptance GPU tests; call 3: the fused GPU tests;
 # call 4: spec_iteration's cost part on the real SmolLM2 (the GGUF joined from the four calls' parts), new / old
-# twice in alternating processes (NEW: 'cut' or 'cut+logits', the settings timed against both off).
+# twice in alternating processes (NEW: 'ship' or 'ship+logits', against the cut-offs and the pick in their own
+# launches and cuBLAS's head).
 source benchmarks/device/env.sh >/dev/null
-V=base,cut_launch,sampled_head_logits,cut_launch+sampled_head_logits
+V=base,cut_launch+pick_launch,cut_launch,pick_launch,sampled_head_logits
 if [ "$1" = 1 ]; then
-  timeout 330 python benchmarks/cycle_variants.py --bs 1 --sampled --variants $V --rounds 5 --out $OUT/s-bs1 2>&1 \
+  timeout 400 python benchmarks/cycle_variants.py --bs 1 --sampled --variants $V --rounds 4 --out $OUT/s-bs1 2>&1 \
     | grep -v Warn | tail -5
 elif [ "$1" = 2 ]; then
   timeout 250 python benchmarks/cycle_variants.py --bs 8 --sampled --variants $V --rounds 3 --out $OUT/s-bs8 2>&1 \
     | grep -v Warn | tail -5
-  timeout 200 python -m pytest -q -p no:cacheprovider tests/spec/test_filter_rows.py tests/spec/test_rejection_kernels.py \
+  timeout 200 python -m pytest -q -p no:cacheprovider tests/spec/test_filter_rows.py tests/spec/test_rejection_kernels.py tests/spec/test_last_row.py \
     2>&1 | tail -2
 elif [ "$1" = 3 ]; then
   timeout 400 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_fused_gpu.py tests/spec/test_head_pick.py \
     2>&1 | tail -3
 elif [ "$1" = 4 ]; then
   [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
-  NEW=${NEW:-cut}
-  LOGITS=$([ "$NEW" = "cut+logits" ] && echo True || echo False)
+  NEW=${NEW:-ship}
+  LOGITS=$([ "$NEW" = "ship+logits" ] && echo True || echo False)
   for r in 1 2; do for v in new old; do
-    if [ $v = new ]; then set_="R.CUT_IN_FILTER = True; F.sampled_head_logits = $LOGITS"
-    else set_="R.CUT_IN_FILTER = False; F.sampled_head_logits = False"; fi
+    if [ $v = new ]; then set_="R.CUT_IN_FILTER = True; F.sampled_pick_in_accept = True; F.sampled_head_logits = $LOGITS"
+    else set_="R.CUT_IN_FILTER = False; F.sampled_pick_in_accept = False; F.sampled_head_logits = False"; fi
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; from updraft.spec import \
 rejection_kernels as R; $set_; sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', \
 '--cost-sizes', '1,8', '--out', '$OUT/real-r$r-$v']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" \

@@ -197,7 +197,7 @@ def test_filter_bad_and_greedy_rows(bf16_values: bool) -> None:
     torch.testing.assert_close(p, Sampler().probs(lg, sb), atol=2e-6, rtol=1e-4)
 
 
-def test_cut_in_the_filter_launch_equals_its_own_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cut_in_the_filter_launch_equals_its_own_launch(monkeypatch: pytest.MonkeyPatch, launches) -> None:  # noqa: ANN001
     """``CUT_IN_FILTER``: the histogram's cut-offs run in the filter's launch beside its own rows
     (greedy, temperature or min-p only, bad) give the statistics of ``filter_hist._cut_kernel``'s
     launch bit for bit, over every kind of row in one call; a launch fewer."""
@@ -212,19 +212,11 @@ def test_cut_in_the_filter_launch_equals_its_own_launch(monkeypatch: pytest.Monk
     top_p = torch.tensor([0.9, 0.9, 0.5, 1.0, 1.0, 0.8, 1.0, 0.95])
     min_p = torch.tensor([0.0, 0.0, 0.0, 0.1, 0.05, 0.0, 0.0, 0.02])
     args = [t.to(DEV) for t in (logits, temp, top_k, top_p, min_p)]
-    launched: list[str] = []
-    real = filter_hist._cut_kernel
-
-    class Spy:
-        def __getitem__(self, grid: tuple[int, ...]):  # noqa: ANN204
-            launched.append("cut")
-            return real[grid]
-
-    monkeypatch.setattr(filter_hist, "_cut_kernel", Spy())
+    calls = launches(filter_hist, "_cut_kernel")
     fused = rk.filter_rows(args[0], 1, *args[1:], bf16_values=True).cpu()
-    assert launched == []
+    assert calls == []
     monkeypatch.setattr(rk, "CUT_IN_FILTER", False)
     apart = rk.filter_rows(args[0], 1, *args[1:], bf16_values=True).cpu()
-    assert launched == ["cut"]
+    assert calls == [1]
     assert torch.equal(fused, apart)
     assert _check_filter(logits, temp, top_k, top_p, min_p, bf16_values=True) <= 1

@@ -50,8 +50,9 @@ def batch(bs: int, device: str = "cpu"):  # noqa: ANN201 - a ForwardBatch of one
 def pick(fn, src: lr.ExtendRows) -> tuple[torch.Tensor, ...]:  # noqa: ANN001
     dst = batch(src.emitted.shape[0], str(src.emitted.device))
     if fn is lr._pick_torch:
-        feat, qkv = lr._outputs(src, dst)
-        fn(src, dst, feat, qkv)
+        p = lr.LastRowPick.of(src, dst)
+        p.by_torch()
+        feat, qkv = p.outputs
     else:
         feat, qkv = fn(src, dst)
     return dst.input_ids.clone(), dst.positions.clone(), dst.out_cache_loc.clone(), dst.seq_lens.clone(), feat, qkv
@@ -111,6 +112,60 @@ def test_argmax_and_pick_in_one_launch(s: int, launches) -> None:  # noqa: ANN00
         assert torch.equal(g, w), (g, w)
     with pytest.raises(ValueError, match="greedy only"):
         lr.argmax_and_pick(logits, dataclasses.replace(src, accept=torch.ones(6, dtype=torch.long)), dst, tickets)
+
+
+def _pick_in_acceptance(s: int, device: str, launches, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from updraft.spec import rejection_kernels as rk
+
+    monkeypatch.setattr(rk, "INTERPRET", True)
+    src = case(s, True, seed=40 + s, device=device)
+    bs, ndt = src.emitted.shape
+    gen = torch.Generator().manual_seed(s)
+    logits = torch.randn(bs, ndt, 2 * 4096 + 300, generator=gen) * 3
+    drafts = src.drafts.contiguous()
+    for b in range(bs):  # request b's first b % (S + 1) drafts the target all but certainly takes
+        k = b % ndt
+        logits[b, :k].scatter_(1, drafts[b, :k, None].cpu(), 40.0)
+    temp = torch.tensor([0.7, 0.0, 1.0, 0.7, 0.0, 0.9])
+    top_p = torch.tensor([0.9, 1.0, 1.0, 0.95, 0.5, 0.8])
+    host = (logits, temp, torch.full((bs,), -1), top_p, torch.zeros(bs), torch.rand(bs, s, generator=gen),
+            torch.rand(bs, generator=gen))
+    lg, temp, top_k, top_p, min_p, ua, ur = (t.to(device) for t in host)
+    args = (lg, drafts, drafts[:, :, None], torch.ones(bs, s, 1, device=device), temp, top_k, top_p, min_p, ua, ur)
+    want_acc, want_em = rk.sampled_accept(*args)
+    calls = launches(lr, "_pick_kernel")
+    for kernels in (True, False) if device == "cpu" else (True,):
+        monkeypatch.setattr(rk, "INTERPRET", kernels)
+        out = dataclasses.replace(src, emitted=torch.full_like(src.emitted, -1), accept=None)
+        dst = batch(bs, device)
+        p = lr.LastRowPick.of(out, dst)
+        acc, em = rk.sampled_accept(*args, emitted_out=out.emitted, pick=p)
+        if kernels:
+            assert torch.equal(acc, want_acc) and torch.equal(em, want_em)
+        if s:
+            assert len(set(acc.tolist())) > 1, "the case accepts different lengths"
+        got = (dst.input_ids, dst.positions, dst.out_cache_loc, dst.seq_lens, *p.outputs)
+        for g, w in zip(got, pick(lr._pick_torch, dataclasses.replace(src, emitted=em, accept=acc)), strict=True):
+            assert torch.equal(g, w), (kernels, g, w)
+    assert calls == []
+    with pytest.raises(ValueError, match="emitted_out"):
+        rk.sampled_accept(*args, pick=p)
+
+
+@pytest.mark.parametrize("s", [0, 1, 5])
+def test_pick_inside_the_sampled_acceptance(s: int, launches, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    """Sampled: the acceptance's launch (``rejection_sample``'s ``pick``) writes each request's
+    last accepted row as ``pick_last_rows`` would after it, for sampled rows (the drawing program,
+    after its ticket: three vocabulary blocks) and greedy ones (block 0's program); the tokens and
+    lengths are those of the acceptance without it; no pick launch. Also the torch path (the
+    dense acceptance, then the pick)."""
+    _pick_in_acceptance(s, "cpu", launches, monkeypatch)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_pick_inside_the_sampled_acceptance_on_cuda(launches, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    _pick_in_acceptance(5, "cuda", launches, monkeypatch)
 
 
 def test_pick_refuses_a_batch_of_other_rows() -> None:

@@ -28,6 +28,7 @@ import triton.language as tl
 from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.sampler import GREEDY_TEMPERATURE
 from updraft.spec import filter_hist
+from updraft.spec.last_row import LastRowPick, pick_at
 
 #: The residual search: a block of ``_NSUB x _SUB`` tokens (each program sums one block).
 _NSUB = 64
@@ -116,9 +117,11 @@ def _emit(Emitted, Accept, Drafts, sd_b, b, acc, extra, S):
 
 @triton.jit(do_not_specialize=["sd_b", "sua_b", "sua_k", "sur_b", "S"])  # one for every S
 def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, Q, UA, sua_b, sua_k, UR,
-                   sur_b, Accept, Emitted, Part, Tickets, greedy_below, S, V: tl.constexpr,
+                   sur_b, Accept, Emitted, Part, Tickets, greedy_below, S, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids,
+                   Pos, Loc, SeqLen, FeatOut, s_fo, QkvOut, s_qo, H, QW, V: tl.constexpr,
                    K: tl.constexpr, KP2: tl.constexpr, SP2: tl.constexpr, NSUB: tl.constexpr, SUB: tl.constexpr,
-                   NBLK: tl.constexpr, NS: tl.constexpr, PDL: tl.constexpr):
+                   NBLK: tl.constexpr, NS: tl.constexpr, PICK: tl.constexpr, BLOCK_H: tl.constexpr,
+                   BLOCK_Q: tl.constexpr, PDL: tl.constexpr):
     pdl_enter(PDL)
     b = tl.program_id(0).to(tl.int64)
     blk = tl.program_id(1)
@@ -132,7 +135,11 @@ def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, 
     St = Stats + row * NS
     if greedy != 0:  # the residual of a one-hot p is its argmax: no draw, no ticket
         if blk == 0:
-            _emit(Emitted, Accept, Drafts, sd_b, b, acc, tl.load(St + 3).to(tl.int64), S)
+            extra = tl.load(St + 3).to(tl.int64)
+            _emit(Emitted, Accept, Drafts, sd_b, b, acc, extra, S)
+            if PICK:  # the draft extend's one-row batch (N, ExtPos, ..., QW: LastRowPick.args)
+                pick_at(b, acc.to(tl.int64), extra, S + 1, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids, Pos, Loc,
+                        SeqLen, FeatOut, s_fo, QkvOut, s_qo, H, QW, BLOCK_H, BLOCK_Q)
     else:
         # The residual max(p - q, 0) = p - min(p, q): q lives on the draft's candidates only.
         kk = tl.arange(0, KP2)
@@ -163,13 +170,17 @@ def _accept_kernel(Logits, stride_row, Temp, s_temp, Stats, Drafts, sd_b, Cand, 
             target = (tl.load(UR + b * sur_b).to(tl.float64) * tl.sum(sums, axis=0).to(tl.float64))
             extra = _draw(Row, St, c, greedy, cid, corr, target.to(tl.int64), sums, V, NSUB, SUB, NBLK)
             _emit(Emitted, Accept, Drafts, sd_b, b, acc, extra, S)
+            if PICK:
+                pick_at(b, acc.to(tl.int64), extra, S + 1, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids, Pos, Loc,
+                        SeqLen, FeatOut, s_fo, QkvOut, s_qo, H, QW, BLOCK_H, BLOCK_Q)
             tl.atomic_xchg(counter, 0)  # ready for the next launch (stream order)
 
 
 def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: torch.Tensor,
                      drafts: torch.Tensor, cand: torch.Tensor, q: torch.Tensor,
                      u_accept: torch.Tensor, u_residual: torch.Tensor, tickets: torch.Tensor | None = None,
-                     emitted_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                     emitted_out: torch.Tensor | None = None,
+                     pick: LastRowPick | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Lossless rejection sampling of ``drafts`` [B, S] against the rows ``filter_rows``
     described (``logits`` [B * (S + 1), V], ``stats``), the drafts' candidate distributions
     ``cand`` [B, S, K] (target ids, distinct per row) / ``q`` [B, S, K], uniforms ``u_accept``
@@ -180,7 +191,10 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     One launch of ``cdiv(V, 4096)`` programs per request: each sums one block of the residual,
     the last to finish (an atomic ticket per request) draws from the sums. ``tickets``: >= B
     int32 counters at 0, left at 0 (a graph passes one it owns; None: zeroed here, one more
-    kernel). ``emitted_out`` [B, S+1] int64 contiguous: written as ``emitted`` and returned as it."""
+    kernel). ``emitted_out`` [B, S+1] int64 contiguous: written as ``emitted`` and returned as it.
+    ``pick``: the program that emits a request's tokens also writes its last accepted row into
+    the draft extend's one-row batch (``last_row.pick_at``; ``pick.src``'s emitted tokens must
+    be these), where ``last_row.pick_last_rows`` would be a launch after this one."""
     bs, s = drafts.shape
     vocab = logits.shape[1]
     k = cand.shape[2]
@@ -196,12 +210,17 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     if tickets.dtype != torch.int32 or tickets.numel() < bs or not tickets.is_contiguous():
         raise ValueError(f"rejection_sample: tickets must be >= {bs} contiguous int32 counters")
     part = torch.empty((bs, nblk, 2), dtype=torch.int64, device=dev)
+    if pick is not None and pick.src.emitted.data_ptr() != emitted.data_ptr():
+        raise ValueError("rejection_sample: the pick must read the emitted tokens this launch writes")
+    # without a pick its pointers are placeholders (never read) and its widths any values
+    pick_args = pick.args() if pick is not None else (accept, accept, accept, accept, 0, accept, 0) + (accept,) * 4 + (
+        accept, 0, accept, 0, 0, 0)
     _accept_kernel[(bs, nblk)](
         logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,
         drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
         u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted, part, tickets,
-        GREEDY_TEMPERATURE, s, V=vocab, K=k, KP2=triton.next_power_of_2(k), SP2=max(2, triton.next_power_of_2(s)), NSUB=_NSUB,
-        SUB=_SUB, NBLK=triton.next_power_of_2(nblk), NS=stats.shape[1],
-        num_warps=8, **pdl_opts(logits.device, "sampling"),
+        GREEDY_TEMPERATURE, s, *pick_args, V=vocab, K=k, KP2=triton.next_power_of_2(k),
+        SP2=max(2, triton.next_power_of_2(s)), NSUB=_NSUB, SUB=_SUB, NBLK=triton.next_power_of_2(nblk), NS=stats.shape[1],
+        PICK=pick is not None, **(pick.consts() if pick is not None else {"BLOCK_H": 1, "BLOCK_Q": 1}), num_warps=8, **pdl_opts(logits.device, "sampling"),
     )
     return accept, emitted

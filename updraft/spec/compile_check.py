@@ -74,8 +74,15 @@ def sampling() -> None:
     sig = {**ptr, "stride_row": "i64", "Drafts": "*i64", "sd_b": "i64", "Cand": "*i64", "Q": "*fp32",
            "UA": "*fp32", "sua_b": "i64", "sua_k": "i64", "UR": "*fp32", "sur_b": "i64", "Accept": "*i64",
            "Emitted": "*i64", "Part": "*i64", "Tickets": "*i32", "greedy_below": "fp32", "S": "i32"}
-    cons = {"V": 49152, "K": 64, "KP2": 64, "SP2": 8, "NSUB": ak._NSUB, "SUB": ak._SUB, "NBLK": 16, "NS": rk.NUM_STATS}
-    triton.compile(src(ak._accept_kernel, sig, cons), target=SM90, options={"num_warps": 8})
+    # with the draft extend's last accepted row picked in the launch (SmolLM2's 576-wide feature, its
+    # head's QKV product of 9 + 2 x 3 heads of 64: 960 float32), and without
+    sig |= {"N": "*i64", "ExtPos": "*i64", "ExtLoc": "*i64", "Feat": "*bf16", "s_f": "i64", "Qkv": "*fp32", "s_q": "i64",
+            "Ids": "*i64", "Pos": "*i64", "Loc": "*i64", "SeqLen": "*i32", "FeatOut": "*bf16", "s_fo": "i64",
+            "QkvOut": "*fp32", "s_qo": "i64", "H": "i32", "QW": "i32"}
+    for pick in (True, False):
+        cons = {"V": 49152, "K": 64, "KP2": 64, "SP2": 8, "NSUB": ak._NSUB, "SUB": ak._SUB, "NBLK": 16, "NS": rk.NUM_STATS,
+                "PICK": pick, "BLOCK_H": 1024, "BLOCK_Q": 1024}
+        triton.compile(src(ak._accept_kernel, sig, cons), target=SM90, options={"num_warps": 8})
     sig = {**prm, "Vals": "*fp32", "s_vals": "i64", "U": "*fp32", "s_u": "i64", "Q": "*fp32", "s_q": "i64",
            "Ids": "*i64", "s_ids": "i64", "IdsOut": "*i64", "s_ids_out": "i64", "Pick": "*i64", "s_pick": "i64",
            "Sq": "*fp32", "s_sq": "i64", "n_sq": "i32", "width": "i32", "eps": "fp32"}

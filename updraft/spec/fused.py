@@ -88,7 +88,7 @@ from updraft.spec.commit import Commit, commit
 from updraft.spec.drafter import DRAFT_CANDIDATES, Drafter, RowParams
 from updraft.spec.head_pick import HeadRows
 from updraft.spec.iter_graph import InFlight, IterGraph, fed_batch, static_batch_of
-from updraft.spec.last_row import ExtendRows, argmax_and_pick, pick_last_rows
+from updraft.spec.last_row import ExtendRows, LastRowPick, argmax_and_pick, pick_last_rows
 from updraft.spec.ngram_device import DeviceNgram, LookupAssist
 from updraft.spec.proposers import DraftModelProposer, NgramProposer
 from updraft.spec.request_view import SpecRequestView
@@ -156,6 +156,10 @@ class FusedIteration:
     #: With ``head_pick``, sampled too: that launch writes the draft's logits in place of cuBLAS's
     #: head (``head_logits``). Off: tested on the GPU, not yet timed in the sampled cycle.
     sampled_head_logits: ClassVar[bool] = False
+    #: With ``extend_rows_beside``, sampled: the acceptance's launch picks each request's last
+    #: accepted row for the extend (``accept_kernel.rejection_sample``'s ``pick``), the side stream
+    #: joined before it; off: ``pick_last_rows``, a launch after it (the join after it too).
+    sampled_pick_in_accept: ClassVar[bool] = True
 
     def __init__(self, target: ModelRunner, proposer: DraftModelProposer | NgramProposer | None, sampler: Sampler,
                  sizes: list[int], *, emulate: bool, capture_hidden: CaptureHidden,
@@ -455,7 +459,12 @@ class FusedIteration:
             else:
                 _argmax(tout, logits, emitted)
         else:
-            accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted)
+            pick = None
+            if last is not None and self.sampled_pick_in_accept:
+                self._side.join()
+                pick = LastRowPick.of(ExtendRows(emitted, drafts, None, e.positions, e.out_cache_loc, feat, fqkv, n), last)
+                picked = pick.outputs
+            accept, _ = self._sampled_accept(logits, drafts, dist, prm, u, emitted, pick)
         self._side.join()
         if last is not None:
             assert fqkv is not None
@@ -542,13 +551,13 @@ class FusedIteration:
 
     def _sampled_accept(self, logits: torch.Tensor, drafts: torch.Tensor, dist: tuple[torch.Tensor, torch.Tensor] | None,
                         prm: RowParams, u: torch.Tensor, emitted_out: torch.Tensor | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+                        pick: LastRowPick | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Lossless rejection sampling of the drafts ``[B, S]`` against the target's exact
         distribution (the plain sampler's: every filter applied on the device), in two kernel
         launches (``rejection_kernels.sampled_accept``). ``dist``: the drafts' probabilities and
         candidates (target ids), [B, S, K] each; None: deterministic drafts (q one-hot at the
         draft, as the per-phase path treats n-gram lookups). S = 0 samples the one row with
-        ``u[:, 1]``. ``emitted_out`` [B, S + 1]: where the emitted tokens land."""
+        ``u[:, 1]``. ``emitted_out`` [B, S + 1]: where the emitted tokens land (``pick`` reads them there)."""
         bs, ndt, _ = logits.shape
         s = ndt - 1
         dev = logits.device
@@ -568,7 +577,7 @@ class FusedIteration:
         return rejection_kernels.sampled_accept(logits, drafts, cand, q, prm.col(rs.TEMP), prm.col(rs.TOP_K),
                                                 prm.col(rs.TOP_P), prm.col(rs.MIN_P), u[:, s : 2 * s], u_residual,
                                                 bf16_values=self.target.dtype == torch.bfloat16, tickets=tickets,
-                                                emitted_out=emitted_out)
+                                                emitted_out=emitted_out, pick=pick)
 
     # ---- launch ----------------------------------------------------------------------------
     def launch(self, reqs: list[SpecRequestView], num_steps: int, sampled: bool) -> InFlight:

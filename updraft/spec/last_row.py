@@ -29,7 +29,7 @@ CPU tensors under the Triton interpreter; otherwise the torch code, which is the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -67,6 +67,25 @@ class ExtendRows:
 
 
 @triton.jit
+def pick_at(b, k, tok, ndt, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids, Pos, Loc, SeqLen, FeatOut, s_fo, QkvOut, s_qo,
+            H, Q, BLOCK_H: tl.constexpr, BLOCK_Q: tl.constexpr):
+    """Request ``b``'s row ``k`` (accept length - 1; its token ``tok``, the emitted one there) into
+    the one-row batch (the module docstring); ``ndt`` = S + 1 (any int). ``LastRowPick.args``
+    passes the pointers from ``N`` on."""
+    src = b * ndt + k
+    tl.store(Ids + b, tok)
+    tl.store(Pos + b, tl.load(ExtPos + src))
+    tl.store(Loc + b, tl.load(ExtLoc + src))
+    tl.store(SeqLen + b, (tl.load(N + b) + k).to(SeqLen.dtype.element_ty))
+    h = tl.arange(0, BLOCK_H)
+    hm = h < H
+    tl.store(FeatOut + b * s_fo + h, tl.load(Feat + src * s_f + h, mask=hm, other=0.0), mask=hm)
+    q = tl.arange(0, BLOCK_Q)
+    qm = q < Q
+    tl.store(QkvOut + b * s_qo + q, tl.load(Qkv + src * s_q + q, mask=qm, other=0.0), mask=qm)
+
+
+@triton.jit
 def _pick_row(b, Emitted, s_e, Drafts, s_d, AcceptIn, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids, Pos, Loc, SeqLen,
               FeatOut, s_fo, QkvOut, s_qo, H, Q, NDT: tl.constexpr, BLOCK_T: tl.constexpr, GREEDY: tl.constexpr,
               BLOCK_H: tl.constexpr, BLOCK_Q: tl.constexpr):
@@ -77,17 +96,8 @@ def _pick_row(b, Emitted, s_e, Drafts, s_d, AcceptIn, N, ExtPos, ExtLoc, Feat, s
         k = kept_drafts(Drafts, s_d, b, e, t, NDT)
     else:
         k = tl.load(AcceptIn + b).to(tl.int64) - 1
-    src = b * NDT + k
-    tl.store(Ids + b, tl.sum(tl.where(t == k, e, 0), axis=0))
-    tl.store(Pos + b, tl.load(ExtPos + src))
-    tl.store(Loc + b, tl.load(ExtLoc + src))
-    tl.store(SeqLen + b, (tl.load(N + b) + k).to(SeqLen.dtype.element_ty))
-    h = tl.arange(0, BLOCK_H)
-    hm = h < H
-    tl.store(FeatOut + b * s_fo + h, tl.load(Feat + src * s_f + h, mask=hm, other=0.0), mask=hm)
-    q = tl.arange(0, BLOCK_Q)
-    qm = q < Q
-    tl.store(QkvOut + b * s_qo + q, tl.load(Qkv + src * s_q + q, mask=qm, other=0.0), mask=qm)
+    pick_at(b, k, tl.sum(tl.where(t == k, e, 0), axis=0), NDT, N, ExtPos, ExtLoc, Feat, s_f, Qkv, s_q, Ids, Pos, Loc,
+            SeqLen, FeatOut, s_fo, QkvOut, s_qo, H, Q, BLOCK_H, BLOCK_Q)
 
 
 @triton.jit
@@ -134,14 +144,49 @@ def _pick_torch(src: ExtendRows, dst: ForwardBatch, feat_out: torch.Tensor, qkv_
     qkv_out.copy_(src.qkv[row])
 
 
-def _outputs(src: ExtendRows, dst: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """The picked rows' feature and QKV product (new tensors), after checking ``dst``'s shape."""
-    bs = src.emitted.shape[0]
-    if dst.batch_size != bs or dst.num_tokens != bs:
-        raise ValueError(f"pick_last_rows: the batch must hold one row for each of {bs} requests, "
-                         f"got {dst.num_tokens} rows for {dst.batch_size}")
-    return (torch.empty(bs, src.feat.shape[1], dtype=src.feat.dtype, device=src.feat.device),
-            torch.empty(bs, src.qkv.shape[1], dtype=src.qkv.dtype, device=src.qkv.device))
+@dataclass(frozen=True)
+class LastRowPick:
+    """Where a pick of ``src``'s last accepted rows lands: ``dst`` (a DRAFT_DECODE batch of one row a
+    request, rows contiguous: its ``input_ids``, ``positions``, ``out_cache_loc``, ``seq_lens``) and
+    the rows' feature [B, H] and QKV product [B, Q] (``outputs``, new tensors: the forward's
+    ``feature`` and ``feature_qkv``). A launch that knows the accept lengths writes it through
+    ``pick_at`` (``args``, ``consts``): this module's, or the sampled acceptance's
+    (``accept_kernel.rejection_sample``)."""
+
+    src: ExtendRows
+    dst: ForwardBatch
+    feat_out: torch.Tensor
+    qkv_out: torch.Tensor
+
+    @classmethod
+    def of(cls, src: ExtendRows, dst: ForwardBatch) -> LastRowPick:
+        bs = src.emitted.shape[0]
+        if dst.batch_size != bs or dst.num_tokens != bs:
+            raise ValueError(f"pick_last_rows: the batch must hold one row for each of {bs} requests, "
+                             f"got {dst.num_tokens} rows for {dst.batch_size}")
+        return cls(src, dst, torch.empty(bs, src.feat.shape[1], dtype=src.feat.dtype, device=src.feat.device),
+                   torch.empty(bs, src.qkv.shape[1], dtype=src.qkv.dtype, device=src.qkv.device))
+
+    @property
+    def outputs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.feat_out, self.qkv_out
+
+    def args(self) -> tuple:
+        """``pick_at``'s pointers and sizes from ``N`` on."""
+        src, dst = self.src, self.dst
+        return (src.n, src.positions, src.out_cache_loc, src.feat, src.feat.stride(0), src.qkv, src.qkv.stride(0),
+                dst.input_ids, dst.positions, dst.out_cache_loc, dst.seq_lens, self.feat_out, self.feat_out.stride(0),
+                self.qkv_out, self.qkv_out.stride(0), self.feat_out.shape[1], self.qkv_out.shape[1])
+
+    def consts(self) -> dict[str, int]:
+        return {"BLOCK_H": triton.next_power_of_2(self.src.feat.shape[1]),
+                "BLOCK_Q": triton.next_power_of_2(self.src.qkv.shape[1])}
+
+    def by_torch(self, accept: torch.Tensor | None = None) -> None:
+        """The pick by torch ops (the reference, and the path where the kernels do not run);
+        ``accept`` [B]: the lengths where ``src`` has none (the sampled acceptance's)."""
+        src = self.src if accept is None else replace(self.src, accept=accept)
+        _pick_torch(src, self.dst, self.feat_out, self.qkv_out)
 
 
 def pick_last_rows(src: ExtendRows, dst: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,28 +195,19 @@ def pick_last_rows(src: ExtendRows, dst: ForwardBatch) -> tuple[torch.Tensor, to
     ``positions``, ``out_cache_loc`` and ``seq_lens`` in place; returns that row's feature [B, H]
     and QKV product [B, Q] (new tensors, the forward's ``feature`` and ``feature_qkv``)."""
     bs, ndt = src.emitted.shape
-    feat_out, qkv_out = _outputs(src, dst)
+    pick = LastRowPick.of(src, dst)
     if not use_triton(src.emitted) or bs == 0:
-        _pick_torch(src, dst, feat_out, qkv_out)
-        return feat_out, qkv_out
+        pick.by_torch()
+        return pick.outputs
     emitted = src.emitted if src.emitted.stride(1) == 1 else src.emitted.contiguous()
     drafts = src.drafts if ndt == 1 or src.drafts.stride(1) == 1 else src.drafts.contiguous()
+    n, *rest = pick.args()
     _pick_kernel[(bs,)](
-        emitted, emitted.stride(0), drafts, drafts.stride(0), src.accept if src.accept is not None else src.n,
-        src.n, src.positions, src.out_cache_loc, src.feat, src.feat.stride(0), src.qkv, src.qkv.stride(0),
-        *_dst_args(dst, feat_out, qkv_out), NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt),
-        GREEDY=src.accept is None, **_widths(src), num_warps=4, **pdl_opts(src.emitted.device, "sampling"),
+        emitted, emitted.stride(0), drafts, drafts.stride(0), src.accept if src.accept is not None else src.n, n,
+        *rest, NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt), GREEDY=src.accept is None, **pick.consts(), num_warps=4,
+        **pdl_opts(src.emitted.device, "sampling"),
     )
-    return feat_out, qkv_out
-
-
-def _dst_args(dst: ForwardBatch, feat_out: torch.Tensor, qkv_out: torch.Tensor) -> tuple:
-    return (dst.input_ids, dst.positions, dst.out_cache_loc, dst.seq_lens, feat_out, feat_out.stride(0), qkv_out,
-            qkv_out.stride(0), feat_out.shape[1], qkv_out.shape[1])
-
-
-def _widths(src: ExtendRows) -> dict[str, int]:
-    return {"BLOCK_H": triton.next_power_of_2(src.feat.shape[1]), "BLOCK_Q": triton.next_power_of_2(src.qkv.shape[1])}
+    return pick.outputs
 
 
 def argmax_and_pick(logits: torch.Tensor, src: ExtendRows, dst: ForwardBatch,
@@ -192,14 +228,13 @@ def argmax_and_pick(logits: torch.Tensor, src: ExtendRows, dst: ForwardBatch,
     if not use_triton(logits) or logits.stride(1) != 1 or not src.emitted.is_contiguous() or bs == 0:
         argmax_rows(logits, out=src.emitted.view(-1))
         return pick_last_rows(src, dst)
-    feat_out, qkv_out = _outputs(src, dst)
+    pick = LastRowPick.of(src, dst)
     drafts = src.drafts if ndt == 1 or src.drafts.stride(1) == 1 else src.drafts.contiguous()
     v = logits.shape[1]
     block = min(triton.next_power_of_2(v), MAX_TOPK_ROW)
     _argmax_pick_kernel[(bs * ndt,)](
-        logits, logits.stride(0), v, tickets, src.emitted, drafts, drafts.stride(0), src.n, src.positions,
-        src.out_cache_loc, src.feat, src.feat.stride(0), src.qkv, src.qkv.stride(0), *_dst_args(dst, feat_out, qkv_out),
-        BLOCK=block, NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt), **_widths(src),
+        logits, logits.stride(0), v, tickets, src.emitted, drafts, drafts.stride(0), *pick.args(),
+        BLOCK=block, NDT=ndt, BLOCK_T=triton.next_power_of_2(ndt), **pick.consts(),
         num_warps=num_warps(block, per_thread=ARGMAX_PER_THREAD), **pdl_opts(logits.device, "sampling"),
     )
-    return feat_out, qkv_out
+    return pick.outputs

@@ -57,6 +57,7 @@ from updraft.ops.triton_utils import pdl_enter, pdl_opts
 from updraft.runtime.sampler import GREEDY_TEMPERATURE, Sampler, SamplingBatch
 from updraft.spec import device_rng, filter_hist
 from updraft.spec.accept_kernel import rejection_sample
+from updraft.spec.last_row import LastRowPick
 from updraft.spec.sampling_kernels import interpreter_on
 from updraft.spec.verify import rejection_accept
 
@@ -414,22 +415,30 @@ def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tenso
                    temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
                    min_p: torch.Tensor, u_accept: torch.Tensor, u_residual: torch.Tensor,
                    bf16_values: bool = False, tickets: torch.Tensor | None = None,
-                   emitted_out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   emitted_out: torch.Tensor | None = None,
+                   pick: LastRowPick | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Rejection sampling of a chain of drafts against the target's filtered distribution:
     ``logits`` [B, S+1, V], ``drafts`` [B, S], candidates ``cand`` / ``q`` [B, S, K], per-request
     parameters [B] (raw, as ``RowState`` holds them), uniforms ``u_accept`` [B, S] and
     ``u_residual`` [B]. Returns (accept_len [B], emitted [B, S+1]), int64. Two kernel launches
     (``use_kernels``; five and a memset with ``bf16_values``, see ``filter_rows``; ``tickets`` as
     ``rejection_sample`` takes them), else ``sampled_accept_reference``. ``emitted_out``
-    [B, S+1] int64 contiguous: receives ``emitted`` and is returned as it."""
+    [B, S+1] int64 contiguous: receives ``emitted`` and is returned as it. ``pick`` (reads
+    ``emitted_out``): the draft extend's last accepted rows picked in the acceptance's launch
+    (``rejection_sample``), after it by torch where the kernels do not run."""
+    if pick is not None and (emitted_out is None or pick.src.emitted.data_ptr() != emitted_out.data_ptr()):
+        raise ValueError("sampled_accept: a pick reads the emitted tokens: pass its src.emitted as emitted_out")
     if not use_kernels(logits):
         accept, emitted = sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
                                                    u_accept, u_residual)
-        return accept, emitted_out.copy_(emitted) if emitted_out is not None else emitted
+        emitted = emitted_out.copy_(emitted) if emitted_out is not None else emitted
+        if pick is not None:
+            pick.by_torch(accept)
+        return accept, emitted
     bs, ndt, vocab = logits.shape
     flat = logits.reshape(bs * ndt, vocab)
     stats = filter_rows(flat, ndt, temperature, top_k, top_p, min_p, bf16_values)
-    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual, tickets, emitted_out)
+    return rejection_sample(flat, stats, temperature, drafts, cand, q, u_accept, u_residual, tickets, emitted_out, pick)
 
 
 def sampled_accept_reference(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tensor,
