@@ -3,24 +3,27 @@
 # (benchmarks/results/2026-12-06-h100-sampled-levers/): the histogram filter's cut-offs in the filter's launch
 # (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch), the draft extend's last row
 # picked in the acceptance's launch (FusedIteration.sampled_pick_in_accept, shipped on; knob pick_launch) and the
-# sampled drafts' logits from HeadPick's launch (FusedIteration.sampled_head_logits; knob of that name). Call 1: cycle_variants --sampled at
-# bs 1 (four rounds); call 2: bs 8 (three rounds) and the filter / acceptance GPU tests; call 3: the fused GPU tests;
+# sampled drafts' logits from HeadPick's launch (FusedIteration.sampled_head_logits; knob of that name). Call 1:
+# the filter / acceptance / pick GPU tests, cycle_variants --sampled at bs 1 (four rounds); call 2: bs 8 (three
+# rounds) and the fused GPU tests of the iteration's levers; call 3: the profile (kernels, sampled minus greedy);
 # call 4: spec_iteration's cost part on the real SmolLM2 (the GGUF joined from the four calls' parts), new / old
 # twice in alternating processes (NEW: 'ship' or 'ship+logits', against the cut-offs and the pick in their own
 # launches and cuBLAS's head).
 source benchmarks/device/env.sh >/dev/null
 V=base,cut_launch+pick_launch,cut_launch,pick_launch,sampled_head_logits
 if [ "$1" = 1 ]; then
-  timeout 400 python benchmarks/cycle_variants.py --bs 1 --sampled --variants $V --rounds 4 --out $OUT/s-bs1 2>&1 \
-    | grep -v Warn | tail -5
+  timeout 200 python -m pytest -q -p no:cacheprovider tests/spec/test_filter_rows.py tests/spec/test_rejection_kernels.py \
+    tests/spec/test_last_row.py 2>&1 | tail -2
+  timeout 380 python benchmarks/cycle_variants.py --bs 1 --sampled --variants $V --rounds 4 --out $OUT/s-bs1 2>&1 \
+    | grep -v Warn | tail -6
 elif [ "$1" = 2 ]; then
   timeout 250 python benchmarks/cycle_variants.py --bs 8 --sampled --variants $V --rounds 3 --out $OUT/s-bs8 2>&1 \
-    | grep -v Warn | tail -5
-  timeout 200 python -m pytest -q -p no:cacheprovider tests/spec/test_filter_rows.py tests/spec/test_rejection_kernels.py tests/spec/test_last_row.py \
-    2>&1 | tail -2
+    | grep -v Warn | tail -6
+  timeout 300 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_fused_gpu.py \
+    -k "sampled_pick or cut_in_filter or extend_rows_beside or head_pick" 2>&1 | tail -3
 elif [ "$1" = 3 ]; then
-  timeout 400 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_fused_gpu.py tests/spec/test_head_pick.py \
-    2>&1 | tail -3
+  # the sampled and greedy bodies' kernels (sampled minus greedy per kernel name)
+  timeout 200 python benchmarks/cycle_profile.py --random-smollm --sizes 1,8 --iters 20 --out $OUT/prof 2>&1 | tail -4
 elif [ "$1" = 4 ]; then
   [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
   NEW=${NEW:-ship}

@@ -39,9 +39,9 @@ def _params(sampled: bool) -> SamplingParams:
 
 
 def _runs(target: Path, head: Path, dtype: str, sampled: bool, monkeypatch: pytest.MonkeyPatch, knob: str,
-          ) -> list[tuple[list[list[int]], Seen]]:
-    """Two generations, ``FusedIteration.<knob>`` on then off: (outputs, per launch the verify
-    block's ids and the rows' stored draft features)."""
+          owner: object = FusedIteration) -> list[tuple[list[list[int]], Seen]]:
+    """Two generations, ``<owner>.<knob>`` on then off: (outputs, per launch the verify block's
+    ids and the rows' stored draft features)."""
     ps = repeating_prompts(3, seed=21)
     real_launch = FusedIteration.launch
     seen: Seen = []
@@ -57,7 +57,7 @@ def _runs(target: Path, head: Path, dtype: str, sampled: bool, monkeypatch: pyte
     monkeypatch.setattr(FusedIteration, "launch", spy)
     runs = []
     for on in (True, False):
-        monkeypatch.setattr(FusedIteration, knob, on)
+        monkeypatch.setattr(owner, knob, on)
         seen.clear()
         llm = LLM(str(target), device="cuda", dtype=dtype, progress=False, cuda_graph_max_bs=4, max_total_tokens=16384,
                   speculative_config={"method": "eagle3", "draft_model": str(head), "num_steps": 3, "adaptive": False})
@@ -249,3 +249,35 @@ def test_head_pick_bf16(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
     (outs_a, _), (outs_b, _) = _runs(target, head, "bfloat16", False, monkeypatch, "head_pick")
     assert picks and [len(o) for o in outs_a] == [len(o) for o in outs_b] == [24] * 3
+
+
+def test_sampled_pick_in_accept_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """fp32, sampled: the draft extend's last accepted rows picked in the acceptance's launch
+    (``sampled_pick_in_accept``, the side stream joined before it) against ``pick_last_rows`` after
+    it: the same drafts launch by launch, the features within float32 rounding, the same outputs."""
+    from updraft import ops
+    from updraft.spec import last_row
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    real = last_row.LastRowPick.of
+    picks: list[int] = []
+    monkeypatch.setattr(last_row.LastRowPick, "of", lambda src, dst: picks.append(1) or real(src, dst))
+    with ops.use_backend("triton"):
+        runs = _runs(target, head, "float32", True, monkeypatch, "sampled_pick_in_accept")
+    assert picks, "no pick was made"
+    _agree_fp32(runs, target, True)
+
+
+def test_cut_in_filter_bf16_samples_the_same(tiny_checkpoint, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """bf16, sampled (the histogram filter's path): its cut-offs in the filter's launch
+    (``rejection_kernels.CUT_IN_FILTER``) against their own launch give the same statistics bit for
+    bit, so the same drafts launch by launch and the same outputs (one seed, the same uniforms)."""
+    from updraft.spec import rejection_kernels
+
+    target = tiny_checkpoint("llama")
+    head = write_eagle3_head(tmp_path / "e3", seed=2)
+    (outs_a, seen_a), (outs_b, seen_b) = _runs(target, head, "bfloat16", True, monkeypatch, "CUT_IN_FILTER",
+                                               owner=rejection_kernels)
+    assert outs_a == outs_b and len(seen_a) == len(seen_b) > 5
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(seen_a, seen_b))
