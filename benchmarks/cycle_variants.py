@@ -46,9 +46,10 @@ are captured anew; a setting no knob names keeps its shipped value:
   the verify, each request's last accepted row run alone);
 * ``head_logits``: greedy, each draft's LM head writes its logits (cuBLAS) and ``argmax_rows`` picks
   (``FusedIteration.head_pick`` off; shipped on: ``HeadPick``, no logits); ``head_after_wait``: ``HeadPick``
-  loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before); ``sampled_head_logits``:
-  sampled draft steps take their logits from ``HeadPick``'s launch (``FusedIteration.sampled_head_logits``; shipped
-  off: cuBLAS), timed with ``--sampled`` (the sampled cycle and its ratio to the greedy one beside each variant);
+  loads its weight rows after the PDL wait (``head_pick.PRELOAD`` off; shipped: before); ``sampled_cublas_head``:
+  sampled draft steps take their logits from cuBLAS's head (``FusedIteration.sampled_head_logits`` off; shipped on
+  since 2026-12-06: from ``HeadPick``'s launch; that day's runs name the lever ``sampled_head_logits``), timed with
+  ``--sampled`` (the sampled cycle and its ratio to the greedy one beside each variant);
 * ``cut_launch``: the sampled verify's histogram filter runs its cut-offs in a launch of their own
   (``rejection_kernels.CUT_IN_FILTER`` off; shipped on: in the filter launch beside its other rows);
 * ``pick_launch``: sampled, the draft extend's last accepted rows picked in a launch after the acceptance
@@ -82,7 +83,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_head_logits", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -148,7 +149,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     FusedIteration.assist_beside = fused_shipped["assist_beside"] and "assist_after" not in knobs
     FusedIteration.extend_rows_beside = fused_shipped["extend_rows_beside"] and "extend_all_rows" not in knobs
     FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
-    FusedIteration.sampled_head_logits = bool(fused_shipped["sampled_head_logits"]) or "sampled_head_logits" in knobs
+    FusedIteration.sampled_head_logits = bool(fused_shipped["sampled_head_logits"]) and "sampled_cublas_head" not in knobs
     FusedIteration.sampled_pick_in_accept = bool(fused_shipped["sampled_pick_in_accept"]) and "pick_launch" not in knobs
     from updraft.spec import head_pick
     preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])

@@ -6,8 +6,9 @@
 # with the weights loaded after the PDL wait), at 4k tokens, a profile, the kit's graph cases on the production runner;
 # call 4 issue 12's sampled / greedy cycle (spec_iteration.py's cost part) with HeadPick on and off, twice, random
 # weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls). SAMPLED=1 (calls 4 and 5): the
-# sampled drafts' logits from HeadPick's launch too (FusedIteration.sampled_head_logits, off by default: not yet timed).
-# Call 6 (not run yet): that lever in cycle_variants' alternating rounds with the sampled cycle beside the greedy one.
+# sampled drafts' logits from HeadPick's launch too (FusedIteration.sampled_head_logits; off when these calls ran, on
+# since the next run, benchmarks/device/sampled_levers.sh). Call 6 (never run; sampled_levers.sh timed the lever):
+# cuBLAS's head for sampled drafts in cycle_variants' alternating rounds with the sampled cycle beside the greedy one.
 source benchmarks/device/env.sh >/dev/null
 V=base,head_logits
 if [ "$1" = 1 ]; then
@@ -61,11 +62,11 @@ for k in [f'{n}_bs{b}' for b in (1, 8) for n in ('plain_step_ms', 'cycle_ms_gree
 'cycle_ms_sampled', 'sampled_over_greedy')]))"
   done; done
 elif [ "$1" = 6 ]; then
-  # the sampled drafts' logits from HeadPick's launch (sampled_head_logits, shipped off) against cuBLAS's head: the
+  # the sampled drafts' logits from HeadPick's launch (sampled_head_logits, shipped on) against cuBLAS's head: the
   # greedy and sampled cycles and their ratio in alternating rounds, bs 1 and 8 (random weights; the real model's
   # ratio: SAMPLED=1 call 5)
   for bs in 1 8; do
-    timeout 200 python benchmarks/cycle_variants.py --bs $bs --sampled --variants base,sampled_head_logits,head_logits \
+    timeout 200 python benchmarks/cycle_variants.py --bs $bs --sampled --variants base,sampled_cublas_head,head_logits \
       --rounds 5 --out $OUT/s-bs$bs 2>&1 | grep -v Warn | tail -3
   done
 fi

@@ -3,14 +3,15 @@
 # (benchmarks/results/2026-12-06-h100-sampled-levers/): the histogram filter's cut-offs in the filter's launch
 # (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch), the draft extend's last row
 # picked in the acceptance's launch (FusedIteration.sampled_pick_in_accept, shipped on; knob pick_launch) and the
-# sampled drafts' logits from HeadPick's launch (FusedIteration.sampled_head_logits; knob of that name). Call 1:
+# sampled drafts' logits from HeadPick's launch (FusedIteration.sampled_head_logits, shipped on after this run; knob
+# sampled_cublas_head: cuBLAS's head; the run itself, with it still off, named the lever sampled_head_logits). Call 1:
 # the filter / acceptance / pick GPU tests, cycle_variants --sampled at bs 1 (four rounds); call 2: bs 8 (three
 # rounds) and the fused GPU tests of the iteration's levers; call 3: the profile (kernels, sampled minus greedy);
 # call 4: spec_iteration's cost part on the real SmolLM2 (the GGUF joined from the four calls' parts), new / old
 # twice in alternating processes (NEW: 'ship' or 'ship+logits', against the cut-offs and the pick in their own
 # launches and cuBLAS's head).
 source benchmarks/device/env.sh >/dev/null
-V=base,cut_launch+pick_launch,cut_launch,pick_launch,sampled_head_logits
+V=base,cut_launch+pick_launch+sampled_cublas_head,cut_launch,pick_launch,sampled_cublas_head
 if [ "$1" = 1 ]; then
   timeout 200 python -m pytest -q -p no:cacheprovider tests/spec/test_filter_rows.py tests/spec/test_rejection_kernels.py \
     tests/spec/test_last_row.py 2>&1 | tail -2
@@ -31,6 +32,7 @@ elif [ "$1" = 4 ]; then
   for r in 1 2; do for v in new old; do
     if [ $v = new ]; then set_="R.CUT_IN_FILTER = True; F.sampled_pick_in_accept = True; F.sampled_head_logits = $LOGITS"
     else set_="R.CUT_IN_FILTER = False; F.sampled_pick_in_accept = False; F.sampled_head_logits = False"; fi
+    # (NEW=ship: the new launches with cuBLAS's head)
     python -c "import runpy, sys; from updraft.spec.fused import FusedIteration as F; from updraft.spec import \
 rejection_kernels as R; $set_; sys.argv = ['spec_iteration.py', '--smollm', '$GGUF', '--skip-speed', '--skip-lossless', \
 '--cost-sizes', '1,8', '--out', '$OUT/real-r$r-$v']; runpy.run_path('benchmarks/spec_iteration.py', run_name='__main__')" \

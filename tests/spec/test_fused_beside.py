@@ -199,9 +199,9 @@ def test_first_norm_applied_by_read_rows_drafts_the_same(target, eagle3_head, sa
 def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, monkeypatch) -> None:  # noqa: ANN001
     """``FusedIteration.extend_rows_beside`` on the small-M kernels (interpreted): the draft
     extend's rows whose token is a draft store their keys and values beside the verify
-    (``Eagle3Head.store_kv``, one launch over the block shifted by one), ``pick_last_rows``
-    (sampled) or ``argmax_and_pick`` (greedy: inside the verify's argmax launch; the interpreted
-    kernels) writes each request's last accepted row, and the head runs that row alone. Against the extend over every row, iteration by iteration at bs 2 (mixed lengths):
+    (``Eagle3Head.store_kv``, one launch over the block shifted by one), the acceptance (sampled:
+    ``LastRowPick``, here after its dense path) or ``argmax_and_pick`` (greedy: inside the verify's
+    argmax launch; the interpreted kernels) writes each request's last accepted row, and the head runs that row alone. Against the extend over every row, iteration by iteration at bs 2 (mixed lengths):
     the same drafts and emitted tokens (so every later step read the same draft KV),
     the next draft features within float32 rounding (other row counts, other tiles), the same
     output, greedy and seeded sampled."""
@@ -228,8 +228,15 @@ def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, 
         calls["pick"] += 1
         return real_argmax_pick(logits, src, dst, tickets)
 
+    real_of = fused_mod.LastRowPick.of
+
+    def pick_of(src, dst):  # noqa: ANN001, ANN202
+        calls["pick"] += 1
+        return real_of(src, dst)
+
     monkeypatch.setattr(fused_mod, "pick_last_rows", pick)
     monkeypatch.setattr(fused_mod, "argmax_and_pick", argmax_pick)
+    monkeypatch.setattr(fused_mod.LastRowPick, "of", pick_of)
     params = (SamplingParams(temperature=0.8, top_p=0.9, seed=4, max_tokens=10, ignore_eos=True) if sampled
               else SamplingParams(temperature=0.0, max_tokens=10, ignore_eos=True))
     runs = []
@@ -247,6 +254,35 @@ def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, 
     _agree(runs, 6, 1e-5)
     # rows past the first were kept somewhere: their K/V from the side stream was read
     assert any((d[:, 0] == e[:, 0]).any() for d, e, _ in runs[0][1])
+
+
+def test_sampled_pick_with_the_acceptance_drafts_the_same(target, eagle3_head, monkeypatch) -> None:  # noqa: ANN001
+    """``FusedIteration.sampled_pick_in_accept`` (seeded sampled): the draft extend's last accepted
+    rows picked with the acceptance (``sampled_accept``'s ``pick``: here its dense path, then the
+    torch pick; the kernel's own in ``tests/spec/test_last_row.py``) against ``pick_last_rows``
+    after it, iteration by iteration at bs 2: the same drafts, emitted tokens, next draft features
+    and output."""
+    from updraft import ops
+    from updraft.spec import fused as fused_mod
+    from updraft.spec.fused import FusedIteration
+
+    seen = _record_commits(monkeypatch)
+    picks: list[bool] = []
+    real_of, real_pick = fused_mod.LastRowPick.of, fused_mod.pick_last_rows
+    monkeypatch.setattr(fused_mod.LastRowPick, "of", lambda src, dst: picks.append(True) or real_of(src, dst))
+    monkeypatch.setattr(fused_mod, "pick_last_rows", lambda src, dst: picks.append(False) or real_pick(src, dst))
+    runs = []
+    with ops.use_backend("triton"):
+        for on in (True, False):
+            monkeypatch.setattr(FusedIteration, "sampled_pick_in_accept", on)
+            seen.clear()
+            picks.clear()
+            llm = _llm(target, eagle3_head)
+            outs = [o.outputs[0].token_ids for o in llm.generate(prompts(2, seed=15), _params(True))]
+            # on: the acceptance's pick only; off: pick_last_rows (which makes a LastRowPick itself)
+            assert picks and (all(picks) if on else False in picks), picks
+            runs.append((outs, list(seen)))
+    _agree(runs, 6)
 
 
 @pytest.mark.parametrize("sampled", [False, True])
@@ -275,7 +311,7 @@ def test_head_pick_drafts_the_same(target, eagle3_head, sampled: bool, monkeypat
 
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", spy)
     monkeypatch.setattr(head_pick, "head_logits", spy_logits)
-    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)  # off by default, not yet timed
+    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)
     runs = []
     for on in (True, False):
         monkeypatch.setattr(FusedIteration, "head_pick", on)

@@ -230,7 +230,7 @@ def test_head_pick_drafts_the_same(tiny_checkpoint, tmp_path, monkeypatch, sampl
     picks: list[int] = []
     monkeypatch.setattr(drafter_mod.HeadPick, "__call__", lambda self, *a: picks.append(1) or real(self, *a))
     monkeypatch.setattr(head_pick, "head_logits", lambda h: picks.append(1) or real_logits(h))
-    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)  # off by default, not yet timed
+    monkeypatch.setattr(FusedIteration, "sampled_head_logits", True)
     with ops.use_backend("triton"):
         runs = _runs(target, head, "float32", sampled, monkeypatch, "head_pick")
     assert picks, "the picks never read the LM head's rows"

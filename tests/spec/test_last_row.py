@@ -17,12 +17,15 @@ from updraft.spec.verify import greedy_accept
 
 pytest.importorskip("triton")
 
+#: Where the kernels run: compiled on a GPU machine, interpreted elsewhere (tests/conftest.py).
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
 
 class _Backend:
     fill_seq_len = 1
 
 
-def case(s: int, sampled: bool, seed: int, device: str = "cpu") -> lr.ExtendRows:
+def case(s: int, sampled: bool, seed: int, device: str = DEV) -> lr.ExtendRows:
     gen = torch.Generator().manual_seed(seed)
     bs, ndt, h, q = 6, s + 1, 24, 40
     n = torch.randint(2, 100, (bs,), generator=gen)
@@ -41,7 +44,7 @@ def case(s: int, sampled: bool, seed: int, device: str = "cpu") -> lr.ExtendRows
     return lr.ExtendRows(*(t.to(device) if t is not None else None for t in dataclasses.astuple(rows)))
 
 
-def batch(bs: int, device: str = "cpu"):  # noqa: ANN201 - a ForwardBatch of one row a request
+def batch(bs: int, device: str = DEV):  # noqa: ANN201 - a ForwardBatch of one row a request
     phase = PhaseSpec(ForwardMode.DRAFT_DECODE, 1, "none", CaptureHidden.FULL)
     dev = torch.device(device)
     return static_batch(phase, phase_inputs(phase, bs, dev, torch.bfloat16), bs, _Backend(), dev)
@@ -102,7 +105,7 @@ def test_argmax_and_pick_in_one_launch(s: int, launches) -> None:  # noqa: ANN00
     want = case(s, False, seed=20 + s)
     logits = _logits_for(want, 3000, seed=s)
     src = dataclasses.replace(want, emitted=torch.full_like(want.emitted, -1))
-    tickets = torch.zeros(8, dtype=torch.int32)
+    tickets = torch.zeros(8, dtype=torch.int32, device=DEV)
     dst = batch(src.emitted.shape[0])
     feat, qkv = lr.argmax_and_pick(logits, src, dst, tickets)
     assert calls == [1] and not tickets.any()

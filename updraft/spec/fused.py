@@ -154,8 +154,9 @@ class FusedIteration:
     #: 0.7927 -> 0.7766 ms, bs 8 1.0234 -> 1.0177 (benchmarks/results/2026-12-06-h100-head-pick).
     head_pick: ClassVar[bool] = True
     #: With ``head_pick``, sampled too: that launch writes the draft's logits in place of cuBLAS's
-    #: head (``head_logits``). Off: tested on the GPU, not yet timed in the sampled cycle.
-    sampled_head_logits: ClassVar[bool] = False
+    #: head (``head_logits``; it starts under PDL, cuBLAS's does not): the H100's bs-1 sampled cycle
+    #: 15.7 us shorter (benchmarks/results/2026-12-06-h100-sampled-levers).
+    sampled_head_logits: ClassVar[bool] = True
     #: With ``extend_rows_beside``, sampled: the acceptance's launch picks each request's last
     #: accepted row for the extend (``accept_kernel.rejection_sample``'s ``pick``), the side stream
     #: joined before it; off: ``pick_last_rows``, a launch after it (the join after it too).
