@@ -212,15 +212,13 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     part = torch.empty((bs, nblk, 2), dtype=torch.int64, device=dev)
     if pick is not None and pick.src.emitted.data_ptr() != emitted.data_ptr():
         raise ValueError("rejection_sample: the pick must read the emitted tokens this launch writes")
-    # without a pick its pointers are placeholders (never read) and its widths any values
-    pick_args = pick.args() if pick is not None else (accept, accept, accept, accept, 0, accept, 0) + (accept,) * 4 + (
-        accept, 0, accept, 0, 0, 0)
+    pick_args, pick_consts = (pick.args(), pick.consts()) if pick is not None else LastRowPick.absent(accept)
     _accept_kernel[(bs, nblk)](
         logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,
         drafts.stride(0), cand.contiguous(), q.float().contiguous(), u_accept,
         u_accept.stride(0), u_accept.stride(1), u_residual, u_residual.stride(0), accept, emitted, part, tickets,
         GREEDY_TEMPERATURE, s, *pick_args, V=vocab, K=k, KP2=triton.next_power_of_2(k),
         SP2=max(2, triton.next_power_of_2(s)), NSUB=_NSUB, SUB=_SUB, NBLK=triton.next_power_of_2(nblk), NS=stats.shape[1],
-        PICK=pick is not None, **(pick.consts() if pick is not None else {"BLOCK_H": 1, "BLOCK_Q": 1}), num_warps=8, **pdl_opts(logits.device, "sampling"),
+        PICK=pick is not None, **pick_consts, num_warps=8, **pdl_opts(logits.device, "sampling"),
     )
     return accept, emitted

@@ -419,6 +419,12 @@ class Described(NamedTuple):
         nch = self.hist.tail.shape[1]
         return dict(NBINS=NBINS, BB=_BB, NB=_NB, NCH=nch, NCH_P2=triton.next_power_of_2(nch))
 
+    @staticmethod
+    def absent(like: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], dict[str, int]]:
+        """``cut_args`` and ``cut_consts`` for a launch that runs no cut-off: ``like``'s pointer
+        in each place (never read), constexprs of one."""
+        return (like,) * 4, dict(NBINS=1, BB=1, NB=1, NCH=1, NCH_P2=1)
+
 
 def describe(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
              greedy_below: float) -> Described:

@@ -182,6 +182,13 @@ class LastRowPick:
         return {"BLOCK_H": triton.next_power_of_2(self.src.feat.shape[1]),
                 "BLOCK_Q": triton.next_power_of_2(self.src.qkv.shape[1])}
 
+    @staticmethod
+    def absent(like: torch.Tensor) -> tuple[tuple, dict[str, int]]:
+        """``args`` and ``consts`` for a launch that makes no pick: ``like``'s pointer in every
+        pointer's place (never read) and zero sizes."""
+        t = like
+        return (t, t, t, t, 0, t, 0, t, t, t, t, t, 0, t, 0, 0, 0), {"BLOCK_H": 1, "BLOCK_Q": 1}
+
     def by_torch(self, accept: torch.Tensor | None = None) -> None:
         """The pick by torch ops (the reference, and the path where the kernels do not run);
         ``accept`` [B]: the lengths where ``src`` has none (the sampled acceptance's)."""

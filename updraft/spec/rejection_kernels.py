@@ -385,9 +385,8 @@ def filter_rows(logits: torch.Tensor, ndt: int, temperature: torch.Tensor, top_k
     if hist and not cut:
         filter_hist.filter_rows_bf16(logits, ndt, temperature, top_k, top_p, min_p, GREEDY_TEMPERATURE, stats)
     tiles = torch.empty((rows, TILE), dtype=torch.float32, device=logits.device)
-    # without CUT the histogram's pointers are placeholders (never read) and its constexprs any values
-    cut_args = described.cut_args() if described is not None else (stats,) * 4
-    cut_consts = described.cut_consts() if described is not None else dict(NBINS=1, BB=1, NB=1, NCH=1, NCH_P2=1)
+    cut_args, cut_consts = ((described.cut_args(), described.cut_consts()) if described is not None
+                            else filter_hist.Described.absent(stats))
     _filter_kernel[(rows,)](
         logits, logits.stride(0), temperature, temperature.stride(0), top_k, top_k.stride(0), top_p,
         top_p.stride(0), min_p, min_p.stride(0), stats, tiles, ndt, GREEDY_TEMPERATURE, math.log2(PROBE_CAP),
