@@ -1,4 +1,4 @@
-# usage: bash benchmarks/device/sampled_levers.sh 1|2|3|4   (carrying .whl and .stage/q1..q4, one a call, back to back)
+# usage: bash benchmarks/device/sampled_levers.sh 1|2|3|4|5   (carrying .whl and .stage/q1..q4, one a call, back to back)
 # Issue 12's sampled / greedy cycle at bs 1 (goal <= 1.1): launches out of the sampled cycle
 # (benchmarks/results/2026-12-06-h100-sampled-levers/): the histogram filter's cut-offs in the filter's launch
 # (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch), the draft extend's last row
@@ -9,7 +9,8 @@
 # rounds) and the fused GPU tests of the iteration's levers; call 3: the profile (kernels, sampled minus greedy);
 # call 4: spec_iteration's cost part on the real SmolLM2 (the GGUF joined from the four calls' parts), new / old
 # twice in alternating processes (NEW: 'ship' or 'ship+logits', against the cut-offs and the pick in their own
-# launches and cuBLAS's head).
+# launches and cuBLAS's head). Call 5 (the shipped defaults, on their own): the sampling, pick and fused GPU tests and
+# the kit's graph cases on the production runner.
 source benchmarks/device/env.sh >/dev/null
 V=base,cut_launch+pick_launch+sampled_cublas_head,cut_launch,pick_launch,sampled_cublas_head
 if [ "$1" = 1 ]; then
@@ -42,4 +43,8 @@ c = next(v for k, v in c.items() if k.startswith('cost_')); print('$v', c.get('c
 for k in [f'{n}_bs{b}' for b in (1, 8) for n in ('plain_step_ms', 'cycle_ms_greedy', 'cycle_ms_sampled', \
 'sampled_over_greedy')]))"
   done; done
+elif [ "$1" = 5 ]; then
+  timeout 420 python -m pytest -q -p no:cacheprovider tests/spec/test_last_row.py tests/spec/test_filter_rows.py \
+    tests/spec/test_rejection_kernels.py tests/spec/test_head_pick.py tests/spec/test_fused_gpu.py 2>&1 | tail -3
+  timeout 150 python -m pytest -q -p no:cacheprovider tests/runtime/test_gpu_graphs.py -k "real_graphs and triton" 2>&1 | tail -1
 fi
