@@ -9,10 +9,14 @@ import torch
 from updraft.spec import head_pick as hp
 from updraft.spec.head_pick import EMPTY, HeadPick, HeadRows
 
+#: Where the kernels run: compiled on a GPU machine, interpreted elsewhere (tests/conftest.py).
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
-def _case(rows: int, hidden: int, vocab: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _case(rows: int, hidden: int, vocab: int, seed: int, device: str = DEV) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    return torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen) * hidden ** -0.5
+    x, w = torch.randn(rows, hidden, generator=gen), torch.randn(vocab, hidden, generator=gen) * hidden ** -0.5
+    return x.to(device), w.to(device)
 
 
 def _want(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -26,7 +30,7 @@ def test_head_pick_is_the_argmax_of_the_logits(rows: int, hidden: int, launches)
     calls = launches(hp, "_pick_kernel")
     x, w = _case(rows, hidden, 200, seed=rows + hidden)
     pick = HeadPick(8, x.device)
-    dst = torch.full((rows,), -5, dtype=torch.int64)
+    dst = torch.full((rows,), -5, dtype=torch.int64, device=DEV)
     pick(HeadRows(x, w), None, dst)
     assert torch.equal(dst, _want(x, w))
     assert (pick.slot == EMPTY).all()  # emptied for the next step
@@ -39,15 +43,15 @@ def test_head_pick_maps_and_locks() -> None:
     """The table as EAGLE-3's offsets (``i + d2t[i]``) and as a token map (``t[i]``), the lock
     taking its rows, a strided destination (a column of the verify block)."""
     x, w = _case(3, 40, 130, seed=7)
-    d2t = torch.randint(0, 1000, (130,))
-    block = torch.zeros(3, 4, dtype=torch.int64)
-    lock = torch.tensor([-1, 17, -1])
+    d2t = torch.randint(0, 1000, (130,)).to(DEV)
+    block = torch.zeros(3, 4, dtype=torch.int64, device=DEV)
+    lock = torch.tensor([-1, 17, -1], device=DEV)
     pick = HeadPick(4, x.device)
     want = _want(x, w)
     pick(HeadRows(x, w), (d2t, True), block[:, 2], lock)
     assert block[:, 2].tolist() == [int(want[0] + d2t[want[0]]), 17, int(want[2] + d2t[want[2]])]
     assert block[:, [0, 1, 3]].eq(0).all()
-    dst = torch.zeros(3, dtype=torch.int64)
+    dst = torch.zeros(3, dtype=torch.int64, device=DEV)
     pick(HeadRows(x, w), (d2t, False), dst)
     assert torch.equal(dst, d2t[want])
 
@@ -61,7 +65,8 @@ def test_head_pick_order_ties_and_negative_logits() -> None:
     w[3] = w[90] = -0.01  # two equal best rows, far apart (different programs)
     x[1] = -1.0  # row 1: every logit positive, the most negative weight row wins
     w[57] = -2.0
-    dst = torch.zeros(2, dtype=torch.int64)
+    x, w = x.to(DEV), w.to(DEV)
+    dst = torch.zeros(2, dtype=torch.int64, device=DEV)
     HeadPick(2, x.device)(HeadRows(x, w), None, dst)
     assert dst.tolist() == [3, 57]
 
@@ -71,14 +76,14 @@ def test_head_pick_reference_off_the_kernels(monkeypatch: pytest.MonkeyPatch) ->
     does: the same picks."""
     monkeypatch.setattr(hp, "use_triton", lambda t: False)
     monkeypatch.setattr(hp, "_pick_kernel", None)
-    x, w = _case(3, 48, 200, seed=3)
+    x, w = _case(3, 48, 200, seed=3, device="cpu")
     dst = torch.zeros(3, dtype=torch.int64)
     HeadPick(4, x.device)(HeadRows(x, w), None, dst)
     assert torch.equal(dst, _want(x, w))
 
 
 def test_head_pick_rejects_what_it_does_not_take() -> None:
-    x, w = _case(2, 48, 64, seed=1)
+    x, w = _case(2, 48, 64, seed=1, device="cpu")
     with pytest.raises(ValueError, match="at most"):
         HeadPick(1, x.device)(HeadRows(x, w), None, torch.zeros(2, dtype=torch.int64))
     wide = torch.zeros(4, hp.MAX_HIDDEN + 1)
@@ -96,8 +101,8 @@ def test_head_pick_on_cuda(dtype: torch.dtype, rows: int) -> None:
     """Compiled, at SmolLM2's head (8,192 x 576): fp32 picks the float64 argmax; bf16 a token
     whose float64 logit is within the bf16 logits' rounding of the best; the slots empty, and a
     CUDA graph of two picks (one slot, read and emptied between) replays to the same picks."""
-    x, w = _case(rows, 576, 8192, seed=rows)
-    x, w = x.to("cuda", dtype), w.to("cuda", dtype)
+    x, w = _case(rows, 576, 8192, seed=rows, device="cuda")
+    x, w = x.to(dtype), w.to(dtype)
     d2t = torch.randint(0, 40000, (8192,), device="cuda")
     logits = x.double() @ w.double().T
     near = logits >= logits.max(-1, keepdim=True).values - (0 if dtype == torch.float32 else 1e-2 * logits.abs().max())
@@ -126,7 +131,7 @@ def test_head_pick_paths_agree(dot: bool, preload: bool) -> None:
     """Both products (rows one after another on FMA units, every row at once on tensor cores) and
     both weight loads (before the PDL wait or after) write the float64 argmax's index."""
     x, w = _case(5, 40, 150, seed=11)
-    slot = torch.full((8,), EMPTY, dtype=torch.int64)
+    slot = torch.full((8,), EMPTY, dtype=torch.int64, device=DEV)
     hp.launch_pick(x, w, slot, 32, 2, dot, preload)
     assert torch.equal(0x7FFFFFFF - (slot[:5] & 0xFFFFFFFF), _want(x, w)) and (slot[5:] == EMPTY).all()
 
