@@ -10,7 +10,9 @@ locks) the verify blocks and features are bit for bit those of the lookup launch
 and with ``norm_in_read`` (the first draft's norm applied by ``read_rows``) the same drafts in
 fp32. With ``extend_rows_beside`` (the draft extend's draft-token rows' K/V stored beside the
 verify, each request's last accepted row run alone) the same drafts in fp32, and with ``head_pick``
-(greedy: each draft's LM head and argmax without the logits) too. Only a GPU shows the
+(greedy: each draft's LM head and argmax without the logits) too; sampled, that row picked in the
+acceptance's launch (``sampled_pick_in_accept``) in fp32, and in bf16 the filter's cut-offs in its
+launch (``rejection_kernels.CUT_IN_FILTER``) sample the same tokens. Only a GPU shows the
 fork and the join as captured graph edges; ``test_fused_beside.py``
 runs the same bodies in place on a CPU."""
 
