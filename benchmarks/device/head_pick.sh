@@ -1,4 +1,4 @@
-# usage: bash benchmarks/device/head_pick.sh 1|2|3|4|5|6   (carrying .whl; 5 also one of .stage/q1-q4 a call; ~1-4 min)
+# usage: bash benchmarks/device/head_pick.sh 1|2|3|4|5   (carrying .whl; 5 also one of .stage/q1-q4 a call; ~1-4 min)
 # A draft LM head and its argmax without the logits (updraft/spec/head_pick.py, FusedIteration.head_pick;
 # benchmarks/results/2026-12-06-h100-head-pick/): call 1 the probe (head_pick_probe.py), the GPU tests and the S = 5
 # cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating rounds; call 2 the launch
@@ -7,8 +7,7 @@
 # call 4 issue 12's sampled / greedy cycle (spec_iteration.py's cost part) with HeadPick on and off, twice, random
 # weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls). SAMPLED=1 (calls 4 and 5): the
 # sampled drafts' logits from HeadPick's launch too (FusedIteration.sampled_head_logits; off when these calls ran, on
-# since the next run, benchmarks/device/sampled_levers.sh). Call 6 (never run; sampled_levers.sh timed the lever):
-# cuBLAS's head for sampled drafts in cycle_variants' alternating rounds with the sampled cycle beside the greedy one.
+# since the next run, benchmarks/device/sampled_levers.sh, which timed it).
 source benchmarks/device/env.sh >/dev/null
 V=base,head_logits
 if [ "$1" = 1 ]; then
@@ -61,12 +60,4 @@ c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', c.
 for k in [f'{n}_bs{b}' for b in (1, 8) for n in ('plain_step_ms', 'cycle_ms_greedy', 'cycle_steps_greedy', \
 'cycle_ms_sampled', 'sampled_over_greedy')]))"
   done; done
-elif [ "$1" = 6 ]; then
-  # the sampled drafts' logits from HeadPick's launch (sampled_head_logits, shipped on) against cuBLAS's head: the
-  # greedy and sampled cycles and their ratio in alternating rounds, bs 1 and 8 (random weights; the real model's
-  # ratio: SAMPLED=1 call 5)
-  for bs in 1 8; do
-    timeout 200 python benchmarks/cycle_variants.py --bs $bs --sampled --variants base,sampled_cublas_head,head_logits \
-      --rounds 5 --out $OUT/s-bs$bs 2>&1 | grep -v Warn | tail -3
-  done
 fi

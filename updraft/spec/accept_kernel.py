@@ -210,8 +210,8 @@ def rejection_sample(logits: torch.Tensor, stats: torch.Tensor, temperature: tor
     if tickets.dtype != torch.int32 or tickets.numel() < bs or not tickets.is_contiguous():
         raise ValueError(f"rejection_sample: tickets must be >= {bs} contiguous int32 counters")
     part = torch.empty((bs, nblk, 2), dtype=torch.int64, device=dev)
-    if pick is not None and pick.src.emitted.data_ptr() != emitted.data_ptr():
-        raise ValueError("rejection_sample: the pick must read the emitted tokens this launch writes")
+    if pick is not None:
+        pick.require_reads(emitted_out, "rejection_sample")
     pick_args, pick_consts = (pick.args(), pick.consts()) if pick is not None else LastRowPick.absent(accept)
     _accept_kernel[(bs, nblk)](
         logits, logits.stride(0), temperature, temperature.stride(0), stats, drafts,

@@ -182,6 +182,11 @@ class LastRowPick:
         return {"BLOCK_H": triton.next_power_of_2(self.src.feat.shape[1]),
                 "BLOCK_Q": triton.next_power_of_2(self.src.qkv.shape[1])}
 
+    def require_reads(self, emitted_out: torch.Tensor | None, caller: str) -> None:
+        """A launch that emits into ``emitted_out`` and picks must pick from those tokens."""
+        if emitted_out is None or self.src.emitted.data_ptr() != emitted_out.data_ptr():
+            raise ValueError(f"{caller}: the pick reads the emitted tokens: pass its src.emitted as emitted_out")
+
     @staticmethod
     def absent(like: torch.Tensor) -> tuple[tuple, dict[str, int]]:
         """``args`` and ``consts`` for a launch that makes no pick: ``like``'s pointer in every

@@ -425,9 +425,9 @@ def sampled_accept(logits: torch.Tensor, drafts: torch.Tensor, cand: torch.Tenso
     [B, S+1] int64 contiguous: receives ``emitted`` and is returned as it. ``pick`` (reads
     ``emitted_out``): the draft extend's last accepted rows picked in the acceptance's launch
     (``rejection_sample``), after it by torch where the kernels do not run."""
-    if pick is not None and (emitted_out is None or pick.src.emitted.data_ptr() != emitted_out.data_ptr()):
-        raise ValueError("sampled_accept: a pick reads the emitted tokens: pass its src.emitted as emitted_out")
     if not use_kernels(logits):
+        if pick is not None:
+            pick.require_reads(emitted_out, "sampled_accept")
         accept, emitted = sampled_accept_reference(logits, drafts, cand, q, temperature, top_k, top_p, min_p,
                                                    u_accept, u_residual)
         emitted = emitted_out.copy_(emitted) if emitted_out is not None else emitted
