@@ -1,0 +1,113 @@
+"""CPU check of ``mla_decode.cu``'s fragment mappings, before any GPU time: the kernel's lane addresses for
+``ldmatrix.x4`` / ``ldmatrix.x4.trans`` and its register use in ``mma.m16n8k16.row.col``, emulated in numpy as the
+PTX ISA defines them, for one tile of the QK product (each warp's 144-column share) and of the PV product (each
+warp's 128 output columns, P taken from the QK accumulators' registers). Prints both products' largest error
+against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
+change here.
+
+    python benchmarks/cuda/fragments.py
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+H, D, DV, BN, ROWP, WARPS = 16, 576, 512, 32, 584, 4
+
+
+def ldmatrix(flat: np.ndarray, addrs: list[int], trans: bool) -> np.ndarray:
+    """[lane, matrix, 2]: lanes 8m..8m+7 give matrix m's row starts (8 values each); lane l receives row l / 4,
+    columns 2 (l % 4) and + 1 (``.trans``: column l / 4, rows 2 (l % 4) and + 1)."""
+    regs = np.zeros((32, 4, 2))
+    for m in range(4):
+        mat = np.stack([flat[addrs[8 * m + r]: addrs[8 * m + r] + 8] for r in range(8)])
+        for lane in range(32):
+            g, c = lane // 4, lane % 4
+            regs[lane, m] = [mat[2 * c, g], mat[2 * c + 1, g]] if trans else mat[g, 2 * c: 2 * c + 2]
+    return regs
+
+
+def mma(acc: np.ndarray, a: list[list[np.ndarray]], b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """``acc`` [lane, 4] += A [16, 16] x B [16, 8], both assembled from the lanes' registers."""
+    amat, bmat = np.zeros((16, 16)), np.zeros((16, 8))
+    for lane in range(32):
+        g, c = lane // 4, lane % 4
+        amat[g, 2 * c: 2 * c + 2], amat[g + 8, 2 * c: 2 * c + 2] = a[lane][0], a[lane][1]
+        amat[g, 2 * c + 8: 2 * c + 10], amat[g + 8, 2 * c + 8: 2 * c + 10] = a[lane][2], a[lane][3]
+        bmat[2 * c: 2 * c + 2, g], bmat[2 * c + 8: 2 * c + 10, g] = b0[lane], b1[lane]
+    prod = amat @ bmat
+    for lane in range(32):
+        g, c = lane // 4, lane % 4
+        acc[lane, 0:2] += prod[g, 2 * c: 2 * c + 2]
+        acc[lane, 2:4] += prod[g + 8, 2 * c: 2 * c + 2]
+    return acc
+
+
+def scatter(out: np.ndarray, acc: np.ndarray, col0: int) -> None:
+    """An accumulator's [lane, 4] into rows g / g + 8, columns col0 + 2 (lane % 4) and + 1."""
+    for lane in range(32):
+        g, c = lane // 4, lane % 4
+        out[g, col0 + 2 * c: col0 + 2 * c + 2] += acc[lane, 0:2]
+        out[g + 8, col0 + 2 * c: col0 + 2 * c + 2] += acc[lane, 2:4]
+
+
+def qk(q: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """The scores [16, 32], each warp's 144-column partial summed (the kernel's exchange through shared memory)."""
+    scores = np.zeros((H, BN))
+    for warp in range(WARPS):
+        s = np.zeros((4, 32, 4))
+        for kk in range(D // WARPS // 16):
+            k0 = warp * (D // WARPS) + 16 * kk
+            qa = []
+            for lane in range(32):  # a0..a3: rows g, g + 8 at columns 2c, then 2c + 8 (the .cu's qa loads)
+                g, c = lane // 4, lane % 4
+                qa.append([q[g, k0 + 2 * c: k0 + 2 * c + 2], q[g + 8, k0 + 2 * c: k0 + 2 * c + 2],
+                            q[g, k0 + 2 * c + 8: k0 + 2 * c + 10], q[g + 8, k0 + 2 * c + 8: k0 + 2 * c + 10]])
+            for npair in range(2):
+                addrs = [((2 * npair + (lane >> 4)) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8
+                         for lane in range(32)]
+                r = ldmatrix(flat, addrs, trans=False)
+                s[2 * npair] = mma(s[2 * npair], qa, r[:, 0], r[:, 1])
+                s[2 * npair + 1] = mma(s[2 * npair + 1], qa, r[:, 2], r[:, 3])
+        for nt in range(4):
+            scatter(scores, s[nt], nt * 8)
+    return scores
+
+
+def pv(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """P [16, 32] (held as the QK accumulators hold scores) times the tile's first 512 columns."""
+    preg = np.zeros((4, 32, 4))
+    for nt in range(4):
+        for lane in range(32):
+            g, c = lane // 4, lane % 4
+            preg[nt, lane, 0:2] = p[g, nt * 8 + 2 * c: nt * 8 + 2 * c + 2]
+            preg[nt, lane, 2:4] = p[g + 8, nt * 8 + 2 * c: nt * 8 + 2 * c + 2]
+    out = np.zeros((H, DV))
+    for warp in range(WARPS):
+        acc = np.zeros((16, 32, 4))
+        for kk in range(2):
+            pa = [[preg[2 * kk, lane, 0:2], preg[2 * kk, lane, 2:4], preg[2 * kk + 1, lane, 0:2],
+                   preg[2 * kk + 1, lane, 2:4]] for lane in range(32)]
+            for npair in range(8):
+                addrs = [(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROWP + warp * 128 + npair * 16 + (lane >> 4) * 8
+                         for lane in range(32)]
+                r = ldmatrix(flat, addrs, trans=True)
+                acc[2 * npair] = mma(acc[2 * npair], pa, r[:, 0], r[:, 1])
+                acc[2 * npair + 1] = mma(acc[2 * npair + 1], pa, r[:, 2], r[:, 3])
+        for nt in range(16):
+            scatter(out, acc[nt], warp * 128 + nt * 8)
+    return out
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    q, k, p = rng.standard_normal((H, D)), rng.standard_normal((BN, D)), rng.standard_normal((H, BN))
+    tile = np.zeros((BN, ROWP))
+    tile[:, :D] = k
+    flat = tile.reshape(-1)
+    print("QK max err", np.abs(qk(q, flat) - q @ k.T).max())
+    print("PV max err", np.abs(pv(p, flat) - p @ k[:, :DV]).max())
+
+
+if __name__ == "__main__":
+    main()

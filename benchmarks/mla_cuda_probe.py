@@ -1,0 +1,200 @@
+"""Issue 15's last named lever, probed: MLA decode as a hand-written CUDA kernel
+(``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
+block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
+
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3]
+
+The kernel is compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
+(``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
+take it). It replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads
+of 512 + 64 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the
+backend's. ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after
+the layer's latent-rows kernel) in CUDA graphs, Triton and CUDA in alternating rounds in one process,
+and checks each against the fp32 reference (``rel err``); the two kernels' outputs on the
+same inputs are compared directly as well. Not the engine's path: a result to decide whether a CUDA
+kernel is worth building into the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+import mla_bench  # noqa: E402
+from attention_bench import copy_tbps, meta  # noqa: E402
+
+SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
+HEADS, RANK, ROPE = 16, 512, 64
+SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4  # STAGES x BN x ROWP bf16 + the score partials (the .cu's layout)
+
+
+class Params(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_void_p) for n in ("q", "kpool", "mid_o", "mid_lse", "req_to_token", "req_pool_idx",
+                                                "seq_lens")] + \
+               [(n, ctypes.c_longlong) for n in ("stride_qt", "stride_qh", "stride_ks", "stride_rt", "stride_mt",
+                                                  "stride_mh", "stride_ms", "stride_lt", "stride_lh")] + \
+               [("num_splits", ctypes.c_int), ("min_split", ctypes.c_int), ("split_block", ctypes.c_int),
+                ("scale_log2", ctypes.c_float)]
+
+
+class LaunchAttr(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_byte * 64)]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttr)), ("numAttrs", ctypes.c_uint)]
+
+
+class CudaKernel:
+    """The cubin's ``mla_decode_h16``, launched on torch's current stream (captured by CUDA graphs)."""
+
+    PROGRAMMATIC_STREAM_SERIALIZATION = 6
+    MAX_DYNAMIC_SHARED = 8
+
+    def __init__(self, cubin: Path, pdl: bool = True) -> None:
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the primary context, current on this thread
+        self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self._check(self.cu.cuModuleLoad(ctypes.byref(self.mod), str(cubin).encode()), "cuModuleLoad")
+        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, b"mla_decode_h16"), "cuModuleGetFunction")
+        self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, SMEM), "cuFuncSetAttribute")
+        self.attr = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
+        self.attr.value[0] = 1
+        self.pdl = pdl
+        self.keep: list[Any] = []
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"{what} failed: CUresult {rc}")
+
+    def __call__(self, q: torch.Tensor, k_pool: torch.Tensor, out: torch.Tensor, req_to_token: torch.Tensor,
+                 req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, tree_mask: torch.Tensor | None,
+                 mid_o: torch.Tensor, mid_lse: torch.Tensor, stride: int, num_splits: int, scale: float, cfg: Any,
+                 dot_f32: bool) -> None:
+        from updraft.attention.triton_kernels.merge import merge_splits
+
+        bsz = seq_lens.shape[0]
+        assert stride == 1 and tree_mask is None and q.shape[1:] == (HEADS, RANK + ROPE)
+        if mid_o.shape != (bsz, HEADS, num_splits, RANK):  # one split: the backend passes no partial buffers
+            mid_o = torch.empty(bsz, HEADS, num_splits, RANK, dtype=torch.float32, device=q.device)
+            mid_lse = torch.empty(bsz, HEADS, num_splits, dtype=torch.float32, device=q.device)
+        assert q.dtype == k_pool.dtype == torch.bfloat16 and k_pool.stride(0) == RANK + ROPE and q.stride(2) == 1
+        assert req_to_token.dtype == torch.int32 and seq_lens.dtype == torch.int32
+        rpi = req_pool_indices if req_pool_indices.dtype == torch.int64 else req_pool_indices.long()
+        p = Params(q.data_ptr(), k_pool.data_ptr(), mid_o.data_ptr(), mid_lse.data_ptr(), req_to_token.data_ptr(),
+                   rpi.data_ptr(), seq_lens.data_ptr(), q.stride(0), q.stride(1), k_pool.stride(0),
+                   req_to_token.stride(0), mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
+                   mid_lse.stride(1), num_splits, cfg.min_split, cfg.block_n, scale * 1.4426950408889634)
+        self.keep = [p, rpi, mid_o, mid_lse]  # alive until the launch is enqueued (graph capture copies the parameters)
+        cfg_ = LaunchConfig(num_splits, bsz, 1, 128, 1, 1, SMEM, torch.cuda.current_stream().cuda_stream,
+                            ctypes.pointer(self.attr) if self.pdl else None, 1 if self.pdl else 0)
+        args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
+        self._check(self.cu.cuLaunchKernelEx(ctypes.byref(cfg_), self.fn, args, None), "cuLaunchKernelEx")
+        merge_splits(mid_o, mid_lse, out, written=True)
+
+
+def compile_cubin() -> Path:
+    out = Path(tempfile.mkdtemp()) / "mla_decode.cubin"
+    cmd = ["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", str(SOURCE), "-o", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"nvcc failed:\n{res.stderr[-3000:]}")
+    print("\n".join(line for line in res.stderr.splitlines() if "registers" in line or "spill" in line))
+    return out
+
+
+def same_inputs(kernel: CudaKernel, bs: int, ctx: int, device: torch.device) -> dict[str, float]:
+    """Both kernels (and their merges) over one set of inputs: the largest difference of the outputs."""
+    from updraft.attention.triton_kernels import mla_decode
+    from updraft.batch import ForwardMode, make_forward_batch
+
+    gen = torch.Generator(device=device).manual_seed(7 + bs + ctx)
+    st = mla_bench.LatentSetup(bs, ctx, HEADS, RANK, ROPE, 1, device, gen)
+    be = st.backend
+    batch = make_forward_batch(ForwardMode.DECODE, torch.zeros(bs, dtype=torch.long, device=device), st.rows,
+                               torch.full((bs,), ctx, dtype=torch.int32), torch.full((bs,), 1, dtype=torch.int32),
+                               st.table, logits="none", stride=1)
+    q = torch.randn(bs, HEADS, RANK + ROPE, device=device, generator=gen).to(torch.bfloat16)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    md = batch.attn_metadata
+    outs = []
+    for fn in (mla_decode.mla_decode_attention, kernel):
+        out = torch.empty(bs, HEADS, RANK, dtype=torch.bfloat16, device=device)
+        md.mid_o.fill_(float("nan"))
+        fn(q, be.kv_pool.k_buffer[0], out, be.req_to_token, md.req_pool_indices, md.seq_lens, None, md.mid_o,
+           md.mid_lse, 1, md.plan.num_kv_splits, be.scale, md.plan.tile, False)
+        outs.append(out.float())
+    ref = torch.cat([mla_bench.reference(q[i:i + 1], st.latent(i, ctx), RANK, be.scale, 1) for i in range(bs)])
+    d = (outs[0] - outs[1]).abs()
+    return {"max_abs_diff_triton_cuda": d.max().item(), "rel_err_triton": mla_bench.rel_err(outs[0], ref),
+            "rel_err_cuda": mla_bench.rel_err(outs[1], ref), "splits": md.plan.num_kv_splits,
+            # where a wrong fragment mapping would show: per head, per 64-column block
+            "by_head": [round(v, 4) for v in d.amax(dim=(0, 2)).tolist()],
+            "by_cols64": [round(v, 4) for v in d.view(bs, HEADS, RANK // 64, 64).amax(dim=(0, 1, 3)).tolist()]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
+    args = ap.parse_args()
+    device = torch.device("cuda")
+    from updraft.attention import mla_backend
+
+    cubin = compile_cubin()
+    kernels = {"cuda": CudaKernel(cubin), "cuda_nopdl": CudaKernel(cubin, pdl=False)}
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    checks = {f"{bs}x{ctx}": same_inputs(kernels["cuda"], bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+    for k, v in checks.items():
+        print(f"check {k}: {v}")
+    bargs = mla_bench.parse_args(["--repeats", "20"])
+    bargs.peak_tbps = round(copy_tbps(device), 3)
+    triton_fn = mla_backend.mla_decode_attention
+    rows = []
+    for rnd in range(args.rounds):
+        for name in ("triton", "cuda", "cuda_nopdl"):
+            mla_backend.mla_decode_attention = triton_fn if name == "triton" else kernels[name]  # type: ignore[assignment]
+            try:
+                for bs, ctx in shapes:
+                    r = mla_bench.bench(bs, ctx, HEADS, bargs, device, (RANK, ROPE), 1, mla_bench.Variant(model_side="stored"))
+                    r.update(kernel=name, round=rnd)
+                    rows.append(r)
+                    print(f"round {rnd} {name:10s} bs {bs:2d} ctx {ctx:5d}: {r['time_us']:7.1f} us  "
+                          f"{r['fraction_of_peak']:.1%} of {bargs.peak_tbps} TB/s  rel err {r['rel_err_req0']:.1e}")
+            finally:
+                mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
+            torch.cuda.empty_cache()
+    print("\nmedian us (share of the copy bandwidth):")
+    for bs, ctx in shapes:
+        line = []
+        for name in ("triton", "cuda", "cuda_nopdl"):
+            ts = sorted(r["time_us"] for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx)
+            fr = sorted(r["fraction_of_peak"] for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx)
+            line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.0%})")
+        print(f"  bs {bs} / {ctx}: " + " | ".join(line))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "mla_cuda_probe.json").write_text(json.dumps(
+        {"meta": meta(device), "peak_tbps": bargs.peak_tbps, "checks": checks, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
