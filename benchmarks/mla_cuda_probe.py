@@ -2,17 +2,20 @@
 (``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
 block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
 
-    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3]
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_bulk]
 
-The kernel is compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
+The kernels are compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
 (``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
-take it). It replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads
-of 512 + 64 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the
-backend's. ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after
-the layer's latent-rows kernel) in CUDA graphs, Triton and CUDA in alternating rounds in one process,
-and checks each against the fp32 reference (``rel err``); the two kernels' outputs on the
-same inputs are compared directly as well. Not the engine's path: a result to decide whether a CUDA
-kernel is worth building into the package.
+take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async`` copies (run on the
+H100 on 2026-12-06: correct, slower, ``results/2026-12-06-h100-recheck/``); ``cuda_bulk``: one bulk
+copy a row from warp 0 on the stages' mbarriers (written after that run, not yet run). A kernel
+replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
+bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
+``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
+layer's latent-rows kernel) in CUDA graphs, Triton and each CUDA variant in alternating rounds in one
+process, and checks each against the fp32 reference (``rel err``); each CUDA variant's output is also
+compared with the Triton kernel's on the same inputs, per head and per 64-column block. Not the
+engine's path: a result to decide whether a CUDA kernel is worth building into the package.
 """
 
 from __future__ import annotations
@@ -37,7 +40,11 @@ from attention_bench import copy_tbps, meta  # noqa: E402
 
 SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
 HEADS, RANK, ROPE = 16, 512, 64
-SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4  # STAGES x BN x ROWP bf16 + the score partials (the .cu's layout)
+# STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
+SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4 + 4 * 8
+#: the .cu's entry points: 16-byte cp.async copies by every thread (run on the H100, 2026-12-06), and one bulk copy a
+#: row by warp 0 on the stages' mbarriers (written after that run)
+KERNELS = {"cuda": "mla_decode_h16", "cuda_bulk": "mla_decode_h16_bulk"}
 
 
 class Params(ctypes.Structure):
@@ -61,18 +68,18 @@ class LaunchConfig(ctypes.Structure):
 
 
 class CudaKernel:
-    """The cubin's ``mla_decode_h16``, launched on torch's current stream (captured by CUDA graphs)."""
+    """One of the cubin's kernels, launched on torch's current stream (captured by CUDA graphs)."""
 
     PROGRAMMATIC_STREAM_SERIALIZATION = 6
     MAX_DYNAMIC_SHARED = 8
 
-    def __init__(self, cubin: Path, pdl: bool = True) -> None:
+    def __init__(self, cubin: Path, name: str = "mla_decode_h16", pdl: bool = True) -> None:
         self.cu = ctypes.CDLL("libcuda.so.1")
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
         self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.cu.cuModuleLoad(ctypes.byref(self.mod), str(cubin).encode()), "cuModuleLoad")
-        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, b"mla_decode_h16"), "cuModuleGetFunction")
+        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, name.encode()), "cuModuleGetFunction")
         self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, SMEM), "cuFuncSetAttribute")
         self.attr = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
         self.attr.value[0] = 1
@@ -155,14 +162,18 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
+    ap.add_argument("--kernels", default="cuda,cuda_bulk",
+                    help=f"CUDA variants beside Triton: {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     args = ap.parse_args()
     device = torch.device("cuda")
     from updraft.attention import mla_backend
 
     cubin = compile_cubin()
-    kernels = {"cuda": CudaKernel(cubin), "cuda_nopdl": CudaKernel(cubin, pdl=False)}
+    names = args.kernels.split(",")
+    kernels = {n: CudaKernel(cubin, KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    checks = {f"{bs}x{ctx}": same_inputs(kernels["cuda"], bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+    checks = {f"{n} {bs}x{ctx}": same_inputs(kernels[n], bs, ctx, device) for n in names
+              for bs, ctx in [(2, 100)] + shapes}
     for k, v in checks.items():
         print(f"check {k}: {v}")
     bargs = mla_bench.parse_args(["--repeats", "20"])
@@ -170,7 +181,7 @@ def main() -> int:
     triton_fn = mla_backend.mla_decode_attention
     rows = []
     for rnd in range(args.rounds):
-        for name in ("triton", "cuda", "cuda_nopdl"):
+        for name in ["triton", *names]:
             mla_backend.mla_decode_attention = triton_fn if name == "triton" else kernels[name]  # type: ignore[assignment]
             try:
                 for bs, ctx in shapes:
@@ -185,7 +196,7 @@ def main() -> int:
     print("\nmedian us (share of the copy bandwidth):")
     for bs, ctx in shapes:
         line = []
-        for name in ("triton", "cuda", "cuda_nopdl"):
+        for name in ["triton", *names]:
             ts = sorted(r["time_us"] for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx)
             fr = sorted(r["fraction_of_peak"] for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx)
             line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.0%})")

@@ -13,6 +13,10 @@
 //   softmax on the whole tile and keeps P in registers as the PV product's A operand (no layout round
 //   trip); each warp owns 128 of the 512 output columns.
 //
+// Two entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; run on the H100
+// on 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost) and
+// `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier; not yet run).
+//
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
 // combines them. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
@@ -111,39 +115,192 @@ __device__ __forceinline__ void issue_tile(const Params& p, __nv_bfloat16* sK, i
   }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
-  float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
+// The split's range [lo, hi) of request b (the Triton kernels' `split_len`), from metadata written before this
+// forward began.
+struct Split {
+  int lo, hi, kv, ntiles;
+  const int* table;
+};
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, c = lane & 3;
-  const int split = blockIdx.x;
-  const long long b = blockIdx.y;
-
-  // metadata and cached rows: safe before the wait (see the header)
+__device__ __forceinline__ Split split_of(const Params& p, long long b, int split) {
   const int seq = ld_cg(p.seq_lens + b);
   const long long rpi = ld_cg64(p.req_pool_idx + b);
   int span = (seq + p.num_splits - 1) / p.num_splits;
   span = (span + p.split_block - 1) / p.split_block * p.split_block;
   span = max(span, p.min_split);
-  const int lo = split * span, hi = min(lo + span, seq);
-  const int kv = max(seq - 1, 0);
-  const int ntiles = hi > lo ? (hi - lo + BN - 1) / BN : 0;
-  const int* table = p.req_to_token + rpi * p.stride_rt;
+  Split s;
+  s.lo = split * span;
+  s.hi = min(s.lo + span, seq);
+  s.kv = max(seq - 1, 0);  // positions before it were stored by earlier forwards
+  s.ntiles = s.hi > s.lo ? (s.hi - s.lo + BN - 1) / BN : 0;
+  s.table = p.req_to_token + rpi * p.stride_rt;
+  return s;
+}
+
+// This warp's query fragments: heads g / g + 8, columns warp * 144 + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9}.
+__device__ __forceinline__ void load_queries(const Params& p, long long b, int warp, int lane, uint32_t (&qa)[KSTEPS][4]) {
+  const int g = lane >> 2, c = lane & 3;
+  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + warp * (D / NWARPS) + 2 * c;
+  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
+  }
+}
+
+// Online-softmax state of rows g and g + 8 (the same in every warp) and this warp's 128 output columns.
+struct State {
+  float m[2], l[2];
+  float acc[16][4];
+};
+
+// One tile of BN keys starting at position `start`: scores (each warp's 144-column share, exchanged through `sS`
+// once), the softmax update, P (bf16, as the Triton kernel rounds it) times the tile's latent columns. Ends with
+// every warp past its reads of `sS`; the caller's next block barrier guards the tile's buffer.
+__device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS][4],
+                                          float* sS, int start, int hi, float scale_log2, int warp, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  float s[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    const int k0 = warp * (D / NWARPS) + 16 * kk;
+#pragma unroll
+    for (int np = 0; np < 2; ++np) {  // key n-tiles 2 np and 2 np + 1
+      const int key = (2 * np + (lane >> 4)) * 8 + (lane & 7);
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4(smem_addr(tile + key * ROWP + k0 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
+      mma(s[2 * np], qa[kk], b0, b1);
+      mma(s[2 * np + 1], qa[kk], b2, b3);
+    }
+  }
+  float* mine = sS + warp * 16 * SROW;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    *reinterpret_cast<float2*>(mine + g * SROW + nt * 8 + 2 * c) = make_float2(s[nt][0], s[nt][1]);
+    *reinterpret_cast<float2*>(mine + (g + 8) * SROW + nt * 8 + 2 * c) = make_float2(s[nt][2], s[nt][3]);
+  }
+  __syncthreads();  // every warp's partial written
+  float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    float2 lo2 = make_float2(0.f, 0.f), hi2 = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < NWARPS; ++w) {
+      const float2 a = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + g * SROW + nt * 8 + 2 * c);
+      const float2 e = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + (g + 8) * SROW + nt * 8 + 2 * c);
+      lo2.x += a.x; lo2.y += a.y; hi2.x += e.x; hi2.y += e.y;
+    }
+    const int pos = start + nt * 8 + 2 * c;
+    s[nt][0] = pos < hi ? lo2.x * scale_log2 : -INFINITY;
+    s[nt][1] = pos + 1 < hi ? lo2.y * scale_log2 : -INFINITY;
+    s[nt][2] = pos < hi ? hi2.x * scale_log2 : -INFINITY;
+    s[nt][3] = pos + 1 < hi ? hi2.y * scale_log2 : -INFINITY;
+    tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
+    tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
+  }
+  float alpha[2], m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+    const float m_new = fmaxf(st.m[r], tmax[r]);
+    m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = exp2f(st.m[r] - m_use[r]);
+    st.m[r] = m_new;
+  }
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt) {
+    s[nt][0] = exp2f(s[nt][0] - m_use[0]);
+    s[nt][1] = exp2f(s[nt][1] - m_use[0]);
+    s[nt][2] = exp2f(s[nt][2] - m_use[1]);
+    s[nt][3] = exp2f(s[nt][3] - m_use[1]);
+    rs[0] += s[nt][0] + s[nt][1];
+    rs[1] += s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+    st.l[r] = st.l[r] * alpha[r] + rs[r];
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
+    st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {  // P as the A operand of two 16-key k-steps
+    uint32_t pa[4];
+    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int np = 0; np < 8; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 128 columns
+      const int col = warp * 128 + np * 16 + (lane >> 4) * 8;
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
+      mma(st.acc[2 * np], pa, b0, b1);
+      mma(st.acc[2 * np + 1], pa, b2, b3);
+    }
+  }
+}
+
+// The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
+__device__ __forceinline__ void write_partial(const Params& p, const State& st, long long b, int split, int warp,
+                                              int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
+  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * 128 + 2 * c;
+  float* o1 = o0 + 8 * p.stride_mh;
+#pragma unroll
+  for (int nt = 0; nt < 16; ++nt) {
+    *reinterpret_cast<float2*>(o0 + nt * 8) = make_float2(st.acc[nt][0] * inv0, st.acc[nt][1] * inv0);
+    *reinterpret_cast<float2*>(o1 + nt * 8) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
+  }
+  if (warp == 0 && c == 0) {
+    float* lse = p.mid_lse + b * p.stride_lt + split;
+    lse[g * p.stride_lh] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
+    lse[(g + 8) * p.stride_lh] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
+  }
+}
+
+__device__ __forceinline__ void init_state(State& st) {
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+}
+
+// Loads by every thread: cp.async, 16 bytes a copy (measured on the H100, 2026-12-06).
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
+  float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int split = blockIdx.x;
+  const long long b = blockIdx.y;
+  const Split sp = split_of(p, b, split);
   const int lrow = tid >> 2;
 
   int first[STAGES - 1];
 #pragma unroll
   for (int t = 0; t < STAGES - 1; ++t) {
-    const int pos = lo + t * BN + lrow;
-    first[t] = (t < ntiles && pos < hi) ? ld_cg(table + pos) : -1;
+    const int pos = sp.lo + t * BN + lrow;
+    first[t] = (t < sp.ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
   }
-  const bool early = min(hi, lo + (STAGES - 1) * BN) <= kv;
+  const bool early = min(sp.hi, sp.lo + (STAGES - 1) * BN) <= sp.kv;
   if (early) {
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < ntiles) issue_tile(p, sK, t, first[t], tid);
+      if (t < sp.ntiles) issue_tile(p, sK, t, first[t], tid);
       cp_commit();
     }
   }
@@ -151,153 +308,131 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params
   if (!early) {
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < ntiles) issue_tile(p, sK, t, first[t], tid);
+      if (t < sp.ntiles) issue_tile(p, sK, t, first[t], tid);
       cp_commit();
     }
   }
-
-  // this warp's query fragments: heads g / g + 8, columns warp * 144 + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9}
   uint32_t qa[KSTEPS][4];
-  {
-    const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + warp * (D / NWARPS) + 2 * c;
-    const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-      qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
-      qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
-      qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
-      qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
-    }
-  }
-
-  float m_r[2] = {-INFINITY, -INFINITY}, l_r[2] = {0.f, 0.f};
-  float acc[16][4];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-
+  load_queries(p, b, warp, lane, qa);
+  State st;
+  init_state(st);
   int slot_next;
   {
-    const int pos = lo + (STAGES - 1) * BN + lrow;
-    slot_next = (STAGES - 1 < ntiles && pos < hi) ? table[pos] : -1;
+    const int pos = sp.lo + (STAGES - 1) * BN + lrow;
+    slot_next = (STAGES - 1 < sp.ntiles && pos < sp.hi) ? sp.table[pos] : -1;
   }
-
-  for (int t = 0; t < ntiles; ++t) {
+  for (int t = 0; t < sp.ntiles; ++t) {
     cp_wait<STAGES - 2>();
     __syncthreads();  // tile t in shared memory for every thread; every warp done with tile t - 1's buffer
     {
       const int tt = t + STAGES - 1;
-      if (tt < ntiles) issue_tile(p, sK, tt, slot_next, tid);
+      if (tt < sp.ntiles) issue_tile(p, sK, tt, slot_next, tid);
       cp_commit();
-      const int pos = lo + (tt + 1) * BN + lrow;
-      slot_next = (tt + 1 < ntiles && pos < hi) ? table[pos] : -1;
+      const int pos = sp.lo + (tt + 1) * BN + lrow;
+      slot_next = (tt + 1 < sp.ntiles && pos < sp.hi) ? sp.table[pos] : -1;
     }
-    const __nv_bfloat16* tile = sK + (t % STAGES) * BN * ROWP;
-
-    // scores of this warp's 144 columns, 4 n-tiles of 8 keys
-    float s[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < KSTEPS; ++kk) {
-      const int k0 = warp * (D / NWARPS) + 16 * kk;
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {  // key n-tiles 2 np and 2 np + 1
-        const int key = (2 * np + (lane >> 4)) * 8 + (lane & 7);
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4(smem_addr(tile + key * ROWP + k0 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
-        mma(s[2 * np], qa[kk], b0, b1);
-        mma(s[2 * np + 1], qa[kk], b2, b3);
-      }
-    }
-    float* mine = sS + warp * 16 * SROW;
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      *reinterpret_cast<float2*>(mine + g * SROW + nt * 8 + 2 * c) = make_float2(s[nt][0], s[nt][1]);
-      *reinterpret_cast<float2*>(mine + (g + 8) * SROW + nt * 8 + 2 * c) = make_float2(s[nt][2], s[nt][3]);
-    }
-    __syncthreads();  // every warp's partial written
-    float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      float2 lo2 = make_float2(0.f, 0.f), hi2 = make_float2(0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < NWARPS; ++w) {
-        const float2 a = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + g * SROW + nt * 8 + 2 * c);
-        const float2 e = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + (g + 8) * SROW + nt * 8 + 2 * c);
-        lo2.x += a.x; lo2.y += a.y; hi2.x += e.x; hi2.y += e.y;
-      }
-      const int pos = lo + t * BN + nt * 8 + 2 * c;
-      s[nt][0] = pos < hi ? lo2.x * p.scale_log2 : -INFINITY;
-      s[nt][1] = pos + 1 < hi ? lo2.y * p.scale_log2 : -INFINITY;
-      s[nt][2] = pos < hi ? hi2.x * p.scale_log2 : -INFINITY;
-      s[nt][3] = pos + 1 < hi ? hi2.y * p.scale_log2 : -INFINITY;
-      tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
-      tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
-    }
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-      const float m_new = fmaxf(m_r[r], tmax[r]);
-      m_use[r] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[r] = exp2f(m_r[r] - m_use[r]);
-      m_r[r] = m_new;
-    }
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      s[nt][0] = exp2f(s[nt][0] - m_use[0]);
-      s[nt][1] = exp2f(s[nt][1] - m_use[0]);
-      s[nt][2] = exp2f(s[nt][2] - m_use[1]);
-      s[nt][3] = exp2f(s[nt][3] - m_use[1]);
-      rs[0] += s[nt][0] + s[nt][1];
-      rs[1] += s[nt][2] + s[nt][3];
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
-      rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
-      l_r[r] = l_r[r] * alpha[r] + rs[r];
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      acc[i][0] *= alpha[0]; acc[i][1] *= alpha[0];
-      acc[i][2] *= alpha[1]; acc[i][3] *= alpha[1];
-    }
-    // P (bf16, as the Triton kernel rounds it) as the A operand of two 16-key k-steps
-#pragma unroll
-    for (int kk = 0; kk < 2; ++kk) {
-      uint32_t pa[4];
-      pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-      for (int np = 0; np < 8; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 128 columns
-        const int col = warp * 128 + np * 16 + (lane >> 4) * 8;
-        uint32_t b0, b1, b2, b3;
-        ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
-        mma(acc[2 * np], pa, b0, b1);
-        mma(acc[2 * np + 1], pa, b2, b3);
-      }
-    }
+    tile_step(st, sK + (t % STAGES) * BN * ROWP, qa, sS, sp.lo + t * BN, sp.hi, p.scale_log2, warp, lane);
   }
   cp_wait<0>();
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  write_partial(p, st, b, split, warp, lane);
+}
 
-  const float inv0 = l_r[0] > 0.f ? 1.f / l_r[0] : 0.f, inv1 = l_r[1] > 0.f ? 1.f / l_r[1] : 0.f;
-  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * 128 + 2 * c;
-  float* o1 = o0 + 8 * p.stride_mh;
+// ---- the same kernel with the copy engine's bulk copies (TMA, non-tensor): one 1152-byte copy a row, issued by
+// warp 0's lane r for row r, completion counted on the stage's mbarrier (expect_tx); the compute warps issue no
+// per-16-byte copies. Rows past the split copy the tile's first row (finite; their weights are 0). Written after
+// the first kernel's H100 run (2026-12-06): not run on a GPU yet.
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  for (long long spins = 0; !done; ++spins) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (spins > (1ll << 22)) __trap();  // a lost copy fails the launch instead of hanging it
+  }
+}
+
+__device__ __forceinline__ void bulk_row(uint32_t dst, const void* src, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(src), "n"(D * 2), "r"(bar)
+               : "memory");
+}
+
+// Warp 0: tile t into stage t % STAGES (lane r copies row r from pool slot `slot`).
+__device__ __forceinline__ void bulk_tile(const Params& p, __nv_bfloat16* sK, uint32_t bars, int t, int slot, int lane) {
+  const int stage = t % STAGES;
+  const uint32_t bar = bars + 8 * stage;
+  if (lane == 0) mbar_expect(bar, BN * D * 2);
+  __syncwarp();
+  bulk_row(smem_addr(sK + (stage * BN + lane) * ROWP), p.kpool + (long long)slot * p.stride_ks, bar);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
+  float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
+  const uint32_t bars = smem_addr(sS + NWARPS * 16 * SROW);  // STAGES mbarriers, 8 bytes each
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int split = blockIdx.x;
+  const long long b = blockIdx.y;
+  if (tid == 0) {
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
-    *reinterpret_cast<float2*>(o0 + nt * 8) = make_float2(acc[nt][0] * inv0, acc[nt][1] * inv0);
-    *reinterpret_cast<float2*>(o1 + nt * 8) = make_float2(acc[nt][2] * inv1, acc[nt][3] * inv1);
+    for (int s = 0; s < STAGES; ++s) mbar_init(bars + 8 * s, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  if (warp == 0 && c == 0) {
-    float* lse = p.mid_lse + b * p.stride_lt + split;
-    lse[g * p.stride_lh] = l_r[0] > 0.f ? m_r[0] + log2f(l_r[0]) : -INFINITY;
-    lse[(g + 8) * p.stride_lh] = l_r[1] > 0.f ? m_r[1] + log2f(l_r[1]) : -INFINITY;
+  __syncthreads();
+  const Split sp = split_of(p, b, split);
+  // warp 0 lane r: the slot of row r of a tile (past the split: the tile's first row, a finite row weighed 0)
+  auto slot_of = [&](int t) {
+    const int pos = sp.lo + t * BN + lane;
+    return ld_cg(sp.table + (pos < sp.hi ? pos : sp.lo + t * BN));
+  };
+  const bool early = min(sp.hi, sp.lo + (STAGES - 1) * BN) <= sp.kv;
+  int first[STAGES - 1];
+  if (warp == 0) {
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t) first[t] = t < sp.ntiles ? slot_of(t) : 0;
+    if (early) {
+#pragma unroll
+      for (int t = 0; t < STAGES - 1; ++t)
+        if (t < sp.ntiles) bulk_tile(p, sK, bars, t, first[t], lane);
+    }
   }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (warp == 0 && !early) {
+#pragma unroll
+    for (int t = 0; t < STAGES - 1; ++t)
+      if (t < sp.ntiles) bulk_tile(p, sK, bars, t, first[t], lane);
+  }
+  uint32_t qa[KSTEPS][4];
+  load_queries(p, b, warp, lane, qa);
+  State st;
+  init_state(st);
+  int slot_next = (warp == 0 && STAGES - 1 < sp.ntiles) ? slot_of(STAGES - 1) : 0;
+  for (int t = 0; t < sp.ntiles; ++t) {
+    __syncthreads();  // every warp done with tile t - 1's stage, which tile t + STAGES - 1 refills
+    if (warp == 0) {
+      const int tt = t + STAGES - 1;
+      if (tt < sp.ntiles) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        bulk_tile(p, sK, bars, tt, slot_next, lane);
+        slot_next = tt + 1 < sp.ntiles ? slot_of(tt + 1) : 0;
+      }
+    }
+    mbar_wait(bars + 8 * (t % STAGES), (t / STAGES) & 1);
+    tile_step(st, sK + (t % STAGES) * BN * ROWP, qa, sS, sp.lo + t * BN, sp.hi, p.scale_log2, warp, lane);
+  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  write_partial(p, st, b, split, warp, lane);
 }
