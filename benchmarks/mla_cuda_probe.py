@@ -2,13 +2,14 @@
 (``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
 block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
 
-    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_bulk]
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_bulk,cuda_bulk8]
 
 The kernels are compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
 (``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
 take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async`` copies (run on the
 H100 on 2026-12-06: correct, slower, ``results/2026-12-06-h100-recheck/``); ``cuda_bulk``: one bulk
-copy a row from warp 0 on the stages' mbarriers (written after that run, not yet run). A kernel
+copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that on eight warps, two a scheduler
+(both written after that run, not yet run). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
@@ -42,9 +43,10 @@ SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
 SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4 + 4 * 8
-#: the .cu's entry points: 16-byte cp.async copies by every thread (run on the H100, 2026-12-06), and one bulk copy a
-#: row by warp 0 on the stages' mbarriers (written after that run)
-KERNELS = {"cuda": "mla_decode_h16", "cuda_bulk": "mla_decode_h16_bulk"}
+#: the .cu's entry points and their threads: 16-byte cp.async copies by every thread (run on the H100, 2026-12-06);
+#: one bulk copy a row by warp 0 on the stages' mbarriers, on 4 warps and on 8 (written after that run)
+KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_bulk": ("mla_decode_h16_bulk", 128),
+           "cuda_bulk8": ("mla_decode_h16_bulk8", 256)}
 
 
 class Params(ctypes.Structure):
@@ -73,7 +75,7 @@ class CudaKernel:
     PROGRAMMATIC_STREAM_SERIALIZATION = 6
     MAX_DYNAMIC_SHARED = 8
 
-    def __init__(self, cubin: Path, name: str = "mla_decode_h16", pdl: bool = True) -> None:
+    def __init__(self, cubin: Path, name: str = "mla_decode_h16", threads: int = 128, pdl: bool = True) -> None:
         self.cu = ctypes.CDLL("libcuda.so.1")
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
@@ -83,7 +85,7 @@ class CudaKernel:
         self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, SMEM), "cuFuncSetAttribute")
         self.attr = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
         self.attr.value[0] = 1
-        self.pdl = pdl
+        self.pdl, self.threads = pdl, threads
         self.keep: list[Any] = []
 
     def _check(self, rc: int, what: str) -> None:
@@ -109,7 +111,7 @@ class CudaKernel:
                    req_to_token.stride(0), mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
                    mid_lse.stride(1), num_splits, cfg.min_split, cfg.block_n, scale * 1.4426950408889634)
         self.keep = [p, rpi, mid_o, mid_lse]  # alive until the launch is enqueued (graph capture copies the parameters)
-        cfg_ = LaunchConfig(num_splits, bsz, 1, 128, 1, 1, SMEM, torch.cuda.current_stream().cuda_stream,
+        cfg_ = LaunchConfig(num_splits, bsz, 1, self.threads, 1, 1, SMEM, torch.cuda.current_stream().cuda_stream,
                             ctypes.pointer(self.attr) if self.pdl else None, 1 if self.pdl else 0)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         self._check(self.cu.cuLaunchKernelEx(ctypes.byref(cfg_), self.fn, args, None), "cuLaunchKernelEx")
@@ -162,7 +164,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
-    ap.add_argument("--kernels", default="cuda,cuda_bulk",
+    ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
                     help=f"CUDA variants beside Triton: {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     args = ap.parse_args()
     device = torch.device("cuda")
@@ -170,7 +172,7 @@ def main() -> int:
 
     cubin = compile_cubin()
     names = args.kernels.split(",")
-    kernels = {n: CudaKernel(cubin, KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
+    kernels = {n: CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     checks = {f"{n} {bs}x{ctx}": same_inputs(kernels[n], bs, ctx, device) for n in names
               for bs, ctx in [(2, 100)] + shapes}

@@ -1,8 +1,8 @@
 """CPU check of ``mla_decode.cu``'s fragment mappings, before any GPU time: the kernel's lane addresses for
 ``ldmatrix.x4`` / ``ldmatrix.x4.trans`` and its register use in ``mma.m16n8k16.row.col``, emulated in numpy as the
 PTX ISA defines them, for one tile of the QK product (each warp's 144-column share) and of the PV product (each
-warp's 128 output columns, P taken from the QK accumulators' registers). Prints both products' largest error
-against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
+warp's 512 / NW output columns, P taken from the QK accumulators' registers), on 4 warps and on 8 (K slice w % 4,
+keys 16 (w / 4) .. +16). Prints both products' largest error against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
 change here.
 
     python benchmarks/cuda/fragments.py
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-H, D, DV, BN, ROWP, WARPS = 16, 576, 512, 32, 584, 4
+H, D, DV, BN, ROWP, KSLICES = 16, 576, 512, 32, 584, 4
 
 
 def ldmatrix(flat: np.ndarray, addrs: list[int], trans: bool) -> np.ndarray:
@@ -51,30 +51,32 @@ def scatter(out: np.ndarray, acc: np.ndarray, col0: int) -> None:
         out[g + 8, col0 + 2 * c: col0 + 2 * c + 2] += acc[lane, 2:4]
 
 
-def qk(q: np.ndarray, flat: np.ndarray) -> np.ndarray:
-    """The scores [16, 32], each warp's 144-column partial summed (the kernel's exchange through shared memory)."""
+def qk(q: np.ndarray, flat: np.ndarray, nw: int) -> np.ndarray:
+    """The scores [16, 32], the K slices' partials summed (the kernel's exchange through shared memory)."""
     scores = np.zeros((H, BN))
-    for warp in range(WARPS):
-        s = np.zeros((4, 32, 4))
-        for kk in range(D // WARPS // 16):
-            k0 = warp * (D // WARPS) + 16 * kk
+    qn = 16 // nw
+    for warp in range(nw):
+        kbase = (warp >> 2) * qn * 8
+        s = np.zeros((qn, 32, 4))
+        for kk in range(D // KSLICES // 16):
+            k0 = (warp & 3) * (D // KSLICES) + 16 * kk
             qa = []
             for lane in range(32):  # a0..a3: rows g, g + 8 at columns 2c, then 2c + 8 (the .cu's qa loads)
                 g, c = lane // 4, lane % 4
                 qa.append([q[g, k0 + 2 * c: k0 + 2 * c + 2], q[g + 8, k0 + 2 * c: k0 + 2 * c + 2],
                             q[g, k0 + 2 * c + 8: k0 + 2 * c + 10], q[g + 8, k0 + 2 * c + 8: k0 + 2 * c + 10]])
-            for npair in range(2):
-                addrs = [((2 * npair + (lane >> 4)) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8
+            for npair in range(qn // 2):
+                addrs = [(kbase + (2 * npair + (lane >> 4)) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8
                          for lane in range(32)]
                 r = ldmatrix(flat, addrs, trans=False)
                 s[2 * npair] = mma(s[2 * npair], qa, r[:, 0], r[:, 1])
                 s[2 * npair + 1] = mma(s[2 * npair + 1], qa, r[:, 2], r[:, 3])
-        for nt in range(4):
-            scatter(scores, s[nt], nt * 8)
+        for nt in range(qn):
+            scatter(scores, s[nt], kbase + nt * 8)
     return scores
 
 
-def pv(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
+def pv(p: np.ndarray, flat: np.ndarray, nw: int) -> np.ndarray:
     """P [16, 32] (held as the QK accumulators hold scores) times the tile's first 512 columns."""
     preg = np.zeros((4, 32, 4))
     for nt in range(4):
@@ -83,19 +85,20 @@ def pv(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
             preg[nt, lane, 0:2] = p[g, nt * 8 + 2 * c: nt * 8 + 2 * c + 2]
             preg[nt, lane, 2:4] = p[g + 8, nt * 8 + 2 * c: nt * 8 + 2 * c + 2]
     out = np.zeros((H, DV))
-    for warp in range(WARPS):
-        acc = np.zeros((16, 32, 4))
+    for warp in range(nw):
+        acc = np.zeros((64 // nw, 32, 4))
         for kk in range(2):
             pa = [[preg[2 * kk, lane, 0:2], preg[2 * kk, lane, 2:4], preg[2 * kk + 1, lane, 0:2],
                    preg[2 * kk + 1, lane, 2:4]] for lane in range(32)]
-            for npair in range(8):
-                addrs = [(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROWP + warp * 128 + npair * 16 + (lane >> 4) * 8
+            for npair in range(32 // nw):
+                addrs = [(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROWP + warp * (DV // nw) + npair * 16
+                         + (lane >> 4) * 8
                          for lane in range(32)]
                 r = ldmatrix(flat, addrs, trans=True)
                 acc[2 * npair] = mma(acc[2 * npair], pa, r[:, 0], r[:, 1])
                 acc[2 * npair + 1] = mma(acc[2 * npair + 1], pa, r[:, 2], r[:, 3])
-        for nt in range(16):
-            scatter(out, acc[nt], warp * 128 + nt * 8)
+        for nt in range(64 // nw):
+            scatter(out, acc[nt], warp * (DV // nw) + nt * 8)
     return out
 
 
@@ -105,8 +108,9 @@ def main() -> None:
     tile = np.zeros((BN, ROWP))
     tile[:, :D] = k
     flat = tile.reshape(-1)
-    print("QK max err", np.abs(qk(q, flat) - q @ k.T).max())
-    print("PV max err", np.abs(pv(p, flat) - p @ k[:, :DV]).max())
+    for nw in (4, 8):
+        print(f"{nw} warps: QK max err {np.abs(qk(q, flat, nw) - q @ k.T).max():.1e}, "
+              f"PV max err {np.abs(pv(p, flat, nw) - p @ k[:, :DV]).max():.1e}")
 
 
 if __name__ == "__main__":

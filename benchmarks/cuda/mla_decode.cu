@@ -13,9 +13,11 @@
 //   softmax on the whole tile and keeps P in registers as the PV product's A operand (no layout round
 //   trip); each warp owns 128 of the 512 output columns.
 //
-// Two entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; run on the H100
-// on 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost) and
-// `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier; not yet run).
+// Three entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; run on the H100
+// on 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost),
+// `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier) and
+// `mla_decode_h16_bulk8` (that on eight warps, two a scheduler, each with half the keys of its K slice and 64
+// output columns); the last two are not yet run.
 //
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
@@ -30,8 +32,8 @@
 #define BN 32
 #define STAGES 4
 #define ROWP 584
-#define NWARPS 4
-#define KSTEPS 9  // 16-column k-steps of a warp's 144-column share of the QK product
+#define KSLICES 4  // the QK product's K split over the warps (warp % 4); 8 warps also split the keys in halves
+#define KSTEPS 9   // 16-column k-steps of a warp's 144-column share of the QK product
 #define SROW 36   // padded fp32 row of a warp's score partial (32 keys)
 
 struct Params {
@@ -137,10 +139,11 @@ __device__ __forceinline__ Split split_of(const Params& p, long long b, int spli
   return s;
 }
 
-// This warp's query fragments: heads g / g + 8, columns warp * 144 + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9}.
+// This warp's query fragments: heads g / g + 8, columns 144 ks + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9} of its K
+// slice ks = warp % 4.
 __device__ __forceinline__ void load_queries(const Params& p, long long b, int warp, int lane, uint32_t (&qa)[KSTEPS][4]) {
   const int g = lane >> 2, c = lane & 3;
-  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + warp * (D / NWARPS) + 2 * c;
+  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & 3) * (D / KSLICES) + 2 * c;
   const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk) {
@@ -151,36 +154,42 @@ __device__ __forceinline__ void load_queries(const Params& p, long long b, int w
   }
 }
 
-// Online-softmax state of rows g and g + 8 (the same in every warp) and this warp's 128 output columns.
+// Online-softmax state of rows g and g + 8 (the same in every warp) and this warp's 512 / NW output columns.
+template <int NW>
 struct State {
   float m[2], l[2];
-  float acc[16][4];
+  float acc[64 / NW][4];
 };
 
-// One tile of BN keys starting at position `start`: scores (each warp's 144-column share, exchanged through `sS`
-// once), the softmax update, P (bf16, as the Triton kernel rounds it) times the tile's latent columns. Ends with
-// every warp past its reads of `sS`; the caller's next block barrier guards the tile's buffer.
-__device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS][4],
+// One tile of BN keys starting at position `start` on NW warps: scores (warp w: K slice w % 4, 144 columns, over
+// keys [16 (w / 4), +32 / (NW / 4)); the slices' fp32 partials exchanged through `sS` once), the softmax update
+// (every warp the same, over the whole tile), P (bf16, as the Triton kernel rounds it) times the tile's latent
+// columns 512 / NW w .. +512 / NW. Ends with every warp past its reads of `sS`; the caller's next block barrier
+// guards the tile's buffer.
+template <int NW>
+__device__ __forceinline__ void tile_step(State<NW>& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS][4],
                                           float* sS, int start, int hi, float scale_log2, int warp, int lane) {
+  constexpr int QN = 16 / NW;  // key n-tiles of this warp's scores: 4 (4 warps) or 2 (8 warps)
   const int g = lane >> 2, c = lane & 3;
+  const int kbase = (warp >> 2) * QN * 8;
   float s[4][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+  for (int i = 0; i < QN; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < KSTEPS; ++kk) {
-    const int k0 = warp * (D / NWARPS) + 16 * kk;
+    const int k0 = (warp & 3) * (D / KSLICES) + 16 * kk;
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {  // key n-tiles 2 np and 2 np + 1
-      const int key = (2 * np + (lane >> 4)) * 8 + (lane & 7);
+    for (int np = 0; np < QN / 2; ++np) {  // key n-tiles 2 np and 2 np + 1 of this warp's keys
+      const int key = kbase + (2 * np + (lane >> 4)) * 8 + (lane & 7);
       uint32_t b0, b1, b2, b3;
       ldsm_x4(smem_addr(tile + key * ROWP + k0 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
       mma(s[2 * np], qa[kk], b0, b1);
       mma(s[2 * np + 1], qa[kk], b2, b3);
     }
   }
-  float* mine = sS + warp * 16 * SROW;
+  float* mine = sS + (warp & 3) * 16 * SROW + kbase;
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt) {
+  for (int nt = 0; nt < QN; ++nt) {
     *reinterpret_cast<float2*>(mine + g * SROW + nt * 8 + 2 * c) = make_float2(s[nt][0], s[nt][1]);
     *reinterpret_cast<float2*>(mine + (g + 8) * SROW + nt * 8 + 2 * c) = make_float2(s[nt][2], s[nt][3]);
   }
@@ -190,7 +199,7 @@ __device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, 
   for (int nt = 0; nt < 4; ++nt) {
     float2 lo2 = make_float2(0.f, 0.f), hi2 = make_float2(0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < NWARPS; ++w) {
+    for (int w = 0; w < KSLICES; ++w) {
       const float2 a = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + g * SROW + nt * 8 + 2 * c);
       const float2 e = *reinterpret_cast<const float2*>(sS + w * 16 * SROW + (g + 8) * SROW + nt * 8 + 2 * c);
       lo2.x += a.x; lo2.y += a.y; hi2.x += e.x; hi2.y += e.y;
@@ -230,7 +239,7 @@ __device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, 
     st.l[r] = st.l[r] * alpha[r] + rs[r];
   }
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 64 / NW; ++i) {
     st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
     st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
   }
@@ -243,8 +252,8 @@ __device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, 
     pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
 #pragma unroll
-    for (int np = 0; np < 8; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 128 columns
-      const int col = warp * 128 + np * 16 + (lane >> 4) * 8;
+    for (int np = 0; np < 32 / NW; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's columns
+      const int col = warp * (DV / NW) + np * 16 + (lane >> 4) * 8;
       uint32_t b0, b1, b2, b3;
       ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
       mma(st.acc[2 * np], pa, b0, b1);
@@ -254,14 +263,15 @@ __device__ __forceinline__ void tile_step(State& st, const __nv_bfloat16* tile, 
 }
 
 // The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
-__device__ __forceinline__ void write_partial(const Params& p, const State& st, long long b, int split, int warp,
+template <int NW>
+__device__ __forceinline__ void write_partial(const Params& p, const State<NW>& st, long long b, int split, int warp,
                                               int lane) {
   const int g = lane >> 2, c = lane & 3;
   const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
-  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * 128 + 2 * c;
+  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * (DV / NW) + 2 * c;
   float* o1 = o0 + 8 * p.stride_mh;
 #pragma unroll
-  for (int nt = 0; nt < 16; ++nt) {
+  for (int nt = 0; nt < 64 / NW; ++nt) {
     *reinterpret_cast<float2*>(o0 + nt * 8) = make_float2(st.acc[nt][0] * inv0, st.acc[nt][1] * inv0);
     *reinterpret_cast<float2*>(o1 + nt * 8) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
   }
@@ -272,18 +282,19 @@ __device__ __forceinline__ void write_partial(const Params& p, const State& st, 
   }
 }
 
-__device__ __forceinline__ void init_state(State& st) {
+template <int NW>
+__device__ __forceinline__ void init_state(State<NW>& st) {
   st.m[0] = st.m[1] = -INFINITY;
   st.l[0] = st.l[1] = 0.f;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+  for (int i = 0; i < 64 / NW; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 }
 
 // Loads by every thread: cp.async, 16 bytes a copy (measured on the H100, 2026-12-06).
 extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
-  float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
+  float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);  // KSLICES x 16 x SROW
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int split = blockIdx.x;
   const long long b = blockIdx.y;
@@ -314,7 +325,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params
   }
   uint32_t qa[KSTEPS][4];
   load_queries(p, b, warp, lane, qa);
-  State st;
+  State<4> st;
   init_state(st);
   int slot_next;
   {
@@ -378,11 +389,12 @@ __device__ __forceinline__ void bulk_tile(const Params& p, __nv_bfloat16* sK, ui
   bulk_row(smem_addr(sK + (stage * BN + lane) * ROWP), p.kpool + (long long)slot * p.stride_ks, bar);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const Params p) {
+template <int NW>
+__device__ __forceinline__ void decode_bulk(const Params& p) {
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
   float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
-  const uint32_t bars = smem_addr(sS + NWARPS * 16 * SROW);  // STAGES mbarriers, 8 bytes each
+  const uint32_t bars = smem_addr(sS + KSLICES * 16 * SROW);  // STAGES mbarriers, 8 bytes each
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int split = blockIdx.x;
   const long long b = blockIdx.y;
@@ -417,7 +429,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const P
   }
   uint32_t qa[KSTEPS][4];
   load_queries(p, b, warp, lane, qa);
-  State st;
+  State<NW> st;
   init_state(st);
   int slot_next = (warp == 0 && STAGES - 1 < sp.ntiles) ? slot_of(STAGES - 1) : 0;
   for (int t = 0; t < sp.ntiles; ++t) {
@@ -436,3 +448,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const P
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   write_partial(p, st, b, split, warp, lane);
 }
+
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const Params p) { decode_bulk<4>(p); }
+
+// Eight warps (two a scheduler, to hide the loop's latencies): warp w scores keys 16 (w / 4) .. +16 over K slice
+// w % 4 and owns 64 output columns.
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_bulk8(const Params p) { decode_bulk<8>(p); }
