@@ -390,8 +390,7 @@ __device__ __forceinline__ void bulk_tile(const Params& p, __nv_bfloat16* sK, ui
 }
 
 template <int NW>
-__device__ __forceinline__ void decode_bulk(const Params& p) {
-  extern __shared__ __align__(128) unsigned char smem[];
+__device__ __forceinline__ void decode_bulk(const Params& p, unsigned char* smem) {
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
   float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);
   const uint32_t bars = smem_addr(sS + KSLICES * 16 * SROW);  // STAGES mbarriers, 8 bytes each
@@ -449,8 +448,14 @@ __device__ __forceinline__ void decode_bulk(const Params& p) {
   write_partial(p, st, b, split, warp, lane);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const Params p) { decode_bulk<4>(p); }
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_bulk(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_b4[];
+  decode_bulk<4>(p, smem_b4);
+}
 
 // Eight warps (two a scheduler, to hide the loop's latencies): warp w scores keys 16 (w / 4) .. +16 over K slice
 // w % 4 and owns 64 output columns.
-extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_bulk8(const Params p) { decode_bulk<8>(p); }
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_bulk8(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_b8[];
+  decode_bulk<8>(p, smem_b8);
+}
