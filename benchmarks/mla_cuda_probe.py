@@ -17,7 +17,9 @@ bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the 
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
 layer's latent-rows kernel) in CUDA graphs, Triton and each CUDA variant in alternating rounds in one
 process, and checks each against the fp32 reference (``rel err``); each CUDA variant's output is also
-compared with the Triton kernel's on the same inputs, per head and per 64-column block. Not the
+compared with the Triton kernel's on the same inputs, per head and per 64-column block, first, in a
+child process of its own: a variant that fails there (a trap on a lost bulk copy kills its CUDA
+context) is reported and left out of the timing, the others still run. Not the
 engine's path: a result to decide whether a CUDA kernel is worth building into the package.
 """
 
@@ -172,18 +174,35 @@ def main() -> int:
                     help="the Triton kernel also with MLABackend.decode_prewarm_rows at these values ('': none)")
     ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
                     help=f"CUDA variants beside Triton: {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
+    ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
     device = torch.device("cuda")
     from updraft.attention import mla_backend
 
-    cubin = compile_cubin()
-    names = args.kernels.split(",")
-    kernels = {n: CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    checks = {f"{n} {bs}x{ctx}": same_inputs(kernels[n], bs, ctx, device) for n in names
-              for bs, ctx in [(2, 100)] + shapes}
+    if args.check_one:  # a kernel that traps (a lost bulk copy) takes only this process with it
+        cubin = Path(args.check_one.split("@")[1])
+        n = args.check_one.split("@")[0]
+        kernel = CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl"))
+        got = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+        print("CHECKS " + json.dumps(got))
+        return 0
+    cubin = compile_cubin()
+    checks: dict[str, Any] = {}
+    names = []
+    for n in args.kernels.split(","):
+        res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
+                              "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=300)
+        line = next((ln for ln in res.stdout.splitlines() if ln.startswith("CHECKS ")), None)
+        if res.returncode != 0 or line is None:
+            checks[n] = {"failed": (res.stdout + res.stderr)[-1500:]}
+            print(f"check {n}: FAILED, left out of the timing\n{(res.stdout + res.stderr)[-800:]}")
+            continue
+        checks.update(json.loads(line.removeprefix("CHECKS ")))
+        names.append(n)
     for k, v in checks.items():
         print(f"check {k}: {v}")
+    kernels = {n: CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
     bargs = mla_bench.parse_args(["--repeats", "20"])
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention

@@ -10,8 +10,8 @@
 source benchmarks/device/env.sh >/dev/null
 PT="python -m pytest -q -p no:cacheprovider -m gpu -rf"
 if [ "$1" = 1 ]; then
-  timeout 200 python benchmarks/mla_cuda_probe.py --out $OUT 2>&1 | grep -v Warn | tail -40
-  timeout 330 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
+  timeout 250 python benchmarks/mla_cuda_probe.py --out $OUT 2>&1 | grep -v Warn | tail -40
+  timeout 300 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
 elif [ "$1" = 2 ]; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo h200 || echo h100)
   timeout 300 python -c "import sys; from updraft.cli import main; sys.exit(main())" kit run --device cuda --jobs 6 --no-progress --json $OUT/kit.json \
