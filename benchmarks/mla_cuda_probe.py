@@ -2,7 +2,7 @@
 (``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
 block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
 
-    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--prewarm 64,128] [--kernels cuda,cuda_bulk,cuda_bulk8]
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--prewarm 64,128,256] [--kernels cuda,cuda_bulk,cuda_bulk8]
 
 The kernels are compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
 (``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
@@ -170,7 +170,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--prewarm", default="64,128",
+    ap.add_argument("--prewarm", default="64,128,256",
                     help="the Triton kernel also with MLABackend.decode_prewarm_rows at these values ('': none)")
     ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
                     help=f"CUDA variants beside Triton: {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
