@@ -150,7 +150,8 @@ def mla_decode_attention(
     pdl = pdl_opts(q.device, "attention", late=True)
     row_bytes = dim * k_pool.element_size()
     # a bulk prefetch takes 16-byte aligned rows of whole 16-byte units (cp.async.bulk)
-    aligned = row_bytes % 16 == 0 and (k_pool.stride(0) * k_pool.element_size()) % 16 == 0 and k_pool.data_ptr() % 16 == 0
+    prewarm = prewarm_rows if pdl["PDL"] and row_bytes % 16 == 0 and k_pool.stride(0) * k_pool.element_size() % 16 == 0 \
+        and k_pool.data_ptr() % 16 == 0 else 0
     _mla_decode_kernel[grid](
         q, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, tm,
         q.stride(0), q.stride(1), k_pool.stride(0), req_to_token.stride(0), out.stride(0), out.stride(1),
@@ -158,7 +159,7 @@ def mla_decode_attention(
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
         TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, **latent_consts(dv, dim, q.dtype, dot_f32),
-        PREWARM_ROWS=prewarm_rows if pdl["PDL"] and aligned else 0, ROW_BYTES=row_bytes,
+        PREWARM_ROWS=prewarm, ROW_BYTES=row_bytes,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl,
     )
     if not direct:

@@ -65,15 +65,16 @@ def split_len(n, num_splits, BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
 
 @triton.jit
 def prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE: tl.constexpr,
-                  BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
-    """``(slots int64 [BLOCK_N], mask)``: the pool slots of the first block of cached positions of
-    split ``split`` of request ``b`` (the decode kernels' split arithmetic; the block's own
-    ``STRIDE`` new positions excluded), read through L2 before the PDL wait (module docstring)."""
+                  BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr, ROWS: tl.constexpr):
+    """``(slots int64 [ROWS], mask)``: the pool slots of the first ``ROWS`` cached positions of split
+    ``split`` of request ``b`` (the decode kernels' split arithmetic; the block's own ``STRIDE`` new
+    positions and those past the split excluded), read through L2 before the PDL wait (module docstring)."""
     seq = tl.load(SeqLens + b, cache_modifier=".cg")
     rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
-    lo = split * split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
-    pos = lo + tl.arange(0, BLOCK_N)
-    ok = pos < tl.maximum(seq - STRIDE, 0)
+    span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
+    lo = split * span
+    pos = lo + tl.arange(0, ROWS)
+    ok = (pos < lo + span) & (pos < tl.maximum(seq - STRIDE, 0))
     slot = tl.load(ReqToToken + rpi * stride_rt + pos, mask=ok, other=0, cache_modifier=".cg")
     return slot.to(tl.int64), ok
 
@@ -97,11 +98,6 @@ def prewarm_bulk(SeqLens, ReqPoolIdx, ReqToToken, Base, b, split, num_splits, st
     index and slots through L2, the block's own ``STRIDE`` new positions left out): the copies after the wait meet
     them in L2. MLA's decode (``MLABackend.decode_prewarm_rows``): the CUDA probe of 2026-12-06 found 1.0 us of its
     fixed cost in copies issued before the wait, which Triton's pipeliner cannot place there."""
-    seq = tl.load(SeqLens + b, cache_modifier=".cg")
-    rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
-    span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
-    lo = split * span
-    pos = lo + tl.arange(0, ROWS)
-    ok = (pos < tl.minimum(lo + span, seq)) & (pos < tl.maximum(seq - STRIDE, 0))
-    slot = tl.load(ReqToToken + rpi * stride_rt + pos, mask=ok, other=0, cache_modifier=".cg")
-    prefetch_l2_bulk(Base + slot.to(tl.int64) * stride_s, ok, ROW_BYTES)
+    slot, ok = prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE, BLOCK_N,
+                             MIN_SPLIT, ROWS)
+    prefetch_l2_bulk(Base + slot * stride_s, ok, ROW_BYTES)
