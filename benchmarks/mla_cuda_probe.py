@@ -163,6 +163,12 @@ def same_inputs(kernel: CudaKernel, bs: int, ctx: int, device: torch.device) -> 
             "by_cols64": [round(v, 4) for v in d.view(bs, HEADS, RANK // 64, 64).amax(dim=(0, 1, 3)).tolist()]}
 
 
+def save(out: Path, device: torch.device, peak_tbps: float, checks: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mla_cuda_probe.json").write_text(json.dumps(
+        {"meta": meta(device), "peak_tbps": peak_tbps, "checks": checks, "rows": rows}, indent=1))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -225,17 +231,15 @@ def main() -> int:
                 mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
                 mla_backend.MLABackend.decode_prewarm_rows = 0
             torch.cuda.empty_cache()
+        save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
     print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")
     for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
         line = []
         for name in [*tritons, *names]:
             got = [r for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx and r["side"] == side]
             ts, fr = sorted(r["time_us"] for r in got), sorted(r["fraction_of_peak"] for r in got)
-            line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.0%})")
+            line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.1%})")
         print(f"  {side} bs {bs} / {ctx}: " + " | ".join(line))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "mla_cuda_probe.json").write_text(json.dumps(
-        {"meta": meta(device), "peak_tbps": bargs.peak_tbps, "checks": checks, "rows": rows}, indent=1))
     return 0
 
 

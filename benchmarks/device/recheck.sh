@@ -1,8 +1,8 @@
-# usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
+# usage: bash benchmarks/device/recheck.sh 1|1m|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/): the
 # last full attention matrix on an H100 is from 2026-11-27 (cfa7dce), and the GPU test files have run piecemeal since.
 # Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA, and the Triton kernel's bulk prewarm, against the
-# shipped Triton kernel) and the MLA GPU tests;
+# shipped Triton kernel) and the prewarm's MLA GPU test (1m: the whole MLA GPU file);
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek, training and engine
 # GPU tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
 # parts): spec_iteration's speed part on the real SmolLM2 (plain against adaptive EAGLE-3: greedy bs 1 / 8 / 32 / 64
@@ -10,8 +10,10 @@
 source benchmarks/device/env.sh >/dev/null
 PT="python -m pytest -q -p no:cacheprovider -m gpu -rf"
 if [ "$1" = 1 ]; then
-  timeout 250 python benchmarks/mla_cuda_probe.py --out $OUT 2>&1 | grep -v Warn | tail -40
-  timeout 300 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
+  timeout 330 python benchmarks/mla_cuda_probe.py --out $OUT 2>&1 | grep -v Warn | tail -40
+  timeout 120 $PT tests/attention/test_mla_gpu.py -k prewarm > $OUT/t-mla-prewarm.log 2>&1; tail -3 $OUT/t-mla-prewarm.log
+elif [ "$1" = 1m ]; then  # the whole MLA GPU file (after a change to the MLA kernels' defaults)
+  timeout 560 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
 elif [ "$1" = 2 ]; then
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && echo h200 || echo h100)
   timeout 300 python -c "import sys; from updraft.cli import main; sys.exit(main())" kit run --device cuda --jobs 6 --no-progress --json $OUT/kit.json \
