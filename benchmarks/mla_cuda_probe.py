@@ -179,7 +179,7 @@ def main() -> int:
     ap.add_argument("--prewarm", default="64,128,256",
                     help="the Triton kernel also with MLABackend.decode_prewarm_rows at these values ('': none)")
     ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
-                    help=f"CUDA variants beside Triton: {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
+                    help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
     device = torch.device("cuda")
@@ -193,10 +193,10 @@ def main() -> int:
         got = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
         print("CHECKS " + json.dumps(got))
         return 0
-    cubin = compile_cubin()
+    cubin = compile_cubin() if args.kernels else Path()
     checks: dict[str, Any] = {}
     names = []
-    for n in args.kernels.split(","):
+    for n in filter(None, args.kernels.split(",")):
         res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
                               "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=300)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith("CHECKS ")), None)
