@@ -150,8 +150,8 @@ def mla_decode_attention(
     pdl = pdl_opts(q.device, "attention", late=True)
     row_bytes = dim * k_pool.element_size()
     # a bulk prefetch takes 16-byte aligned rows of whole 16-byte units (cp.async.bulk)
-    prewarm = prewarm_rows if pdl["PDL"] and row_bytes % 16 == 0 and k_pool.stride(0) * k_pool.element_size() % 16 == 0 \
-        and k_pool.data_ptr() % 16 == 0 else 0
+    prewarm = prewarm_rows if prewarm_rows and pdl["PDL"] and row_bytes % 16 == 0 \
+        and k_pool.stride(0) * k_pool.element_size() % 16 == 0 and k_pool.data_ptr() % 16 == 0 else 0
     _mla_decode_kernel[grid](
         q, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, tm,
         q.stride(0), q.stride(1), k_pool.stride(0), req_to_token.stride(0), out.stride(0), out.stride(1),
