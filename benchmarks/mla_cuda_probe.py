@@ -2,16 +2,17 @@
 (``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
 block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
 
-    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--prewarm 64,128,256] [--kernels cuda,cuda_bulk,cuda_bulk8]
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_bulk,cuda_bulk8]
 
 The kernels are compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
 (``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
 take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async`` copies (run on the
 H100 on 2026-12-06: correct, slower, ``results/2026-12-06-h100-recheck/``); ``cuda_bulk``: one bulk
 copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that on eight warps, two a scheduler
-(both written after that run, not yet run). ``triton_prewarmN``: the Triton kernel with
-``MLABackend.decode_prewarm_rows = N`` (its programs' first N cached rows bulk-prefetched into L2
-before the PDL wait: the CUDA kernel's early copies in Triton's reach; not yet run). A kernel
+(both written after that run, not yet timed: their next run died on a launcher signature the
+probe did not take, fixed since). The Triton kernel's own form of the early copies (its programs'
+first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
+bs 8 / 8k on 2026-12-06 and was removed (same folder). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
@@ -176,8 +177,6 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--prewarm", default="64,128,256",
-                    help="the Triton kernel also with MLABackend.decode_prewarm_rows at these values ('': none)")
     ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
@@ -213,13 +212,10 @@ def main() -> int:
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
     sides = args.sides.split(",")
-    tritons = ["triton"] + [f"triton_prewarm{r}" for r in (int(v) for v in args.prewarm.split(",") if v)]
     rows = []
     for rnd in range(args.rounds):
-        for name in [*tritons, *names]:
-            is_triton = name.startswith("triton")
-            mla_backend.mla_decode_attention = triton_fn if is_triton else kernels[name]  # type: ignore[assignment]
-            mla_backend.MLABackend.decode_prewarm_rows = int(name.removeprefix("triton_prewarm")) if "prewarm" in name else 0
+        for name in ["triton", *names]:
+            mla_backend.mla_decode_attention = triton_fn if name == "triton" else kernels[name]  # type: ignore[assignment]
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
                     r = mla_bench.bench(bs, ctx, HEADS, bargs, device, (RANK, ROPE), 1, mla_bench.Variant(model_side=side))
@@ -227,15 +223,19 @@ def main() -> int:
                     rows.append(r)
                     print(f"round {rnd} {name:18s} {side:6s} bs {bs:2d} ctx {ctx:5d}: {r['time_us']:7.1f} us  "
                           f"{r['fraction_of_peak']:.1%} of {bargs.peak_tbps} TB/s  rel err {r['rel_err_req0']:.1e}")
+            except Exception as e:  # a launcher or shape error: that variant reported and left out, the rest timed
+                if name == "triton":
+                    raise
+                print(f"round {rnd} {name}: FAILED ({type(e).__name__}: {e}), left out")
+                names.remove(name)
             finally:
                 mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
-                mla_backend.MLABackend.decode_prewarm_rows = 0
             torch.cuda.empty_cache()
         save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
     print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")
     for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
         line = []
-        for name in [*tritons, *names]:
+        for name in ["triton", *names]:
             got = [r for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx and r["side"] == side]
             ts, fr = sorted(r["time_us"] for r in got), sorted(r["fraction_of_peak"] for r in got)
             line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.1%})")

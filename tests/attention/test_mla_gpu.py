@@ -125,26 +125,3 @@ def test_real_cuda_graphs(mode: ForwardMode) -> None:
     results = [run_graph("mla", c, mult, pad, DEV) for c in cases for pad, mult in (("fill", 1), ("fill", 4), ("real", 2))]
     bad = [r.describe() for r in results if not r.ok]
     assert not bad, bad[:3]
-
-
-@pytest.mark.parametrize("rows", [64, 128])
-def test_bulk_prewarm_changes_no_bit(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
-    """``MLABackend.decode_prewarm_rows``: the programs' bulk L2 prefetches before the PDL wait leave every output
-    bit as it was (decode and a verify block, contexts shorter and longer than the prefetched rows, a request whose
-    split holds only the new row), and the outputs stay right against the reference."""
-    from updraft.attention.mla_backend import MLABackend
-
-    for mode, s, prefix in ((M.DECODE, 1, (4000, 17, 0, 1000)), (M.TARGET_VERIFY, 4, (3000, 0, 64))):
-        case = deepseek(mode, 16, 1, prefix, (s,) * len(prefix), "bfloat16")
-        setup = harness.build_case(case, DEV)
-        outs = []
-        for pre in (0, rows):
-            monkeypatch.setattr(MLABackend, "decode_prewarm_rows", pre)
-            backend = MLABackend(setup.kv_pool, setup.req_to_token, 16, 1, 576)
-            batch = harness.make_batch(setup)
-            batch.attn_backend = backend
-            backend.init_forward_metadata(batch)
-            outs.append(backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch))
-        torch.cuda.synchronize()
-        assert torch.equal(outs[0], outs[1]), f"{mode.name}: the prewarm changed the output"
-        assert harness.relative_error(outs[1], harness.reference_output(setup, backend.scale)) < TOLERANCE["bfloat16"]

@@ -91,11 +91,6 @@ class MLABackend(TritonBackend):
     #: 4-token bs 1 / 4 at 1k 14.5 / 18.9 -> 12.7 / 14.5; the DeepSeek-V2-Lite MTP S = 1 cycle
     #: 1.31 -> 1.28 plain steps. bs 8 / 8k lost (46.1 -> 48.2), so larger batches keep 32 rows.
     token_tile_max_tokens: ClassVar[int] = 16
-    #: Cached latent rows a decode-kernel program bulk-prefetches into L2 before its PDL wait (0: none; a power of
-    #: two), ``slots.prewarm_bulk``. The CUDA probe of 2026-12-06 (benchmarks/results/2026-12-06-h100-recheck) found
-    #: copies issued before the wait worth 1.0 us of a bs-8 / 8k forward; this is their form in Triton. Off until
-    #: timed (``benchmarks/mla_cuda_probe.py``'s ``triton_prewarmN`` variants).
-    decode_prewarm_rows: ClassVar[int] = 0
 
     def __init__(
         self,
@@ -212,6 +207,6 @@ class MLABackend(TritonBackend):
         mla_decode_attention(
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
-            self._dot_f32(q), prewarm_rows=self.decode_prewarm_rows,
+            self._dot_f32(q),
         )
         return out

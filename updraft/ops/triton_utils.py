@@ -146,17 +146,6 @@ def prefetch_l2(ptrs):
                               is_pure=False, pack=1)
 
 
-@triton.jit
-def prefetch_l2_bulk(ptrs, ok, NBYTES: tl.constexpr):
-    """One bulk prefetch into L2 (``cp.async.bulk.prefetch.L2``, sm_90+) of the ``NBYTES`` at each of ``ptrs``
-    where ``ok``: a whole row an instruction, where ``prefetch_l2`` takes one a 128-byte line. ``ptrs`` 16-byte
-    aligned, ``NBYTES`` a multiple of 16. Nothing waits on it; see the PDL contract above for what may be read."""
-    nbytes = tl.zeros(ptrs.shape, tl.int32) + NBYTES
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.s32 p, $3, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r,r", [ptrs, nbytes, ok.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
 def num_warps(elements: int, per_thread: int = 8, max_warps: int = 16) -> int:
     """Warps for a program whose tile has ``elements`` values, about ``per_thread`` each: a power
     of two in ``[1, max_warps]`` (triton rejects other warp counts at compile time, and the

@@ -144,15 +144,11 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
         dec += [(16, 1, 16, 16, False, True, 4)] if fp32 else [(16, 1, 16, 64, False, True, 4)]
         ext += [(16, 16, 16, True, False, 4)] if fp32 else [(128, 64, 32, False, False, 8), (16, 64, 32, True, False, 8)]
     out = []
-    # the V2-Lite decode tile also with the bulk L2 prewarm before the wait (MLABackend.decode_prewarm_rows)
-    prewarm = [0] if fp32 else [0, 64]
     for heads, stride, rows, bn, tree, direct, warps in dec:
-        for pre in prewarm if (heads, stride) == (16, 1) else [0]:
-            out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct} prewarm={pre}",
-                        mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
-                        dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
-                             TREE=tree, DIRECT=direct, PREFETCH=not fp32, num_stages=2 if fp32 else 3,
-                             PREWARM_ROWS=pre, ROW_BYTES=(512 + 64) * (4 if fp32 else 2), **lat), warps))
+        out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
+                    mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
+                    dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
+                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, num_stages=2 if fp32 else 3, **lat), warps))
     for heads, rows, bn, tree, direct, warps in ext:
         out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
                     extend_ptrs | dict(TreeMask="u8" if tree else "i32"),

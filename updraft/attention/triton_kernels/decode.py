@@ -134,7 +134,7 @@ def _decode_kernel(
     split = tl.program_id(2)
     if PREWARM:  # this split's first cached K and V rows into L2 before the wait (slots.py)
         slot0, ok0 = prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE, BLOCK_N,
-                                   MIN_SPLIT, BLOCK_N)
+                                   MIN_SPLIT)
         prefetch_rows(KPool + kvh * stride_kh, slot0, ok0, stride_ks, HEAD_DIM, LINE)
         prefetch_rows(VPool + kvh * stride_vh, slot0, ok0, stride_vs, HEAD_DIM, LINE)
     pdl_enter(PDL)

@@ -43,7 +43,7 @@ from updraft.attention.triton_kernels.mla_common import (
     load_query_rows,
     store_rows,
 )
-from updraft.attention.triton_kernels.slots import block_slots, first_slots, prewarm_bulk, split_len
+from updraft.attention.triton_kernels.slots import block_slots, first_slots, split_len
 from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
@@ -55,15 +55,11 @@ def _mla_decode_kernel(
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr,
     DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
-    PREWARM_ROWS: tl.constexpr, ROW_BYTES: tl.constexpr,
 ):
+    pdl_enter(PDL)
     mblk = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
-    if PREWARM_ROWS > 0:  # with PDL only: this split's first cached rows into L2 before the wait (slots.py)
-        prewarm_bulk(SeqLens, ReqPoolIdx, ReqToToken, KPool, b, split, num_splits, stride_rt, stride_ks, STRIDE, BLOCK_N,
-                     MIN_SPLIT, PREWARM_ROWS, ROW_BYTES)
-    pdl_enter(PDL)
 
     seq = tl.load(SeqLens + b)
     kv = tl.maximum(seq - STRIDE, 0)  # keys before the query block: every query row sees them
@@ -121,7 +117,6 @@ def mla_decode_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
-    prewarm_rows: int = 0,
 ) -> None:
     """``q`` [T, H, DV + DR] with ``T = B * stride`` query rows (request-major, ``stride`` each);
     ``k_pool`` [slots, 1, DV + DR] the latent cache of one layer; ``out`` [T, H, DV].
@@ -130,8 +125,7 @@ def mla_decode_attention(
     [T, H, num_splits, DV] / ``mid_lse`` [T, H, num_splits] are fp32 scratch for the split
     partials (unused when ``num_splits == 1``). ``stride``, ``num_splits`` and ``cfg`` are host
     scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
-    slots a block ahead (``PREFETCH``). ``prewarm_rows`` (a power of two; with PDL only): each program
-    bulk-prefetches its split's first cached rows into L2 before its wait (``slots.prewarm_bulk``).
+    slots a block ahead (``PREFETCH``).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
@@ -147,11 +141,6 @@ def mla_decode_attention(
     tb, ti = (tree_mask.stride(0), tree_mask.stride(1)) if tree_mask is not None else (0, 0)
     log2e = 1.4426950408889634
     grid = (grid_rows(stride, num_heads, cfg.block_rows), bsz, num_splits)
-    pdl = pdl_opts(q.device, "attention", late=True)
-    row_bytes = dim * k_pool.element_size()
-    # a bulk prefetch takes 16-byte aligned rows of whole 16-byte units (cp.async.bulk)
-    prewarm = prewarm_rows if prewarm_rows and pdl["PDL"] and row_bytes % 16 == 0 \
-        and k_pool.stride(0) * k_pool.element_size() % 16 == 0 and k_pool.data_ptr() % 16 == 0 else 0
     _mla_decode_kernel[grid](
         q, k_pool, out, mid_o, mid_lse, req_to_token, req_pool_indices, seq_lens, tm,
         q.stride(0), q.stride(1), k_pool.stride(0), req_to_token.stride(0), out.stride(0), out.stride(1),
@@ -159,8 +148,7 @@ def mla_decode_attention(
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
         TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, **latent_consts(dv, dim, q.dtype, dot_f32),
-        PREWARM_ROWS=prewarm, ROW_BYTES=row_bytes,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
         merge_splits(mid_o, mid_lse, out, written=True)  # a split without keys stores zeros (store_rows)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from updraft.ops.triton_utils import prefetch_l2, prefetch_l2_bulk
+from updraft.ops.triton_utils import prefetch_l2
 
 
 @triton.jit
@@ -65,16 +65,15 @@ def split_len(n, num_splits, BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
 
 @triton.jit
 def prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE: tl.constexpr,
-                  BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr, ROWS: tl.constexpr):
-    """``(slots int64 [ROWS], mask)``: the pool slots of the first ``ROWS`` cached positions of split
-    ``split`` of request ``b`` (the decode kernels' split arithmetic; the block's own ``STRIDE`` new
-    positions and those past the split excluded), read through L2 before the PDL wait (module docstring)."""
+                  BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr):
+    """``(slots int64 [BLOCK_N], mask)``: the pool slots of the first block of cached positions of
+    split ``split`` of request ``b`` (the decode kernels' split arithmetic; the block's own
+    ``STRIDE`` new positions excluded), read through L2 before the PDL wait (module docstring)."""
     seq = tl.load(SeqLens + b, cache_modifier=".cg")
     rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
-    span = split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
-    lo = split * span
-    pos = lo + tl.arange(0, ROWS)
-    ok = (pos < lo + span) & (pos < tl.maximum(seq - STRIDE, 0))
+    lo = split * split_len(seq, num_splits, BLOCK_N, MIN_SPLIT)
+    pos = lo + tl.arange(0, BLOCK_N)
+    ok = pos < tl.maximum(seq - STRIDE, 0)
     slot = tl.load(ReqToToken + rpi * stride_rt + pos, mask=ok, other=0, cache_modifier=".cg")
     return slot.to(tl.int64), ok
 
@@ -87,17 +86,3 @@ def prefetch_rows(Base, slot, ok, stride_s, ROW: tl.constexpr, LINE: tl.constexp
     line = tl.arange(0, triton.next_power_of_2(LINES))
     ptr = Base + slot[:, None] * stride_s + line[None, :] * LINE
     prefetch_l2(tl.where(ok[:, None] & (line[None, :] < LINES), ptr, Base))
-
-
-@triton.jit
-def prewarm_bulk(SeqLens, ReqPoolIdx, ReqToToken, Base, b, split, num_splits, stride_rt, stride_s,
-                 STRIDE: tl.constexpr, BLOCK_N: tl.constexpr, MIN_SPLIT: tl.constexpr, ROWS: tl.constexpr,
-                 ROW_BYTES: tl.constexpr):
-    """Before the PDL wait: one bulk L2 prefetch of each of the first ``ROWS`` cached rows (``ROW_BYTES`` at
-    ``Base + slot * stride_s``) of split ``split`` of request ``b``, as ``prewarm_slots`` reads them (lengths, pool
-    index and slots through L2, the block's own ``STRIDE`` new positions left out): the copies after the wait meet
-    them in L2. MLA's decode (``MLABackend.decode_prewarm_rows``): the CUDA probe of 2026-12-06 found 1.0 us of its
-    fixed cost in copies issued before the wait, which Triton's pipeliner cannot place there."""
-    slot, ok = prewarm_slots(SeqLens, ReqPoolIdx, ReqToToken, b, split, num_splits, stride_rt, STRIDE, BLOCK_N,
-                             MIN_SPLIT, ROWS)
-    prefetch_l2_bulk(Base + slot * stride_s, ok, ROW_BYTES)

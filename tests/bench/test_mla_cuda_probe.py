@@ -1,0 +1,16 @@
+"""``benchmarks/mla_cuda_probe.py`` (GPU script): what the CPU can check of it."""
+
+from __future__ import annotations
+
+import inspect
+
+
+def test_cuda_launcher_takes_the_triton_launchers_arguments(load_benchmark) -> None:
+    """The probe swaps its CUDA launcher in for ``mla_decode_attention`` inside ``MLABackend``: a parameter the
+    backend passes and the launcher lacks kills the timing on the GPU (a run on 2026-12-06 lost its CUDA variants
+    to a ``prewarm_rows`` keyword), so the two signatures must name the same parameters in the same order."""
+    probe = load_benchmark("mla_cuda_probe")
+    from updraft.attention.triton_kernels.mla_decode import mla_decode_attention
+
+    launcher = list(inspect.signature(probe.CudaKernel.__call__).parameters)[1:]  # without self
+    assert launcher == list(inspect.signature(mla_decode_attention).parameters)
