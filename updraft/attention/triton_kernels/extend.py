@@ -120,6 +120,59 @@ def _store_rows(Out, MidO, MidLse, qrow, heads, split, d, omask, rvalid, m_i, l_
 
 
 @triton.jit
+def _attend_prefix(q, m_i, l_i, acc, KBase, VBase, table_row, lo, hi, stride_ks, stride_vs, d, dmask, scale_log2,
+                   PV_DTYPE: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, BLOCK_N: tl.constexpr,
+                   EVEN_D: tl.constexpr):
+    """The cached positions ``lo .. hi`` (pool slots from ``table_row``), seen by every query row. Whole
+    blocks take no key mask, no -inf guard and no masked loads; the tail block keeps them."""
+    whole = lo + (hi - lo) // BLOCK_N * BLOCK_N
+    for start in range(lo, whole, BLOCK_N):
+        pos = start + tl.arange(0, BLOCK_N)
+        slot = tl.load(table_row + pos).to(tl.int64)
+        k, v = _load_kv(KBase, VBase, slot, stride_ks, stride_vs, d, dmask, dmask, False, EVEN_D)
+        m_i, l_i, acc = _attend_block(q, k.to(q.dtype), v, None, m_i, l_i, acc, scale_log2, PV_DTYPE, DOT_F32, DOT_PREC,
+                                      False)
+    for start in range(whole, hi, BLOCK_N):
+        pos = start + tl.arange(0, BLOCK_N)
+        pmask = pos < hi
+        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
+        k, v = _load_kv(KBase, VBase, slot, stride_ks, stride_vs, d, dmask, pmask)
+        m_i, l_i, acc = _attend_block(q, k.to(q.dtype), v, pmask[None, :], m_i, l_i, acc, scale_log2, PV_DTYPE, DOT_F32,
+                                      DOT_PREC)
+    return m_i, l_i, acc
+
+
+@triton.jit
+def _attend_new(q, m_i, l_i, acc, KBase, VBase, TreeRow, row0, t0, ti, rvalid, ext, on, stride_knt, stride_vnt,
+                stride_ti, d, dmask, scale_log2, PV_DTYPE: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, EVEN_D: tl.constexpr, TREE: tl.constexpr):
+    """The request's new tokens (rows ``row0 ..`` of the K/V tensors) when ``on``, causal for the tile's
+    tokens ``ti`` (from ``t0``): blocks wholly before the tile's first token are seen by every row (no
+    tree mask: a tree is masked everywhere); the blocks from there to the tile's last token take the
+    causal mask, and ``TreeRow``'s (the request's tree mask) when ``TREE``."""
+    j_end = tl.where(on, tl.minimum(ext, t0 + BLOCK_T), 0)
+    j_full = 0
+    if not TREE:
+        j_full = tl.where(on, t0 // BLOCK_N * BLOCK_N, 0)
+    for j0 in range(0, j_full, BLOCK_N):
+        j = j0 + tl.arange(0, BLOCK_N)
+        k, v = _load_kv(KBase, VBase, row0 + j, stride_knt, stride_vnt, d, dmask, dmask, False, EVEN_D)
+        m_i, l_i, acc = _attend_block(q, k.to(q.dtype), v, None, m_i, l_i, acc, scale_log2, PV_DTYPE, DOT_F32, DOT_PREC,
+                                      False)
+    for j0 in range(j_full, j_end, BLOCK_N):
+        j = j0 + tl.arange(0, BLOCK_N)
+        jmask = j < ext
+        k, v = _load_kv(KBase, VBase, row0 + j, stride_knt, stride_vnt, d, dmask, jmask)
+        allowed = jmask[None, :] & (j[None, :] <= ti[:, None])
+        if TREE:
+            tm = tl.load(TreeRow + ti[:, None] * stride_ti + j[None, :], mask=rvalid[:, None] & jmask[None, :], other=0)
+            allowed = allowed & (tm != 0)
+        m_i, l_i, acc = _attend_block(q, k.to(q.dtype), v, allowed, m_i, l_i, acc, scale_log2, PV_DTYPE, DOT_F32,
+                                      DOT_PREC)
+    return m_i, l_i, acc
+
+
+@triton.jit
 def _extend_kernel(
     Q, KNew, VNew, KPool, VPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, ExtLens, ExtStart, TreeMask,
     stride_qt, stride_qh, stride_knt, stride_knh, stride_vnt, stride_vnh, stride_ks, stride_kh, stride_vs, stride_vh,
@@ -180,54 +233,16 @@ def _extend_kernel(
     lo = split * span
     hi = tl.maximum(tl.minimum(lo + span, kv), lo)  # trailing splits past the prefix: empty
     hi = tl.where(live, hi, lo)
-    # Whole blocks take no key mask, no -inf guard and no masked loads (every row sees every
-    # key of them); the tail block and the causal diagonal below keep them.
-    table_row = ReqToToken + rpi * stride_rt
-    whole = lo + (hi - lo) // BLOCK_N * BLOCK_N
-    for start in range(lo, whole, BLOCK_N):
-        pos = start + tl.arange(0, BLOCK_N)
-        slot = tl.load(table_row + pos).to(tl.int64)
-        k, v = _load_kv(KPool + kvh * stride_kh, VPool + kvh * stride_vh, slot, stride_ks, stride_vs, d, dmask, dmask,
-                        False, EVEN_D)
-        m_i, l_i, acc = _attend_block(
-            q, k.to(q.dtype), v, None, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC, False
-        )
-    for start in range(whole, hi, BLOCK_N):
-        pos = start + tl.arange(0, BLOCK_N)
-        pmask = pos < hi
-        slot = tl.load(table_row + pos, mask=pmask, other=0).to(tl.int64)
-        k, v = _load_kv(KPool + kvh * stride_kh, VPool + kvh * stride_vh, slot, stride_ks, stride_vs, d, dmask, pmask)
-        m_i, l_i, acc = _attend_block(
-            q, k.to(q.dtype), v, pmask[None, :], m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
-        )
+    m_i, l_i, acc = _attend_prefix(
+        q, m_i, l_i, acc, KPool + kvh * stride_kh, VPool + kvh * stride_vh, ReqToToken + rpi * stride_rt, lo, hi,
+        stride_ks, stride_vs, d, dmask, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC, BLOCK_N, EVEN_D)
 
-    # Phase 2 (last split only): the new tokens, causal, from the K/V tensors. Blocks wholly
-    # before the tile's first token are seen by every row (no tree mask: a tree is masked
-    # everywhere); the blocks from there to the tile's last token take the causal mask.
+    # Phase 2 (last split only): the new tokens, causal, from the K/V tensors.
     on = live & (split == num_splits - 1)
-    j_end = tl.where(on, tl.minimum(ext, t0 + BLOCK_T), 0)
-    j_full = 0
-    if not TREE:
-        j_full = tl.where(on, t0 // BLOCK_N * BLOCK_N, 0)
-    for j0 in range(0, j_full, BLOCK_N):
-        j = j0 + tl.arange(0, BLOCK_N)
-        k, v = _load_kv(KNew + kvh * stride_knh, VNew + kvh * stride_vnh, row0 + j, stride_knt, stride_vnt, d, dmask,
-                        dmask, False, EVEN_D)
-        m_i, l_i, acc = _attend_block(
-            q, k.to(q.dtype), v, None, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC, False
-        )
-    for j0 in range(j_full, j_end, BLOCK_N):
-        j = j0 + tl.arange(0, BLOCK_N)
-        jmask = j < ext
-        k, v = _load_kv(KNew + kvh * stride_knh, VNew + kvh * stride_vnh, row0 + j, stride_knt, stride_vnt, d, dmask, jmask)
-        allowed = jmask[None, :] & (j[None, :] <= ti[:, None])
-        if TREE:
-            tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + j[None, :],
-                         mask=rvalid[:, None] & jmask[None, :], other=0)
-            allowed = allowed & (tm != 0)
-        m_i, l_i, acc = _attend_block(
-            q, k.to(q.dtype), v, allowed, m_i, l_i, acc, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC
-        )
+    m_i, l_i, acc = _attend_new(
+        q, m_i, l_i, acc, KNew + kvh * stride_knh, VNew + kvh * stride_vnh, TreeMask + b * stride_tb, row0, t0, ti,
+        rvalid, ext, on, stride_knt, stride_vnt, stride_ti, d, dmask, scale_log2, Q.dtype.element_ty, DOT_F32, DOT_PREC,
+        BLOCK_N, BLOCK_T, EVEN_D, TREE)
 
     pdl_release_late(PDL)
     # No cached prefix: every key of the request is in the last split (the prefix splits are empty),
