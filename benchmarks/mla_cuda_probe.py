@@ -123,6 +123,11 @@ class CudaKernel:
         merge_splits(mid_o, mid_lse, out, written=True)
 
 
+def variant(cubin: Path, name: str) -> CudaKernel:
+    """The CUDA variant ``name`` (a ``KERNELS`` key, ``_nopdl`` for its launch without PDL) from ``cubin``."""
+    return CudaKernel(cubin, *KERNELS[name.removesuffix("_nopdl")], pdl=not name.endswith("_nopdl"))
+
+
 def compile_cubin() -> Path:
     out = Path(tempfile.mkdtemp()) / "mla_decode.cubin"
     cmd = ["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", str(SOURCE), "-o", str(out)]
@@ -188,7 +193,7 @@ def main() -> int:
     if args.check_one:  # a kernel that traps (a lost bulk copy) takes only this process with it
         cubin = Path(args.check_one.split("@")[1])
         n = args.check_one.split("@")[0]
-        kernel = CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl"))
+        kernel = variant(cubin, n)
         got = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
         print("CHECKS " + json.dumps(got))
         return 0
@@ -207,7 +212,7 @@ def main() -> int:
         names.append(n)
     for k, v in checks.items():
         print(f"check {k}: {v}")
-    kernels = {n: CudaKernel(cubin, *KERNELS[n.removesuffix("_nopdl")], pdl=not n.endswith("_nopdl")) for n in names}
+    kernels = {n: variant(cubin, n) for n in names}
     bargs = mla_bench.parse_args(["--repeats", "20"])
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
