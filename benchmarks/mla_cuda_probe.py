@@ -2,15 +2,16 @@
 (``benchmarks/cuda/mla_decode.cu``: cached rows copied before the PDL wait, four 32-key stages, two
 block barriers a tile) against the shipped Triton kernel, both followed by the same merge launch.
 
-    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_bulk,cuda_bulk8]
+    python benchmarks/mla_cuda_probe.py --out DIR [--rounds 3] [--kernels cuda,cuda_a3,cuda_bulk]
 
 The kernels are compiled here with ``nvcc -cubin -arch=sm_90a`` and launched through the driver API
 (``ctypes``, ``cuLaunchKernelEx`` with programmatic stream serialisation: PDL, as the Triton launches
-take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async`` copies (run on the
-H100 on 2026-12-06: correct, slower, ``results/2026-12-06-h100-recheck/``); ``cuda_bulk``: one bulk
-copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that on eight warps, two a scheduler
-(both written after that run, not yet timed: their next run died on a launcher signature the
-probe did not take, fixed since). The Triton kernel's own form of the early copies (its programs'
+take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async`` copies; ``cuda_bulk``:
+one bulk copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that on eight warps, two a
+scheduler (all three correct and slower than Triton at every shape on the H100 on 2026-12-06,
+``results/2026-12-06-h100-recheck/``); ``cuda_a2`` / ``cuda_a3``: ``cuda`` with each thread's slots
+loaded two / three tiles ahead instead of one, ``cuda8`` / ``cuda8_a3``: on eight warps (written after
+that run, aimed at ``cuda``'s streaming deficit). The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
 bs 8 / 8k on 2026-12-06 and was removed (same folder). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
@@ -48,9 +49,13 @@ SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
 SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4 + 4 * 8
-#: the .cu's entry points and their threads: 16-byte cp.async copies by every thread (run on the H100, 2026-12-06);
-#: one bulk copy a row by warp 0 on the stages' mbarriers, on 4 warps and on 8 (written after that run)
-KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_bulk": ("mla_decode_h16_bulk", 128),
+#: the .cu's entry points and their threads: 16-byte cp.async copies by every thread, each tile's slots loaded one
+#: tile ahead (``cuda``), two or three (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``); one bulk copy a row by warp 0
+#: on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``; all three timed on the H100 on
+#: 2026-12-06 and slower than Triton at every shape)
+KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128),
+           "cuda_a3": ("mla_decode_h16_a3", 128), "cuda8": ("mla_decode_h16_w8", 256),
+           "cuda8_a3": ("mla_decode_h16_w8a3", 256), "cuda_bulk": ("mla_decode_h16_bulk", 128),
            "cuda_bulk8": ("mla_decode_h16_bulk8", 256)}
 
 
@@ -182,7 +187,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--kernels", default="cuda,cuda_bulk,cuda_bulk8",
+    ap.add_argument("--kernels", default="cuda,cuda_a2,cuda_a3,cuda8,cuda8_a3",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()

@@ -13,12 +13,13 @@
 //   softmax on the whole tile and keeps P in registers as the PV product's A operand (no layout round
 //   trip); each warp owns 128 of the 512 output columns.
 //
-// Three entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; run on the H100
-// on 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost),
-// `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier) and
-// `mla_decode_h16_bulk8` (that on eight warps, two a scheduler, each with half the keys of its K slice and 64
-// output columns); the last two are not yet run.
-//
+// The entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; on the H100 on
+// 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost), `mla_decode_h16_bulk`
+// (one bulk copy a row from warp 0, counted on the stage's mbarrier) and `mla_decode_h16_bulk8` (that on eight
+// warps, two a scheduler, each with half the keys of its K slice and 64 output columns): all three slower than the
+// Triton kernel at every shape on a second H100 that night. `mla_decode_h16_a2` / `_a3` load each thread's slots
+// two / three tiles ahead (a 32-key tile's compute was all that hid the slot's round trip), `_w8` / `_w8a3` run
+// the cp.async form on eight warps.
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
 // combines them. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
@@ -103,16 +104,18 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Tile t's rows into stage buffer t % STAGES: thread `tid` copies row tid / 4 (its pool slot `slot`,
-// -1: past the split, zero-filled), 16-byte chunks tid % 4 + 4 j.
+// Tile t's rows into stage buffer t % STAGES on T threads: thread `tid` copies row tid / (T / BN) (its pool slot
+// `slot`, -1: past the split, zero-filled), 16-byte chunks tid % (T / BN) + (T / BN) j.
+template <int T>
 __device__ __forceinline__ void issue_tile(const Params& p, __nv_bfloat16* sK, int t, int slot, int tid) {
-  const int row = tid >> 2, lc = tid & 3;
+  constexpr int PER = T / BN;  // threads a row: 4 (4 warps) or 8 (8 warps)
+  const int row = tid / PER, lc = tid % PER;
   __nv_bfloat16* dst = sK + ((t % STAGES) * BN + row) * ROWP;
   const __nv_bfloat16* src = p.kpool + (slot >= 0 ? (long long)slot * p.stride_ks : 0);
   const int bytes = slot >= 0 ? 16 : 0;
 #pragma unroll
-  for (int j = 0; j < D / 8 / 4; ++j) {
-    const int c = (lc + 4 * j) * 8;
+  for (int j = 0; j < D / 8 / PER; ++j) {
+    const int c = (lc + PER * j) * 8;
     cp_async16(smem_addr(dst + c), src + c, bytes);
   }
 }
@@ -290,28 +293,33 @@ __device__ __forceinline__ void init_state(State<NW>& st) {
   for (int i = 0; i < 64 / NW; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 }
 
-// Loads by every thread: cp.async, 16 bytes a copy (measured on the H100, 2026-12-06).
-extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// Loads by every thread: cp.async, 16 bytes a copy, on NW warps; each thread's slot for the tile AHEAD tiles past
+// the one it issues is loaded AHEAD tiles early (a register ring; 1: the form run on the H100 on 2026-12-06, where
+// a 32-key tile's compute is all that hides the slot's round trip under a saturated memory system).
+template <int NW, int AHEAD>
+__device__ __forceinline__ void decode_cp(const Params& p, unsigned char* smem) {
+  constexpr int T = 32 * NW;
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
   float* sS = reinterpret_cast<float*>(smem + STAGES * BN * ROWP * 2);  // KSLICES x 16 x SROW
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int split = blockIdx.x;
   const long long b = blockIdx.y;
   const Split sp = split_of(p, b, split);
-  const int lrow = tid >> 2;
-
-  int first[STAGES - 1];
-#pragma unroll
-  for (int t = 0; t < STAGES - 1; ++t) {
+  const int lrow = tid / (T / BN);
+  auto slot_at = [&](int t) {
     const int pos = sp.lo + t * BN + lrow;
-    first[t] = (t < sp.ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
-  }
+    return (t < sp.ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
+  };
+  int first[STAGES - 1], ring[AHEAD];
+#pragma unroll
+  for (int t = 0; t < STAGES - 1; ++t) first[t] = slot_at(t);
+#pragma unroll
+  for (int k = 0; k < AHEAD; ++k) ring[k] = slot_at(STAGES - 1 + k);  // metadata: written before this forward
   const bool early = min(sp.hi, sp.lo + (STAGES - 1) * BN) <= sp.kv;
   if (early) {
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < sp.ntiles) issue_tile(p, sK, t, first[t], tid);
+      if (t < sp.ntiles) issue_tile<T>(p, sK, t, first[t], tid);
       cp_commit();
     }
   }
@@ -319,34 +327,55 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params
   if (!early) {
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < sp.ntiles) issue_tile(p, sK, t, first[t], tid);
+      if (t < sp.ntiles) issue_tile<T>(p, sK, t, first[t], tid);
       cp_commit();
     }
   }
   uint32_t qa[KSTEPS][4];
   load_queries(p, b, warp, lane, qa);
-  State<4> st;
+  State<NW> st;
   init_state(st);
-  int slot_next;
-  {
-    const int pos = sp.lo + (STAGES - 1) * BN + lrow;
-    slot_next = (STAGES - 1 < sp.ntiles && pos < sp.hi) ? sp.table[pos] : -1;
-  }
   for (int t = 0; t < sp.ntiles; ++t) {
     cp_wait<STAGES - 2>();
     __syncthreads();  // tile t in shared memory for every thread; every warp done with tile t - 1's buffer
-    {
-      const int tt = t + STAGES - 1;
-      if (tt < sp.ntiles) issue_tile(p, sK, tt, slot_next, tid);
-      cp_commit();
-      const int pos = sp.lo + (tt + 1) * BN + lrow;
-      slot_next = (tt + 1 < sp.ntiles && pos < sp.hi) ? sp.table[pos] : -1;
-    }
+    const int tt = t + STAGES - 1;
+    if (tt < sp.ntiles) issue_tile<T>(p, sK, tt, ring[0], tid);
+    cp_commit();
+#pragma unroll
+    for (int k = 0; k + 1 < AHEAD; ++k) ring[k] = ring[k + 1];
+    ring[AHEAD - 1] = slot_at(tt + AHEAD);
     tile_step(st, sK + (t % STAGES) * BN * ROWP, qa, sS, sp.lo + t * BN, sp.hi, p.scale_log2, warp, lane);
   }
   cp_wait<0>();
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   write_partial(p, st, b, split, warp, lane);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c4[];
+  decode_cp<4, 1>(p, smem_c4);
+}
+
+// Written on 2026-12-07 after the first H100 timing of the three kernels above and below: the slots 2 / 3 tiles
+// ahead, and eight warps (two a scheduler) with every thread's copies.
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_a2(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c4a2[];
+  decode_cp<4, 2>(p, smem_c4a2);
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_a3(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c4a3[];
+  decode_cp<4, 3>(p, smem_c4a3);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_w8(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c8[];
+  decode_cp<8, 1>(p, smem_c8);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_w8a3(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c8a3[];
+  decode_cp<8, 3>(p, smem_c8a3);
 }
 
 // ---- the same kernel with the copy engine's bulk copies (TMA, non-tensor): one 1152-byte copy a row, issued by

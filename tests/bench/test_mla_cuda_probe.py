@@ -14,3 +14,17 @@ def test_cuda_launcher_takes_the_triton_launchers_arguments(load_benchmark) -> N
 
     launcher = list(inspect.signature(probe.CudaKernel.__call__).parameters)[1:]  # without self
     assert launcher == list(inspect.signature(mla_decode_attention).parameters)
+
+
+def test_each_variant_names_an_entry_point_of_its_thread_count(load_benchmark) -> None:
+    """A ``KERNELS`` entry whose kernel is missing from the .cu fails only on the GPU (``cuModuleGetFunction``), and
+    one launched on more threads than its ``__launch_bounds__`` fails the launch: both checked here on the source."""
+    import re
+
+    probe = load_benchmark("mla_cuda_probe")
+    source = probe.SOURCE.read_text()
+    bounds = {name: int(threads) for threads, name in
+              re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+), 1\) (\w+)\(', source)}
+    assert len(bounds) == len(probe.KERNELS)
+    for variant, (entry, threads) in probe.KERNELS.items():
+        assert bounds.get(entry) == threads, (variant, entry, threads, bounds.get(entry))
