@@ -10,10 +10,11 @@ take it; ``NAME_nopdl`` without it). ``cuda``: every thread's 16-byte ``cp.async
 one bulk copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that on eight warps, two a
 scheduler (all three correct and slower than Triton at every shape on the H100 on 2026-12-06,
 ``results/2026-12-06-h100-recheck/``); ``cuda_a2`` / ``cuda_a3``: ``cuda`` with each thread's slots
-loaded two / three tiles ahead instead of one, ``cuda8`` / ``cuda8_a3``: on eight warps (written after
-that run, aimed at ``cuda``'s streaming deficit). The Triton kernel's own form of the early copies (its programs'
+loaded two / three tiles ahead instead of one, ``cuda8`` / ``cuda8_a3``: on eight warps, ``_s5``: five
+stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h100-mla-cuda-variants/``).
+The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
-bs 8 / 8k on 2026-12-06 and was removed (same folder). A kernel
+bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
@@ -48,7 +49,10 @@ from attention_bench import copy_tbps, meta  # noqa: E402
 SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
-SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4 + 4 * 8
+def smem_bytes(stages: int) -> int:
+    return stages * 32 * 584 * 2 + 4 * 16 * 36 * 4 + stages * 8
+
+
 #: the .cu's entry points and their threads: 16-byte cp.async copies by every thread, each tile's slots loaded one
 #: tile ahead (``cuda``), two or three (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``); one bulk copy a row by warp 0
 #: on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``; all three timed on the H100 on
@@ -56,7 +60,9 @@ SMEM = 4 * 32 * 584 * 2 + 4 * 16 * 36 * 4 + 4 * 8
 KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128),
            "cuda_a3": ("mla_decode_h16_a3", 128), "cuda8": ("mla_decode_h16_w8", 256),
            "cuda8_a3": ("mla_decode_h16_w8a3", 256), "cuda_bulk": ("mla_decode_h16_bulk", 128),
-           "cuda_bulk8": ("mla_decode_h16_bulk8", 256)}
+           "cuda_bulk8": ("mla_decode_h16_bulk8", 256), "cuda_s5": ("mla_decode_h16", 128, 5),
+           "cuda8_s5a3": ("mla_decode_h16_w8a3", 256, 5)}
+STAGES = (4, 5)  # the cubins built: the .cu's STAGES (``_s5``: five stages, 128 keys in flight)
 
 
 class Params(ctypes.Structure):
@@ -85,14 +91,17 @@ class CudaKernel:
     PROGRAMMATIC_STREAM_SERIALIZATION = 6
     MAX_DYNAMIC_SHARED = 8
 
-    def __init__(self, cubin: Path, name: str = "mla_decode_h16", threads: int = 128, pdl: bool = True) -> None:
+    def __init__(self, cubins: Path, name: str = "mla_decode_h16", threads: int = 128, stages: int = 4,
+                 pdl: bool = True) -> None:
+        cubin = cubins / f"mla_decode_s{stages}.cubin"
+        self.smem = smem_bytes(stages)
         self.cu = ctypes.CDLL("libcuda.so.1")
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
         self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.cu.cuModuleLoad(ctypes.byref(self.mod), str(cubin).encode()), "cuModuleLoad")
         self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, name.encode()), "cuModuleGetFunction")
-        self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, SMEM), "cuFuncSetAttribute")
+        self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, self.smem), "cuFuncSetAttribute")
         self.attr = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
         self.attr.value[0] = 1
         self.pdl, self.threads = pdl, threads
@@ -121,25 +130,27 @@ class CudaKernel:
                    req_to_token.stride(0), mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
                    mid_lse.stride(1), num_splits, cfg.min_split, cfg.block_n, scale * 1.4426950408889634)
         self.keep = [p, rpi, mid_o, mid_lse]  # alive until the launch is enqueued (graph capture copies the parameters)
-        cfg_ = LaunchConfig(num_splits, bsz, 1, self.threads, 1, 1, SMEM, torch.cuda.current_stream().cuda_stream,
+        cfg_ = LaunchConfig(num_splits, bsz, 1, self.threads, 1, 1, self.smem, torch.cuda.current_stream().cuda_stream,
                             ctypes.pointer(self.attr) if self.pdl else None, 1 if self.pdl else 0)
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         self._check(self.cu.cuLaunchKernelEx(ctypes.byref(cfg_), self.fn, args, None), "cuLaunchKernelEx")
         merge_splits(mid_o, mid_lse, out, written=True)
 
 
-def variant(cubin: Path, name: str) -> CudaKernel:
-    """The CUDA variant ``name`` (a ``KERNELS`` key, ``_nopdl`` for its launch without PDL) from ``cubin``."""
-    return CudaKernel(cubin, *KERNELS[name.removesuffix("_nopdl")], pdl=not name.endswith("_nopdl"))
+def variant(cubins: Path, name: str) -> CudaKernel:
+    """The CUDA variant ``name`` (a ``KERNELS`` key, ``_nopdl`` for its launch without PDL) from ``cubins``."""
+    return CudaKernel(cubins, *KERNELS[name.removesuffix("_nopdl")], pdl=not name.endswith("_nopdl"))
 
 
 def compile_cubin() -> Path:
-    out = Path(tempfile.mkdtemp()) / "mla_decode.cubin"
-    cmd = ["nvcc", "-cubin", "-arch=sm_90a", "-O3", "-Xptxas", "-v", str(SOURCE), "-o", str(out)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"nvcc failed:\n{res.stderr[-3000:]}")
-    print("\n".join(line for line in res.stderr.splitlines() if "registers" in line or "spill" in line))
+    """The .cu built once for each of ``STAGES``: the folder holding ``mla_decode_s{N}.cubin``."""
+    out = Path(tempfile.mkdtemp())
+    for stages in STAGES:
+        cmd = ["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DSTAGES={stages}", "-Xptxas", "-v", str(SOURCE), "-o",
+               str(out / f"mla_decode_s{stages}.cubin")]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"nvcc failed:\n{res.stderr[-3000:]}")
     return out
 
 
@@ -187,7 +198,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--kernels", default="cuda,cuda_a2,cuda_a3,cuda8,cuda8_a3",
+    ap.add_argument("--kernels", default="cuda,cuda8_a3,cuda_s5,cuda8_s5a3",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()

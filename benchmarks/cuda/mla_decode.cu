@@ -13,13 +13,13 @@
 //   softmax on the whole tile and keeps P in registers as the PV product's A operand (no layout round
 //   trip); each warp owns 128 of the 512 output columns.
 //
-// The entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies; on the H100 on
-// 2026-12-06: correct, 12.6% slower streaming than the Triton kernel, 1.0 us less fixed cost), `mla_decode_h16_bulk`
-// (one bulk copy a row from warp 0, counted on the stage's mbarrier) and `mla_decode_h16_bulk8` (that on eight
-// warps, two a scheduler, each with half the keys of its K slice and 64 output columns): all three slower than the
-// Triton kernel at every shape on a second H100 that night. `mla_decode_h16_a2` / `_a3` load each thread's slots
-// two / three tiles ahead (a 32-key tile's compute was all that hid the slot's round trip), `_w8` / `_w8a3` run
-// the cp.async form on eight warps.
+// The entry points share the compute: `mla_decode_h16` (every thread's 16-byte cp.async copies),
+// `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier),
+// `mla_decode_h16_bulk8` (that on eight warps, two a scheduler, each with half the keys of its K slice and 64
+// output columns), `mla_decode_h16_a2` / `_a3` (the cp.async form with each thread's slots two / three tiles ahead)
+// and `_w8` / `_w8a3` (the cp.async form on eight warps); built with -DSTAGES=5 as well. All correct and all slower
+// than the Triton kernel at every shape on H100s on 2026-12-06/07 (benchmarks/results/2026-12-06-h100-recheck/,
+// 2026-12-06-h100-mla-cuda-variants/): the cp.async forms save 0.4-1.2 us of fixed cost and stream 8-12% slower.
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
 // combines them. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
@@ -31,7 +31,9 @@
 #define DV 512
 #define D 576
 #define BN 32
+#ifndef STAGES  // the probe also builds 5 (-DSTAGES=5: 128 keys in flight, the Triton loop's)
 #define STAGES 4
+#endif
 #define ROWP 584
 #define KSLICES 4  // the QK product's K split over the warps (warp % 4); 8 warps also split the keys in halves
 #define KSTEPS 9   // 16-column k-steps of a warp's 144-column share of the QK product
@@ -356,8 +358,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params
   decode_cp<4, 1>(p, smem_c4);
 }
 
-// Written on 2026-12-07 after the first H100 timing of the three kernels above and below: the slots 2 / 3 tiles
-// ahead, and eight warps (two a scheduler) with every thread's copies.
+// The slots 2 / 3 tiles ahead, and eight warps (two a scheduler) with every thread's copies (after the first
+// H100 timing of the others; no faster).
 extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_a2(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_c4a2[];
   decode_cp<4, 2>(p, smem_c4a2);
@@ -381,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_w8a3(const P
 // ---- the same kernel with the copy engine's bulk copies (TMA, non-tensor): one 1152-byte copy a row, issued by
 // warp 0's lane r for row r, completion counted on the stage's mbarrier (expect_tx); the compute warps issue no
 // per-16-byte copies. Rows past the split copy the tile's first row (finite; their weights are 0). Written after
-// the first kernel's H100 run (2026-12-06): not run on a GPU yet.
+// the first kernel's H100 run; timed on 2026-12-06: 40-75% slower streaming.
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
