@@ -11,7 +11,9 @@ one bulk copy a row from warp 0 on the stages' mbarriers; ``cuda_bulk8``: that o
 scheduler (all three correct and slower than Triton at every shape on the H100 on 2026-12-06,
 ``results/2026-12-06-h100-recheck/``); ``cuda_a2`` / ``cuda_a3``: ``cuda`` with each thread's slots
 loaded two / three tiles ahead instead of one, ``cuda8`` / ``cuda8_a3``: on eight warps, ``_s5``: five
-stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h100-mla-cuda-variants/``).
+stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h100-mla-cuda-variants/``);
+``_ln``: each copy instruction on four whole 128-byte lines instead of 64 bytes of eight rows;
+``cuda_k64``: three stages of 64-key tiles on eight warps, two block barriers a 64-key tile.
 The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
 bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
@@ -56,12 +58,15 @@ def smem_bytes(stages: int) -> int:
 #: the .cu's entry points and their threads: 16-byte cp.async copies by every thread, each tile's slots loaded one
 #: tile ahead (``cuda``), two or three (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``); one bulk copy a row by warp 0
 #: on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``; all three timed on the H100 on
-#: 2026-12-06 and slower than Triton at every shape)
+#: 2026-12-06 and slower than Triton at every shape); ``_ln``: a warp's copies on whole lines
 KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128),
            "cuda_a3": ("mla_decode_h16_a3", 128), "cuda8": ("mla_decode_h16_w8", 256),
            "cuda8_a3": ("mla_decode_h16_w8a3", 256), "cuda_bulk": ("mla_decode_h16_bulk", 128),
            "cuda_bulk8": ("mla_decode_h16_bulk8", 256), "cuda_s5": ("mla_decode_h16", 128, 5),
-           "cuda8_s5a3": ("mla_decode_h16_w8a3", 256, 5)}
+           "cuda8_s5a3": ("mla_decode_h16_w8a3", 256, 5), "cuda_ln": ("mla_decode_h16_ln", 128),
+           "cuda8_a3ln": ("mla_decode_h16_w8a3ln", 256), "cuda_a3ln": ("mla_decode_h16_a3ln", 128),
+           "cuda_ln_s5": ("mla_decode_h16_ln", 128, 5), "cuda_a3ln_s5": ("mla_decode_h16_a3ln", 128, 5),
+           "cuda_k64": ("mla_decode_h16_k64", 256, 4, 3 * 64 * 584 * 2 + 2 * 16 * 64 * 4)}
 STAGES = (4, 5)  # the cubins built: the .cu's STAGES (``_s5``: five stages, 128 keys in flight)
 
 
@@ -92,9 +97,9 @@ class CudaKernel:
     MAX_DYNAMIC_SHARED = 8
 
     def __init__(self, cubins: Path, name: str = "mla_decode_h16", threads: int = 128, stages: int = 4,
-                 pdl: bool = True) -> None:
+                 smem: int | None = None, pdl: bool = True) -> None:
         cubin = cubins / f"mla_decode_s{stages}.cubin"
-        self.smem = smem_bytes(stages)
+        self.smem = smem or smem_bytes(stages)  # ``smem``: a kernel with a layout of its own (``_k64``)
         self.cu = ctypes.CDLL("libcuda.so.1")
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
@@ -198,7 +203,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--kernels", default="cuda,cuda8_a3,cuda_s5,cuda8_s5a3",
+    ap.add_argument("--kernels", default="cuda_a3ln,cuda_k64",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()

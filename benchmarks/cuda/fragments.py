@@ -2,7 +2,8 @@
 ``ldmatrix.x4`` / ``ldmatrix.x4.trans`` and its register use in ``mma.m16n8k16.row.col``, emulated in numpy as the
 PTX ISA defines them, for one tile of the QK product (each warp's 144-column share) and of the PV product (each
 warp's 512 / NW output columns, P taken from the QK accumulators' registers), on 4 warps and on 8 (K slice w % 4,
-keys 16 (w / 4) .. +16). Prints both products' largest error against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
+keys 16 (w / 4) .. +16), and ``mla_decode_h16_k64``'s 64-key tile (K half w % 2, keys 16 (w / 2) .. +16, the
+halves' scores through its swizzled buffer). Prints both products' largest error against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
 change here.
 
     python benchmarks/cuda/fragments.py
@@ -102,6 +103,67 @@ def pv(p: np.ndarray, flat: np.ndarray, nw: int) -> np.ndarray:
     return out
 
 
+def sswz(row: int, key: int) -> int:
+    """``mla_decode_h16_k64``'s score buffer index: rows of 64 keys, the 8-key group XOR-ed with the row's low bits."""
+    return row * 64 + (key ^ ((row & 7) << 3))
+
+
+def qk64(q: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """``_k64``'s scores [16, 64]: warp w's two key n-tiles 16 (w / 2) .. +16 over K half w % 2, each half's
+    partials stored to the swizzled buffer as the .cu stores them and summed as every warp reads them back."""
+    buf = np.full((2, 16 * 64), np.nan)
+    for warp in range(8):
+        kbase = (warp >> 1) * 16
+        s = np.zeros((2, 32, 4))
+        for kk in range(18):
+            k0 = (warp & 1) * (D // 2) + 16 * kk
+            qa = []
+            for lane in range(32):
+                g, c = lane // 4, lane % 4
+                qa.append([q[g, k0 + 2 * c: k0 + 2 * c + 2], q[g + 8, k0 + 2 * c: k0 + 2 * c + 2],
+                            q[g, k0 + 2 * c + 8: k0 + 2 * c + 10], q[g + 8, k0 + 2 * c + 8: k0 + 2 * c + 10]])
+            addrs = [(kbase + (lane >> 4) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8 for lane in range(32)]
+            r = ldmatrix(flat, addrs, trans=False)
+            s[0] = mma(s[0], qa, r[:, 0], r[:, 1])
+            s[1] = mma(s[1], qa, r[:, 2], r[:, 3])
+        for nt in range(2):
+            for lane in range(32):
+                g, c = lane // 4, lane % 4
+                key = kbase + nt * 8 + 2 * c
+                buf[warp & 1, sswz(g, key): sswz(g, key) + 2] = s[nt, lane, 0:2]
+                buf[warp & 1, sswz(g + 8, key): sswz(g + 8, key) + 2] = s[nt, lane, 2:4]
+    scores = np.zeros((H, 64))
+    for lane in range(32):  # every warp reads the whole tile back
+        g, c = lane // 4, lane % 4
+        for nt in range(8):
+            key = nt * 8 + 2 * c
+            for row in (g, g + 8):
+                scores[row, key: key + 2] = buf[0, sswz(row, key): sswz(row, key) + 2] + buf[1, sswz(row, key): sswz(row, key) + 2]
+    return scores
+
+
+def pv64(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
+    """``_k64``'s P [16, 64] times the tile's first 512 columns: four 16-key k-steps, warp w's 64 columns."""
+    out = np.zeros((H, DV))
+    for warp in range(8):
+        acc = np.zeros((8, 32, 4))
+        for kk in range(4):
+            pa = []
+            for lane in range(32):
+                g, c = lane // 4, lane % 4
+                k0, k1 = 16 * kk + 2 * c, 16 * kk + 8 + 2 * c
+                pa.append([p[g, k0: k0 + 2], p[g + 8, k0: k0 + 2], p[g, k1: k1 + 2], p[g + 8, k1: k1 + 2]])
+            for npair in range(4):
+                addrs = [(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROWP + warp * 64 + npair * 16 + (lane >> 4) * 8
+                         for lane in range(32)]
+                r = ldmatrix(flat, addrs, trans=True)
+                acc[2 * npair] = mma(acc[2 * npair], pa, r[:, 0], r[:, 1])
+                acc[2 * npair + 1] = mma(acc[2 * npair + 1], pa, r[:, 2], r[:, 3])
+        for nt in range(8):
+            scatter(out, acc[nt], warp * 64 + nt * 8)
+    return out
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     q, k, p = rng.standard_normal((H, D)), rng.standard_normal((BN, D)), rng.standard_normal((H, BN))
@@ -111,6 +173,12 @@ def main() -> None:
     for nw in (4, 8):
         print(f"{nw} warps: QK max err {np.abs(qk(q, flat, nw) - q @ k.T).max():.1e}, "
               f"PV max err {np.abs(pv(p, flat, nw) - p @ k[:, :DV]).max():.1e}")
+    k64, p64 = rng.standard_normal((64, D)), rng.standard_normal((H, 64))
+    tile64 = np.zeros((64, ROWP))
+    tile64[:, :D] = k64
+    flat64 = tile64.reshape(-1)
+    print(f"64-key tiles, 8 warps: QK max err {np.abs(qk64(q, flat64) - q @ k64.T).max():.1e}, "
+          f"PV max err {np.abs(pv64(p64, flat64) - p64 @ k64[:, :DV]).max():.1e}")
 
 
 if __name__ == "__main__":

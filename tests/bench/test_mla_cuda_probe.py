@@ -28,3 +28,23 @@ def test_each_variant_names_an_entry_point_of_its_thread_count(load_benchmark) -
     assert set(bounds) == {spec[0] for spec in probe.KERNELS.values()}
     for variant, (entry, threads, *_) in probe.KERNELS.items():
         assert bounds.get(entry) == threads, (variant, entry, threads, bounds.get(entry))
+
+
+def test_fragment_mappings_compute_the_products(load_benchmark) -> None:
+    """``cuda/fragments.py`` re-states the .cu's lane addresses and register use (``ldmatrix``, ``mma.m16n8k16``,
+    the 64-key kernel's swizzled score buffer) in numpy: each warp layout's QK and PV products must be numpy's."""
+    import numpy as np
+
+    frag = load_benchmark("cuda/fragments")
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((frag.H, frag.D))
+    for keys, nws in ((frag.BN, (4, 8)), (64, (8,))):
+        k, p = rng.standard_normal((keys, frag.D)), rng.standard_normal((frag.H, keys))
+        tile = np.zeros((keys, frag.ROWP))
+        tile[:, :frag.D] = k
+        flat = tile.reshape(-1)
+        for nw in nws:
+            scores = frag.qk(q, flat, nw) if keys == frag.BN else frag.qk64(q, flat)
+            out = frag.pv(p, flat, nw) if keys == frag.BN else frag.pv64(p, flat)
+            np.testing.assert_allclose(scores, q @ k.T, atol=1e-10)
+            np.testing.assert_allclose(out, p @ k[:, :frag.DV], atol=1e-10)
