@@ -19,92 +19,14 @@
 // output columns), `mla_decode_h16_a2` / `_a3` (the cp.async form with each thread's slots two / three tiles ahead)
 // and `_w8` / `_w8a3` (the cp.async form on eight warps); built with -DSTAGES=5 as well. All correct and all slower
 // than the Triton kernel at every shape on H100s on 2026-12-06/07 (benchmarks/results/2026-12-06-h100-recheck/,
-// 2026-12-06-h100-mla-cuda-variants/): the cp.async forms save 0.4-1.2 us of fixed cost and stream 8-12% slower.
+// 2026-12-06-h100-mla-cuda-variants/): the cp.async forms save 0.4-1.2 us of fixed cost and stream 8-12% slower;
+// `_ln` / `_a3ln` / `_w8a3ln` (a warp's copies on whole 128-byte lines) tie it at bs 8 / 8k and stream ~5% slower.
+// `mla_common.cuh` holds what the kernels share; `mla_k64.cuh` (included last) the 64-key-tile kernel.
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
 // combines them. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
 // distinct banks for ldmatrix).
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-#define H 16
-#define DV 512
-#define D 576
-#define BN 32
-#ifndef STAGES  // the probe also builds 5 (-DSTAGES=5: 128 keys in flight, the Triton loop's)
-#define STAGES 4
-#endif
-#define ROWP 584
-#define KSLICES 4  // the QK product's K split over the warps (warp % 4); 8 warps also split the keys in halves
-#define KSTEPS 9   // 16-column k-steps of a warp's 144-column share of the QK product
-#define SROW 36   // padded fp32 row of a warp's score partial (32 keys)
-
-struct Params {
-  const __nv_bfloat16* q;
-  const __nv_bfloat16* kpool;
-  float* mid_o;
-  float* mid_lse;
-  const int* req_to_token;
-  const long long* req_pool_idx;
-  const int* seq_lens;
-  long long stride_qt, stride_qh, stride_ks, stride_rt, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh;
-  int num_splits;
-  int min_split;
-  int split_block;
-  float scale_log2;
-};
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ int ld_cg(const int* p) {
-  int v;
-  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ long long ld_cg64(const long long* p) {
-  long long v;
-  asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(v) : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
+#include "mla_common.cuh"
 
 // Tile t's rows into stage buffer t % STAGES on T threads: thread `tid` copies row tid / (T / BN) (its pool slot
 // `slot`, -1: past the split, zero-filled), 16-byte chunks tid % (T / BN) + (T / BN) j.
@@ -142,28 +64,6 @@ __device__ __forceinline__ void issue_tile_lines(const Params& p, __nv_bfloat16*
   }
 }
 
-// The split's range [lo, hi) of request b (the Triton kernels' `split_len`), from metadata written before this
-// forward began.
-struct Split {
-  int lo, hi, kv, ntiles;
-  const int* table;
-};
-
-__device__ __forceinline__ Split split_of(const Params& p, long long b, int split) {
-  const int seq = ld_cg(p.seq_lens + b);
-  const long long rpi = ld_cg64(p.req_pool_idx + b);
-  int span = (seq + p.num_splits - 1) / p.num_splits;
-  span = (span + p.split_block - 1) / p.split_block * p.split_block;
-  span = max(span, p.min_split);
-  Split s;
-  s.lo = split * span;
-  s.hi = min(s.lo + span, seq);
-  s.kv = max(seq - 1, 0);  // positions before it were stored by earlier forwards
-  s.ntiles = s.hi > s.lo ? (s.hi - s.lo + BN - 1) / BN : 0;
-  s.table = p.req_to_token + rpi * p.stride_rt;
-  return s;
-}
-
 // This warp's query fragments: heads g / g + 8, columns 144 ks + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9} of its K
 // slice ks = warp % 4.
 __device__ __forceinline__ void load_queries(const Params& p, long long b, int warp, int lane, uint32_t (&qa)[KSTEPS][4]) {
@@ -178,13 +78,6 @@ __device__ __forceinline__ void load_queries(const Params& p, long long b, int w
     qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
   }
 }
-
-// Online-softmax state of rows g and g + 8 (the same in every warp) and this warp's 512 / NW output columns.
-template <int NW>
-struct State {
-  float m[2], l[2];
-  float acc[64 / NW][4];
-};
 
 // One tile of BN keys starting at position `start` on NW warps: scores (warp w: K slice w % 4, 144 columns, over
 // keys [16 (w / 4), +32 / (NW / 4)); the slices' fp32 partials exchanged through `sS` once), the softmax update
@@ -285,34 +178,6 @@ __device__ __forceinline__ void tile_step(State<NW>& st, const __nv_bfloat16* ti
       mma(st.acc[2 * np + 1], pa, b2, b3);
     }
   }
-}
-
-// The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
-template <int NW>
-__device__ __forceinline__ void write_partial(const Params& p, const State<NW>& st, long long b, int split, int warp,
-                                              int lane) {
-  const int g = lane >> 2, c = lane & 3;
-  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
-  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * (DV / NW) + 2 * c;
-  float* o1 = o0 + 8 * p.stride_mh;
-#pragma unroll
-  for (int nt = 0; nt < 64 / NW; ++nt) {
-    *reinterpret_cast<float2*>(o0 + nt * 8) = make_float2(st.acc[nt][0] * inv0, st.acc[nt][1] * inv0);
-    *reinterpret_cast<float2*>(o1 + nt * 8) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
-  }
-  if (warp == 0 && c == 0) {
-    float* lse = p.mid_lse + b * p.stride_lt + split;
-    lse[g * p.stride_lh] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
-    lse[(g + 8) * p.stride_lh] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
-  }
-}
-
-template <int NW>
-__device__ __forceinline__ void init_state(State<NW>& st) {
-  st.m[0] = st.m[1] = -INFINITY;
-  st.l[0] = st.l[1] = 0.f;
-#pragma unroll
-  for (int i = 0; i < 64 / NW; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
 }
 
 // Loads by every thread: cp.async, 16 bytes a copy, on NW warps; each thread's slot for the tile AHEAD tiles past
@@ -531,194 +396,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_bulk8(const 
   decode_bulk<8>(p, smem_b8);
 }
 
-// ---- 64-key tiles (written 2026-12-07, after `_ln` tied the Triton kernel at bs 8 / 8k with 32-key tiles but
-// streamed ~5% slower): three stages of 64 keys (Triton's tile and depth: 128 keys in flight) and two block barriers
-// a 64-key tile, half the 32-key forms' rate. Eight warps: warp w scores keys 16 (w / 2) .. +16 over K half w % 2
-// (288 columns, 18 k-steps; its query fragments in 72 registers), the halves' fp32 scores are exchanged once through
-// an 8 KB buffer (rows of 64 keys, the key's 8-key group XOR-ed with the row's low three bits: a half-warp's float2
-// accesses fall in distinct banks), every warp runs the softmax over the whole tile and owns 64 output columns.
-// Shared memory: 3 x 64 x 1168 + 8192 = 232,448 bytes, the H100's per-block limit.
-#define BN64 64
-#define ST64 3
-#define KH 2             // K halves
-#define KSTEPS64 18      // 16-column k-steps of a warp's 288-column half
-
-__device__ __forceinline__ int sswz(int row, int key) { return row * BN64 + (key ^ ((row & 7) << 3)); }
-
-// Tile t's 64 rows into stage t % ST64: 576 lines, four a warp instruction, 18 instructions a warp; lane l holds
-// the slots of rows l (`slot_lo`) and l + 32 (`slot_hi`).
-__device__ __forceinline__ void issue_tile64(const Params& p, __nv_bfloat16* sK, int t, int slot_lo, int slot_hi,
-                                             int warp, int lane) {
-  constexpr int LINES = D * 2 / 128;
-  constexpr int PER_WARP = BN64 * LINES / 4 / 8;  // 18
-  __nv_bfloat16* base = sK + (t % ST64) * BN64 * ROWP;
-#pragma unroll
-  for (int j = 0; j < PER_WARP; ++j) {
-    const int line = (warp * PER_WARP + j) * 4 + (lane >> 3);
-    const int row = line / LINES, c = (line % LINES) * 64 + (lane & 7) * 8;
-    const int lo = __shfl_sync(0xffffffffu, slot_lo, row & 31), hi = __shfl_sync(0xffffffffu, slot_hi, row & 31);
-    const int slot = row < 32 ? lo : hi;
-    const __nv_bfloat16* src = p.kpool + (slot >= 0 ? (long long)slot * p.stride_ks : 0) + c;
-    cp_async16(smem_addr(base + row * ROWP + c), src, slot >= 0 ? 16 : 0);
-  }
-}
-
-// This warp's query fragments over its K half (w % 2): heads g / g + 8, columns 288 h + 16 kk + {2c, 2c + 1, +8, +9}.
-__device__ __forceinline__ void load_queries64(const Params& p, long long b, int warp, int lane,
-                                               uint32_t (&qa)[KSTEPS64][4]) {
-  const int g = lane >> 2, c = lane & 3;
-  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & 1) * (D / KH) + 2 * c;
-  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS64; ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
-  }
-}
-
-__device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS64][4],
-                                            float* sS, int start, int hi, float scale_log2, int warp, int lane) {
-  const int g = lane >> 2, c = lane & 3;
-  const int kbase = (warp >> 1) * 16;
-  float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS64; ++kk) {
-    const int k0 = (warp & 1) * (D / KH) + 16 * kk;
-    const int key = kbase + (lane >> 4) * 8 + (lane & 7);
-    uint32_t b0, b1, b2, b3;
-    ldsm_x4(smem_addr(tile + key * ROWP + k0 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
-    mma(s2[0], qa[kk], b0, b1);
-    mma(s2[1], qa[kk], b2, b3);
-  }
-  float* mine = sS + (warp & 1) * 16 * BN64;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const int key = kbase + nt * 8 + 2 * c;
-    *reinterpret_cast<float2*>(mine + sswz(g, key)) = make_float2(s2[nt][0], s2[nt][1]);
-    *reinterpret_cast<float2*>(mine + sswz(g + 8, key)) = make_float2(s2[nt][2], s2[nt][3]);
-  }
-  __syncthreads();  // both halves' partials written
-  float s[8][4];
-  float tmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    const int key = nt * 8 + 2 * c;
-    const float2 a0 = *reinterpret_cast<const float2*>(sS + sswz(g, key));
-    const float2 a1 = *reinterpret_cast<const float2*>(sS + 16 * BN64 + sswz(g, key));
-    const float2 e0 = *reinterpret_cast<const float2*>(sS + sswz(g + 8, key));
-    const float2 e1 = *reinterpret_cast<const float2*>(sS + 16 * BN64 + sswz(g + 8, key));
-    const int pos = start + key;
-    s[nt][0] = pos < hi ? (a0.x + a1.x) * scale_log2 : -INFINITY;
-    s[nt][1] = pos + 1 < hi ? (a0.y + a1.y) * scale_log2 : -INFINITY;
-    s[nt][2] = pos < hi ? (e0.x + e1.x) * scale_log2 : -INFINITY;
-    s[nt][3] = pos + 1 < hi ? (e0.y + e1.y) * scale_log2 : -INFINITY;
-    tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
-    tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
-  }
-  float alpha[2], m_use[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-    const float m_new = fmaxf(st.m[r], tmax[r]);
-    m_use[r] = m_new == -INFINITY ? 0.f : m_new;
-    alpha[r] = exp2f(st.m[r] - m_use[r]);
-    st.m[r] = m_new;
-  }
-  float rs[2] = {0.f, 0.f};
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    s[nt][0] = exp2f(s[nt][0] - m_use[0]);
-    s[nt][1] = exp2f(s[nt][1] - m_use[0]);
-    s[nt][2] = exp2f(s[nt][2] - m_use[1]);
-    s[nt][3] = exp2f(s[nt][3] - m_use[1]);
-    rs[0] += s[nt][0] + s[nt][1];
-    rs[1] += s[nt][2] + s[nt][3];
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
-    st.l[r] = st.l[r] * alpha[r] + rs[r];
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
-    st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
-  }
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {  // P as the A operand of four 16-key k-steps
-    uint32_t pa[4];
-    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 64 columns
-      const int col = warp * (DV / 8) + np * 16 + (lane >> 4) * 8;
-      uint32_t b0, b1, b2, b3;
-      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
-      mma(st.acc[2 * np], pa, b0, b1);
-      mma(st.acc[2 * np + 1], pa, b2, b3);
-    }
-  }
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem_k64[];
-  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_k64);
-  float* sS = reinterpret_cast<float*>(smem_k64 + ST64 * BN64 * ROWP * 2);  // KH x 16 x 64
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int split = blockIdx.x;
-  const long long b = blockIdx.y;
-  // the 64-key tile count: the split's keys over BN64 (split_of counts 32-key tiles)
-  const Split sp = split_of(p, b, split);
-  const int ntiles = sp.hi > sp.lo ? (sp.hi - sp.lo + BN64 - 1) / BN64 : 0;
-  auto slot_at = [&](int t, int row) {
-    const int pos = sp.lo + t * BN64 + row;
-    return (t < ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
-  };
-  int first_lo[ST64 - 1], first_hi[ST64 - 1];
-#pragma unroll
-  for (int t = 0; t < ST64 - 1; ++t) {
-    first_lo[t] = slot_at(t, lane);
-    first_hi[t] = slot_at(t, lane + 32);
-  }
-  int next_lo = slot_at(ST64 - 1, lane), next_hi = slot_at(ST64 - 1, lane + 32);
-  const bool early = min(sp.hi, sp.lo + (ST64 - 1) * BN64) <= sp.kv;
-  if (early) {
-#pragma unroll
-    for (int t = 0; t < ST64 - 1; ++t) {
-      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
-      cp_commit();
-    }
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (!early) {
-#pragma unroll
-    for (int t = 0; t < ST64 - 1; ++t) {
-      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
-      cp_commit();
-    }
-  }
-  uint32_t qa[KSTEPS64][4];
-  load_queries64(p, b, warp, lane, qa);
-  State<8> st;
-  init_state(st);
-  for (int t = 0; t < ntiles; ++t) {
-    cp_wait<ST64 - 2>();
-    __syncthreads();  // tile t in shared memory for every thread; every warp done with tile t - 1 and its scores
-    const int tt = t + ST64 - 1;
-    if (tt < ntiles) issue_tile64(p, sK, tt, next_lo, next_hi, warp, lane);
-    cp_commit();
-    next_lo = slot_at(tt + 1, lane);
-    next_hi = slot_at(tt + 1, lane + 32);
-    tile_step64(st, sK + (t % ST64) * BN64 * ROWP, qa, sS, sp.lo + t * BN64, sp.hi, p.scale_log2, warp, lane);
-  }
-  cp_wait<0>();
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  write_partial(p, st, b, split, warp, lane);
-}
+#include "mla_k64.cuh"

@@ -22,7 +22,7 @@ def test_each_variant_names_an_entry_point_of_its_thread_count(load_benchmark) -
     import re
 
     probe = load_benchmark("mla_cuda_probe")
-    source = probe.SOURCE.read_text()
+    source = "".join(f.read_text() for f in sorted(probe.SOURCE.parent.glob("*.cu*")))  # the .cu and its headers
     bounds = {name: int(threads) for threads, name in
               re.findall(r'extern "C" __global__ void __launch_bounds__\((\d+), 1\) (\w+)\(', source)}
     assert set(bounds) == {spec[0] for spec in probe.KERNELS.values()}

@@ -1,0 +1,142 @@
+// What every kernel of the MLA decode probe shares (`mla_decode.cu`, `mla_k64.cuh`): DeepSeek-V2-Lite's
+// shape, the launch parameters, the PTX wrappers, the split's range, the online-softmax state and the
+// partial's store.
+#pragma once
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define H 16
+#define DV 512
+#define D 576
+#define BN 32
+#ifndef STAGES  // the probe also builds 5 (-DSTAGES=5: 128 keys in flight, the Triton loop's)
+#define STAGES 4
+#endif
+#define ROWP 584
+#define KSLICES 4  // the QK product's K split over the warps (warp % 4); 8 warps also split the keys in halves
+#define KSTEPS 9   // 16-column k-steps of a warp's 144-column share of the QK product
+#define SROW 36   // padded fp32 row of a warp's score partial (32 keys)
+
+struct Params {
+  const __nv_bfloat16* q;
+  const __nv_bfloat16* kpool;
+  float* mid_o;
+  float* mid_lse;
+  const int* req_to_token;
+  const long long* req_pool_idx;
+  const int* seq_lens;
+  long long stride_qt, stride_qh, stride_ks, stride_rt, stride_mt, stride_mh, stride_ms, stride_lt, stride_lh;
+  int num_splits;
+  int min_split;
+  int split_block;
+  float scale_log2;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ int ld_cg(const int* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ long long ld_cg64(const long long* p) {
+  long long v;
+  asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+__device__ __forceinline__ void mma(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The split's range [lo, hi) of request b (the Triton kernels' `split_len`), from metadata written before this
+// forward began.
+struct Split {
+  int lo, hi, kv, ntiles;
+  const int* table;
+};
+
+__device__ __forceinline__ Split split_of(const Params& p, long long b, int split) {
+  const int seq = ld_cg(p.seq_lens + b);
+  const long long rpi = ld_cg64(p.req_pool_idx + b);
+  int span = (seq + p.num_splits - 1) / p.num_splits;
+  span = (span + p.split_block - 1) / p.split_block * p.split_block;
+  span = max(span, p.min_split);
+  Split s;
+  s.lo = split * span;
+  s.hi = min(s.lo + span, seq);
+  s.kv = max(seq - 1, 0);  // positions before it were stored by earlier forwards
+  s.ntiles = s.hi > s.lo ? (s.hi - s.lo + BN - 1) / BN : 0;
+  s.table = p.req_to_token + rpi * p.stride_rt;
+  return s;
+}
+
+// Online-softmax state of rows g and g + 8 (the same in every warp) and this warp's 512 / NW output columns.
+template <int NW>
+struct State {
+  float m[2], l[2];
+  float acc[64 / NW][4];
+};
+
+// The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
+template <int NW>
+__device__ __forceinline__ void write_partial(const Params& p, const State<NW>& st, long long b, int split, int warp,
+                                              int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
+  float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * (DV / NW) + 2 * c;
+  float* o1 = o0 + 8 * p.stride_mh;
+#pragma unroll
+  for (int nt = 0; nt < 64 / NW; ++nt) {
+    *reinterpret_cast<float2*>(o0 + nt * 8) = make_float2(st.acc[nt][0] * inv0, st.acc[nt][1] * inv0);
+    *reinterpret_cast<float2*>(o1 + nt * 8) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
+  }
+  if (warp == 0 && c == 0) {
+    float* lse = p.mid_lse + b * p.stride_lt + split;
+    lse[g * p.stride_lh] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
+    lse[(g + 8) * p.stride_lh] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
+  }
+}
+
+template <int NW>
+__device__ __forceinline__ void init_state(State<NW>& st) {
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64 / NW; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+}

@@ -1,0 +1,195 @@
+// The 64-key-tile MLA decode (`mla_decode_h16_k64`); built inside `mla_decode.cu`, after its 32-key forms.
+#pragma once
+#include "mla_common.cuh"
+
+// ---- 64-key tiles (written 2026-12-07, after `_ln` tied the Triton kernel at bs 8 / 8k with 32-key tiles but
+// streamed ~5% slower): three stages of 64 keys (Triton's tile and depth: 128 keys in flight) and two block barriers
+// a 64-key tile, half the 32-key forms' rate. Eight warps: warp w scores keys 16 (w / 2) .. +16 over K half w % 2
+// (288 columns, 18 k-steps; its query fragments in 72 registers), the halves' fp32 scores are exchanged once through
+// an 8 KB buffer (rows of 64 keys, the key's 8-key group XOR-ed with the row's low three bits: a half-warp's float2
+// accesses fall in distinct banks), every warp runs the softmax over the whole tile and owns 64 output columns.
+// Shared memory: 3 x 64 x 1168 + 8192 = 232,448 bytes, the H100's per-block limit.
+#define BN64 64
+#define ST64 3
+#define KH 2             // K halves
+#define KSTEPS64 18      // 16-column k-steps of a warp's 288-column half
+
+__device__ __forceinline__ int sswz(int row, int key) { return row * BN64 + (key ^ ((row & 7) << 3)); }
+
+// Tile t's 64 rows into stage t % ST64: 576 lines, four a warp instruction, 18 instructions a warp; lane l holds
+// the slots of rows l (`slot_lo`) and l + 32 (`slot_hi`).
+__device__ __forceinline__ void issue_tile64(const Params& p, __nv_bfloat16* sK, int t, int slot_lo, int slot_hi,
+                                             int warp, int lane) {
+  constexpr int LINES = D * 2 / 128;
+  constexpr int PER_WARP = BN64 * LINES / 4 / 8;  // 18
+  __nv_bfloat16* base = sK + (t % ST64) * BN64 * ROWP;
+#pragma unroll
+  for (int j = 0; j < PER_WARP; ++j) {
+    const int line = (warp * PER_WARP + j) * 4 + (lane >> 3);
+    const int row = line / LINES, c = (line % LINES) * 64 + (lane & 7) * 8;
+    const int lo = __shfl_sync(0xffffffffu, slot_lo, row & 31), hi = __shfl_sync(0xffffffffu, slot_hi, row & 31);
+    const int slot = row < 32 ? lo : hi;
+    const __nv_bfloat16* src = p.kpool + (slot >= 0 ? (long long)slot * p.stride_ks : 0) + c;
+    cp_async16(smem_addr(base + row * ROWP + c), src, slot >= 0 ? 16 : 0);
+  }
+}
+
+// This warp's query fragments over its K half (w % 2): heads g / g + 8, columns 288 h + 16 kk + {2c, 2c + 1, +8, +9}.
+__device__ __forceinline__ void load_queries64(const Params& p, long long b, int warp, int lane,
+                                               uint32_t (&qa)[KSTEPS64][4]) {
+  const int g = lane >> 2, c = lane & 3;
+  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & 1) * (D / KH) + 2 * c;
+  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS64; ++kk) {
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
+  }
+}
+
+__device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS64][4],
+                                            float* sS, int start, int hi, float scale_log2, int warp, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+  const int kbase = (warp >> 1) * 16;
+  float s2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS64; ++kk) {
+    const int k0 = (warp & 1) * (D / KH) + 16 * kk;
+    const int key = kbase + (lane >> 4) * 8 + (lane & 7);
+    uint32_t b0, b1, b2, b3;
+    ldsm_x4(smem_addr(tile + key * ROWP + k0 + ((lane >> 3) & 1) * 8), b0, b1, b2, b3);
+    mma(s2[0], qa[kk], b0, b1);
+    mma(s2[1], qa[kk], b2, b3);
+  }
+  float* mine = sS + (warp & 1) * 16 * BN64;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const int key = kbase + nt * 8 + 2 * c;
+    *reinterpret_cast<float2*>(mine + sswz(g, key)) = make_float2(s2[nt][0], s2[nt][1]);
+    *reinterpret_cast<float2*>(mine + sswz(g + 8, key)) = make_float2(s2[nt][2], s2[nt][3]);
+  }
+  __syncthreads();  // both halves' partials written
+  float s[8][4];
+  float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    const int key = nt * 8 + 2 * c;
+    const float2 a0 = *reinterpret_cast<const float2*>(sS + sswz(g, key));
+    const float2 a1 = *reinterpret_cast<const float2*>(sS + 16 * BN64 + sswz(g, key));
+    const float2 e0 = *reinterpret_cast<const float2*>(sS + sswz(g + 8, key));
+    const float2 e1 = *reinterpret_cast<const float2*>(sS + 16 * BN64 + sswz(g + 8, key));
+    const int pos = start + key;
+    s[nt][0] = pos < hi ? (a0.x + a1.x) * scale_log2 : -INFINITY;
+    s[nt][1] = pos + 1 < hi ? (a0.y + a1.y) * scale_log2 : -INFINITY;
+    s[nt][2] = pos < hi ? (e0.x + e1.x) * scale_log2 : -INFINITY;
+    s[nt][3] = pos + 1 < hi ? (e0.y + e1.y) * scale_log2 : -INFINITY;
+    tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
+    tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
+  }
+  float alpha[2], m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+    const float m_new = fmaxf(st.m[r], tmax[r]);
+    m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = exp2f(st.m[r] - m_use[r]);
+    st.m[r] = m_new;
+  }
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt) {
+    s[nt][0] = exp2f(s[nt][0] - m_use[0]);
+    s[nt][1] = exp2f(s[nt][1] - m_use[0]);
+    s[nt][2] = exp2f(s[nt][2] - m_use[1]);
+    s[nt][3] = exp2f(s[nt][3] - m_use[1]);
+    rs[0] += s[nt][0] + s[nt][1];
+    rs[1] += s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+    st.l[r] = st.l[r] * alpha[r] + rs[r];
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
+    st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
+  }
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {  // P as the A operand of four 16-key k-steps
+    uint32_t pa[4];
+    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 64 columns
+      const int col = warp * (DV / 8) + np * 16 + (lane >> 4) * 8;
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
+      mma(st.acc[2 * np], pa, b0, b1);
+      mma(st.acc[2 * np + 1], pa, b2, b3);
+    }
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_k64[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_k64);
+  float* sS = reinterpret_cast<float*>(smem_k64 + ST64 * BN64 * ROWP * 2);  // KH x 16 x 64
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int split = blockIdx.x;
+  const long long b = blockIdx.y;
+  // the 64-key tile count: the split's keys over BN64 (split_of counts 32-key tiles)
+  const Split sp = split_of(p, b, split);
+  const int ntiles = sp.hi > sp.lo ? (sp.hi - sp.lo + BN64 - 1) / BN64 : 0;
+  auto slot_at = [&](int t, int row) {
+    const int pos = sp.lo + t * BN64 + row;
+    return (t < ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
+  };
+  int first_lo[ST64 - 1], first_hi[ST64 - 1];
+#pragma unroll
+  for (int t = 0; t < ST64 - 1; ++t) {
+    first_lo[t] = slot_at(t, lane);
+    first_hi[t] = slot_at(t, lane + 32);
+  }
+  int next_lo = slot_at(ST64 - 1, lane), next_hi = slot_at(ST64 - 1, lane + 32);
+  const bool early = min(sp.hi, sp.lo + (ST64 - 1) * BN64) <= sp.kv;
+  if (early) {
+#pragma unroll
+    for (int t = 0; t < ST64 - 1; ++t) {
+      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
+      cp_commit();
+    }
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!early) {
+#pragma unroll
+    for (int t = 0; t < ST64 - 1; ++t) {
+      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
+      cp_commit();
+    }
+  }
+  uint32_t qa[KSTEPS64][4];
+  load_queries64(p, b, warp, lane, qa);
+  State<8> st;
+  init_state(st);
+  for (int t = 0; t < ntiles; ++t) {
+    cp_wait<ST64 - 2>();
+    __syncthreads();  // tile t in shared memory for every thread; every warp done with tile t - 1 and its scores
+    const int tt = t + ST64 - 1;
+    if (tt < ntiles) issue_tile64(p, sK, tt, next_lo, next_hi, warp, lane);
+    cp_commit();
+    next_lo = slot_at(tt + 1, lane);
+    next_hi = slot_at(tt + 1, lane + 32);
+    tile_step64(st, sK + (t % ST64) * BN64 * ROWP, qa, sS, sp.lo + t * BN64, sp.hi, p.scale_log2, warp, lane);
+  }
+  cp_wait<0>();
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  write_partial(p, st, b, split, warp, lane);
+}
