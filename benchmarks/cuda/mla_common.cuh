@@ -113,6 +113,51 @@ struct State {
   float acc[64 / NW][4];
 };
 
+// The online-softmax update of rows g and g + 8 over a tile's NT key n-tiles of scores `s` (log2 units, -inf where
+// masked; every warp holds the whole tile): the running max and sum, this warp's accumulators rescaled, and `s`
+// turned into the tile's weights (P).
+template <int NT, int NW>
+__device__ __forceinline__ void softmax_update(State<NW>& st, float (&s)[NT][4]) {
+  float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
+    tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
+  }
+  float alpha[2], m_use[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+    const float m_new = fmaxf(st.m[r], tmax[r]);
+    m_use[r] = m_new == -INFINITY ? 0.f : m_new;
+    alpha[r] = exp2f(st.m[r] - m_use[r]);
+    st.m[r] = m_new;
+  }
+  float rs[2] = {0.f, 0.f};
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    s[nt][0] = exp2f(s[nt][0] - m_use[0]);
+    s[nt][1] = exp2f(s[nt][1] - m_use[0]);
+    s[nt][2] = exp2f(s[nt][2] - m_use[1]);
+    s[nt][3] = exp2f(s[nt][3] - m_use[1]);
+    rs[0] += s[nt][0] + s[nt][1];
+    rs[1] += s[nt][2] + s[nt][3];
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
+    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
+    st.l[r] = st.l[r] * alpha[r] + rs[r];
+  }
+#pragma unroll
+  for (int i = 0; i < 64 / NW; ++i) {
+    st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
+    st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
+  }
+}
+
+
 // The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
 template <int NW>
 __device__ __forceinline__ void write_partial(const Params& p, const State<NW>& st, long long b, int split, int warp,

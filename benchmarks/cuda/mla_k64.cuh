@@ -72,7 +72,6 @@ __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* t
   }
   __syncthreads();  // both halves' partials written
   float s[8][4];
-  float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt) {
     const int key = nt * 8 + 2 * c;
@@ -85,40 +84,8 @@ __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* t
     s[nt][1] = pos + 1 < hi ? (a0.y + a1.y) * scale_log2 : -INFINITY;
     s[nt][2] = pos < hi ? (e0.x + e1.x) * scale_log2 : -INFINITY;
     s[nt][3] = pos + 1 < hi ? (e0.y + e1.y) * scale_log2 : -INFINITY;
-    tmax[0] = fmaxf(tmax[0], fmaxf(s[nt][0], s[nt][1]));
-    tmax[1] = fmaxf(tmax[1], fmaxf(s[nt][2], s[nt][3]));
   }
-  float alpha[2], m_use[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
-    tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
-    const float m_new = fmaxf(st.m[r], tmax[r]);
-    m_use[r] = m_new == -INFINITY ? 0.f : m_new;
-    alpha[r] = exp2f(st.m[r] - m_use[r]);
-    st.m[r] = m_new;
-  }
-  float rs[2] = {0.f, 0.f};
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    s[nt][0] = exp2f(s[nt][0] - m_use[0]);
-    s[nt][1] = exp2f(s[nt][1] - m_use[0]);
-    s[nt][2] = exp2f(s[nt][2] - m_use[1]);
-    s[nt][3] = exp2f(s[nt][3] - m_use[1]);
-    rs[0] += s[nt][0] + s[nt][1];
-    rs[1] += s[nt][2] + s[nt][3];
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 1);
-    rs[r] += __shfl_xor_sync(0xffffffffu, rs[r], 2);
-    st.l[r] = st.l[r] * alpha[r] + rs[r];
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    st.acc[i][0] *= alpha[0]; st.acc[i][1] *= alpha[0];
-    st.acc[i][2] *= alpha[1]; st.acc[i][3] *= alpha[1];
-  }
+  softmax_update(st, s);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {  // P as the A operand of four 16-key k-steps
     uint32_t pa[4];
