@@ -157,6 +157,31 @@ __device__ __forceinline__ void softmax_update(State<NW>& st, float (&s)[NT][4])
   }
 }
 
+// P (the tile's weights `s`, rounded to bf16 as the Triton kernel rounds them) times the tile's latent columns
+// 512 / NW w .. +512 / NW into this warp's accumulators: NT / 2 k-steps of 16 keys, P as the A operand straight from
+// the registers the scores were in.
+template <int NT, int NW>
+__device__ __forceinline__ void pv_product(State<NW>& st, const float (&s)[NT][4], const __nv_bfloat16* tile, int warp,
+                                           int lane) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    uint32_t pa[4];
+    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int np = 0; np < 32 / NW; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's columns
+      const int col = warp * (DV / NW) + np * 16 + (lane >> 4) * 8;
+      uint32_t b0, b1, b2, b3;
+      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
+      mma(st.acc[2 * np], pa, b0, b1);
+      mma(st.acc[2 * np + 1], pa, b2, b3);
+    }
+  }
+}
+
 
 // The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
 template <int NW>

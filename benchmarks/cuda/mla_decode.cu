@@ -128,23 +128,7 @@ __device__ __forceinline__ void tile_step(State<NW>& st, const __nv_bfloat16* ti
     s[nt][3] = pos + 1 < hi ? hi2.y * scale_log2 : -INFINITY;
   }
   softmax_update(st, s);
-#pragma unroll
-  for (int kk = 0; kk < 2; ++kk) {  // P as the A operand of two 16-key k-steps
-    uint32_t pa[4];
-    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int np = 0; np < 32 / NW; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's columns
-      const int col = warp * (DV / NW) + np * 16 + (lane >> 4) * 8;
-      uint32_t b0, b1, b2, b3;
-      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
-      mma(st.acc[2 * np], pa, b0, b1);
-      mma(st.acc[2 * np + 1], pa, b2, b3);
-    }
-  }
+  pv_product(st, s, tile, warp, lane);
 }
 
 // Loads by every thread: cp.async, 16 bytes a copy, on NW warps; each thread's slot for the tile AHEAD tiles past

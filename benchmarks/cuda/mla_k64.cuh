@@ -86,23 +86,7 @@ __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* t
     s[nt][3] = pos + 1 < hi ? (e0.y + e1.y) * scale_log2 : -INFINITY;
   }
   softmax_update(st, s);
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {  // P as the A operand of four 16-key k-steps
-    uint32_t pa[4];
-    pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-    pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-    pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-    pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    const int key = 16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {  // output n-tiles 2 np, 2 np + 1 of this warp's 64 columns
-      const int col = warp * (DV / 8) + np * 16 + (lane >> 4) * 8;
-      uint32_t b0, b1, b2, b3;
-      ldsm_x4_t(smem_addr(tile + key * ROWP + col), b0, b1, b2, b3);
-      mma(st.acc[2 * np], pa, b0, b1);
-      mma(st.acc[2 * np + 1], pa, b2, b3);
-    }
-  }
+  pv_product(st, s, tile, warp, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Params p) {
