@@ -84,6 +84,23 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// This warp's query fragments over its share of K, slice ks = warp % KS of KS (a power of two; D / KS columns,
+// D / KS / 16 k-steps): heads g / g + 8, columns (D / KS) ks + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9}.
+template <int KS>
+__device__ __forceinline__ void load_queries(const Params& p, long long b, int warp, int lane,
+                                             uint32_t (&qa)[D / KS / 16][4]) {
+  const int g = lane >> 2, c = lane & 3;
+  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & (KS - 1)) * (D / KS) + 2 * c;
+  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
+#pragma unroll
+  for (int kk = 0; kk < D / KS / 16; ++kk) {
+    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
+    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
+    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
+    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
+  }
+}
+
 // The split's range [lo, hi) of request b (the Triton kernels' `split_len`), from metadata written before this
 // forward began.
 struct Split {

@@ -64,21 +64,6 @@ __device__ __forceinline__ void issue_tile_lines(const Params& p, __nv_bfloat16*
   }
 }
 
-// This warp's query fragments: heads g / g + 8, columns 144 ks + 16 kk + {2c, 2c + 1, 2c + 8, 2c + 9} of its K
-// slice ks = warp % 4.
-__device__ __forceinline__ void load_queries(const Params& p, long long b, int warp, int lane, uint32_t (&qa)[KSTEPS][4]) {
-  const int g = lane >> 2, c = lane & 3;
-  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & 3) * (D / KSLICES) + 2 * c;
-  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS; ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
-  }
-}
-
 // One tile of BN keys starting at position `start` on NW warps: scores (warp w: K slice w % 4, 144 columns, over
 // keys [16 (w / 4), +32 / (NW / 4)); the slices' fp32 partials exchanged through `sS` once), the softmax update
 // (every warp the same, over the whole tile), P (bf16, as the Triton kernel rounds it) times the tile's latent
@@ -174,7 +159,7 @@ __device__ __forceinline__ void decode_cp(const Params& p, unsigned char* smem) 
     }
   }
   uint32_t qa[KSTEPS][4];
-  load_queries(p, b, warp, lane, qa);
+  load_queries<KSLICES>(p, b, warp, lane, qa);
   State<NW> st;
   init_state(st);
   for (int t = 0; t < sp.ntiles; ++t) {
@@ -314,7 +299,7 @@ __device__ __forceinline__ void decode_bulk(const Params& p, unsigned char* smem
       if (t < sp.ntiles) bulk_tile(p, sK, bars, t, first[t], lane);
   }
   uint32_t qa[KSTEPS][4];
-  load_queries(p, b, warp, lane, qa);
+  load_queries<KSLICES>(p, b, warp, lane, qa);
   State<NW> st;
   init_state(st);
   int slot_next = (warp == 0 && STAGES - 1 < sp.ntiles) ? slot_of(STAGES - 1) : 0;

@@ -34,21 +34,6 @@ __device__ __forceinline__ void issue_tile64(const Params& p, __nv_bfloat16* sK,
   }
 }
 
-// This warp's query fragments over its K half (w % 2): heads g / g + 8, columns 288 h + 16 kk + {2c, 2c + 1, +8, +9}.
-__device__ __forceinline__ void load_queries64(const Params& p, long long b, int warp, int lane,
-                                               uint32_t (&qa)[KSTEPS64][4]) {
-  const int g = lane >> 2, c = lane & 3;
-  const __nv_bfloat16* q0 = p.q + b * p.stride_qt + g * p.stride_qh + (warp & 1) * (D / KH) + 2 * c;
-  const __nv_bfloat16* q1 = q0 + 8 * p.stride_qh;
-#pragma unroll
-  for (int kk = 0; kk < KSTEPS64; ++kk) {
-    qa[kk][0] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk);
-    qa[kk][1] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk);
-    qa[kk][2] = *reinterpret_cast<const uint32_t*>(q0 + 16 * kk + 8);
-    qa[kk][3] = *reinterpret_cast<const uint32_t*>(q1 + 16 * kk + 8);
-  }
-}
-
 __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS64][4],
                                             float* sS, int start, int hi, float scale_log2, int warp, int lane) {
   const int g = lane >> 2, c = lane & 3;
@@ -127,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
     }
   }
   uint32_t qa[KSTEPS64][4];
-  load_queries64(p, b, warp, lane, qa);
+  load_queries<KH>(p, b, warp, lane, qa);
   State<8> st;
   init_state(st);
   for (int t = 0; t < ntiles; ++t) {
