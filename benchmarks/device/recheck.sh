@@ -1,7 +1,8 @@
 # usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/; all
 # six calls ran at 87c5339 on 2026-12-06).
-# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel) and the MLA GPU tests;
+# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel; its default kernels
+# are the whole-line 32-key form and the untimed 64-key form, 2026-12-07) and the MLA GPU tests;
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
 # tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
 # parts): the engine's GPU tests on the real SmolLM2, then spec_iteration's speed part (plain against adaptive
