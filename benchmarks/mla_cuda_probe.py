@@ -55,10 +55,11 @@ def smem_bytes(stages: int) -> int:
     return stages * 32 * 584 * 2 + 4 * 16 * 36 * 4 + stages * 8
 
 
-#: the .cu's entry points and their threads: 16-byte cp.async copies by every thread, each tile's slots loaded one
-#: tile ahead (``cuda``), two or three (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``); one bulk copy a row by warp 0
-#: on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``; all three timed on the H100 on
-#: 2026-12-06 and slower than Triton at every shape); ``_ln``: a warp's copies on whole lines
+#: variant: (entry point, threads[, the cubin's STAGES[, shared memory bytes when the layout is its own]]).
+#: 16-byte cp.async copies by every thread, each tile's slots loaded one tile ahead (``cuda``), two or three
+#: (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``), five stages (``_s5``), a warp's copies on whole lines (``_ln``);
+#: one bulk copy a row by warp 0 on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``);
+#: 64-key tiles on 8 warps (``cuda_k64``, not yet timed). Timings: ``results/2026-12-06-h100-mla-cuda-variants/``.
 KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128),
            "cuda_a3": ("mla_decode_h16_a3", 128), "cuda8": ("mla_decode_h16_w8", 256),
            "cuda8_a3": ("mla_decode_h16_w8a3", 256), "cuda_bulk": ("mla_decode_h16_bulk", 128),
@@ -147,6 +148,19 @@ def variant(cubins: Path, name: str) -> CudaKernel:
     return CudaKernel(cubins, *KERNELS[name.removesuffix("_nopdl")], pdl=not name.endswith("_nopdl"))
 
 
+def ptxas_summary(log: str) -> str:
+    """``ptxas -v``'s report as ``entry registers`` pairs (with the spill line where a kernel spills)."""
+    parts, entry = [], ""
+    for line in log.splitlines():
+        if "Compiling entry function" in line:
+            entry = line.split("'")[1].removeprefix("mla_decode_")
+        elif "Used" in line and "registers" in line:
+            parts.append(f"{entry} {line.split('Used')[1].split('registers')[0].strip()}")
+        elif "spill" in line and not line.strip().startswith("0 bytes stack frame, 0 bytes spill stores"):
+            parts.append(f"{entry} SPILLS ({line.strip()})")
+    return ", ".join(parts) + " registers"
+
+
 def compile_cubin() -> Path:
     """The .cu built once for each of ``STAGES``: the folder holding ``mla_decode_s{N}.cubin``."""
     out = Path(tempfile.mkdtemp())
@@ -156,6 +170,7 @@ def compile_cubin() -> Path:
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise RuntimeError(f"nvcc failed:\n{res.stderr[-3000:]}")
+        print(f"STAGES={stages}: " + ptxas_summary(res.stderr))
     return out
 
 

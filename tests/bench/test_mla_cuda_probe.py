@@ -48,3 +48,18 @@ def test_fragment_mappings_compute_the_products(load_benchmark) -> None:
             out = frag.pv(p, flat, nw) if keys == frag.BN else frag.pv64(p, flat)
             np.testing.assert_allclose(scores, q @ k.T, atol=1e-10)
             np.testing.assert_allclose(out, p @ k[:, :frag.DV], atol=1e-10)
+
+
+def test_ptxas_summary_names_registers_and_spills(load_benchmark) -> None:
+    probe = load_benchmark("mla_cuda_probe")
+    log = """ptxas info    : Compiling entry function 'mla_decode_h16_k64' for 'sm_90a'
+ptxas info    : Function properties for mla_decode_h16_k64
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 240 registers, used 1 barriers
+ptxas info    : Compiling entry function 'mla_decode_h16' for 'sm_90a'
+ptxas info    : Function properties for mla_decode_h16
+    8 bytes stack frame, 12 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers"""
+    got = probe.ptxas_summary(log)
+    assert got.startswith("h16_k64 240, h16 SPILLS (8 bytes stack frame, 12 bytes spill stores")
+    assert got.endswith("h16 255 registers")
