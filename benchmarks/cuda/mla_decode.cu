@@ -17,8 +17,8 @@
 // `mla_decode_h16_bulk` (one bulk copy a row from warp 0, counted on the stage's mbarrier),
 // `mla_decode_h16_bulk8` (that on eight warps, two a scheduler, each with half the keys of its K slice and 64
 // output columns), `mla_decode_h16_a2` / `_a3` (the cp.async form with each thread's slots two / three tiles ahead)
-// and `_w8` / `_w8a3` (the cp.async form on eight warps); built with -DSTAGES=5 as well. All correct and all slower
-// than the Triton kernel at every shape on H100s on 2026-12-06/07 (benchmarks/results/2026-12-06-h100-recheck/,
+// and `_w8` / `_w8a3` (the cp.async form on eight warps); built with -DSTAGES=5 as well. All correct, none faster
+// than the Triton kernel at any shape on H100s on 2026-12-06/07 (benchmarks/results/2026-12-06-h100-recheck/,
 // 2026-12-06-h100-mla-cuda-variants/): the cp.async forms save 0.4-1.2 us of fixed cost and stream 8-12% slower;
 // `_ln` / `_a3ln` / `_w8a3ln` (a warp's copies on whole 128-byte lines) tie it at bs 8 / 8k and stream ~5% slower.
 // `mla_common.cuh` holds what the kernels share; `mla_k64.cuh` (included last) the 64-key-tile kernel.
