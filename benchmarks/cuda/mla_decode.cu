@@ -44,26 +44,6 @@ __device__ __forceinline__ void issue_tile(const Params& p, __nv_bfloat16* sK, i
   }
 }
 
-// The same copy with a warp's 32 lanes on four whole 128-byte lines (eight lanes a line, in row order: a row is
-// nine lines), so each copy instruction asks for 512 contiguous-by-line bytes where `issue_tile`'s asks for 64
-// bytes of each of eight rows (every line requested twice, by two instructions). `slot_lane`: the pool slot of the
-// tile's row `lane` (-1: past the split, zero-filled), shuffled to the lanes copying that row.
-template <int NW>
-__device__ __forceinline__ void issue_tile_lines(const Params& p, __nv_bfloat16* sK, int t, int slot_lane, int warp,
-                                                 int lane) {
-  constexpr int LINES = D * 2 / 128;           // 9 lines a row
-  constexpr int PER_WARP = BN * LINES / 4 / NW;  // copy instructions a warp: 18 (4 warps) or 9 (8 warps)
-  __nv_bfloat16* base = sK + (t % STAGES) * BN * ROWP;
-#pragma unroll
-  for (int j = 0; j < PER_WARP; ++j) {
-    const int line = (warp * PER_WARP + j) * 4 + (lane >> 3);
-    const int row = line / LINES, c = (line % LINES) * 64 + (lane & 7) * 8;
-    const int slot = __shfl_sync(0xffffffffu, slot_lane, row);
-    const __nv_bfloat16* src = p.kpool + (slot >= 0 ? (long long)slot * p.stride_ks : 0) + c;
-    cp_async16(smem_addr(base + row * ROWP + c), src, slot >= 0 ? 16 : 0);
-  }
-}
-
 // One tile of BN keys starting at position `start` on NW warps: scores (warp w: K slice w % 4, 144 columns, over
 // keys [16 (w / 4), +32 / (NW / 4)); the slices' fp32 partials exchanged through `sS` once), the softmax update
 // (every warp the same, over the whole tile), P (bf16, as the Triton kernel rounds it) times the tile's latent
@@ -134,7 +114,7 @@ __device__ __forceinline__ void decode_cp(const Params& p, unsigned char* smem) 
     return (t < sp.ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
   };
   auto copy = [&](int t, int slot) {
-    if constexpr (LINES) issue_tile_lines<NW>(p, sK, t, slot, warp, lane);
+    if constexpr (LINES) copy_lines<BN, NW>(p, sK + (t % STAGES) * BN * ROWP, slot, 0, warp, lane);
     else issue_tile<T>(p, sK, t, slot, tid);
   };
   int first[STAGES - 1], ring[AHEAD];
@@ -205,7 +185,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_w8a3(const P
   decode_cp<8, 3>(p, smem_c8a3);
 }
 
-// The copies a warp instruction to four whole lines (`issue_tile_lines`), on 4 warps and on 8.
+// The copies a warp instruction to four whole lines (`copy_lines`), on 4 warps and on 8.
 extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_ln(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_c4ln[];
   decode_cp<4, 1, true>(p, smem_c4ln);

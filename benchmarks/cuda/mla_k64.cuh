@@ -16,24 +16,6 @@
 
 __device__ __forceinline__ int sswz(int row, int key) { return row * BN64 + (key ^ ((row & 7) << 3)); }
 
-// Tile t's 64 rows into stage t % ST64: 576 lines, four a warp instruction, 18 instructions a warp; lane l holds
-// the slots of rows l (`slot_lo`) and l + 32 (`slot_hi`).
-__device__ __forceinline__ void issue_tile64(const Params& p, __nv_bfloat16* sK, int t, int slot_lo, int slot_hi,
-                                             int warp, int lane) {
-  constexpr int LINES = D * 2 / 128;
-  constexpr int PER_WARP = BN64 * LINES / 4 / 8;  // 18
-  __nv_bfloat16* base = sK + (t % ST64) * BN64 * ROWP;
-#pragma unroll
-  for (int j = 0; j < PER_WARP; ++j) {
-    const int line = (warp * PER_WARP + j) * 4 + (lane >> 3);
-    const int row = line / LINES, c = (line % LINES) * 64 + (lane & 7) * 8;
-    const int lo = __shfl_sync(0xffffffffu, slot_lo, row & 31), hi = __shfl_sync(0xffffffffu, slot_hi, row & 31);
-    const int slot = row < 32 ? lo : hi;
-    const __nv_bfloat16* src = p.kpool + (slot >= 0 ? (long long)slot * p.stride_ks : 0) + c;
-    cp_async16(smem_addr(base + row * ROWP + c), src, slot >= 0 ? 16 : 0);
-  }
-}
-
 __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* tile, const uint32_t (&qa)[KSTEPS64][4],
                                             float* sS, int start, int hi, float scale_log2, int warp, int lane) {
   const int g = lane >> 2, c = lane & 3;
@@ -88,6 +70,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
     const int pos = sp.lo + t * BN64 + row;
     return (t < ntiles && pos < sp.hi) ? ld_cg(sp.table + pos) : -1;
   };
+  auto copy = [&](int t, int slot_lo, int slot_hi) {  // tile t into stage t % ST64: 18 instructions a warp
+    copy_lines<BN64, 8>(p, sK + (t % ST64) * BN64 * ROWP, slot_lo, slot_hi, warp, lane);
+  };
   int first_lo[ST64 - 1], first_hi[ST64 - 1];
 #pragma unroll
   for (int t = 0; t < ST64 - 1; ++t) {
@@ -99,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
   if (early) {
 #pragma unroll
     for (int t = 0; t < ST64 - 1; ++t) {
-      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
+      if (t < ntiles) copy(t, first_lo[t], first_hi[t]);
       cp_commit();
     }
   }
@@ -107,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
   if (!early) {
 #pragma unroll
     for (int t = 0; t < ST64 - 1; ++t) {
-      if (t < ntiles) issue_tile64(p, sK, t, first_lo[t], first_hi[t], warp, lane);
+      if (t < ntiles) copy(t, first_lo[t], first_hi[t]);
       cp_commit();
     }
   }
@@ -119,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
     cp_wait<ST64 - 2>();
     __syncthreads();  // tile t in shared memory for every thread; every warp done with tile t - 1 and its scores
     const int tt = t + ST64 - 1;
-    if (tt < ntiles) issue_tile64(p, sK, tt, next_lo, next_hi, warp, lane);
+    if (tt < ntiles) copy(tt, next_lo, next_hi);
     cp_commit();
     next_lo = slot_at(tt + 1, lane);
     next_hi = slot_at(tt + 1, lane + 32);
