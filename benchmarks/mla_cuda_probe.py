@@ -218,7 +218,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--kernels", default="cuda_a3ln,cuda_k64",
+    ap.add_argument("--kernels", default="cuda_k64",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
