@@ -36,6 +36,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,12 @@ KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128
            "cuda8_a3ln": ("mla_decode_h16_w8a3ln", 256), "cuda_a3ln": ("mla_decode_h16_a3ln", 128),
            "cuda_ln_s5": ("mla_decode_h16_ln", 128, 5), "cuda_a3ln_s5": ("mla_decode_h16_a3ln", 128, 5),
            "cuda_k64": ("mla_decode_h16_k64", 256, 4, 3 * 64 * 584 * 2 + 2 * 16 * 64 * 4)}
-STAGES = (4, 5)  # the cubins built: the .cu's STAGES (``_s5``: five stages, 128 keys in flight)
+
+
+def stages_of(name: str) -> int:
+    """The ``STAGES`` the cubin of variant ``name`` (a ``KERNELS`` key, ``_nopdl`` allowed) is built with."""
+    spec = KERNELS[name.removesuffix("_nopdl")]
+    return int(spec[2]) if len(spec) > 2 else 4
 
 
 class Params(ctypes.Structure):
@@ -161,10 +167,11 @@ def ptxas_summary(log: str) -> str:
     return ", ".join(parts) + " registers"
 
 
-def compile_cubin() -> Path:
-    """The .cu built once for each of ``STAGES``: the folder holding ``mla_decode_s{N}.cubin``."""
+def compile_cubin(stage_counts: Iterable[int]) -> Path:
+    """The .cu built once for each of ``stage_counts`` (nvcc takes a while: only those the variants use), into a
+    folder holding ``mla_decode_s{N}.cubin``."""
     out = Path(tempfile.mkdtemp())
-    for stages in STAGES:
+    for stages in sorted(set(stage_counts)):
         cmd = ["nvcc", "-cubin", "-arch=sm_90a", "-O3", f"-DSTAGES={stages}", "-Xptxas", "-v", str(SOURCE), "-o",
                str(out / f"mla_decode_s{stages}.cubin")]
         res = subprocess.run(cmd, capture_output=True, text=True)
@@ -233,10 +240,14 @@ def main() -> int:
         got = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
         print("CHECKS " + json.dumps(got))
         return 0
-    cubin = compile_cubin() if args.kernels else Path()
+    wanted = [n for n in args.kernels.split(",") if n]
+    unknown = [n for n in wanted if n.removesuffix("_nopdl") not in KERNELS]
+    if unknown:
+        ap.error(f"--kernels: unknown {', '.join(unknown)}; allowed: {', '.join(KERNELS)} (each also with _nopdl)")
+    cubin = compile_cubin(stages_of(n) for n in wanted) if wanted else Path()
     checks: dict[str, Any] = {}
     names = []
-    for n in filter(None, args.kernels.split(",")):
+    for n in wanted:
         res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
                               "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=300)
         line = next((ln for ln in res.stdout.splitlines() if ln.startswith("CHECKS ")), None)

@@ -63,3 +63,10 @@ ptxas info    : Used 255 registers, used 1 barriers"""
     got = probe.ptxas_summary(log)
     assert got.startswith("h16_k64 240, h16 SPILLS (8 bytes stack frame, 12 bytes spill stores")
     assert got.endswith("h16 255 registers")
+
+
+def test_only_the_variants_stage_counts_are_built(load_benchmark) -> None:
+    """nvcc runs once for each STAGES the requested variants use (device time: the probe's first call builds one)."""
+    probe = load_benchmark("mla_cuda_probe")
+    assert probe.stages_of("cuda_k64") == 4 and probe.stages_of("cuda_s5_nopdl") == 5
+    assert {probe.stages_of(n) for n in probe.KERNELS} == {4, 5}
