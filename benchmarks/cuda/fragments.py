@@ -52,6 +52,17 @@ def scatter(out: np.ndarray, acc: np.ndarray, col0: int) -> None:
         out[g + 8, col0 + 2 * c: col0 + 2 * c + 2] += acc[lane, 2:4]
 
 
+def a_fragments(m: np.ndarray, col0: int) -> list[list[np.ndarray]]:
+    """An A operand's registers a0..a3 for each lane: rows g, g + 8 of ``m`` at columns col0 + 2c, then + 8 (the .cu's
+    query loads; P in a PV product, where two accumulator n-tiles make one such operand)."""
+    frags = []
+    for lane in range(32):
+        g, c = lane // 4, lane % 4
+        lo, hi = col0 + 2 * c, col0 + 2 * c + 8
+        frags.append([m[g, lo: lo + 2], m[g + 8, lo: lo + 2], m[g, hi: hi + 2], m[g + 8, hi: hi + 2]])
+    return frags
+
+
 def qk(q: np.ndarray, flat: np.ndarray, nw: int) -> np.ndarray:
     """The scores [16, 32], the K slices' partials summed (the kernel's exchange through shared memory)."""
     scores = np.zeros((H, BN))
@@ -61,11 +72,7 @@ def qk(q: np.ndarray, flat: np.ndarray, nw: int) -> np.ndarray:
         s = np.zeros((qn, 32, 4))
         for kk in range(D // KSLICES // 16):
             k0 = (warp & 3) * (D // KSLICES) + 16 * kk
-            qa = []
-            for lane in range(32):  # a0..a3: rows g, g + 8 at columns 2c, then 2c + 8 (the .cu's qa loads)
-                g, c = lane // 4, lane % 4
-                qa.append([q[g, k0 + 2 * c: k0 + 2 * c + 2], q[g + 8, k0 + 2 * c: k0 + 2 * c + 2],
-                            q[g, k0 + 2 * c + 8: k0 + 2 * c + 10], q[g + 8, k0 + 2 * c + 8: k0 + 2 * c + 10]])
+            qa = a_fragments(q, k0)
             for npair in range(qn // 2):
                 addrs = [(kbase + (2 * npair + (lane >> 4)) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8
                          for lane in range(32)]
@@ -117,11 +124,7 @@ def qk64(q: np.ndarray, flat: np.ndarray) -> np.ndarray:
         s = np.zeros((2, 32, 4))
         for kk in range(18):
             k0 = (warp & 1) * (D // 2) + 16 * kk
-            qa = []
-            for lane in range(32):
-                g, c = lane // 4, lane % 4
-                qa.append([q[g, k0 + 2 * c: k0 + 2 * c + 2], q[g + 8, k0 + 2 * c: k0 + 2 * c + 2],
-                            q[g, k0 + 2 * c + 8: k0 + 2 * c + 10], q[g + 8, k0 + 2 * c + 8: k0 + 2 * c + 10]])
+            qa = a_fragments(q, k0)
             addrs = [(kbase + (lane >> 4) * 8 + (lane & 7)) * ROWP + k0 + ((lane >> 3) & 1) * 8 for lane in range(32)]
             r = ldmatrix(flat, addrs, trans=False)
             s[0] = mma(s[0], qa, r[:, 0], r[:, 1])
@@ -148,11 +151,7 @@ def pv64(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
     for warp in range(8):
         acc = np.zeros((8, 32, 4))
         for kk in range(4):
-            pa = []
-            for lane in range(32):
-                g, c = lane // 4, lane % 4
-                k0, k1 = 16 * kk + 2 * c, 16 * kk + 8 + 2 * c
-                pa.append([p[g, k0: k0 + 2], p[g + 8, k0: k0 + 2], p[g, k1: k1 + 2], p[g + 8, k1: k1 + 2]])
+            pa = a_fragments(p, 16 * kk)
             for npair in range(4):
                 addrs = [(16 * kk + ((lane >> 3) & 1) * 8 + (lane & 7)) * ROWP + warp * 64 + npair * 16 + (lane >> 4) * 8
                          for lane in range(32)]
