@@ -13,7 +13,10 @@ scheduler (all three correct and slower than Triton at every shape on the H100 o
 loaded two / three tiles ahead instead of one, ``cuda8`` / ``cuda8_a3``: on eight warps, ``_s5``: five
 stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h100-mla-cuda-variants/``);
 ``_ln``: each copy instruction on four whole 128-byte lines instead of 64 bytes of eight rows;
-``cuda_k64``: three stages of 64-key tiles on eight warps, two block barriers a 64-key tile.
+``cuda_k64``: three stages of 64-key tiles on eight warps, two block barriers a 64-key tile; ``_cl``
+(``cuda_k64_cl``, ``cuda_a3ln_cl``): no merge launch, a request's splits launched as one thread-block cluster
+that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
+check also reporting how many 16-CTA clusters the GPU holds at once (fewer than the requests: waves).
 The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
 bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
@@ -33,12 +36,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import struct
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -56,25 +60,41 @@ def smem_bytes(stages: int) -> int:
     return stages * 32 * 584 * 2 + 4 * 16 * 36 * 4 + stages * 8
 
 
-#: variant: (entry point, threads[, the cubin's STAGES[, shared memory bytes when the layout is its own]]).
+class Spec(NamedTuple):
+    """A variant: its entry point, threads, the cubin's STAGES, shared memory bytes where the layout is its own,
+    and whether it merges its splits on a thread-block cluster (``_cl``; then ``fallback`` names the variant run
+    where the splits do not make a cluster: more than 16)."""
+
+    entry: str
+    threads: int
+    stages: int = 4
+    smem: int | None = None
+    fallback: str | None = None
+
+
+K64_SMEM = 3 * 64 * 584 * 2 + 2 * 16 * 64 * 4
 #: 16-byte cp.async copies by every thread, each tile's slots loaded one tile ahead (``cuda``), two or three
 #: (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``), five stages (``_s5``), a warp's copies on whole lines (``_ln``);
 #: one bulk copy a row by warp 0 on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``);
-#: 64-key tiles on 8 warps (``cuda_k64``, not yet timed). Timings: ``results/2026-12-06-h100-mla-cuda-variants/``.
-KERNELS = {"cuda": ("mla_decode_h16", 128), "cuda_a2": ("mla_decode_h16_a2", 128),
-           "cuda_a3": ("mla_decode_h16_a3", 128), "cuda8": ("mla_decode_h16_w8", 256),
-           "cuda8_a3": ("mla_decode_h16_w8a3", 256), "cuda_bulk": ("mla_decode_h16_bulk", 128),
-           "cuda_bulk8": ("mla_decode_h16_bulk8", 256), "cuda_s5": ("mla_decode_h16", 128, 5),
-           "cuda8_s5a3": ("mla_decode_h16_w8a3", 256, 5), "cuda_ln": ("mla_decode_h16_ln", 128),
-           "cuda8_a3ln": ("mla_decode_h16_w8a3ln", 256), "cuda_a3ln": ("mla_decode_h16_a3ln", 128),
-           "cuda_ln_s5": ("mla_decode_h16_ln", 128, 5), "cuda_a3ln_s5": ("mla_decode_h16_a3ln", 128, 5),
-           "cuda_k64": ("mla_decode_h16_k64", 256, 4, 3 * 64 * 584 * 2 + 2 * 16 * 64 * 4)}
+#: 64-key tiles on 8 warps (``cuda_k64``); the split merge on the request's cluster (``_cl``). Not yet timed:
+#: ``cuda_k64``, ``cuda_k64_cl``, ``cuda_a3ln_cl``. Timings: ``results/2026-12-06-h100-mla-cuda-variants/``.
+KERNELS = {"cuda": Spec("mla_decode_h16", 128), "cuda_a2": Spec("mla_decode_h16_a2", 128),
+           "cuda_a3": Spec("mla_decode_h16_a3", 128), "cuda8": Spec("mla_decode_h16_w8", 256),
+           "cuda8_a3": Spec("mla_decode_h16_w8a3", 256), "cuda_bulk": Spec("mla_decode_h16_bulk", 128),
+           "cuda_bulk8": Spec("mla_decode_h16_bulk8", 256), "cuda_s5": Spec("mla_decode_h16", 128, 5),
+           "cuda8_s5a3": Spec("mla_decode_h16_w8a3", 256, 5), "cuda_ln": Spec("mla_decode_h16_ln", 128),
+           "cuda8_a3ln": Spec("mla_decode_h16_w8a3ln", 256), "cuda_a3ln": Spec("mla_decode_h16_a3ln", 128),
+           "cuda_ln_s5": Spec("mla_decode_h16_ln", 128, 5), "cuda_a3ln_s5": Spec("mla_decode_h16_a3ln", 128, 5),
+           "cuda_k64": Spec("mla_decode_h16_k64", 256, 4, K64_SMEM),
+           "cuda_a3ln_cl": Spec("mla_decode_h16_a3ln_cl", 128, fallback="cuda_a3ln"),
+           "cuda_k64_cl": Spec("mla_decode_h16_k64_cl", 256, 4, K64_SMEM, fallback="cuda_k64")}
+#: The largest cluster the launch asks for (16: past the portable 8, allowed per kernel on the H100).
+MAX_CLUSTER = 16
 
 
 def stages_of(name: str) -> int:
     """The ``STAGES`` the cubin of variant ``name`` (a ``KERNELS`` key, ``_nopdl`` allowed) is built with."""
-    spec = KERNELS[name.removesuffix("_nopdl")]
-    return int(spec[2]) if len(spec) > 2 else 4
+    return KERNELS[name.removesuffix("_nopdl")].stages
 
 
 class Params(ctypes.Structure):
@@ -83,7 +103,8 @@ class Params(ctypes.Structure):
                [(n, ctypes.c_longlong) for n in ("stride_qt", "stride_qh", "stride_ks", "stride_rt", "stride_mt",
                                                   "stride_mh", "stride_ms", "stride_lt", "stride_lh")] + \
                [("num_splits", ctypes.c_int), ("min_split", ctypes.c_int), ("split_block", ctypes.c_int),
-                ("scale_log2", ctypes.c_float)]
+                ("scale_log2", ctypes.c_float), ("out", ctypes.c_void_p), ("stride_ot", ctypes.c_longlong),
+                ("stride_oh", ctypes.c_longlong)]
 
 
 class LaunchAttr(ctypes.Structure):
@@ -100,28 +121,57 @@ class LaunchConfig(ctypes.Structure):
 class CudaKernel:
     """One of the cubin's kernels, launched on torch's current stream (captured by CUDA graphs)."""
 
+    CLUSTER_DIMENSION = 4  # CUlaunchAttributeID
     PROGRAMMATIC_STREAM_SERIALIZATION = 6
-    MAX_DYNAMIC_SHARED = 8
+    MAX_DYNAMIC_SHARED = 8  # CUfunction_attribute
+    NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 
-    def __init__(self, cubins: Path, name: str = "mla_decode_h16", threads: int = 128, stages: int = 4,
-                 smem: int | None = None, pdl: bool = True) -> None:
-        cubin = cubins / f"mla_decode_s{stages}.cubin"
-        self.smem = smem or smem_bytes(stages)  # ``smem``: a kernel with a layout of its own (``_k64``)
+    def __init__(self, cubins: Path, spec: Spec, pdl: bool = True, fallback: CudaKernel | None = None) -> None:
+        cubin = cubins / f"mla_decode_s{spec.stages}.cubin"
+        self.smem = spec.smem or smem_bytes(spec.stages)  # ``smem``: a kernel with a layout of its own (``_k64``)
         self.cu = ctypes.CDLL("libcuda.so.1")
         torch.cuda.init()
         torch.zeros(1, device="cuda")  # the primary context, current on this thread
         self.mod, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.cu.cuModuleLoad(ctypes.byref(self.mod), str(cubin).encode()), "cuModuleLoad")
-        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, name.encode()), "cuModuleGetFunction")
+        self._check(self.cu.cuModuleGetFunction(ctypes.byref(self.fn), self.mod, spec.entry.encode()),
+                    "cuModuleGetFunction")
         self._check(self.cu.cuFuncSetAttribute(self.fn, self.MAX_DYNAMIC_SHARED, self.smem), "cuFuncSetAttribute")
-        self.attr = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
-        self.attr.value[0] = 1
-        self.pdl, self.threads = pdl, threads
+        self.cluster = spec.fallback is not None
+        if self.cluster:
+            self._check(self.cu.cuFuncSetAttribute(self.fn, self.NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                        "cuFuncSetAttribute (non-portable cluster size)")
+        self.pdl, self.threads, self.fallback = pdl, spec.threads, fallback
         self.keep: list[Any] = []
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
             raise RuntimeError(f"{what} failed: CUresult {rc}")
+
+    def _config(self, splits: int, bsz: int, pdl: bool) -> tuple[LaunchConfig, Any]:
+        """The launch of ``splits x bsz`` programs (a cluster a request for ``_cl``), and its attributes."""
+        attrs = []
+        if pdl:
+            a = LaunchAttr(id=self.PROGRAMMATIC_STREAM_SERIALIZATION)
+            a.value[0] = 1
+            attrs.append(a)
+        if self.cluster:
+            a = LaunchAttr(id=self.CLUSTER_DIMENSION)
+            ctypes.memmove(ctypes.addressof(a.value), struct.pack("3I", splits, 1, 1), 12)
+            attrs.append(a)
+        arr = (LaunchAttr * max(len(attrs), 1))(*attrs)
+        cfg = LaunchConfig(splits, bsz, 1, self.threads, 1, 1, self.smem, torch.cuda.current_stream().cuda_stream,
+                           ctypes.cast(arr, ctypes.POINTER(LaunchAttr)) if attrs else None, len(attrs))
+        return cfg, arr
+
+    def max_active_clusters(self, splits: int, bsz: int) -> int:
+        """How many of this kernel's ``splits``-CTA clusters the GPU holds at once (a request's splits make one; a
+        batch with more requests than this runs its clusters in waves)."""
+        cfg, arr = self._config(splits, bsz, pdl=False)
+        n = ctypes.c_int()
+        self._check(self.cu.cuOccupancyMaxActiveClusters(ctypes.byref(n), self.fn, ctypes.byref(cfg)),
+                    "cuOccupancyMaxActiveClusters")
+        return n.value
 
     def __call__(self, q: torch.Tensor, k_pool: torch.Tensor, out: torch.Tensor, req_to_token: torch.Tensor,
                  req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, tree_mask: torch.Tensor | None,
@@ -129,29 +179,38 @@ class CudaKernel:
                  dot_f32: bool) -> None:
         from updraft.attention.triton_kernels.merge import merge_splits
 
+        if self.cluster and (num_splits > MAX_CLUSTER or MAX_CLUSTER % num_splits):
+            assert self.fallback is not None  # splits that make no cluster: the form with the merge launch
+            return self.fallback(q, k_pool, out, req_to_token, req_pool_indices, seq_lens, tree_mask, mid_o, mid_lse,
+                                 stride, num_splits, scale, cfg, dot_f32)
         bsz = seq_lens.shape[0]
         assert stride == 1 and tree_mask is None and q.shape[1:] == (HEADS, RANK + ROPE)
         if mid_o.shape != (bsz, HEADS, num_splits, RANK):  # one split: the backend passes no partial buffers
             mid_o = torch.empty(bsz, HEADS, num_splits, RANK, dtype=torch.float32, device=q.device)
             mid_lse = torch.empty(bsz, HEADS, num_splits, dtype=torch.float32, device=q.device)
-        assert q.dtype == k_pool.dtype == torch.bfloat16 and k_pool.stride(0) == RANK + ROPE and q.stride(2) == 1
+        assert q.dtype == k_pool.dtype == out.dtype == torch.bfloat16 and k_pool.stride(0) == RANK + ROPE
+        assert q.stride(2) == 1 and out.stride(2) == 1
         assert req_to_token.dtype == torch.int32 and seq_lens.dtype == torch.int32
         rpi = req_pool_indices if req_pool_indices.dtype == torch.int64 else req_pool_indices.long()
         p = Params(q.data_ptr(), k_pool.data_ptr(), mid_o.data_ptr(), mid_lse.data_ptr(), req_to_token.data_ptr(),
                    rpi.data_ptr(), seq_lens.data_ptr(), q.stride(0), q.stride(1), k_pool.stride(0),
                    req_to_token.stride(0), mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0),
-                   mid_lse.stride(1), num_splits, cfg.min_split, cfg.block_n, scale * 1.4426950408889634)
-        self.keep = [p, rpi, mid_o, mid_lse]  # alive until the launch is enqueued (graph capture copies the parameters)
-        cfg_ = LaunchConfig(num_splits, bsz, 1, self.threads, 1, 1, self.smem, torch.cuda.current_stream().cuda_stream,
-                            ctypes.pointer(self.attr) if self.pdl else None, 1 if self.pdl else 0)
+                   mid_lse.stride(1), num_splits, cfg.min_split, cfg.block_n, scale * 1.4426950408889634,
+                   out.data_ptr(), out.stride(0), out.stride(1))
+        cfg_, attrs = self._config(num_splits, bsz, self.pdl)
+        # alive until the launch is enqueued (graph capture copies the parameters)
+        self.keep = [p, rpi, mid_o, mid_lse, attrs]
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         self._check(self.cu.cuLaunchKernelEx(ctypes.byref(cfg_), self.fn, args, None), "cuLaunchKernelEx")
-        merge_splits(mid_o, mid_lse, out, written=True)
+        if not self.cluster:
+            merge_splits(mid_o, mid_lse, out, written=True)
 
 
 def variant(cubins: Path, name: str) -> CudaKernel:
     """The CUDA variant ``name`` (a ``KERNELS`` key, ``_nopdl`` for its launch without PDL) from ``cubins``."""
-    return CudaKernel(cubins, *KERNELS[name.removesuffix("_nopdl")], pdl=not name.endswith("_nopdl"))
+    spec, pdl = KERNELS[name.removesuffix("_nopdl")], not name.endswith("_nopdl")
+    fallback = CudaKernel(cubins, KERNELS[spec.fallback], pdl) if spec.fallback else None
+    return CudaKernel(cubins, spec, pdl, fallback)
 
 
 def ptxas_summary(log: str) -> str:
@@ -225,7 +284,7 @@ def main() -> int:
     ap.add_argument("--shapes", default="8x8192,8x32768,64x8192,64x32768", help="bs x context, comma-separated")
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
-    ap.add_argument("--kernels", default="cuda_k64",
+    ap.add_argument("--kernels", default="cuda_k64,cuda_k64_cl,cuda_a3ln_cl",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
@@ -237,7 +296,9 @@ def main() -> int:
         cubin = Path(args.check_one.split("@")[1])
         n = args.check_one.split("@")[0]
         kernel = variant(cubin, n)
-        got = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+        got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+        if kernel.cluster:  # more requests than this at 16 splits: the clusters run in waves
+            got[f"{n} max active 16-CTA clusters"] = kernel.max_active_clusters(MAX_CLUSTER, 8)
         print("CHECKS " + json.dumps(got))
         return 0
     wanted = [n for n in args.kernels.split(",") if n]
@@ -248,12 +309,16 @@ def main() -> int:
     checks: dict[str, Any] = {}
     names = []
     for n in wanted:
-        res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
-                              "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=300)
-        line = next((ln for ln in res.stdout.splitlines() if ln.startswith("CHECKS ")), None)
-        if res.returncode != 0 or line is None:
-            checks[n] = {"failed": (res.stdout + res.stderr)[-1500:]}
-            print(f"check {n}: FAILED, left out of the timing\n{(res.stdout + res.stderr)[-800:]}")
+        try:  # a hung launch (a cluster barrier some CTA never reaches) costs this much device time, not the call
+            res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
+                                  "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=120)
+            log, rc = res.stdout + res.stderr, res.returncode
+        except subprocess.TimeoutExpired:
+            log, rc = "the check did not end within 120 s", -1
+        line = next((ln for ln in log.splitlines() if ln.startswith("CHECKS ")), None)
+        if rc != 0 or line is None:
+            checks[n] = {"failed": log[-1500:]}
+            print(f"check {n}: FAILED, left out of the timing\n{log[-800:]}")
             continue
         checks.update(json.loads(line.removeprefix("CHECKS ")))
         names.append(n)

@@ -3,7 +3,8 @@
 PTX ISA defines them, for one tile of the QK product (each warp's 144-column share) and of the PV product (each
 warp's 512 / NW output columns, P taken from the QK accumulators' registers), on 4 warps and on 8 (K slice w % 4,
 keys 16 (w / 4) .. +16), and ``mla_decode_h16_k64``'s 64-key tile (K half w % 2, keys 16 (w / 2) .. +16, the
-halves' scores through its swizzled buffer). Prints both products' largest error against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
+halves' scores through its swizzled buffer), and the ``_cl`` forms' split merge across a cluster's shared memory.
+Prints both products' largest error against numpy's (rounding only, ~1e-14). It re-states the .cu's index arithmetic, so a change there needs the same
 change here.
 
     python benchmarks/cuda/fragments.py
@@ -160,6 +161,42 @@ def pv64(p: np.ndarray, flat: np.ndarray) -> np.ndarray:
                 acc[2 * npair + 1] = mma(acc[2 * npair + 1], pa, r[:, 2], r[:, 3])
         for nt in range(8):
             scatter(out, acc[nt], warp * 64 + nt * 8)
+    return out
+
+
+PPITCH = 520
+
+
+def cluster_merge(parts: np.ndarray, lses: np.ndarray, nw: int) -> np.ndarray:
+    """``cluster_merge`` (mla_common.cuh) over a cluster of S = len(parts) CTAs: each CTA's partial [H, DV] stored
+    into its shared memory as warp w's lanes store their accumulators (rows g and g + 8, columns 512 / NW w + 8 nt +
+    2c and + 1), its lse [H] beside; then CTA r's threads gather the lse of its 16 / S heads (thread i: head
+    h0 + i / S from CTA i % S), normalise the weights and sum four columns a step. Returns the merged [H, DV]."""
+    s_n = len(parts)
+    smem = np.zeros((s_n, H * PPITCH + H))
+    for cta in range(s_n):
+        for warp in range(nw):
+            for lane in range(32):
+                g, c = lane // 4, lane % 4
+                for nt in range(64 // nw):
+                    col = warp * (DV // nw) + nt * 8 + 2 * c
+                    smem[cta, g * PPITCH + col: g * PPITCH + col + 2] = parts[cta, g, col: col + 2]
+                    smem[cta, (g + 8) * PPITCH + col: (g + 8) * PPITCH + col + 2] = parts[cta, g + 8, col: col + 2]
+        smem[cta, H * PPITCH: H * PPITCH + H] = lses[cta]
+    out = np.zeros((H, DV))
+    hp = H // s_n
+    for rank in range(s_n):
+        h0 = rank * hp
+        wts = np.array([smem[tid % s_n, H * PPITCH + h0 + tid // s_n] for tid in range(hp * s_n)])
+        for tid in range(hp):
+            row = wts[tid * s_n: (tid + 1) * s_n]
+            mx = row.max()
+            w = np.where(row == -np.inf, 0.0, np.exp2(row - mx if mx > -np.inf else 0.0))
+            wts[tid * s_n: (tid + 1) * s_n] = w / w.sum() if w.sum() > 0 else 0.0
+        for i in range(hp * (DV // 4)):
+            hh, col = i // (DV // 4), (i % (DV // 4)) * 4
+            at = (h0 + hh) * PPITCH + col
+            out[h0 + hh, col: col + 4] = sum(wts[hh * s_n + s] * smem[s, at: at + 4] for s in range(s_n))
     return out
 
 

@@ -30,6 +30,8 @@ struct Params {
   int min_split;
   int split_block;
   float scale_log2;
+  __nv_bfloat16* out;  // [T, H, DV]: the cluster forms write the merged rows themselves (the others ignore it)
+  long long stride_ot, stride_oh;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -252,4 +254,109 @@ __device__ __forceinline__ void init_state(State<NW>& st) {
   st.l[0] = st.l[1] = 0.f;
 #pragma unroll
   for (int i = 0; i < 64 / NW; ++i) st.acc[i][0] = st.acc[i][1] = st.acc[i][2] = st.acc[i][3] = 0.f;
+}
+
+// ---- the split merge inside the launch, on a thread-block cluster (the `_cl` entry points, written 2026-12-07: the
+// merge launch after the decode is part of the ~12 us that bs 8 / 8k pays beside its streaming, and the in-launch
+// merge on global counters tied it). The launch groups a request's splits into one cluster (cluster size =
+// num_splits, a power of two <= 16): each CTA leaves its normalised partial and log2-sum-exp in its own shared
+// memory, the cluster barrier makes them visible, and CTA r merges heads (16 / S) r .. +16 / S from every CTA's
+// shared memory (DSMEM) into the bf16 output. A second barrier keeps each CTA's shared memory alive until the
+// cluster's reads of it are done. No partials in global memory, no merge launch.
+#define PPITCH 520  // fp32 row pitch of a partial in shared memory: a half-warp's float2 stores in distinct banks
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA of the cluster: writes before it visible to the cluster's reads after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The shared::cluster address of this CTA's shared::cta address `addr` in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t map_rank(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+
+__device__ __forceinline__ float ld_dsmem(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr) : "memory");
+  return v;
+}
+
+// After the loop (every copy waited for): the split's partial into this CTA's shared memory, over the stage
+// buffers, then the cluster's merge of this CTA's heads (the block comment above). A split without keys weighs 0; a
+// row no split saw gets 0, as `merge_splits` gives it.
+template <int NW>
+__device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& st, long long b, int warp, int lane,
+                                              unsigned char* smem) {
+  constexpr int T = 32 * NW;
+  float* part = reinterpret_cast<float*>(smem);  // H x PPITCH
+  float* lse = part + H * PPITCH;                // H
+  float* wts = lse + H;                          // this CTA's heads x S: lse, then normalised weights
+  const int g = lane >> 2, c = lane & 3, tid = threadIdx.x;
+  __syncthreads();  // every warp done with the last tile's stage, which the partial overwrites
+  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
+#pragma unroll
+  for (int nt = 0; nt < 64 / NW; ++nt) {
+    const int col = warp * (DV / NW) + nt * 8 + 2 * c;
+    *reinterpret_cast<float2*>(part + g * PPITCH + col) = make_float2(st.acc[nt][0] * inv0, st.acc[nt][1] * inv0);
+    *reinterpret_cast<float2*>(part + (g + 8) * PPITCH + col) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
+  }
+  if (warp == 0 && c == 0) {
+    lse[g] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
+    lse[g + 8] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
+  }
+  cluster_sync();  // every CTA's partial and lse written, visible to the cluster
+  const int S = cluster_size(), hp = H / S, h0 = cluster_rank() * hp;
+  if (tid < hp * S) wts[tid] = ld_dsmem(map_rank(smem_addr(lse + h0 + tid / S), tid % S));
+  __syncthreads();
+  if (tid < hp) {
+    float mx = -INFINITY, den = 0.f;
+    for (int s = 0; s < S; ++s) mx = fmaxf(mx, wts[tid * S + s]);
+    for (int s = 0; s < S; ++s) {
+      const float l = wts[tid * S + s];
+      const float w = l == -INFINITY ? 0.f : exp2f(l - mx);
+      wts[tid * S + s] = w;
+      den += w;
+    }
+    const float inv = den > 0.f ? 1.f / den : 0.f;
+    for (int s = 0; s < S; ++s) wts[tid * S + s] *= inv;
+  }
+  __syncthreads();
+  for (int i = tid; i < hp * (DV / 4); i += T) {  // four columns of one of this CTA's heads a step
+    const int hh = i / (DV / 4), col = (i % (DV / 4)) * 4;
+    const uint32_t local = smem_addr(part + (h0 + hh) * PPITCH + col);
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int s = 0; s < 16; ++s) {
+      if (s < S) {
+        const float4 v = ld_dsmem4(map_rank(local, s));
+        const float w = wts[hh * S + s];
+        o.x += w * v.x; o.y += w * v.y; o.z += w * v.z; o.w += w * v.w;
+      }
+    }
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.out + b * p.stride_ot + (h0 + hh) * p.stride_oh + col);
+    dst[0] = __floats2bfloat162_rn(o.x, o.y);
+    dst[1] = __floats2bfloat162_rn(o.z, o.w);
+  }
+  cluster_sync();  // no CTA leaves while another still reads its shared memory
 }

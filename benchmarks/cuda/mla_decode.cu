@@ -99,7 +99,7 @@ __device__ __forceinline__ void tile_step(State<NW>& st, const __nv_bfloat16* ti
 // Loads by every thread: cp.async, 16 bytes a copy, on NW warps; each thread's slot for the tile AHEAD tiles past
 // the one it issues is loaded AHEAD tiles early (a register ring; 1: the form run on the H100 on 2026-12-06, where
 // a 32-key tile's compute is all that hides the slot's round trip under a saturated memory system).
-template <int NW, int AHEAD, bool LINES = false>
+template <int NW, int AHEAD, bool LINES = false, bool CLUSTER = false>
 __device__ __forceinline__ void decode_cp(const Params& p, unsigned char* smem) {
   constexpr int T = 32 * NW;
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem);
@@ -155,7 +155,8 @@ __device__ __forceinline__ void decode_cp(const Params& p, unsigned char* smem) 
   }
   cp_wait<0>();
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  write_partial(p, st, b, split, warp, lane);
+  if constexpr (CLUSTER) cluster_merge(p, st, b, warp, lane, smem);
+  else write_partial(p, st, b, split, warp, lane);
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16(const Params p) {
@@ -199,6 +200,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_a3ln(const P
 extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_w8a3ln(const Params p) {
   extern __shared__ __align__(128) unsigned char smem_c8a3ln[];
   decode_cp<8, 3, true>(p, smem_c8a3ln);
+}
+
+// `_a3ln` (which tied the Triton kernel at bs 8 / 8k) with the split merge on its cluster (`cluster_merge`).
+extern "C" __global__ void __launch_bounds__(128, 1) mla_decode_h16_a3ln_cl(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_c4a3lncl[];
+  decode_cp<4, 3, true, true>(p, smem_c4a3lncl);
 }
 
 // ---- the same kernel with the copy engine's bulk copies (TMA, non-tensor): one 1152-byte copy a row, issued by

@@ -56,8 +56,8 @@ __device__ __forceinline__ void tile_step64(State<8>& st, const __nv_bfloat16* t
   pv_product(st, s, tile, warp, lane);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Params p) {
-  extern __shared__ __align__(128) unsigned char smem_k64[];
+template <bool CLUSTER>
+__device__ __forceinline__ void decode_k64(const Params& p, unsigned char* smem_k64) {
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_k64);
   float* sS = reinterpret_cast<float*>(smem_k64 + ST64 * BN64 * ROWP * 2);  // KH x 16 x 64
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -112,5 +112,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Pa
   }
   cp_wait<0>();
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  write_partial(p, st, b, split, warp, lane);
+  if constexpr (CLUSTER) cluster_merge(p, st, b, warp, lane, smem_k64);
+  else write_partial(p, st, b, split, warp, lane);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_k64[];
+  decode_k64<false>(p, smem_k64);
+}
+
+// The split merge on the request's cluster (`cluster_merge`, mla_common.cuh) instead of the merge launch.
+extern "C" __global__ void __launch_bounds__(256, 1) mla_decode_h16_k64_cl(const Params p) {
+  extern __shared__ __align__(128) unsigned char smem_k64cl[];
+  decode_k64<true>(p, smem_k64cl);
 }

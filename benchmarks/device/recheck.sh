@@ -1,8 +1,9 @@
 # usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/; all
 # six calls ran at 87c5339 on 2026-12-06).
-# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel; its default kernel is
-# the untimed 64-key form, 2026-12-07; the stored side only: the latent side has ordered the forms the same), the MLA
+# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel; its default kernels
+# are the untimed ones of 2026-12-07: the 64-key form, and it and the whole-line 32-key form with the split merge
+# on a thread-block cluster; the stored side only: the latent side has ordered the forms the same), the MLA
 # GPU tests and the Triton attention GPU tests (call 6's; the extend kernel's helper split has not run on a GPU);
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
 # tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
@@ -12,7 +13,7 @@
 source benchmarks/device/env.sh >/dev/null
 PT="python -m pytest -q -p no:cacheprovider -m gpu -rf"
 if [ "$1" = 1 ]; then
-  timeout 240 python benchmarks/mla_cuda_probe.py --out $OUT --sides stored 2>&1 | grep -v Warn | tail -40
+  timeout 300 python benchmarks/mla_cuda_probe.py --out $OUT --sides stored 2>&1 | grep -v Warn | tail -40
   timeout 150 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
   timeout 120 $PT tests/attention/test_triton_gpu.py > $OUT/t-triton.log 2>&1; tail -3 $OUT/t-triton.log
 elif [ "$1" = 2 ]; then

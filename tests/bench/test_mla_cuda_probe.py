@@ -70,3 +70,46 @@ def test_only_the_variants_stage_counts_are_built(load_benchmark) -> None:
     probe = load_benchmark("mla_cuda_probe")
     assert probe.stages_of("cuda_k64") == 4 and probe.stages_of("cuda_s5_nopdl") == 5
     assert {probe.stages_of(n) for n in probe.KERNELS} == {4, 5}
+
+
+def test_launch_parameters_match_the_kernels_struct(load_benchmark) -> None:
+    """The launcher passes ``Params`` by pointer as the kernels' ``struct Params`` (``cuda/mla_common.cuh``): a field
+    missing, moved or of another width on one side shifts every field after it, which only the GPU would show (as
+    wrong outputs or a fault). Names, order and C types checked here on the source."""
+    import ctypes
+    import re
+
+    probe = load_benchmark("mla_cuda_probe")
+    source = (probe.SOURCE.parent / "mla_common.cuh").read_text()
+    body = re.search(r"struct Params \{(.*?)\};", source, re.S).group(1)
+    declared = []
+    for decl in body.split(";"):
+        decl = re.sub(r"//[^\n]*", "", decl).strip()
+        if not decl:
+            continue
+        ctype = "pointer" if "*" in decl else re.match(r"(long long|int|float)\b", decl).group(1)
+        names = re.sub(r"^(const\s+)?[\w:]+(\s+long)?\s*\**", "", decl)
+        declared += [(n.strip().lstrip("*"), ctype) for n in names.split(",")]
+    width = {"pointer": ctypes.c_void_p, "long long": ctypes.c_longlong, "int": ctypes.c_int, "float": ctypes.c_float}
+    assert [(n, width[t]) for n, t in declared] == list(probe.Params._fields_)
+    assert {"out", "stride_ot", "stride_oh"} <= {n for n, _ in declared}  # the cluster forms' output
+
+
+def test_cluster_merge_indexing_merges_the_splits(load_benchmark) -> None:
+    """``cuda/fragments.py``'s ``cluster_merge`` re-states the ``_cl`` kernels' shared-memory layout and each CTA's
+    share of the merge (heads, weights, four columns a step): at every cluster size the launch allows, on 4 warps
+    and 8, with splits that saw no key (lse -inf, zero partial), it must give the log-sum-exp merge."""
+    import numpy as np
+
+    frag = load_benchmark("cuda/fragments")
+    rng = np.random.default_rng(2)
+    for splits in (1, 2, 4, 8, 16):
+        parts = rng.standard_normal((splits, frag.H, frag.DV))
+        lses = rng.uniform(-4, 4, (splits, frag.H))
+        if splits > 1:
+            lses[-1] = -np.inf  # a trailing split past the context
+            parts[-1] = 0.0
+        w = np.exp2(lses - lses.max(axis=0))
+        want = (w[:, :, None] * parts).sum(0) / w.sum(0)[:, None]
+        for nw in (4, 8):
+            np.testing.assert_allclose(frag.cluster_merge(parts, lses, nw), want, atol=1e-12)
