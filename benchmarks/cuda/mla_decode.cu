@@ -24,7 +24,8 @@
 // `mla_common.cuh` holds what the kernels share; `mla_k64.cuh` (included last) the 64-key-tile kernel.
 // Output: the split's normalised partial [16, 512] fp32 and its log2-sum-exp, as `store_rows` writes them
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
-// combines them. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
+// combines them. The `_cl` forms (`_a3ln_cl`, `_k64_cl`; untimed) instead merge them on the request's
+// thread-block cluster and write the bf16 rows (`cluster_merge`), with no merge launch. Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall in
 // distinct banks for ldmatrix).
 #include "mla_common.cuh"
 
