@@ -297,8 +297,9 @@ def main() -> int:
         n = args.check_one.split("@")[0]
         kernel = variant(cubin, n)
         got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
-        if kernel.cluster:  # more requests than this at 16 splits: the clusters run in waves
-            got[f"{n} max active 16-CTA clusters"] = kernel.max_active_clusters(MAX_CLUSTER, 8)
+        if kernel.cluster:  # more requests than this at 16 splits: the clusters run in waves (8: for planning)
+            for size in (MAX_CLUSTER, 8):
+                got[f"{n} max active {size}-CTA clusters"] = kernel.max_active_clusters(size, 8)
         print("CHECKS " + json.dumps(got))
         return 0
     wanted = [n for n in args.kernels.split(",") if n]
