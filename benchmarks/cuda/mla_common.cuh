@@ -228,12 +228,22 @@ __device__ __forceinline__ void pv_product(State<NW>& st, const float (&s)[NT][4
 }
 
 
+// Row r's (0: g, 1: g + 8) factor from the accumulators to the split's normalised partial, and its log2-sum-exp
+// (0 and -inf for a row the split gave no key).
+template <int NW>
+__device__ __forceinline__ float row_inv(const State<NW>& st, int r) { return st.l[r] > 0.f ? 1.f / st.l[r] : 0.f; }
+
+template <int NW>
+__device__ __forceinline__ float row_lse(const State<NW>& st, int r) {
+  return st.l[r] > 0.f ? st.m[r] + log2f(st.l[r]) : -INFINITY;
+}
+
 // The split's normalised partial and log2-sum-exp, as the Triton kernels' `store_rows` writes them.
 template <int NW>
 __device__ __forceinline__ void write_partial(const Params& p, const State<NW>& st, long long b, int split, int warp,
                                               int lane) {
   const int g = lane >> 2, c = lane & 3;
-  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
+  const float inv0 = row_inv(st, 0), inv1 = row_inv(st, 1);
   float* o0 = p.mid_o + b * p.stride_mt + g * p.stride_mh + split * p.stride_ms + warp * (DV / NW) + 2 * c;
   float* o1 = o0 + 8 * p.stride_mh;
 #pragma unroll
@@ -243,8 +253,8 @@ __device__ __forceinline__ void write_partial(const Params& p, const State<NW>& 
   }
   if (warp == 0 && c == 0) {
     float* lse = p.mid_lse + b * p.stride_lt + split;
-    lse[g * p.stride_lh] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
-    lse[(g + 8) * p.stride_lh] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
+    lse[g * p.stride_lh] = row_lse(st, 0);
+    lse[(g + 8) * p.stride_lh] = row_lse(st, 1);
   }
 }
 
@@ -314,7 +324,7 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
   float* wts = lse + H;                          // this CTA's heads x S: lse, then normalised weights
   const int g = lane >> 2, c = lane & 3, tid = threadIdx.x;
   __syncthreads();  // every warp done with the last tile's stage, which the partial overwrites
-  const float inv0 = st.l[0] > 0.f ? 1.f / st.l[0] : 0.f, inv1 = st.l[1] > 0.f ? 1.f / st.l[1] : 0.f;
+  const float inv0 = row_inv(st, 0), inv1 = row_inv(st, 1);
 #pragma unroll
   for (int nt = 0; nt < 64 / NW; ++nt) {
     const int col = warp * (DV / NW) + nt * 8 + 2 * c;
@@ -322,8 +332,8 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
     *reinterpret_cast<float2*>(part + (g + 8) * PPITCH + col) = make_float2(st.acc[nt][2] * inv1, st.acc[nt][3] * inv1);
   }
   if (warp == 0 && c == 0) {
-    lse[g] = st.l[0] > 0.f ? st.m[0] + log2f(st.l[0]) : -INFINITY;
-    lse[g + 8] = st.l[1] > 0.f ? st.m[1] + log2f(st.l[1]) : -INFINITY;
+    lse[g] = row_lse(st, 0);
+    lse[g + 8] = row_lse(st, 1);
   }
   cluster_sync();  // every CTA's partial and lse written, visible to the cluster
   const int S = cluster_size(), hp = H / S, h0 = cluster_rank() * hp;
