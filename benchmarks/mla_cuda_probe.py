@@ -17,6 +17,7 @@ stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h
 (``cuda_k64_cl``, ``cuda_a3ln_cl``): no merge launch, a request's splits launched as one thread-block cluster
 that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
 check also reporting how many 16-CTA clusters the GPU holds at once (fewer than the requests: waves).
+``NAME:S`` (``triton:8``, ``cuda_a3ln_cl:8``) runs a form at S KV splits in place of the backend's policy.
 The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
 bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
@@ -95,6 +96,14 @@ MAX_CLUSTER = 16
 def stages_of(name: str) -> int:
     """The ``STAGES`` the cubin of variant ``name`` (a ``KERNELS`` key, ``_nopdl`` allowed) is built with."""
     return KERNELS[name.removesuffix("_nopdl")].stages
+
+
+def split_name(name: str) -> tuple[str, int | None]:
+    """``NAME:S`` as (NAME, S): the variant at ``S`` KV splits in place of the backend's policy (None)."""
+    base, _, splits = name.partition(":")
+    if splits and not (splits.isdigit() and int(splits) >= 1):
+        raise ValueError(f"--kernels: {name!r}: the split count after ':' must be a positive integer")
+    return base, int(splits) if splits else None
 
 
 class Params(ctypes.Structure):
@@ -240,7 +249,8 @@ def compile_cubin(stage_counts: Iterable[int]) -> Path:
     return out
 
 
-def same_inputs(kernel: CudaKernel, bs: int, ctx: int, device: torch.device) -> dict[str, float]:
+def same_inputs(kernel: CudaKernel, bs: int, ctx: int, device: torch.device,
+                splits: int | None = None) -> dict[str, float]:
     """Both kernels (and their merges) over one set of inputs: the largest difference of the outputs."""
     from updraft.attention.triton_kernels import mla_decode
     from updraft.batch import ForwardMode, make_forward_batch
@@ -253,6 +263,7 @@ def same_inputs(kernel: CudaKernel, bs: int, ctx: int, device: torch.device) -> 
                                st.table, logits="none", stride=1)
     q = torch.randn(bs, HEADS, RANK + ROPE, device=device, generator=gen).to(torch.bfloat16)
     batch.attn_backend = be
+    be.kv_splits_override = splits
     be.init_forward_metadata(batch)
     md = batch.attn_metadata
     outs = []
@@ -285,7 +296,8 @@ def main() -> int:
     ap.add_argument("--sides", default="stored,latent",
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
     ap.add_argument("--kernels", default="cuda_k64,cuda_k64_cl,cuda_a3ln_cl",
-                    help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched without PDL)")
+                    help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched "
+                         "without PDL); any of them, or triton, also with :S (at S KV splits, not the backend's policy)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
     device = torch.device("cuda")
@@ -295,21 +307,30 @@ def main() -> int:
     if args.check_one:  # a kernel that traps (a lost bulk copy) takes only this process with it
         cubin = Path(args.check_one.split("@")[1])
         n = args.check_one.split("@")[0]
-        kernel = variant(cubin, n)
-        got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device) for bs, ctx in [(2, 100)] + shapes}
+        base, splits = split_name(n)
+        kernel = variant(cubin, base)
+        short = [] if splits else [(2, 100)]  # a forced split count: the timed shapes only (no empty splits)
+        got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device, splits)
+                               for bs, ctx in short + shapes}
         if kernel.cluster:  # more requests than this at 16 splits: the clusters run in waves (8: for planning)
             for size in (MAX_CLUSTER, 8):
                 got[f"{n} max active {size}-CTA clusters"] = kernel.max_active_clusters(size, 8)
         print("CHECKS " + json.dumps(got))
         return 0
     wanted = [n for n in args.kernels.split(",") if n]
-    unknown = [n for n in wanted if n.removesuffix("_nopdl") not in KERNELS]
+    try:
+        bases = {n: split_name(n) for n in wanted}
+    except ValueError as e:
+        ap.error(str(e))
+    unknown = [n for n, (b, _) in bases.items() if b.removesuffix("_nopdl") not in KERNELS and b != "triton"]
     if unknown:
-        ap.error(f"--kernels: unknown {', '.join(unknown)}; allowed: {', '.join(KERNELS)} (each also with _nopdl)")
-    cubin = compile_cubin(stages_of(n) for n in wanted) if wanted else Path()
+        ap.error(f"--kernels: unknown {', '.join(unknown)}; allowed: {', '.join(KERNELS)} (each also with _nopdl), "
+                 "or triton, each also with :S (S KV splits)")
+    cuda_names = [n for n in wanted if bases[n][0] != "triton"]
+    cubin = compile_cubin(stages_of(bases[n][0]) for n in cuda_names) if cuda_names else Path()
     checks: dict[str, Any] = {}
-    names = []
-    for n in wanted:
+    names = [n for n in wanted if bases[n][0] == "triton"]
+    for n in cuda_names:
         try:  # a hung launch (a cluster barrier some CTA never reaches) costs this much device time, not the call
             res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
                                   "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=120)
@@ -325,7 +346,7 @@ def main() -> int:
         names.append(n)
     for k, v in checks.items():
         print(f"check {k}: {v}")
-    kernels = {n: variant(cubin, n) for n in names}
+    kernels = {n: variant(cubin, bases[n][0]) for n in names if bases[n][0] != "triton"}
     bargs = mla_bench.parse_args(["--repeats", "20"])
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
@@ -333,10 +354,12 @@ def main() -> int:
     rows = []
     for rnd in range(args.rounds):
         for name in ["triton", *names]:
-            mla_backend.mla_decode_attention = triton_fn if name == "triton" else kernels[name]  # type: ignore[assignment]
+            mla_backend.mla_decode_attention = kernels.get(name, triton_fn)  # type: ignore[assignment]
+            splits = split_name(name)[1]
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
-                    r = mla_bench.bench(bs, ctx, HEADS, bargs, device, (RANK, ROPE), 1, mla_bench.Variant(model_side=side))
+                    r = mla_bench.bench(bs, ctx, HEADS, bargs, device, (RANK, ROPE), 1,
+                                        mla_bench.Variant(model_side=side, splits=splits))
                     r.update(kernel=name, round=rnd, side=side)
                     rows.append(r)
                     print(f"round {rnd} {name:18s} {side:6s} bs {bs:2d} ctx {ctx:5d}: {r['time_us']:7.1f} us  "

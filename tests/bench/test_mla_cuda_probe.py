@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 
 def test_cuda_launcher_takes_the_triton_launchers_arguments(load_benchmark) -> None:
     """The probe swaps its CUDA launcher in for ``mla_decode_attention`` inside ``MLABackend``: a parameter the
@@ -113,3 +115,12 @@ def test_cluster_merge_indexing_merges_the_splits(load_benchmark) -> None:
         want = (w[:, :, None] * parts).sum(0) / w.sum(0)[:, None]
         for nw in (4, 8):
             np.testing.assert_allclose(frag.cluster_merge(parts, lses, nw), want, atol=1e-12)
+
+
+def test_a_split_suffix_names_the_variant_and_its_splits(load_benchmark) -> None:
+    probe = load_benchmark("mla_cuda_probe")
+    assert probe.split_name("cuda_a3ln_cl:8") == ("cuda_a3ln_cl", 8)
+    assert probe.split_name("triton") == probe.split_name("triton:") == ("triton", None)
+    for bad in ("cuda:0", "cuda:x", "cuda:-2"):
+        with pytest.raises(ValueError, match="positive integer"):
+            probe.split_name(bad)
