@@ -77,8 +77,8 @@ K64_SMEM = 3 * 64 * 584 * 2 + 2 * 16 * 64 * 4
 #: 16-byte cp.async copies by every thread, each tile's slots loaded one tile ahead (``cuda``), two or three
 #: (``_a2``, ``_a3``), on 4 warps or 8 (``cuda8``), five stages (``_s5``), a warp's copies on whole lines (``_ln``);
 #: one bulk copy a row by warp 0 on the stages' mbarriers, on 4 warps and on 8 (``cuda_bulk``, ``cuda_bulk8``);
-#: 64-key tiles on 8 warps (``cuda_k64``); the split merge on the request's cluster (``_cl``). Not yet timed:
-#: ``cuda_k64``, ``cuda_k64_cl``, ``cuda_a3ln_cl``. Timings: ``results/2026-12-06-h100-mla-cuda-variants/``.
+#: 64-key tiles on 8 warps (``cuda_k64``); the split merge on the request's cluster (``_cl``). Timings:
+#: ``results/2026-12-06-h100-mla-cuda-variants/``, ``results/2026-12-07-h100-mla-cluster/`` (every form slower).
 KERNELS = {"cuda": Spec("mla_decode_h16", 128), "cuda_a2": Spec("mla_decode_h16_a2", 128),
            "cuda_a3": Spec("mla_decode_h16_a3", 128), "cuda8": Spec("mla_decode_h16_w8", 256),
            "cuda8_a3": Spec("mla_decode_h16_w8a3", 256), "cuda_bulk": Spec("mla_decode_h16_bulk", 128),

@@ -2,9 +2,9 @@
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/; all
 # six calls ran at 87c5339 on 2026-12-06).
 # Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel; its default kernels
-# are the untimed ones of 2026-12-07: the 64-key form, and it and the whole-line 32-key form with the split merge
-# on a thread-block cluster; the stored side only: the latent side has ordered the forms the same), the MLA
-# GPU tests and the Triton attention GPU tests (call 6's; the extend kernel's helper split has not run on a GPU);
+# are those first timed on 2026-12-07, all slower, results/2026-12-07-h100-mla-cluster/: the 64-key form, and it
+# and the whole-line 32-key form with the split merge on a thread-block cluster; the stored side only: the latent
+# side has ordered the forms the same), the MLA GPU tests and the Triton attention GPU tests (call 6's);
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
 # tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
 # parts): the engine's GPU tests on the real SmolLM2, then spec_iteration's speed part (plain against adaptive
