@@ -16,8 +16,10 @@ stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h
 ``cuda_k64``: three stages of 64-key tiles on eight warps, two block barriers a 64-key tile; ``_cl``
 (``cuda_k64_cl``, ``cuda_a3ln_cl``): no merge launch, a request's splits launched as one thread-block cluster
 that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
-check also reporting how many 16-CTA clusters the GPU holds at once (fewer than the requests: waves).
-``NAME:S`` (``triton:8``, ``cuda_a3ln_cl:8``) runs a form at S KV splits in place of the backend's policy.
+check also reporting how many clusters of 16, 14, 12 and 8 CTAs the GPU holds at once (fewer than the requests:
+waves; an H100 holds seven of 16, so bs 8's sixteen splits ran in two waves on 2026-12-07).
+``NAME:S`` (``triton:12``, ``cuda_a3ln_cl:12``) runs a form at S KV splits in place of the backend's policy
+(any S up to 16 for ``_cl``: each CTA merges its share of the heads' four-column groups).
 The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
 bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
@@ -188,7 +190,7 @@ class CudaKernel:
                  dot_f32: bool) -> None:
         from updraft.attention.triton_kernels.merge import merge_splits
 
-        if self.cluster and (num_splits > MAX_CLUSTER or MAX_CLUSTER % num_splits):
+        if self.cluster and num_splits > MAX_CLUSTER:
             assert self.fallback is not None  # splits that make no cluster: the form with the merge launch
             return self.fallback(q, k_pool, out, req_to_token, req_pool_indices, seq_lens, tree_mask, mid_o, mid_lse,
                                  stride, num_splits, scale, cfg, dot_f32)
@@ -312,8 +314,8 @@ def main() -> int:
         short = [] if splits else [(2, 100)]  # a forced split count: the timed shapes only (no empty splits)
         got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device, splits)
                                for bs, ctx in short + shapes}
-        if kernel.cluster:  # more requests than this at 16 splits: the clusters run in waves (8: for planning)
-            for size in (MAX_CLUSTER, 8):
+        if kernel.cluster:  # more requests than this at that many splits: the clusters run in waves
+            for size in (MAX_CLUSTER, 14, 12, 8):
                 got[f"{n} max active {size}-CTA clusters"] = kernel.max_active_clusters(size, 8)
         print("CHECKS " + json.dumps(got))
         return 0

@@ -170,8 +170,9 @@ PPITCH = 520
 def cluster_merge(parts: np.ndarray, lses: np.ndarray, nw: int) -> np.ndarray:
     """``cluster_merge`` (mla_common.cuh) over a cluster of S = len(parts) CTAs: each CTA's partial [H, DV] stored
     into its shared memory as warp w's lanes store their accumulators (rows g and g + 8, columns 512 / NW w + 8 nt +
-    2c and + 1), its lse [H] beside; then CTA r's threads gather the lse of its 16 / S heads (thread i: head
-    h0 + i / S from CTA i % S), normalise the weights and sum four columns a step. Returns the merged [H, DV]."""
+    2c and + 1), its lse [H] beside; then each CTA gathers every head's lse (entry i: head i / S from CTA i % S),
+    normalises the weights, and CTA r sums its share of the H x DV / 4 four-column groups (ceil(groups / S) from
+    r times that on, heads running on; any S). Returns the merged [H, DV]."""
     s_n = len(parts)
     smem = np.zeros((s_n, H * PPITCH + H))
     for cta in range(s_n):
@@ -183,20 +184,21 @@ def cluster_merge(parts: np.ndarray, lses: np.ndarray, nw: int) -> np.ndarray:
                     smem[cta, g * PPITCH + col: g * PPITCH + col + 2] = parts[cta, g, col: col + 2]
                     smem[cta, (g + 8) * PPITCH + col: (g + 8) * PPITCH + col + 2] = parts[cta, g + 8, col: col + 2]
         smem[cta, H * PPITCH: H * PPITCH + H] = lses[cta]
-    out = np.zeros((H, DV))
-    hp = H // s_n
+    out = np.full((H, DV), np.nan)  # a group no CTA writes stays NaN
+    groups = H * (DV // 4)
+    share = -(-groups // s_n)
     for rank in range(s_n):
-        h0 = rank * hp
-        wts = np.array([smem[tid % s_n, H * PPITCH + h0 + tid // s_n] for tid in range(hp * s_n)])
-        for tid in range(hp):
+        wts = np.array([smem[i % s_n, H * PPITCH + i // s_n] for i in range(H * s_n)])
+        for tid in range(H):
             row = wts[tid * s_n: (tid + 1) * s_n]
             mx = row.max()
             w = np.where(row == -np.inf, 0.0, np.exp2(row - mx if mx > -np.inf else 0.0))
             wts[tid * s_n: (tid + 1) * s_n] = w / w.sum() if w.sum() > 0 else 0.0
-        for i in range(hp * (DV // 4)):
+        for i in range(rank * share, min(groups, rank * share + share)):
             hh, col = i // (DV // 4), (i % (DV // 4)) * 4
-            at = (h0 + hh) * PPITCH + col
-            out[h0 + hh, col: col + 4] = sum(wts[hh * s_n + s] * smem[s, at: at + 4] for s in range(s_n))
+            at = hh * PPITCH + col
+            assert np.isnan(out[hh, col]), "a group written by two CTAs"
+            out[hh, col: col + 4] = sum(wts[hh * s_n + s] * smem[s, at: at + 4] for s in range(s_n))
     return out
 
 

@@ -268,11 +268,13 @@ __device__ __forceinline__ void init_state(State<NW>& st) {
 
 // ---- the split merge inside the launch, on a thread-block cluster (the `_cl` entry points, written 2026-12-07: the
 // merge launch after the decode is part of the ~12 us that bs 8 / 8k pays beside its streaming, and the in-launch
-// merge on global counters tied it). The launch groups a request's splits into one cluster (cluster size =
-// num_splits, a power of two <= 16): each CTA leaves its normalised partial and log2-sum-exp in its own shared
-// memory, the cluster barrier makes them visible, and CTA r merges heads (16 / S) r .. +16 / S from every CTA's
-// shared memory (DSMEM) into the bf16 output. A second barrier keeps each CTA's shared memory alive until the
-// cluster's reads of it are done. No partials in global memory, no merge launch.
+// merge on global counters tied it). The launch groups a request's splits into one cluster (cluster size S =
+// num_splits <= 16, any S: an H100 holds only seven 16-CTA clusters at once, so bs 8 needs S < 16 for one wave):
+// each CTA leaves its normalised partial and log2-sum-exp in its own shared memory, the cluster barrier makes them
+// visible, every CTA weighs all 16 heads' splits, and CTA r merges its share of the 16 x 128 four-column groups
+// (r * ceil(2048 / S) onwards, heads running on) from every CTA's shared memory (DSMEM) into the bf16 output. A
+// second barrier keeps each CTA's shared memory alive until the cluster's reads of it are done. No partials in
+// global memory, no merge launch.
 #define PPITCH 520  // fp32 row pitch of a partial in shared memory: a half-warp's float2 stores in distinct banks
 
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -313,7 +315,7 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
 }
 
 // After the loop (every copy waited for): the split's partial into this CTA's shared memory, over the stage
-// buffers, then the cluster's merge of this CTA's heads (the block comment above). A split without keys weighs 0; a
+// buffers, then this CTA's share of the cluster's merge (the block comment above). A split without keys weighs 0; a
 // row no split saw gets 0, as `merge_splits` gives it.
 template <int NW>
 __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& st, long long b, int warp, int lane,
@@ -321,7 +323,7 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
   constexpr int T = 32 * NW;
   float* part = reinterpret_cast<float*>(smem);  // H x PPITCH
   float* lse = part + H * PPITCH;                // H
-  float* wts = lse + H;                          // this CTA's heads x S: lse, then normalised weights
+  float* wts = lse + H;                          // H x S: the lse, then the normalised weights
   const int g = lane >> 2, c = lane & 3, tid = threadIdx.x;
   __syncthreads();  // every warp done with the last tile's stage, which the partial overwrites
   const float inv0 = row_inv(st, 0), inv1 = row_inv(st, 1);
@@ -336,10 +338,10 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
     lse[g + 8] = row_lse(st, 1);
   }
   cluster_sync();  // every CTA's partial and lse written, visible to the cluster
-  const int S = cluster_size(), hp = H / S, h0 = cluster_rank() * hp;
-  if (tid < hp * S) wts[tid] = ld_dsmem(map_rank(smem_addr(lse + h0 + tid / S), tid % S));
+  const int S = cluster_size();
+  for (int i = tid; i < H * S; i += T) wts[i] = ld_dsmem(map_rank(smem_addr(lse + i / S), i % S));
   __syncthreads();
-  if (tid < hp) {
+  if (tid < H) {
     float mx = -INFINITY, den = 0.f;
     for (int s = 0; s < S; ++s) mx = fmaxf(mx, wts[tid * S + s]);
     for (int s = 0; s < S; ++s) {
@@ -352,9 +354,11 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
     for (int s = 0; s < S; ++s) wts[tid * S + s] *= inv;
   }
   __syncthreads();
-  for (int i = tid; i < hp * (DV / 4); i += T) {  // four columns of one of this CTA's heads a step
+  constexpr int GROUPS = H * (DV / 4);  // four columns of one head a group
+  const int share = (GROUPS + S - 1) / S, end = min(GROUPS, (int)cluster_rank() * share + share);
+  for (int i = cluster_rank() * share + tid; i < end; i += T) {
     const int hh = i / (DV / 4), col = (i % (DV / 4)) * 4;
-    const uint32_t local = smem_addr(part + (h0 + hh) * PPITCH + col);
+    const uint32_t local = smem_addr(part + hh * PPITCH + col);
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int s = 0; s < 16; ++s) {
@@ -364,7 +368,7 @@ __device__ __forceinline__ void cluster_merge(const Params& p, const State<NW>& 
         o.x += w * v.x; o.y += w * v.y; o.z += w * v.z; o.w += w * v.w;
       }
     }
-    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.out + b * p.stride_ot + (h0 + hh) * p.stride_oh + col);
+    __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(p.out + b * p.stride_ot + hh * p.stride_oh + col);
     dst[0] = __floats2bfloat162_rn(o.x, o.y);
     dst[1] = __floats2bfloat162_rn(o.z, o.w);
   }

@@ -99,13 +99,13 @@ def test_launch_parameters_match_the_kernels_struct(load_benchmark) -> None:
 
 def test_cluster_merge_indexing_merges_the_splits(load_benchmark) -> None:
     """``cuda/fragments.py``'s ``cluster_merge`` re-states the ``_cl`` kernels' shared-memory layout and each CTA's
-    share of the merge (heads, weights, four columns a step): at every cluster size the launch allows, on 4 warps
+    share of the merge (weights, four-column groups): at cluster sizes that divide the groups and that do not, on 4 warps
     and 8, with splits that saw no key (lse -inf, zero partial), it must give the log-sum-exp merge."""
     import numpy as np
 
     frag = load_benchmark("cuda/fragments")
     rng = np.random.default_rng(2)
-    for splits in (1, 2, 4, 8, 16):
+    for splits in (1, 2, 3, 4, 8, 12, 14, 16):  # any size: 12 and 14 make bs 8 one wave on an H100
         parts = rng.standard_normal((splits, frag.H, frag.DV))
         lses = rng.uniform(-4, 4, (splits, frag.H))
         if splits > 1:
