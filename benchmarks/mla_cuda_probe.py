@@ -17,7 +17,7 @@ stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h
 (``cuda_k64_cl``, ``cuda_a3ln_cl``): no merge launch, a request's splits launched as one thread-block cluster
 that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
 check also reporting how many clusters of 16, 14, 12 and 8 CTAs the GPU holds at once (fewer than the requests:
-waves; an H100 holds seven of 16, so bs 8's sixteen splits ran in two waves on 2026-12-07).
+waves; an H100 holds seven of 12, 14 or 16, so bs 8 at those splits ran in two waves on 2026-12-07).
 ``NAME:S`` (``triton:12``, ``cuda_a3ln_cl:12``) runs a form at S KV splits in place of the backend's policy
 (any S up to 16 for ``_cl``: each CTA merges its share of the heads' four-column groups).
 The Triton kernel's own form of the early copies (its programs'

@@ -269,7 +269,8 @@ __device__ __forceinline__ void init_state(State<NW>& st) {
 // ---- the split merge inside the launch, on a thread-block cluster (the `_cl` entry points, written 2026-12-07: the
 // merge launch after the decode is part of the ~12 us that bs 8 / 8k pays beside its streaming, and the in-launch
 // merge on global counters tied it). The launch groups a request's splits into one cluster (cluster size S =
-// num_splits <= 16, any S: an H100 holds only seven 16-CTA clusters at once, so bs 8 needs S < 16 for one wave):
+// num_splits <= 16, any S; an H100 holds seven clusters of 9-16 CTAs at once, so bs 8 at more than 8 splits runs in
+// two waves, and at 8 or fewer half its SMs stream: slower either way, results/2026-12-07-h100-mla-cluster/):
 // each CTA leaves its normalised partial and log2-sum-exp in its own shared memory, the cluster barrier makes them
 // visible, every CTA weighs all 16 heads' splits, and CTA r merges its share of the 16 x 128 four-column groups
 // (r * ceil(2048 / S) onwards, heads running on) from every CTA's shared memory (DSMEM) into the bf16 output. A

@@ -1,10 +1,9 @@
 # usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/: all
 # six calls at 87c5339 on 2026-12-06; calls 1-4 at e1a874c on 2026-12-07, results/2026-12-07-h100-mla-cluster/).
-# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel, bs 8: the split merge
-# on a thread-block cluster at 12 and 14 splits, one wave where sixteen ran in two on 2026-12-07,
-# results/2026-12-07-h100-mla-cluster/, beside Triton at those splits and the form with its merge launch; the stored
-# side only: the latent side has ordered the forms the same), the MLA GPU tests and the Triton attention GPU tests;
+# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel: the whole-line form
+# with its merge launch and on a cluster, the stored side only; every CUDA form slower on 2026-12-07,
+# results/2026-12-07-h100-mla-cluster/), the MLA GPU tests and the Triton attention GPU tests;
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
 # tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
 # parts): the engine's GPU tests on the real SmolLM2, then spec_iteration's speed part (plain against adaptive
@@ -13,8 +12,8 @@
 source benchmarks/device/env.sh >/dev/null
 PT="python -m pytest -q -p no:cacheprovider -m gpu -rf"
 if [ "$1" = 1 ]; then
-  timeout 300 python benchmarks/mla_cuda_probe.py --out $OUT --sides stored --shapes 8x8192,8x32768 \
-    --kernels triton:12,triton:14,cuda_a3ln_cl:12,cuda_a3ln_cl:14,cuda_a3ln:14 2>&1 | grep -v Warn | grep -v ^round | tail -30
+  timeout 300 python benchmarks/mla_cuda_probe.py --out $OUT --sides stored --kernels cuda_a3ln,cuda_a3ln_cl 2>&1 \
+    | grep -v Warn | grep -v ^round | tail -30
   timeout 150 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
   timeout 120 $PT tests/attention/test_triton_gpu.py > $OUT/t-triton.log 2>&1; tail -3 $OUT/t-triton.log
 elif [ "$1" = 2 ]; then
