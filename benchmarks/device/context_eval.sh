@@ -1,5 +1,5 @@
-# usage: bash benchmarks/device/context_eval.sh       (calls before it stage the GGUF: .stage/q1-q3; this one
-#                                                       carries .whl, .stage/q4 and the eval sets, .stage/p5)
+# usage: bash benchmarks/device/context_eval.sh       (calls before it stage the GGUF: .stage/q1-q4; this one
+#                                                       carries .whl, .stage/q5 and the eval sets, .stage/p5)
 # Context tokens (SpeculativeConfig.context_vocab) on the GPU, part 1: builtin:smollm2's own drafts on the six
 # eval sets (greedy, S = 5, bf16) without them and with K = 256, then with K = 256 and the lookup assist. The
 # first evaluation compiles the engine's kernels (EVAL_TIMEOUT 200). ~5 min on a warm machine.

@@ -1,6 +1,6 @@
 # usage: bash benchmarks/device/context_speed.sh      (after context_eval.sh, same machine, carrying .whl; or on
-#        its own: four calls back to back carrying .whl and one of .stage/q1-q4 each, the eval sets in q4's folder
-#        (.stage/q4/eagle-eval): the first three stage their part and stop, the fourth joins the GGUF and runs)
+#        its own: five calls back to back carrying .whl and one of .stage/q1-q5 each, the eval sets in q5's folder
+#        (.stage/q5/eagle-eval): the first four stage their part and stop, the fifth joins the GGUF and runs)
 # Context tokens on the GPU, part 2: spec / plain with and without them in one process (64 mt_bench prompts x 256
 # tokens, adaptive S, lookup assist on: variants plain, eagle_adaptive_nocontext, eagle_adaptive_context at K =
 # 256), the S = 5 cycle costs without them (that run's cost part, --context-vocab 0), then the cycle costs with

@@ -4,8 +4,9 @@
 # warm): either four raw parts (gguf.part.aa-ad, ~24.6 MB each) or the parts of its xz stream (`xz -6` takes the
 # 98.4 MB file to 90.5 MB), each in a folder of its own under .stage/ (every .stage/*/ carried is read). Three xz
 # parts (~30.2 MB, .stage/p1-p3) fit beside the tree until 2026-12-04, when the 35.7 MB tracked tree pushed a call
-# over 64 MiB: now four (~22.6 MB, .stage/q1-q4, `split -n 4`). The eval sets (eagle-eval/, 0.5 MB) travel in
-# one of those folders or their own (.stage/p4, with a head to evaluate).
+# over 64 MiB: then four (~22.6 MB, .stage/q1-q4), until the 40.8 MiB tree and the fourth part with the eval sets
+# went over on 2026-12-07: now five (~18.1 MB, .stage/q1-q5, `split -n 5`). The eval sets (eagle-eval/, 0.5 MB)
+# travel in one of those folders (q5) or their own (.stage/p4, with a head to evaluate).
 python -m pip install -q --no-deps --root-user-action=ignore .whl/*.whl
 export PYTHONPATH=$PWD UPDRAFT_CACHE=/tmp/c UPDRAFT_EVAL_DIR=/tmp/c/eagle-eval PYTHONUNBUFFERED=1
 mkdir -p /tmp/c $OUT

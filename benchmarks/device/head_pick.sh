@@ -1,11 +1,11 @@
-# usage: bash benchmarks/device/head_pick.sh 1|2|3|4|5   (carrying .whl; 5 also one of .stage/q1-q4 a call; ~1-4 min)
+# usage: bash benchmarks/device/head_pick.sh 1|2|3|4|5   (carrying .whl; 5 also one of .stage/q1-q5 a call; ~1-4 min)
 # A draft LM head and its argmax without the logits (updraft/spec/head_pick.py, FusedIteration.head_pick;
 # benchmarks/results/2026-12-06-h100-head-pick/): call 1 the probe (head_pick_probe.py), the GPU tests and the S = 5
 # cycle against head_logits (cuBLAS's head and argmax_rows) at bs 1 and 8, five alternating rounds; call 2 the launch
 # shapes swept at 1-8 rows, the GPU tests, the cycle at bs 1, 2, 4 and 8; call 3 the bs-1 cycle over nine rounds (and
 # with the weights loaded after the PDL wait), at 4k tokens, a profile, the kit's graph cases on the production runner;
 # call 4 issue 12's sampled / greedy cycle (spec_iteration.py's cost part) with HeadPick on and off, twice, random
-# weights; call 5 the same on the real SmolLM2 (the GGUF staged over four calls). SAMPLED=1 (calls 4 and 5): the
+# weights; call 5 the same on the real SmolLM2 (the GGUF staged over five calls). SAMPLED=1 (calls 4 and 5): the
 # sampled drafts' logits from HeadPick's launch too (FusedIteration.sampled_head_logits; off when these calls ran, on
 # since the next run, benchmarks/device/sampled_levers.sh, which timed it).
 source benchmarks/device/env.sh >/dev/null
@@ -45,8 +45,8 @@ c = next(v for k, v in c.items() if k.startswith('cost_')); print('pick $on', ' 
 'sampled_over_greedy')]))"
   done; done
 elif [ "$1" = 5 ]; then
-  # the same on the real SmolLM2 (the goal's measure: the requests' KV written from mt_bench text); four calls, one
-  # of .stage/q1-q4 each (the fourth with the eval sets), the GGUF joined on the fourth (TESTS=1: the GPU tests first).
+  # the same on the real SmolLM2 (the goal's measure: the requests' KV written from mt_bench text); five calls, one
+  # of .stage/q1-q5 each (the fifth with the eval sets), the GGUF joined on the fifth (TESTS=1: the GPU tests first).
   # Call 5 ran it with HeadPick for greedy drafts only; call 6 (TESTS=1) with the sampled drafts' logits from its launch
   [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
   [ -n "$TESTS" ] && timeout 200 python -m pytest -q -p no:cacheprovider -m gpu tests/spec/test_head_pick.py \

@@ -1,11 +1,11 @@
-# usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-4, back to back)
+# usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-5, back to back)
 # The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/: all
 # six calls at 87c5339 on 2026-12-06; calls 1-4 at e1a874c on 2026-12-07, results/2026-12-07-h100-mla-cluster/).
 # Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel: the whole-line form
 # with its merge launch and on a cluster, the stored side only; every CUDA form slower on 2026-12-07,
 # results/2026-12-07-h100-mla-cluster/), the MLA GPU tests and the Triton attention GPU tests;
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
-# tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-4's
+# tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-5's
 # parts): the engine's GPU tests on the real SmolLM2, then spec_iteration's speed part (plain against adaptive
 # EAGLE-3: greedy bs 1 / 8 / 32 / 64 and T 0.7 top-p 0.9 at bs 1) and its S = 5 cycle costs;
 # call 6: the Triton attention GPU tests (60 s on an H100 on 2026-12-06).

@@ -1,4 +1,5 @@
-# usage: bash benchmarks/device/sampled_levers.sh 1|2|3|4|5   (carrying .whl and .stage/q1..q4, one a call, back to back)
+# usage: bash benchmarks/device/sampled_levers.sh 1|2|3|4|5   (carrying .whl and .stage/q1..q4, one a call, back to back;
+#        since the GGUF comes in five parts, carry q4 and q5 in turn at call 4: its first try stages q4 and stops)
 # Issue 12's sampled / greedy cycle at bs 1 (goal <= 1.1): launches out of the sampled cycle
 # (benchmarks/results/2026-12-06-h100-sampled-levers/): the histogram filter's cut-offs in the filter's launch
 # (rejection_kernels.CUT_IN_FILTER, shipped on; knob cut_launch: their own launch), the draft extend's last row

@@ -2,8 +2,9 @@
 # Rebuilds what device calls carry from this machine's caches, in a checkout that has none of its ignored files
 # (they do not survive between sessions here, and ~/.cache/updraft did not either on 2026-12-04: what a later
 # session must have, a run's train_state.json, logs and weights, goes into the repository, the weights into git
-# history only): .whl/ (the gguf wheel the device machine lacks, downloaded), .stage/q1-q4 (the default GGUF's xz
-# stream, `xz -6`, in four parts of ~22.6 MB: one beside the ~37 MB tree fits a call's 64 MiB;
+# history only): .whl/ (the gguf wheel the device machine lacks, downloaded), .stage/q1-q5 (the default GGUF's xz
+# stream, `xz -6`, in five parts of ~18.1 MB: one beside the ~41 MiB tree fits a call's 64 MiB, where a fourth of
+# it, 22.6 MB with the eval sets, no longer did on 2026-12-07;
 # benchmarks/device/env.sh joins them) and, with RUN_DIR (a run kept outside the checkout, e.g.
 # ~/.cache/updraft/runs/M: its newest head-*/ folder and seq.xz.part-* from data_pack.sh), .stage/p4/<run>-head (the
 # head, ~20 MB) and .stage/p5 (the sequences' parts and the eval sets, read in place from $UPDRAFT_EVAL_DIR, else
@@ -16,14 +17,14 @@ GGUF=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
 if ! ls .whl/gguf-*.whl >/dev/null 2>&1; then
   mkdir -p .whl && python -m pip download -q --no-deps gguf==0.19.0 -d .whl
 fi
-if [ ! -f .stage/q4/gguf.xz.part.ad ]; then
-  rm -rf .stage/q1 .stage/q2 .stage/q3 .stage/q4 && mkdir -p .stage/xz
-  xz -T0 -6 -c "$GGUF" > .stage/xz/g.xz && split -n 4 -a 2 .stage/xz/g.xz .stage/xz/gguf.xz.part. && rm .stage/xz/g.xz
-  i=1; for p in aa ab ac ad; do mkdir -p .stage/q$i && mv .stage/xz/gguf.xz.part.$p .stage/q$i/; i=$((i + 1)); done
+if [ ! -f .stage/q5/gguf.xz.part.ae ]; then
+  rm -rf .stage/q1 .stage/q2 .stage/q3 .stage/q4 .stage/q5 && mkdir -p .stage/xz
+  xz -T0 -6 -c "$GGUF" > .stage/xz/g.xz && split -n 5 -a 2 .stage/xz/g.xz .stage/xz/gguf.xz.part. && rm .stage/xz/g.xz
+  i=1; for p in aa ab ac ad ae; do mkdir -p .stage/q$i && mv .stage/xz/gguf.xz.part.$p .stage/q$i/; i=$((i + 1)); done
   rmdir .stage/xz
 fi
-# the eval sets (0.5 MB) beside the last part: a call carrying q4 alone can evaluate (context_speed.sh)
-[ -d .stage/q4/eagle-eval ] || cp -r "${UPDRAFT_EVAL_DIR:-../shared/data/eagle-eval}" .stage/q4/eagle-eval
+# the eval sets (0.5 MB) beside the last part: the call that joins the GGUF can evaluate (context_speed.sh)
+[ -d .stage/q5/eagle-eval ] || cp -r "${UPDRAFT_EVAL_DIR:-../shared/data/eagle-eval}" .stage/q5/eagle-eval
 echo "GGUF from the parts: $(cat .stage/q?/gguf.xz.part.a? | xz -dc | sha256sum | cut -c1-16)"
 if [ -n "${1:-}" ]; then
   head=$(ls -d "$1"/head-* | sort -t- -k2 -n | tail -1)
