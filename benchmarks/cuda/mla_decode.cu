@@ -26,8 +26,8 @@
 // (a split without keys writes zeros and -inf); the Triton merge launch (`merge_splits(written=True)`)
 // combines them. The `_cl` forms (`_a3ln_cl`, `_k64_cl`) instead merge them on the request's thread-block
 // cluster and write the bf16 rows (`cluster_merge`), with no merge launch (slower at bs 8: an H100 holds seven
-// clusters of more than eight CTAs at once). Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at one column fall
-// in distinct banks for ldmatrix).
+// clusters of more than eight CTAs at once). Rows are padded to 584 bf16 in shared memory (1168 B: eight rows at
+// one column fall in distinct banks for ldmatrix).
 #include "mla_common.cuh"
 
 // Tile t's rows into stage buffer t % STAGES on T threads: thread `tid` copies row tid / (T / BN) (its pool slot
