@@ -1,19 +1,17 @@
-# usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-5, back to back)
-# The GPU evidence again at one commit, and issue 15's CUDA probe (benchmarks/results/2026-12-06-h100-recheck/: all
-# six calls at 87c5339 on 2026-12-06; calls 1-4 at e1a874c on 2026-12-07, results/2026-12-07-h100-mla-cluster/).
-# Call 1: benchmarks/mla_cuda_probe.py (MLA decode in CUDA against the shipped Triton kernel: the whole-line form
-# with its merge launch and on a cluster, the stored side only; every CUDA form slower on 2026-12-07,
-# results/2026-12-07-h100-mla-cluster/), the MLA GPU tests and the Triton attention GPU tests;
+# usage: bash benchmarks/device/recheck.sh 1|2|3|4|5|6   (carrying .whl and .stage/qN in calls 1-5, .whl alone in 6; back to back)
+# The GPU evidence again at one commit (benchmarks/results/2026-12-06-h100-recheck/: all six calls at 87c5339 on
+# 2026-12-06, with issue 15's CUDA probe; calls 1-4 at e1a874c on 2026-12-07, results/2026-12-07-h100-mla-cluster/:
+# every CUDA form timed and slower, the probe no longer in call 1).
+# Call 1: the MLA GPU tests and the Triton attention GPU tests;
 # call 2: the kit's full tier on CUDA, flex and the small spec GPU tests; call 3: ops, DeepSeek and training GPU
-# tests; call 4: the fused iteration, MTP and graph-runner GPU tests; call 5 (the GGUF joined from calls 1-5's
+# tests; call 4: the fused iteration and MTP GPU tests; call 5 (the GGUF joined from calls 1-5's
 # parts): the engine's GPU tests on the real SmolLM2, then spec_iteration's speed part (plain against adaptive
 # EAGLE-3: greedy bs 1 / 8 / 32 / 64 and T 0.7 top-p 0.9 at bs 1) and its S = 5 cycle costs;
-# call 6: the Triton attention GPU tests (60 s on an H100 on 2026-12-06).
+# call 6: the graph-runner GPU tests (three of them on the real SmolLM2, so after call 5 joined the GGUF: in call 4
+# they stopped at setup on 2026-12-06 and 2026-12-07).
 source benchmarks/device/env.sh >/dev/null
 PT="python -m pytest -q -p no:cacheprovider -m gpu -rf"
 if [ "$1" = 1 ]; then
-  timeout 300 python benchmarks/mla_cuda_probe.py --out $OUT --sides stored --kernels cuda_a3ln,cuda_a3ln_cl 2>&1 \
-    | grep -v Warn | grep -v ^round | tail -30
   timeout 150 $PT tests/attention/test_mla_gpu.py > $OUT/t-mla.log 2>&1; tail -3 $OUT/t-mla.log
   timeout 120 $PT tests/attention/test_triton_gpu.py > $OUT/t-triton.log 2>&1; tail -3 $OUT/t-triton.log
 elif [ "$1" = 2 ]; then
@@ -31,7 +29,6 @@ elif [ "$1" = 3 ]; then
   tail -3 $OUT/t-models.log
 elif [ "$1" = 4 ]; then
   timeout 300 $PT tests/spec/test_fused_gpu.py tests/spec/test_mtp_gpu.py > $OUT/t-fused.log 2>&1; tail -3 $OUT/t-fused.log
-  timeout 270 $PT tests/runtime/test_gpu_graphs.py > $OUT/t-graphs.log 2>&1; tail -3 $OUT/t-graphs.log
 elif [ "$1" = 5 ]; then
   [ -f "$GGUF" ] || { echo "staged so far: $(ls /tmp/c | tr '\n' ' ')"; exit 0; }
   [ -f "$UPDRAFT_EVAL_DIR/mt_bench.jsonl" ] || { echo "no eval sets at $UPDRAFT_EVAL_DIR"; exit 2; }
@@ -40,5 +37,6 @@ elif [ "$1" = 5 ]; then
   timeout 380 python benchmarks/spec_iteration.py --smollm $GGUF --skip-lossless --variants plain,eagle_adaptive \
     --num-prompts 64 --bs1-prompts 64 --output-len 256 --out $OUT/speed 2>&1 | grep -v Warn | tail -16
 elif [ "$1" = 6 ]; then
-  timeout 560 $PT tests/attention/test_triton_gpu.py > $OUT/t-triton.log 2>&1; tail -3 $OUT/t-triton.log
+  [ -f "$GGUF" ] || { echo "no GGUF yet: run calls 1-5 first (staged: $(ls /tmp/c | tr '\n' ' '))"; exit 2; }
+  timeout 270 $PT tests/runtime/test_gpu_graphs.py > $OUT/t-graphs.log 2>&1; tail -3 $OUT/t-graphs.log
 fi
