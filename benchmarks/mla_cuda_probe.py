@@ -357,7 +357,7 @@ def main() -> int:
     for rnd in range(args.rounds):
         for name in ["triton", *names]:
             mla_backend.mla_decode_attention = kernels.get(name, triton_fn)  # type: ignore[assignment]
-            splits = split_name(name)[1]
+            splits = bases[name][1] if name in bases else None  # the default "triton": the policy's splits
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
                     r = mla_bench.bench(bs, ctx, HEADS, bargs, device, (RANK, ROPE), 1,
