@@ -18,6 +18,8 @@ stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h
 that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
 check also reporting how many clusters of 16, 14, 12 and 8 CTAs the GPU holds at once (fewer than the requests:
 waves; an H100 holds seven of 12, 14 or 16, so bs 8 at those splits ran in two waves on 2026-12-07).
+``triton_early``: the shipped Triton kernel's early form (``MLABackend.decode_early_copies``: its first
+blocks of cached rows copied before the PDL wait, ``attention/triton_kernels/pdl_sink.py``).
 ``NAME:S`` (``triton:12``, ``cuda_a3ln_cl:12``) runs a form at S KV splits in place of the backend's policy
 (any S up to 16 for ``_cl``: each CTA merges its share of the heads' four-column groups).
 The Triton kernel's own form of the early copies (its programs'
@@ -57,6 +59,7 @@ import mla_bench  # noqa: E402
 from attention_bench import copy_tbps, meta  # noqa: E402
 
 SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
+TRITON_FORMS = ("triton", "triton_early")
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
 def smem_bytes(stages: int) -> int:
@@ -187,7 +190,8 @@ class CudaKernel:
     def __call__(self, q: torch.Tensor, k_pool: torch.Tensor, out: torch.Tensor, req_to_token: torch.Tensor,
                  req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, tree_mask: torch.Tensor | None,
                  mid_o: torch.Tensor, mid_lse: torch.Tensor, stride: int, num_splits: int, scale: float, cfg: Any,
-                 dot_f32: bool) -> None:
+                 dot_f32: bool, early: bool = False) -> None:
+        """``early``: the Triton kernel's early form; ignored (these kernels copy before the wait as written)."""
         from updraft.attention.triton_kernels.merge import merge_splits
 
         if self.cluster and num_splits > MAX_CLUSTER:
@@ -324,14 +328,14 @@ def main() -> int:
         bases = {n: split_name(n) for n in wanted}
     except ValueError as e:
         ap.error(str(e))
-    unknown = [n for n, (b, _) in bases.items() if b.removesuffix("_nopdl") not in KERNELS and b != "triton"]
+    unknown = [n for n, (b, _) in bases.items() if b.removesuffix("_nopdl") not in KERNELS and b not in TRITON_FORMS]
     if unknown:
         ap.error(f"--kernels: unknown {', '.join(unknown)}; allowed: {', '.join(KERNELS)} (each also with _nopdl), "
-                 "or triton, each also with :S (S KV splits)")
-    cuda_names = [n for n in wanted if bases[n][0] != "triton"]
+                 "or triton / triton_early, each also with :S (S KV splits)")
+    cuda_names = [n for n in wanted if bases[n][0] not in TRITON_FORMS]
     cubin = compile_cubin(stages_of(bases[n][0]) for n in cuda_names) if cuda_names else Path()
     checks: dict[str, Any] = {}
-    names = [n for n in wanted if bases[n][0] == "triton"]
+    names = [n for n in wanted if bases[n][0] in TRITON_FORMS]
     for n in cuda_names:
         try:  # a hung launch (a cluster barrier some CTA never reaches) costs this much device time, not the call
             res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
@@ -348,15 +352,18 @@ def main() -> int:
         names.append(n)
     for k, v in checks.items():
         print(f"check {k}: {v}")
-    kernels = {n: variant(cubin, bases[n][0]) for n in names if bases[n][0] != "triton"}
+    kernels = {n: variant(cubin, bases[n][0]) for n in names if bases[n][0] not in TRITON_FORMS}
     bargs = mla_bench.parse_args(["--repeats", "20"])
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
+    early_default = mla_backend.MLABackend.decode_early_copies  # "triton" runs the plain form whatever it is
     sides = args.sides.split(",")
     rows = []
     for rnd in range(args.rounds):
         for name in ["triton", *names]:
             mla_backend.mla_decode_attention = kernels.get(name, triton_fn)  # type: ignore[assignment]
+            mla_backend.MLABackend.decode_early_copies = (  # type: ignore[misc]
+                name in bases and bases[name][0] == "triton_early")
             splits = bases[name][1] if name in bases else None  # the default "triton": the policy's splits
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
@@ -373,6 +380,7 @@ def main() -> int:
                 names.remove(name)
             finally:
                 mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
+                mla_backend.MLABackend.decode_early_copies = early_default  # type: ignore[misc]
             torch.cuda.empty_cache()
         save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
     print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")

@@ -47,6 +47,7 @@ from updraft.attention.triton_kernels.mla_decode import mla_decode_attention
 from updraft.attention.triton_kernels.mla_extend import mla_extend_attention
 from updraft.batch import ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
+from updraft.ops.triton_utils import pdl_enabled
 
 
 class MLABackend(TritonBackend):
@@ -91,6 +92,9 @@ class MLABackend(TritonBackend):
     #: 4-token bs 1 / 4 at 1k 14.5 / 18.9 -> 12.7 / 14.5; the DeepSeek-V2-Lite MTP S = 1 cycle
     #: 1.31 -> 1.28 plain steps. bs 8 / 8k lost (46.1 -> 48.2), so larger batches keep 32 rows.
     token_tile_max_tokens: ClassVar[int] = 16
+    #: The decode kernel's early form (``mla_decode_attention``'s ``early``): its first blocks of
+    #: cached rows copied before the PDL wait.
+    decode_early_copies: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -207,6 +211,6 @@ class MLABackend(TritonBackend):
         mla_decode_attention(
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
-            self._dot_f32(q),
+            self._dot_f32(q), early=self.decode_early_copies and pdl_enabled(q.device, "attention"),
         )
         return out

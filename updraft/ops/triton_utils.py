@@ -131,6 +131,24 @@ def pdl_enter(PDL: tl.constexpr):
 
 
 @triton.jit
+def pdl_wait_value(PDL: tl.constexpr, anchor):
+    """``pdl_enter`` as a value: int32 0 computed after the wait (``anchor``: any int32 scalar).
+    For a wait inside a loop, which ``tl.extra.cuda.gdc_wait`` there keeps triton's pipeliner from
+    pipelining (sm_90 TTGIR, triton 3.6 and 3.9), while this inline asm does not: add the value to
+    the first address that must be read after the wait, so no load moves above it."""
+    if PDL > 0:
+        if PDL == 1:
+            ready = tl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; mov.u32 $0, 0;",
+                                              "=r,r", [anchor], dtype=tl.int32, is_pure=False, pack=1)
+        else:
+            ready = tl.inline_asm_elementwise("griddepcontrol.wait; mov.u32 $0, 0;", "=r,r", [anchor], dtype=tl.int32,
+                                              is_pure=False, pack=1)
+    else:
+        ready = anchor * 0
+    return ready
+
+
+@triton.jit
 def pdl_release_late(PDL: tl.constexpr):
     """PDL == 2: let the next kernel launch from here (after the main loop: its programs then
     wait less while this kernel's last wave still runs)."""
