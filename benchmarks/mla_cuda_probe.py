@@ -18,13 +18,16 @@ stages (aimed at ``cuda``'s streaming deficit; no faster, ``results/2026-12-06-h
 that merges them through distributed shared memory (up to 16 splits; more run the form without ``_cl``), its
 check also reporting how many clusters of 16, 14, 12 and 8 CTAs the GPU holds at once (fewer than the requests:
 waves; an H100 holds seven of 12, 14 or 16, so bs 8 at those splits ran in two waves on 2026-12-07).
-``triton_early``: the shipped Triton kernel's early form (``MLABackend.decode_early_copies``: its first
-blocks of cached rows copied before the PDL wait, ``attention/triton_kernels/pdl_sink.py``).
+``triton_plain``: the shipped Triton kernel with its metadata read after the PDL wait
+(``MLABackend.decode_early_metadata`` off; ``triton`` is the backend's default, before the wait).
 ``NAME:S`` (``triton:12``, ``cuda_a3ln_cl:12``) runs a form at S KV splits in place of the backend's policy
 (any S up to 16 for ``_cl``: each CTA merges its share of the heads' four-column groups).
 The Triton kernel's own form of the early copies (its programs'
 first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306) lost 5.6-6.7 us at
-bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``). A kernel
+bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``); its first tiles copied into
+shared memory before the wait (a TTGIR pass moving the wait below the pipeline's prologue) gained ~0.1 us
+there, and the loop that keeps those tiles off the block's new rows cost 3-8 us (2026-12-07,
+``results/2026-12-07-h100-mla-early-form/``, not shipped; the metadata read early was, 0.6 us). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the
@@ -59,7 +62,7 @@ import mla_bench  # noqa: E402
 from attention_bench import copy_tbps, meta  # noqa: E402
 
 SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
-TRITON_FORMS = ("triton", "triton_early")
+TRITON_FORMS = ("triton", "triton_plain")
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
 def smem_bytes(stages: int) -> int:
@@ -190,8 +193,8 @@ class CudaKernel:
     def __call__(self, q: torch.Tensor, k_pool: torch.Tensor, out: torch.Tensor, req_to_token: torch.Tensor,
                  req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, tree_mask: torch.Tensor | None,
                  mid_o: torch.Tensor, mid_lse: torch.Tensor, stride: int, num_splits: int, scale: float, cfg: Any,
-                 dot_f32: bool, early: bool = False) -> None:
-        """``early``: the Triton kernel's early form; ignored (these kernels copy before the wait as written)."""
+                 dot_f32: bool, early_metadata: bool = False) -> None:
+        """``early_metadata``: the Triton kernel's; ignored (these kernels read theirs before the wait as written)."""
         from updraft.attention.triton_kernels.merge import merge_splits
 
         if self.cluster and num_splits > MAX_CLUSTER:
@@ -331,7 +334,7 @@ def main() -> int:
     unknown = [n for n, (b, _) in bases.items() if b.removesuffix("_nopdl") not in KERNELS and b not in TRITON_FORMS]
     if unknown:
         ap.error(f"--kernels: unknown {', '.join(unknown)}; allowed: {', '.join(KERNELS)} (each also with _nopdl), "
-                 "or triton / triton_early, each also with :S (S KV splits)")
+                 "or triton / triton_plain, each also with :S (S KV splits)")
     cuda_names = [n for n in wanted if bases[n][0] not in TRITON_FORMS]
     cubin = compile_cubin(stages_of(bases[n][0]) for n in cuda_names) if cuda_names else Path()
     checks: dict[str, Any] = {}
@@ -356,14 +359,14 @@ def main() -> int:
     bargs = mla_bench.parse_args(["--repeats", "20"])
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
-    early_default = mla_backend.MLABackend.decode_early_copies  # "triton" runs the plain form whatever it is
+    early_default = mla_backend.MLABackend.decode_early_metadata
     sides = args.sides.split(",")
     rows = []
     for rnd in range(args.rounds):
         for name in ["triton", *names]:
             mla_backend.mla_decode_attention = kernels.get(name, triton_fn)  # type: ignore[assignment]
-            mla_backend.MLABackend.decode_early_copies = (  # type: ignore[misc]
-                name in bases and bases[name][0] == "triton_early")
+            mla_backend.MLABackend.decode_early_metadata = (  # type: ignore[misc]
+                early_default and not (name in bases and bases[name][0] == "triton_plain"))
             splits = bases[name][1] if name in bases else None  # the default "triton": the policy's splits
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
@@ -380,7 +383,7 @@ def main() -> int:
                 names.remove(name)
             finally:
                 mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
-                mla_backend.MLABackend.decode_early_copies = early_default  # type: ignore[misc]
+                mla_backend.MLABackend.decode_early_metadata = early_default  # type: ignore[misc]
             torch.cuda.empty_cache()
         save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
     print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")

@@ -54,11 +54,11 @@ def mla_case(mode: ForwardMode, prefix: tuple[int, ...], ext: tuple[int, ...], *
 
 
 def run_case(case: AttnCase, *, splits: int | None = None, tile: TileConfig | None = None, save_kv: bool = True,
-             early: bool = False) -> tuple[harness.CaseResult, MLABackend, ForwardBatch, torch.Tensor]:
+             early_metadata: bool = True) -> tuple[harness.CaseResult, MLABackend, ForwardBatch, torch.Tensor]:
     setup = harness.build_case(case)
     backend = MLABackend(setup.kv_pool, setup.req_to_token, case.num_heads, 1, case.head_dim)
     backend.kv_splits_override = splits
-    backend.decode_early_copies = early  # type: ignore[misc]
+    backend.decode_early_metadata = early_metadata  # type: ignore[misc]
     if tile is not None:
         backend._tile = lambda use_decode, max_ext, bsz: tile  # type: ignore[method-assign]
     batch = harness.make_batch(setup)
@@ -155,41 +155,40 @@ def test_slots_prefetched_a_block_ahead(mode: ForwardMode) -> None:
 
 
 @pytest.mark.parametrize("mode", [M.DECODE, M.DRAFT_DECODE, M.TARGET_VERIFY], ids=lambda m: m.name)
-def test_early_form_equals_the_plain_form(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode) -> None:
-    """The decode kernel's early form (on the GPU its first blocks of cached rows are copied
-    before the PDL wait, ``pdl_sink``): a program whose query block lies among its first
-    ``num_stages`` blocks starts that many blocks below its split, in blocks that read nothing.
-    Contexts shorter and longer than those blocks, one to five splits, a tree over the verify
-    block, tiles with and without the slots loaded ahead: bit for bit the plain form's output."""
+def test_early_metadata_form_equals_the_plain_form(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode) -> None:
+    """The decode kernel with its lengths, pool rows and first slots read before the PDL wait (on
+    the GPU; the interpreter runs the same loads in the same order, without PDL): short and long
+    contexts, one to five splits, a tree over the verify block, with and without the slots loaded
+    a block ahead, bit for bit the plain form's output."""
     import updraft.attention.mla_backend as mb
 
     monkeypatch.setattr(mb, "pdl_enabled", lambda *a: True)  # the interpreter launches without PDL
     ext = (1, 1, 1, 1) if mode.is_decode() else (4, 4, 4, 4)
-    tree = mode == M.TARGET_VERIFY
     for page, stages in ((1, 3), (16, 1)):
-        case = mla_case(mode, (70, 33, 5, 150), ext, page=page, tree=tree, layout="interleaved")
+        case = mla_case(mode, (70, 33, 5, 150), ext, page=page, tree=mode == M.TARGET_VERIFY, layout="interleaved")
         tile = TileConfig(block_rows=16, block_n=16, min_split=16, num_warps=4, num_stages=stages)
         for splits in (1, 3, 5):
-            got = []
+            outs = []
             for early in (False, True):
-                result, backend, _, out = run_case(case, splits=splits, tile=tile, early=early)
+                result, _, _, out = run_case(case, splits=splits, tile=tile, early_metadata=early)
                 assert result.ok, (stages, splits, early, result.describe())
-                got.append(out)
-            assert torch.equal(got[0], got[1]), (page, stages, splits)
+                outs.append(out)
+            assert torch.equal(outs[0], outs[1]), (page, stages, splits)
 
 
-def test_early_form_is_taken_with_pdl_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``decode_early_copies`` reaches the launcher only where the launch takes PDL."""
+def test_early_metadata_is_taken_with_pdl_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``decode_early_metadata`` reaches the launcher only where the launch takes PDL (without
+    the wait there is nothing to read before)."""
     import updraft.attention.mla_backend as mb
 
     seen: list[bool] = []
     real = mb.mla_decode_attention
-    monkeypatch.setattr(mb, "mla_decode_attention", lambda *a, **k: (seen.append(k["early"]), real(*a, **k))[1])
+    monkeypatch.setattr(mb, "mla_decode_attention", lambda *a, **k: (seen.append(k["early_metadata"]), real(*a, **k))[1])
     case = mla_case(M.DECODE, (20, 3), (1, 1))
     for pdl in (False, True):
         monkeypatch.setattr(mb, "pdl_enabled", lambda *a, on=pdl: on)
-        run_case(case, early=True)
-    run_case(case, early=False)
+        run_case(case)
+    run_case(case, early_metadata=False)
     assert seen == [False, True, False]
 
 

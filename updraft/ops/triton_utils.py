@@ -45,9 +45,10 @@ def round_to(x, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
 # first, its first weight reads overlap the previous kernel's tail. The contract every kernel here
 # keeps (``pdl_enter`` first): NOTHING is loaded or stored before ``gdc_wait`` returns (the
 # previous kernel, and by induction every earlier one, has completed and its writes are visible),
-# except L2 prefetches of weights, which no kernel writes, and the decode attention kernels'
+# except L2 prefetches of weights, which no kernel writes, the decode attention kernels'
 # prewarm (``attention.triton_kernels.slots``: L2-only reads of metadata kernels old, used for
-# prefetch addresses only). ``gdc_launch_dependents`` right after
+# prefetch addresses only) and the MLA decode's early metadata (``mla_decode``: the lengths, pool
+# rows and first slots, written kernels before). ``gdc_launch_dependents`` right after
 # the wait lets the next kernel start once every program of this one has passed its wait, so at
 # most one kernel runs ahead. A kernel after a non-PDL kernel (cuBLAS, torch) simply waits for it.
 _PDL_OVERRIDE: list[bool | None] = [None]
@@ -128,24 +129,6 @@ def pdl_enter(PDL: tl.constexpr):
         tl.extra.cuda.gdc_wait()
     if PDL == 1:
         tl.extra.cuda.gdc_launch_dependents()
-
-
-@triton.jit
-def pdl_wait_value(PDL: tl.constexpr, anchor):
-    """``pdl_enter`` as a value: int32 0 computed after the wait (``anchor``: any int32 scalar).
-    For a wait inside a loop, which ``tl.extra.cuda.gdc_wait`` there keeps triton's pipeliner from
-    pipelining (sm_90 TTGIR, triton 3.6 and 3.9), while this inline asm does not: add the value to
-    the first address that must be read after the wait, so no load moves above it."""
-    if PDL > 0:
-        if PDL == 1:
-            ready = tl.inline_asm_elementwise("griddepcontrol.wait; griddepcontrol.launch_dependents; mov.u32 $0, 0;",
-                                              "=r,r", [anchor], dtype=tl.int32, is_pure=False, pack=1)
-        else:
-            ready = tl.inline_asm_elementwise("griddepcontrol.wait; mov.u32 $0, 0;", "=r,r", [anchor], dtype=tl.int32,
-                                              is_pure=False, pack=1)
-    else:
-        ready = anchor * 0
-    return ready
 
 
 @triton.jit

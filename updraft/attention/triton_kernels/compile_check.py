@@ -36,11 +36,10 @@ _SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 def _compile(
     fn: Any, target: GPUTarget, ptrs: dict[str, str], consts: dict[str, Any], num_warps: int = 4, floats: tuple[str, ...] = ()
-) -> tuple[float, int, int, str, int]:
+) -> tuple[float, int, int, str]:
     """Compile ``fn`` with pointer types ``ptrs``, constexprs ``consts``, other args i32/fp32:
     (seconds, shared memory bytes, local-memory stores in the PTX: register spills, the MMA
-    instructions its dots became: "wgmma" (Hopper warpgroup MMA), "mma" (mma.sync) or "", the
-    groups of async copies committed before the PDL wait: ``pdl_sink``'s work)."""
+    instructions its dots became: "wgmma" (Hopper warpgroup MMA), "mma" (mma.sync) or "")."""
     if "PDL" in fn.arg_names:  # the GPU default: every kernel launches with PDL on sm_90+
         consts = {"PDL": 2, **consts}
     stages = int(consts.pop("num_stages", 2))
@@ -62,8 +61,7 @@ def _compile(
                             options={"num_warps": num_warps, "num_stages": stages})
     ptx = kernel.asm["ptx"]
     mma = "wgmma" if "wgmma.mma_async" in ptx else "mma" if "mma.sync" in ptx else ""
-    early = ptx[:ptx.find("griddepcontrol.wait")].count("cp.async.commit_group") if "griddepcontrol.wait" in ptx else 0
-    return time.time() - t0, int(kernel.metadata.shared), ptx.count("st.local"), mma, early
+    return time.time() - t0, int(kernel.metadata.shared), ptx.count("st.local"), mma
 
 
 def specs(full: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any], int]]:
@@ -150,13 +148,8 @@ def _mla_specs(dt: str, full: bool) -> list[tuple[str, Any, dict[str, str], dict
         out.append((f"mla_decode {dt} H={heads} stride={stride} rows={rows} tree={tree} direct={direct}",
                     mla_decode._mla_decode_kernel, decode_ptrs | dict(TreeMask="u8" if tree else "i32"),
                     dict(NUM_HEADS=heads, STRIDE=stride, BLOCK_M=rows, BLOCK_N=bn, MIN_SPLIT=max(2 * bn, 16 * rows),
-                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, EARLY=False, EARLY_TILES=2 if fp32 else 3,
-                         num_stages=2 if fp32 else 3, **lat), warps))
-    if not fp32:  # the early form (``mla_decode_attention``'s ``early``) of the V2-Lite decode tile
-        out.append((f"mla_decode {dt} H=16 stride=1 rows=16 early", mla_decode._mla_decode_kernel,
-                    decode_ptrs | dict(TreeMask="i32"),
-                    dict(NUM_HEADS=16, STRIDE=1, BLOCK_M=16, BLOCK_N=64, MIN_SPLIT=256, TREE=False, DIRECT=False,
-                         PREFETCH=True, EARLY=True, EARLY_TILES=3, num_stages=3, **lat), 4))
+                         TREE=tree, DIRECT=direct, PREFETCH=not fp32, EARLY_META=not fp32, num_stages=2 if fp32 else 3,
+                         **lat), warps))
     for heads, rows, bn, tree, direct, warps in ext:
         out.append((f"mla_extend {dt} H={heads} rows={rows} tree={tree} direct={direct}", mla_extend._mla_extend_kernel,
                     extend_ptrs | dict(TreeMask="u8" if tree else "i32"),
@@ -182,12 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     failures = 0
     for label, fn, ptrs, consts, warps in specs(args.full):
         try:
-            dt, smem, spills, mma, early = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
-            if consts.get("EARLY") and early < 2:  # pdl_sink refused: the early form would copy nothing early
-                raise RuntimeError(f"{early} groups of copies before the PDL wait (pdl_sink left the wait in place)")
+            dt, smem, spills, mma = _compile(fn, target, ptrs, consts, warps, floats=("scale_log2",))
             print(f"ok    {label}: {dt:.1f}s, {smem} B shared" + (f", {mma}" if mma else "")
-                  + (f", {spills} local stores (spills)" if spills else "")
-                  + (f", {early} copy groups before the PDL wait" if early else ""))
+                  + (f", {spills} local stores (spills)" if spills else ""))
         except Exception as exc:  # report every failing specialization, not just the first
             failures += 1
             print(f"FAIL  {label}: {type(exc).__name__}: {str(exc)[:1500]}")

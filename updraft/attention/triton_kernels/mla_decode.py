@@ -22,6 +22,17 @@ latent rows (the head blocks of one request and split) run side by side and shar
 Pipelining (``PREFETCH``): the slots loaded one block ahead, so ``num_stages = 3``
 double-buffers the latent tile (``slots.py`` says why it takes that).
 
+Early metadata (``EARLY_META``, with PDL): a program reads its request's length and pool row and its
+split's first slots BEFORE its PDL wait, so the first latent tile's address is ready when the wait
+returns (one dependent round trip off the wait-to-first-tile path; H100, 2026-12-07: 0.6 us of
+issue 15's 36.8 us at bs 8 / 8k, ``benchmarks/results/2026-12-07-h100-mla-early-form``). Safe by the
+PDL contract (``ops.triton_utils``): when this kernel starts, every kernel before the one right
+before it has completed, and the metadata is written by the batch's builder or ``read_rows``,
+kernels earlier, never by the layer's latent-rows or store kernel right before this one. The
+queries and every latent row (the block's new rows are what that kernel writes) load after the
+wait. Copying the first latent tiles before the wait as well gained ~0.1 us more there and needs a
+loop that costs 3-8 us (the same folder: ``early-copies.patch``), so it is not done.
+
 Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
 device, ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``, so a short context uses
 few splits (one pass, written directly when ``num_splits == 1``), a long one all of them, and
@@ -34,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from updraft.attention.triton_kernels import TileConfig, pdl_sink
+from updraft.attention.triton_kernels import TileConfig
 from updraft.attention.triton_kernels.merge import merge_splits
 from updraft.attention.triton_kernels.mla_common import (
     grid_rows,
@@ -44,9 +55,7 @@ from updraft.attention.triton_kernels.mla_common import (
     store_rows,
 )
 from updraft.attention.triton_kernels.slots import block_slots, first_slots, split_len
-from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late, pdl_wait_value
-
-pdl_sink.install()  # the early form's wait below its first copies (a no-op for every other kernel)
+from updraft.ops.triton_utils import pdl_enter, pdl_opts, pdl_release_late
 
 
 @triton.jit
@@ -57,15 +66,15 @@ def _mla_decode_kernel(
     NUM_HEADS: tl.constexpr, STRIDE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DV: tl.constexpr,
     DR: tl.constexpr, BLOCK_DV: tl.constexpr, BLOCK_DR: tl.constexpr, MIN_SPLIT: tl.constexpr, TREE: tl.constexpr,
     DIRECT: tl.constexpr, DOT_F32: tl.constexpr, DOT_PREC: tl.constexpr, PREFETCH: tl.constexpr, PDL: tl.constexpr,
-    EARLY: tl.constexpr, EARLY_TILES: tl.constexpr,
+    EARLY_META: tl.constexpr,
 ):
-    if not EARLY:
+    if not EARLY_META:
         pdl_enter(PDL)
     mblk = tl.program_id(0)
     b = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
 
-    if EARLY:  # before the PDL wait, through L2: metadata kernels old (see the module docstring)
+    if EARLY_META:  # before the PDL wait, through L2 (the module docstring says why that is safe)
         seq = tl.load(SeqLens + b, cache_modifier=".cg")
         kv = tl.maximum(seq - STRIDE, 0)
         rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
@@ -81,7 +90,7 @@ def _mla_decode_kernel(
     qrow = b * STRIDE + ti  # the uniform layout, from the frozen stride (see the module docstring)
     dv = tl.arange(0, BLOCK_DV)
     dr = tl.arange(0, BLOCK_DR)
-    if not EARLY:
+    if not EARLY_META:
         qc, qr = load_query_rows(Q, qrow, head, rvalid, stride_qt, stride_qh, dv, dr, DV, DR, DOT_F32)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
@@ -92,55 +101,27 @@ def _mla_decode_kernel(
     lo = split * span
     hi = tl.minimum(lo + span, seq)
     table_row = ReqToToken + rpi * stride_rt
-    if EARLY:
-        # The loop's first EARLY_TILES blocks may be copied before the wait (``pdl_sink``), so they
-        # must hold cached rows only: a program whose query block lies among them starts that many
-        # blocks early, below ``lo``, in blocks that read nothing (their slots clamped to ``floor``).
-        late = (kv < hi) & (kv < lo + EARLY_TILES * BLOCK_N)
-        first = tl.where(late, lo - EARLY_TILES * BLOCK_N, lo)
-        if PREFETCH:  # >= 0 wherever block_slots reads slots: the next block's, or this one's
-            floor = lo - BLOCK_N
-        else:
-            floor = lo
-        nxt = tl.maximum(first, floor) + tl.arange(0, BLOCK_N)
-        slot_next = tl.load(table_row + nxt, mask=(nxt >= lo) & (nxt < hi) & PREFETCH, other=0)
-        ready = pdl_wait_value(PDL, seq)  # 0, after the wait: the query rows' address adds it
-        qc, qr = load_query_rows(Q, qrow + ready, head, rvalid, stride_qt, stride_qh, dv, dr, DV, DR, DOT_F32)
-    else:
-        first = lo
-        slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
-    for start in range(first, hi, BLOCK_N):
-        if EARLY:  # scalar bounds only: the loop runs at the register limit (253 of 255, sm_90)
-            real = start >= lo
-            start = tl.maximum(start, floor)
-            bound = tl.where(real, hi, start)
-        else:
-            bound = hi
+    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
+    if EARLY_META:  # the queries (the kernel before wrote them) and every latent row after the wait
+        pdl_enter(PDL)
+        qc, qr = load_query_rows(Q, qrow, head, rvalid, stride_qt, stride_qh, dv, dr, DV, DR, DOT_F32)
+    for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
-        pmask = pos < bound
+        pmask = pos < hi
         slot, slot_next = block_slots(table_row, pos, hi, slot_next, BLOCK_N, PREFETCH)
-        allowed = block_allowed(TreeMask, b, stride_tb, stride_ti, pos, pmask, kv, ti, rvalid, STRIDE, TREE)
+        # Query token i sits at position kv + i: causal inside the block (always true in decode).
+        allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
+        if TREE:
+            rel = pos - kv  # index inside the draft block; < 0 in the prefix, which stays visible
+            tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + rel[None, :],
+                         mask=rvalid[:, None] & (rel[None, :] >= 0) & (rel[None, :] < STRIDE) & pmask[None, :], other=1)
+            allowed = allowed & (tm != 0)
         m_i, l_i, acc = latent_block(qc, qr, m_i, l_i, acc, KPool, slot, stride_ks, pmask, allowed, dv, dr, scale_log2,
                                      DV, DR, Q.dtype.element_ty, DOT_F32, DOT_PREC)
 
     pdl_release_late(PDL)
     store_rows(Out, MidO, MidLse, qrow, head, split, dv, rvalid, m_i, l_i, acc, stride_ot, stride_oh, stride_mt,
                stride_mh, stride_ms, stride_lt, stride_lh, DV, DIRECT)
-
-
-@triton.jit
-def block_allowed(TreeMask, b, stride_tb, stride_ti, pos, pmask, kv, ti, rvalid, STRIDE: tl.constexpr,
-                  TREE: tl.constexpr):
-    """Which (query row, position) pairs may attend: query token i sits at position kv + i, causal
-    inside the block (always true in decode), and with ``TREE`` a block position ``kv + j`` only
-    where ``tree_mask[b, i, j]``."""
-    allowed = pmask[None, :] & (pos[None, :] <= kv + ti[:, None])
-    if TREE:
-        rel = pos - kv  # index inside the draft block; < 0 in the prefix, which stays visible
-        tm = tl.load(TreeMask + b * stride_tb + ti[:, None] * stride_ti + rel[None, :],
-                     mask=rvalid[:, None] & (rel[None, :] >= 0) & (rel[None, :] < STRIDE) & pmask[None, :], other=1)
-        allowed = allowed & (tm != 0)
-    return allowed
 
 
 def mla_decode_attention(
@@ -158,7 +139,7 @@ def mla_decode_attention(
     scale: float,
     cfg: TileConfig,
     dot_f32: bool,
-    early: bool = False,
+    early_metadata: bool = False,
 ) -> None:
     """``q`` [T, H, DV + DR] with ``T = B * stride`` query rows (request-major, ``stride`` each);
     ``k_pool`` [slots, 1, DV + DR] the latent cache of one layer; ``out`` [T, H, DV].
@@ -167,11 +148,8 @@ def mla_decode_attention(
     [T, H, num_splits, DV] / ``mid_lse`` [T, H, num_splits] are fp32 scratch for the split
     partials (unused when ``num_splits == 1``). ``stride``, ``num_splits`` and ``cfg`` are host
     scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
-    slots a block ahead (``PREFETCH``).
-
-    ``early``: the kernel's form whose first blocks of cached rows are copied before its PDL wait
-    (``pdl_sink`` moves them there when the launch takes PDL; without PDL it only computes the
-    same result, bit for bit, the way the early form does: tests run it on the CPU).
+    slots a block ahead (``PREFETCH``). ``early_metadata``: the lengths, pool rows and first slots
+    read before the PDL wait (the module docstring; the backend passes it where the launch takes PDL).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
@@ -193,7 +171,7 @@ def mla_decode_attention(
         mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1), tb, ti,
         scale * log2e, num_splits,
         NUM_HEADS=num_heads, STRIDE=stride, BLOCK_M=cfg.block_rows, BLOCK_N=cfg.block_n, MIN_SPLIT=cfg.min_split,
-        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, EARLY=early, EARLY_TILES=cfg.num_stages,
+        TREE=tree_mask is not None, DIRECT=direct, PREFETCH=cfg.num_stages >= 3, EARLY_META=early_metadata,
         **latent_consts(dv, dim, q.dtype, dot_f32),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
