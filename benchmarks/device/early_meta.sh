@@ -1,5 +1,5 @@
 # usage: bash benchmarks/device/early_meta.sh 1|2   (carrying .whl; back to back)
-# The MLA decode kernel reading its lengths, pool rows and first slots before its PDL wait (the default since
+# The MLA decode kernel reading its lengths and pool rows before its PDL wait (the default since
 # 2026-12-07, MLABackend.decode_early_metadata) against the form that reads them after it (mla_cuda_probe.py's
 # triton_plain), with the GPU tests of the kernel and of the models that run it.
 # Call 1: the compile check under the device's triton, the MLA GPU tests, then five alternating rounds of both forms

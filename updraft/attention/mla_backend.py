@@ -92,9 +92,9 @@ class MLABackend(TritonBackend):
     #: 4-token bs 1 / 4 at 1k 14.5 / 18.9 -> 12.7 / 14.5; the DeepSeek-V2-Lite MTP S = 1 cycle
     #: 1.31 -> 1.28 plain steps. bs 8 / 8k lost (46.1 -> 48.2), so larger batches keep 32 rows.
     token_tile_max_tokens: ClassVar[int] = 16
-    #: The decode kernel reads its lengths, pool rows and first slots before its PDL wait
-    #: (``mla_decode_attention``'s ``early_metadata``): H100, 2026-12-07, issue 15's measure at bs 8 /
-    #: 8k 36.8-37.0 -> 36.1-36.4 us (benchmarks/results/2026-12-07-h100-mla-early-form).
+    #: The decode kernel reads its lengths and pool rows before its PDL wait (``mla_decode_attention``'s
+    #: ``early_metadata``; H100, 2026-12-07, issue 15's measure at bs 8 / 8k 36.7 -> 36.4 us,
+    #: benchmarks/results/2026-12-07-h100-mla-early-form).
     decode_early_metadata: ClassVar[bool] = True
 
     def __init__(

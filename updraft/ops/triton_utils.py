@@ -47,8 +47,8 @@ def round_to(x, dtype: tl.constexpr, EMULATE_RNE: tl.constexpr):
 # previous kernel, and by induction every earlier one, has completed and its writes are visible),
 # except L2 prefetches of weights, which no kernel writes, the decode attention kernels'
 # prewarm (``attention.triton_kernels.slots``: L2-only reads of metadata kernels old, used for
-# prefetch addresses only) and the MLA decode's early metadata (``mla_decode``: the lengths, pool
-# rows and first slots, written kernels before). ``gdc_launch_dependents`` right after
+# prefetch addresses only) and the MLA decode's early metadata (``mla_decode``: the lengths and
+# pool rows, written kernels before). ``gdc_launch_dependents`` right after
 # the wait lets the next kernel start once every program of this one has passed its wait, so at
 # most one kernel runs ahead. A kernel after a non-PDL kernel (cuBLAS, torch) simply waits for it.
 _PDL_OVERRIDE: list[bool | None] = [None]

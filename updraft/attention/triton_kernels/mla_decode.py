@@ -22,16 +22,18 @@ latent rows (the head blocks of one request and split) run side by side and shar
 Pipelining (``PREFETCH``): the slots loaded one block ahead, so ``num_stages = 3``
 double-buffers the latent tile (``slots.py`` says why it takes that).
 
-Early metadata (``EARLY_META``, with PDL): a program reads its request's length and pool row and its
-split's first slots BEFORE its PDL wait, so the first latent tile's address is ready when the wait
-returns (one dependent round trip off the wait-to-first-tile path; H100, 2026-12-07: 0.6 us of
-issue 15's 36.8 us at bs 8 / 8k, ``benchmarks/results/2026-12-07-h100-mla-early-form``). Safe by the
-PDL contract (``ops.triton_utils``): when this kernel starts, every kernel before the one right
-before it has completed, and the metadata is written by the batch's builder or ``read_rows``,
-kernels earlier, never by the layer's latent-rows or store kernel right before this one. The
-queries and every latent row (the block's new rows are what that kernel writes) load after the
-wait. Copying the first latent tiles before the wait as well gained ~0.1 us more there and needs a
-loop that costs 3-8 us (the same folder: ``early-copies.patch``), so it is not done.
+Early metadata (``EARLY_META``, with PDL): a program reads its request's length and pool row BEFORE
+its PDL wait, so its split's bounds are known when the wait returns and the queries and the first
+slots load side by side (one dependent round trip off the wait-to-first-tile path; H100,
+2026-12-07, issue 15's measure at bs 8 / 8k: 36.7 -> 36.4 us, the latent-rows kernel before it
+unchanged, ``benchmarks/results/2026-12-07-h100-mla-early-form``). Safe by the PDL contract
+(``ops.triton_utils``): when this kernel starts, every kernel before the one right before it has
+completed, and the lengths and pool rows are written by the batch's builder or ``read_rows``,
+kernels earlier, never by the layer's latent-rows or store kernel right before this one. Reading
+the first slots before the wait too took another 0.1 us off there but put 0.9 us on behind the
+latent-rows kernel (not a PDL launch: the wait returns at once, and the queries then load only
+after the slots); copying the first latent tiles before it as well gained ~0.1 us and needs a loop
+that costs 3-8 us (the same folder's ``early-copies.patch``). Neither is done.
 
 Splits: ``num_splits`` is a host scalar (frozen at graph capture); the split LENGTH is derived on
 device, ``max(round_up(cdiv(seq, num_splits), BLOCK_N), MIN_SPLIT)``, so a short context uses
@@ -101,10 +103,10 @@ def _mla_decode_kernel(
     lo = split * span
     hi = tl.minimum(lo + span, seq)
     table_row = ReqToToken + rpi * stride_rt
-    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
-    if EARLY_META:  # the queries (the kernel before wrote them) and every latent row after the wait
+    if EARLY_META:  # the queries (the kernel before wrote them), the slots and every latent row after it
         pdl_enter(PDL)
         qc, qr = load_query_rows(Q, qrow, head, rvalid, stride_qt, stride_qh, dv, dr, DV, DR, DOT_F32)
+    slot_next = first_slots(table_row, lo, hi, BLOCK_N, PREFETCH)
     for start in range(lo, hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
         pmask = pos < hi
@@ -148,8 +150,8 @@ def mla_decode_attention(
     [T, H, num_splits, DV] / ``mid_lse`` [T, H, num_splits] are fp32 scratch for the split
     partials (unused when ``num_splits == 1``). ``stride``, ``num_splits`` and ``cfg`` are host
     scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
-    slots a block ahead (``PREFETCH``). ``early_metadata``: the lengths, pool rows and first slots
-    read before the PDL wait (the module docstring; the backend passes it where the launch takes PDL).
+    slots a block ahead (``PREFETCH``). ``early_metadata``: the lengths and pool rows read before the
+    PDL wait (the module docstring; the backend passes it where the launch takes PDL).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
