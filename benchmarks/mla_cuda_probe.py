@@ -27,7 +27,7 @@ first 64-256 cached rows bulk-prefetched into L2 before the PDL wait, at 201d306
 bs 8 / 8k on 2026-12-06 and was removed (``results/2026-12-06-h100-recheck/``); its first tiles copied into
 shared memory before the wait (a TTGIR pass moving the wait below the pipeline's prologue) gained ~0.1 us
 there, and the loop that keeps those tiles off the block's new rows cost 3-8 us (2026-12-07,
-``results/2026-12-07-h100-mla-early-form/``, not shipped; the metadata read early was, 0.6 us). A kernel
+``results/2026-12-07-h100-mla-early-form/``, not shipped; the length and pool row read early were, 0.3-0.4 us). A kernel
 replaces ``mla_decode_attention`` inside ``MLABackend`` for one-token decode at 16 heads of 512 + 64
 bf16 (DeepSeek-V2-Lite); everything else (metadata, split policy, merge) is the backend's.
 ``mla_bench.bench`` then times the issue's measure, ``forward_stored`` (the attention after the

@@ -156,10 +156,10 @@ def test_slots_prefetched_a_block_ahead(mode: ForwardMode) -> None:
 
 @pytest.mark.parametrize("mode", [M.DECODE, M.DRAFT_DECODE, M.TARGET_VERIFY], ids=lambda m: m.name)
 def test_early_metadata_form_equals_the_plain_form(monkeypatch: pytest.MonkeyPatch, mode: ForwardMode) -> None:
-    """The decode kernel with its lengths, pool rows and first slots read before the PDL wait (on
-    the GPU; the interpreter runs the same loads in the same order, without PDL): short and long
-    contexts, one to five splits, a tree over the verify block, with and without the slots loaded
-    a block ahead, bit for bit the plain form's output."""
+    """The decode kernel with its lengths and pool rows read before the PDL wait (on the GPU; the
+    interpreter runs the same loads in the same order, without PDL): short and long contexts, one
+    to five splits, a tree over the verify block, with and without the slots loaded a block ahead,
+    bit for bit the plain form's output."""
     import updraft.attention.mla_backend as mb
 
     monkeypatch.setattr(mb, "pdl_enabled", lambda *a: True)  # the interpreter launches without PDL

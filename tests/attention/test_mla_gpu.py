@@ -128,9 +128,9 @@ def test_real_cuda_graphs(mode: ForwardMode) -> None:
 
 
 def test_early_metadata_form(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The decode kernel's default form (lengths, pool rows and first slots read before the PDL
-    wait) against the plain form on the decode-kernel DeepSeek shapes: the same output, bit for bit
-    (the same loop; only loads before it moved)."""
+    """The decode kernel's default form (the lengths and pool rows read before the PDL wait) against
+    the plain form on the decode-kernel DeepSeek shapes: the same output, bit for bit (the same
+    loop; only loads before it moved)."""
     from updraft.attention.mla_backend import MLABackend
 
     assert MLABackend.decode_early_metadata

@@ -93,7 +93,7 @@ class MLABackend(TritonBackend):
     #: 1.31 -> 1.28 plain steps. bs 8 / 8k lost (46.1 -> 48.2), so larger batches keep 32 rows.
     token_tile_max_tokens: ClassVar[int] = 16
     #: The decode kernel reads its lengths and pool rows before its PDL wait (``mla_decode_attention``'s
-    #: ``early_metadata``; H100, 2026-12-07, issue 15's measure at bs 8 / 8k 36.7 -> 36.4 us,
+    #: ``early_metadata``; H100, 2026-12-07, issue 15's measure at bs 8 / 8k 36.7 -> 36.3-36.4 us,
     #: benchmarks/results/2026-12-07-h100-mla-early-form).
     decode_early_metadata: ClassVar[bool] = True
 

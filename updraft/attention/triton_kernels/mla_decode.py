@@ -25,12 +25,12 @@ double-buffers the latent tile (``slots.py`` says why it takes that).
 Early metadata (``EARLY_META``, with PDL): a program reads its request's length and pool row BEFORE
 its PDL wait, so its split's bounds are known when the wait returns and the queries and the first
 slots load side by side (one dependent round trip off the wait-to-first-tile path; H100,
-2026-12-07, issue 15's measure at bs 8 / 8k: 36.7 -> 36.4 us, the latent-rows kernel before it
-unchanged, ``benchmarks/results/2026-12-07-h100-mla-early-form``). Safe by the PDL contract
+2026-12-07, issue 15's measure at bs 8 / 8k: 36.7 -> 36.3-36.4 us, the latent-rows kernel before
+it unchanged, ``benchmarks/results/2026-12-07-h100-mla-early-form``). Safe by the PDL contract
 (``ops.triton_utils``): when this kernel starts, every kernel before the one right before it has
 completed, and the lengths and pool rows are written by the batch's builder or ``read_rows``,
 kernels earlier, never by the layer's latent-rows or store kernel right before this one. Reading
-the first slots before the wait too took another 0.1 us off there but put 0.9 us on behind the
+the first slots before the wait too took nothing more off there (36.3) but put 0.9 us on behind the
 latent-rows kernel (not a PDL launch: the wait returns at once, and the queries then load only
 after the slots); copying the first latent tiles before it as well gained ~0.1 us and needs a loop
 that costs 3-8 us (the same folder's ``early-copies.patch``). Neither is done.
