@@ -306,7 +306,8 @@ def main() -> int:
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
     ap.add_argument("--kernels", default="cuda_k64,cuda_k64_cl,cuda_a3ln_cl",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched "
-                         "without PDL); any of them, or triton, also with :S (at S KV splits, not the backend's policy)")
+                         "without PDL), or triton_plain; any of them, or triton, also with :S (at S KV splits, not the "
+                         "backend's policy)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
     device = torch.device("cuda")

@@ -78,12 +78,11 @@ def _mla_decode_kernel(
 
     if EARLY_META:  # before the PDL wait, through L2 (the module docstring says why that is safe)
         seq = tl.load(SeqLens + b, cache_modifier=".cg")
-        kv = tl.maximum(seq - STRIDE, 0)
         rpi = tl.load(ReqPoolIdx + b, cache_modifier=".cg").to(tl.int64)
     else:
         seq = tl.load(SeqLens + b)
-        kv = tl.maximum(seq - STRIDE, 0)  # keys before the query block: every query row sees them
         rpi = tl.load(ReqPoolIdx + b).to(tl.int64)
+    kv = tl.maximum(seq - STRIDE, 0)  # keys before the query block: every query row sees them
 
     r = mblk * BLOCK_M + tl.arange(0, BLOCK_M)
     ti = r // NUM_HEADS
