@@ -90,10 +90,10 @@ def main() -> None:
                 pair = {}
                 for mode in (ForwardMode.DECODE, ForwardMode.TARGET_VERIFY):
                     graph, keep = capture(model, mode, bs, args.context)
-                    kernels, busy, _, _ = dk.profile_replay(graph)
+                    kernels, busy, _, per_name = dk.profile_replay(graph)
                     r = dict(model=name, bs=bs, mode=mode.name, variant=variant, round=rnd,
                              replay_ms=dk.replay_time(graph) * 1e3, synced_ms=synced_ms(graph), busy_ms=busy / 1e3,
-                             kernels=kernels, host_us=host_us(graph))
+                             kernels=kernels, host_us=host_us(graph), kernel_us=per_name)
                     rows.append(r)
                     pair[mode] = r
                     del graph, keep

@@ -209,3 +209,46 @@ def test_splits_past_the_context_skip_their_body(
             else:
                 assert bool(part.isfinite().all()), (b, s)
     assert empty_seen >= 6
+
+
+@pytest.mark.parametrize("skip", [True, False])
+@pytest.mark.parametrize("mode,ext,splits,folds", [
+    (ForwardMode.TARGET_VERIFY, 4, 7, True),    # 12 rows, 7 splits: in the window
+    (ForwardMode.DECODE, 1, 7, False),          # 3 rows: below it
+    (ForwardMode.TARGET_VERIFY, 4, 1, False),   # one split: the kernel writes the output itself
+    (ForwardMode.TARGET_VERIFY, 4, 17, False),  # past fold_merge_splits
+    (ForwardMode.TARGET_VERIFY, 4, 3, False),   # below it
+])
+def test_stored_split_hands_over_the_partials(monkeypatch: pytest.MonkeyPatch, skip: bool, mode: ForwardMode,
+                                              ext: int, splits: int, folds: bool) -> None:
+    """``forward_stored_split`` in the backend's window launches the decode kernel alone and
+    returns its partials, which merge (``merge_splits``) to ``forward_stored``'s output bit for bit
+    (dead splits' partials unread with ``skip_empty_splits``); outside it, None and no launch."""
+    monkeypatch.setattr(TritonBackend, "skip_empty_splits", skip)
+    monkeypatch.setattr(TritonBackend, "fold_merge_rows", (12, 64))
+    monkeypatch.setattr(TritonBackend, "fold_merge_splits", (4, 16))
+    case = AttnCase(mode, 4, 2, 32, 16, (60, 3, 17), (ext,) * 3, "float32", "shuffled")
+    setup = harness.build_case(case)
+    be = backend_for(setup, case, splits, merge_in_kernel=False)
+    batch = harness.make_batch(setup)
+    batch.attn_backend = be
+    be.init_forward_metadata(batch)
+    be.forward(setup.q, setup.k_new, setup.v_new, 0, batch)  # stores the new rows
+    want = be.forward_stored(setup.q, setup.k_new, setup.v_new, 0, batch)
+    md = batch.attn_metadata
+    md.mid_o.fill_(float("nan"))
+    launches = []
+    real = decode_kernels._decode_kernel
+    monkeypatch.setattr(decode_kernels, "merge_splits", lambda *a, **k: pytest.fail("merge launch"))
+    monkeypatch.setattr(decode_kernels, "_decode_kernel", type("K", (), {
+        "__getitem__": lambda self, grid: (launches.append(grid), real[grid])[1]})())
+    parts = be.forward_stored_split(setup.q, setup.k_new, setup.v_new, 0, batch)
+    if not folds:
+        assert parts is None and not launches
+        return
+    assert parts is not None and len(launches) == 1
+    assert parts.mid_o is md.mid_o and parts.mid_lse is md.mid_lse
+    monkeypatch.undo()
+    got = torch.empty_like(want)
+    decode_kernels.merge_splits(parts.mid_o, parts.mid_lse, got)
+    assert torch.equal(got, want)

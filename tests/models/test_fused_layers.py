@@ -112,12 +112,15 @@ def test_greedy_tokens_fused_equal_unfused_fp32(tiny_checkpoint, calls: Calls, a
         assert ((a - b).abs().max() / b.abs().max()).item() <= 1e-4
 
 
-def verify_batch8(model: torch.nn.Module, backend: str) -> torch.Tensor:
+def verify_batch8(model: torch.nn.Module, backend: str, splits: int | None = None) -> torch.Tensor:
     """Eight requests of mixed lengths prefilled, then one 6-token TARGET_VERIFY block each (48
-    token rows, a bs-8 verify): the block's logits [48, V]."""
+    token rows, a bs-8 verify): the block's logits [48, V]. ``splits``: the triton backend's KV
+    splits forced."""
     pool = ReqToTokenPool(9, 40, "cpu")
     alloc = PagedAllocator(pool, 9 * 40, 1)
     runner = ModelRunner(model, pool, 9 * 40, 1, backend)
+    if splits is not None:
+        runner.backend.kv_splits_override = splits  # type: ignore[attr-defined]
     rows, lens = [], [3 + 2 * i for i in range(8)]
     for i, n in enumerate(lens):
         row = pool.alloc()
@@ -143,6 +146,45 @@ def test_bs8_verify_block_fused_equals_unfused_fp32(tiny_checkpoint, calls: Call
     assert got.shape == ref.shape == (48, ref.shape[1])
     assert calls.counts["qkv_rope_store"] == 9 * model.config.num_layers  # 8 prefills and the verify
     assert ((got - ref).abs().max() / ref.abs().max()).item() <= 1e-4
+
+
+def test_bs8_verify_folds_the_split_merge_into_o_proj(tiny_checkpoint, calls: Calls,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over several KV splits the 48-row verify's decode kernel hands its partials to the layer,
+    whose o_proj launch merges them (``gemv_merge``): one launch a layer fewer, the logits the
+    unfused path's in fp32; with the backend's window closed, the merge launch and linear_add_norm."""
+    from updraft.attention.triton_backend import TritonBackend
+    from updraft.attention.triton_kernels import decode
+    from updraft.ops import gemv_merge
+
+    merges = {"fold": 0, "launch": 0}
+    fold, launch = gemv_merge.merge_linear_add_norm, decode.merge_splits
+
+    def counted_fold(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        merges["fold"] += 1
+        return fold(*a, **kw)
+
+    def counted_launch(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        merges["launch"] += 1
+        return launch(*a, **kw)
+
+    monkeypatch.setattr(gemv_merge, "merge_linear_add_norm", counted_fold)
+    monkeypatch.setattr(decode, "merge_splits", counted_launch)
+    monkeypatch.setattr(TritonBackend, "fold_merge_splits", (4, 16))
+    model = load(tiny_checkpoint, "llama", torch.float32)
+    layers = model.config.num_layers
+    with ops.use_backend("torch"):
+        ref = verify_batch8(model, "torch_native")
+    with ops.use_backend("triton"):
+        got = verify_batch8(model, "triton", splits=4)
+    assert merges["fold"] == layers and calls.counts["linear_add_norm"] == 8 * (2 * layers - 1) + layers - 1
+    assert ((got - ref).abs().max() / ref.abs().max()).item() <= 1e-4
+    monkeypatch.setattr(TritonBackend, "fold_merge_rows", (0, 0))
+    merges["fold"] = merges["launch"] = 0
+    with ops.use_backend("triton"):
+        off = verify_batch8(model, "triton", splits=4)
+    assert merges["fold"] == 0 and merges["launch"] == layers
+    assert ((off - ref).abs().max() / ref.abs().max()).item() <= 1e-4
 
 
 def test_bf16_fused_logits_within_tolerance(tiny_checkpoint) -> None:

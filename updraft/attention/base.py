@@ -37,6 +37,22 @@ class Rope:
     cos_sin: torch.Tensor
 
 
+@dataclass(frozen=True)
+class SplitPartials:
+    """A split-KV attention's outputs before their merge (``forward_stored_split``): ``mid_o``
+    [T, H, S, D] float32, split ``s``'s output for row ``t`` and query head ``h`` normalised over
+    its own keys; ``mid_lse`` [T, H, S] float32, log2 of its softmax denominator plus its running
+    max, -inf where the split held no key (its ``mid_o`` then unspecified). The merged row is
+    ``sum_s 2^lse_s mid_o_s / sum_s 2^lse_s`` (``gemv_merge`` folds it into the o_proj GEMV).
+    The buffers are the backend's, rewritten by its next layer: consume them before that.
+    ``pdl``: whether the launch merging them may launch with PDL (the backend's own merge
+    launch's setting for this plan)."""
+
+    mid_o: torch.Tensor
+    mid_lse: torch.Tensor
+    pdl: bool = True
+
+
 class UnsupportedModeError(ValueError):
     """A backend was asked to run a forward mode it does not implement."""
 
@@ -165,6 +181,15 @@ class AttentionBackend(ABC):
         the new rows from ``k``/``v`` (``save_kv=False``); backends that read them from the pool
         override it."""
         return self._route(q, k, v, layer_id, batch, save_kv=False)
+
+    def forward_stored_split(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch
+    ) -> SplitPartials | None:
+        """``forward_stored`` without its split merge where this backend's plan for ``batch``
+        hands the merge to the caller (who folds it into the GEMM after the attention); None,
+        with nothing launched, everywhere else: then call ``forward_stored``. Decided from host
+        scalars only (graph-safe). This default never hands it over."""
+        return None
 
     @abstractmethod
     def forward_extend(

@@ -42,7 +42,7 @@ from typing import ClassVar
 import torch
 
 from updraft import ops
-from updraft.attention.base import AttentionBackend, Rope, UnsupportedModeError
+from updraft.attention.base import AttentionBackend, Rope, SplitPartials, UnsupportedModeError
 from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2, rope_store
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
@@ -182,6 +182,15 @@ class TritonBackend(AttentionBackend):
     #: at bs 1 / 8) and the plain step at 4k (+68 us; benchmarks/results/2026-12-03-h200-live-splits).
     #: Read when metadata is built, so graphs keep the choice they were captured with.
     merge_in_kernel: bool = False
+    #: Decode-kernel launches of this many token rows (batch x stride, frozen at capture; both ends
+    #: included) over ``fold_merge_splits`` KV splits (both ends included) hand their merge to the
+    #: layer, which folds it into its o_proj GEMV (``forward_stored_split``, ``ops.gemv_merge``: one
+    #: launch a layer fewer). Each o_proj program repeats its head's merge, so it pays where the
+    #: separate merge is dear: H100, 2026-12-07 (``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj,
+    #: us a layer against the two launches) 48 rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11
+    #: live; 64 rows over 3 +0.5 / +1.3; 6-32 rows -0.2 to +1.1 (6 rows over 44 splits +0.2 / +1.1).
+    fold_merge_rows: ClassVar[tuple[int, int]] = (41, 64)
+    fold_merge_splits: ClassVar[tuple[int, int]] = (8, 16)
     #: Fewest keys a decode-kernel KV split covers (rounded up to whole key blocks; 0: one block).
     #: The split count is frozen at capture for the longest context, so short contexts leave
     #: most splits empty; a larger floor gives them fewer, longer live splits (one at most this
@@ -483,7 +492,7 @@ class TritonBackend(AttentionBackend):
             return True, True
         return "decode" in self.verify_pdl_in_window, "merge" in self.verify_pdl_in_window
 
-    def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata) -> torch.Tensor:
+    def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata, merge: bool = True) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         pdl, merge_pdl = self._attention_pdl(md.plan)
         decode_kernels.decode_attention(
@@ -506,6 +515,7 @@ class TritonBackend(AttentionBackend):
             prewarm=self.prewarm_verify if md.plan.stride > 1 else self.prewarm_decode,
             merge_pdl=merge_pdl,
             skip_empty=self.skip_empty_splits,
+            merge=merge,
         )
         return out
 
@@ -566,6 +576,21 @@ class TritonBackend(AttentionBackend):
         if not (batch.mode.is_decode() or batch.mode.is_target_verify() or batch.mode.is_extend_like(include_v2=True)):
             raise UnsupportedModeError(f"attention has no path for {batch.mode.name}")
         return self._attend(q, k, v, layer_id, batch, save_kv=False, stored=True)
+
+    def forward_stored_split(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch
+    ) -> SplitPartials | None:
+        """As the base class: decode-kernel plans in ``fold_merge_rows`` over ``fold_merge_splits``
+        KV splits, merged by the next launch (with the merge launch's PDL setting), not in the kernel."""
+        if not (batch.mode.is_decode() or batch.mode.is_target_verify()):
+            return None
+        md = self._metadata(batch, q)
+        plan, (lo, hi), (s_lo, s_hi) = md.plan, self.fold_merge_rows, self.fold_merge_splits
+        if not (plan.use_decode_kernel and md.sem is None and lo <= plan.num_tokens <= hi
+                and max(2, s_lo) <= plan.num_kv_splits <= s_hi):
+            return None
+        self._run_decode(q, layer_id, md, merge=False)
+        return SplitPartials(md.mid_o, md.mid_lse, pdl=self._attention_pdl(plan)[1])
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int, batch: ForwardBatch, *,
                 save_kv: bool, rope: Rope | None = None, stored: bool = False) -> torch.Tensor:

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from updraft import ops
+from updraft.attention.base import SplitPartials
 from updraft.batch import ForwardBatch
 
 FUSED_LM_HEAD = os.environ.get("UPDRAFT_FUSED_LM_HEAD", "0") not in ("", "0")
@@ -96,8 +97,11 @@ def _qkv_weight(attn: LlamaAttention, x: torch.Tensor, split: bool) -> torch.Ten
 
 
 def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: ForwardBatch,
-                rotary: RotaryEmbedding, addend: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """attention(qkv(prologue(x)) + addend) -> (output [M, q_size], new residual or None)."""
+                rotary: RotaryEmbedding, addend: torch.Tensor | None = None, split_ok: bool = False,
+                ) -> tuple[torch.Tensor | SplitPartials, torch.Tensor | None]:
+    """attention(qkv(prologue(x)) + addend) -> (output [M, q_size], new residual or None).
+    ``split_ok``: the output may come as the backend's unmerged split partials (the caller folds
+    the merge into its o_proj: ``gemv_merge``) where the backend hands them over."""
     gemv = _gemv()
     t = gemv.num_rows(x, pro)
     w, b = _qkv_weight(attn, x, addend is not None), attn.qkv_proj.bias
@@ -109,8 +113,12 @@ def _qkv_attend(attn: LlamaAttention, x: torch.Tensor, pro: Prologue, batch: For
             k_pool=pools[0], v_pool=pools[1], loc=batch.out_cache_loc, positions=batch.positions,
             cos_sin=rotary.cos_sin, addend=addend)
         q, k, v = attn.split_heads(qkv)
-        assert batch.attn_backend is not None
-        o = batch.attn_backend.forward_stored(q, k, v, attn.layer_id, batch)
+        backend = batch.attn_backend
+        assert backend is not None
+        parts = backend.forward_stored_split(q, k, v, attn.layer_id, batch) if split_ok else None
+        if parts is not None:
+            return parts, new_res
+        o = backend.forward_stored(q, k, v, attn.layer_id, batch)
     else:
         if addend is not None:  # callers check eagle3_ok(..., split=True) first
             raise AssertionError("a QKV addend needs the fused KV store")
@@ -140,12 +148,26 @@ def _attention_half(layer: LlamaDecoderLayer | Eagle3Layer, x: torch.Tensor, pro
                     addend: torch.Tensor | None = None) -> NormedRows:
     """The layer's attention half, its o_proj adding to the residual stream (``residual``, or the
     one the QKV prologue wrote) and leaving it ready for the post-attention norm."""
-    o, new_res = _qkv_attend(layer.self_attn, x, pro, batch, rotary, addend)
+    attn = layer.self_attn
+    o, new_res = _qkv_attend(attn, x, pro, batch, rotary, addend, split_ok=_merge_fold_ok(attn, x))
     stream = new_res if new_res is not None else residual
     assert stream is not None
     post = layer.post_attention_layernorm
     stream = stream if stream.stride(1) == 1 else stream.contiguous()  # any row stride (a captured feature's block)
-    return _gemv().linear_add_norm(o, layer.self_attn.o_proj.weight, stream, post.weight, post.eps)
+    if isinstance(o, SplitPartials):
+        from updraft.ops import gemv_merge
+
+        return gemv_merge.merge_linear_add_norm(o.mid_o, o.mid_lse, attn.o_proj.weight, stream, post.weight, post.eps,
+                                                pdl=o.pdl)
+    return _gemv().linear_add_norm(o, attn.o_proj.weight, stream, post.weight, post.eps)
+
+
+def _merge_fold_ok(attn: LlamaAttention, x: torch.Tensor) -> bool:
+    """Whether the o_proj GEMV may take the attention's split merge (``gemv_merge``): no o_proj
+    bias, heads of a power-of-two width >= 16, the activations' dtype (the backend decides the rest)."""
+    d, w = attn.head_dim, attn.o_proj.weight
+    return (attn.o_proj.bias is None and d >= 16 and d & (d - 1) == 0 and w.dtype == x.dtype
+            and w.shape[1] == attn.num_heads * d and w.stride(1) == 1)
 
 
 def _layer_input(layer: LlamaDecoderLayer, x: torch.Tensor, residual: torch.Tensor | None,

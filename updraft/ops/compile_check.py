@@ -23,6 +23,7 @@ from updraft.ops import (
     gemv,
     gemv_config,
     gemv_kernels,
+    gemv_merge,
     interpreting,
     latent,
     norm,
@@ -183,6 +184,17 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
     # a MoE router's logits (``ops.float_linear``): DeepSeek-V2-Lite's 64 experts x 2048, float32 unrounded
     out += [_bare_linear("router bf16", 64, 2048, b, w="bf16", prefetch=True, line=64, block_p=16, round_=False)
             for b in (1, 2, 16)]
+    # the split merge folded into o_proj (``gemv_merge``): SmolLM2's 9 x 64 heads and the 8B shape's 32 x 128,
+    # FMA at one row, tensor cores at 6 and 48 rows
+    for heads, d, rows in ((9, 64, (1, 6, 48)), (32, 128, (16,))):
+        for m in rows:
+            block_n, warps = gemv_merge._tile(m)
+            bm = max(16, triton.next_power_of_2(m)) if m > 2 else triton.next_power_of_2(m)
+            out.append((f"merge_linear {heads}x{d} m{m}", gemv_merge.merge_linear_kernel,
+                        dict(MidO="fp32", MidLse="fp32", W="bf16", Part="fp32", Tick="i32", Res="bf16", NW="bf16",
+                             Stream="bf16", Scaled="bf16", Sq="fp32"),
+                        dict(D=d, BLOCK_N=block_n, BLOCK_M=bm, BLOCK_S=max(1, min(8, 8192 // (bm * d))), ALL_S=64,
+                             DOT=m > 2, DOT_F32=False, PREC="tf32", RNE=False, PDL=2), warps))
     return out
 
 

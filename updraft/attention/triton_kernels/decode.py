@@ -220,6 +220,7 @@ def decode_attention(
     prewarm: bool = True,
     merge_pdl: bool | None = None,
     skip_empty: bool = False,
+    merge: bool = True,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -235,7 +236,9 @@ def decode_attention(
     ``prewarm`` (with PDL only): each program prefetches its split's first block of cached K/V
     rows into L2 before its wait (``slots.py``). ``skip_empty`` (split partials merged by the
     second launch): a program whose split lies past its request's context stores only its
-    rows' lse (-inf), not its q load, its zero partial or the rest of the body.
+    rows' lse (-inf), not its q load, its zero partial or the rest of the body. ``merge`` False
+    (with ``sem`` None and ``num_splits > 1``): no merge launch, ``out`` untouched; the caller
+    merges ``mid_o`` / ``mid_lse`` itself (``gemv_merge``).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -263,6 +266,6 @@ def decode_attention(
         SKIP_EMPTY=not direct and (skip_empty or sem is not None),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_kw,
     )
-    if not direct and sem is None:
+    if not direct and sem is None and merge:
         # every split wrote its partial (zeros past the context) unless skip_empty left them out
         merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl, written=not skip_empty)
