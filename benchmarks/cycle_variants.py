@@ -58,9 +58,9 @@ are captured anew; a setting no knob names keeps its shipped value:
   (``Eagle3Head.quantize_lm_head``; shipped for SmolLM2's head: the bf16 weight on cuBLAS);
 * ``argmax_pt64``: ``argmax_rows`` at 64 values a thread (4 warps over a draft's 8,192 values; shipped: 16);
 * ``draft_max_splitsN``: at most N KV splits a launch in the draft's attention only;
-* ``no_merge_fold``: every decode-kernel launch merges its KV splits in a merge launch of its own, none in
-  the o_proj GEMV (``TritonBackend.fold_merge_rows`` emptied; shipped 2026-12-07: 41-64 token rows over 8-16
-  splits); ``fold_rowsN``: from N token rows; ``fold_splitsN``: over N splits and more;
+* ``merge_fold``: decode-kernel launches of 41-64 token rows over 8-16 KV splits (the bs-8 verify) hand their
+  merge to the o_proj GEMV, which folds it (``TritonBackend.fold_merge_rows``; shipped off, 2026-12-07);
+  ``fold_rowsN``: from N token rows (to 64); ``fold_splitsN``: over N splits and more;
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -86,7 +86,7 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "no_merge_fold", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "merge_fold", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -192,10 +192,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.short_extend_tokens = max(_waves(k, "short_extend") for k in knobs)
     if "zero_fixed_out" in knobs:
         TritonBackend.zero_fixed_stride_out = True
-    if "no_merge_fold" in knobs:
-        TritonBackend.fold_merge_rows = (1, 0)  # no row count
+    if "merge_fold" in knobs:
+        TritonBackend.fold_merge_rows = (41, 64)
     if any(_waves(k, "fold_rows") for k in knobs):
-        TritonBackend.fold_merge_rows = (max(_waves(k, "fold_rows") for k in knobs), TritonBackend.fold_merge_rows[1])
+        TritonBackend.fold_merge_rows = (max(_waves(k, "fold_rows") for k in knobs), 64)
     if any(_waves(k, "fold_splits") for k in knobs):
         TritonBackend.fold_merge_splits = (max(_waves(k, "fold_splits") for k in knobs), TritonBackend.max_kv_splits)
     if any(_waves(k) for k in knobs):

@@ -150,9 +150,10 @@ def test_bs8_verify_block_fused_equals_unfused_fp32(tiny_checkpoint, calls: Call
 
 def test_bs8_verify_folds_the_split_merge_into_o_proj(tiny_checkpoint, calls: Calls,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over several KV splits the 48-row verify's decode kernel hands its partials to the layer,
-    whose o_proj launch merges them (``gemv_merge``): one launch a layer fewer, the logits the
-    unfused path's in fp32; with the backend's window closed, the merge launch and linear_add_norm."""
+    """With the backend's window open (shipped closed), over several KV splits the 48-row
+    verify's decode kernel hands its partials to the layer, whose o_proj launch merges them
+    (``gemv_merge``): one launch a layer fewer, the logits the unfused path's in fp32; with the
+    window closed, the merge launch and linear_add_norm."""
     from updraft.attention.triton_backend import TritonBackend
     from updraft.attention.triton_kernels import decode
     from updraft.ops import gemv_merge
@@ -171,6 +172,7 @@ def test_bs8_verify_folds_the_split_merge_into_o_proj(tiny_checkpoint, calls: Ca
     monkeypatch.setattr(gemv_merge, "merge_linear_add_norm", counted_fold)
     monkeypatch.setattr(decode, "merge_splits", counted_launch)
     monkeypatch.setattr(TritonBackend, "fold_merge_splits", (4, 16))
+    monkeypatch.setattr(TritonBackend, "fold_merge_rows", (41, 64))
     model = load(tiny_checkpoint, "llama", torch.float32)
     layers = model.config.num_layers
     with ops.use_backend("torch"):
@@ -179,7 +181,7 @@ def test_bs8_verify_folds_the_split_merge_into_o_proj(tiny_checkpoint, calls: Ca
         got = verify_batch8(model, "triton", splits=4)
     assert merges["fold"] == layers and calls.counts["linear_add_norm"] == 8 * (2 * layers - 1) + layers - 1
     assert ((got - ref).abs().max() / ref.abs().max()).item() <= 1e-4
-    monkeypatch.setattr(TritonBackend, "fold_merge_rows", (0, 0))
+    monkeypatch.setattr(TritonBackend, "fold_merge_rows", (1, 0))
     merges["fold"] = merges["launch"] = 0
     with ops.use_backend("triton"):
         off = verify_batch8(model, "triton", splits=4)

@@ -185,11 +185,16 @@ class TritonBackend(AttentionBackend):
     #: Decode-kernel launches of this many token rows (batch x stride, frozen at capture; both ends
     #: included) over ``fold_merge_splits`` KV splits (both ends included) hand their merge to the
     #: layer, which folds it into its o_proj GEMV (``forward_stored_split``, ``ops.gemv_merge``: one
-    #: launch a layer fewer). Each o_proj program repeats its head's merge, so it pays where the
-    #: separate merge is dear: H100, 2026-12-07 (``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj,
-    #: us a layer against the two launches) 48 rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11
-    #: live; 64 rows over 3 +0.5 / +1.3; 6-32 rows -0.2 to +1.1 (6 rows over 44 splits +0.2 / +1.1).
-    fold_merge_rows: ClassVar[tuple[int, int]] = (41, 64)
+    #: launch a layer fewer). Off (no row count): each o_proj program repeats its head's merge, so
+    #: alone it pays only where the separate merge is dear (H100, 2026-12-07,
+    #: ``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj, us a layer against the two launches: 48
+    #: rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11 live; 64 rows over 3 +0.5 / +1.3; 6-32 rows
+    #: -0.2 to +1.1), and in the S = 5 cycle at 12-64 rows over at most 16 splits, launched with PDL,
+    #: it lost: bs 4 / 8 0.902 / 1.028 -> 0.953 / 1.112 ms
+    #: (``benchmarks/results/2026-12-07-h100-merge-fold``). Not yet timed in the cycle: 41-64 rows over
+    #: 8-16 splits (the bs-8 verify alone) with the merge launch's PDL setting (off there), the
+    #: ``merge_fold`` knob of ``cycle_variants.py``.
+    fold_merge_rows: ClassVar[tuple[int, int]] = (1, 0)
     fold_merge_splits: ClassVar[tuple[int, int]] = (8, 16)
     #: Fewest keys a decode-kernel KV split covers (rounded up to whole key blocks; 0: one block).
     #: The split count is frozen at capture for the longest context, so short contexts leave
