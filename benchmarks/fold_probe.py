@@ -77,6 +77,7 @@ from updraft.ops import gemv, interpreting  # noqa: E402
 from updraft.ops.activation import silu_mul  # noqa: E402
 from updraft.ops.gemv_config import graph_seconds  # noqa: E402
 from updraft.ops.gemv_kernels import _halves, _input_product, _prefetch_rows, _product, gate_up_rows  # noqa: E402
+from updraft.ops.gemv_merge import merged_head  # noqa: E402
 from updraft.ops.triton_utils import emulate_rne, pdl_enter, pdl_opts, pdl_release_late, round_to  # noqa: E402
 
 #: (name, hidden, intermediate, q heads, head dim, token rows)
@@ -138,23 +139,8 @@ def oproj_fold_kernel(MidO, MidLse, W, Acc, M, N, s_mt, s_mh, s_ms, s_lt, s_lh, 
     pdl_enter(PDL)
     m = tl.arange(0, BLOCK_M)
     mmask = m < M
-    sa = tl.arange(0, ALL_S)
-    lse = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + sa[None, :], mask=mmask[:, None] & (sa < num_splits)[None, :],
-                  other=float("-inf"))
-    mx = tl.max(lse, 1)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    den = tl.sum(tl.where(lse > float("-inf"), tl.exp2(lse - mx[:, None]), 0.0), 1)
-    o = tl.zeros([BLOCK_M, D], tl.float32)
-    for s0 in range(0, num_splits, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        ls = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + s[None, :], mask=mmask[:, None] & (s < num_splits)[None, :],
-                     other=float("-inf"))
-        live = ls > float("-inf")
-        wt = tl.where(live, tl.exp2(ls - mx[:, None]), 0.0)
-        part = tl.load(MidO + m[:, None, None] * s_mt + h * s_mh + s[None, :, None] * s_ms + d[None, None, :],
-                       mask=live[:, :, None], other=0.0)
-        o += tl.sum(wt[:, :, None] * part, 1)
-    o = round_to(o / tl.where(den == 0.0, 1.0, den)[:, None], W.dtype.element_ty, RNE)
+    o = round_to(merged_head(MidO, MidLse, h, m, mmask, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits, D, BLOCK_M, BLOCK_S,
+                             ALL_S), W.dtype.element_ty, RNE)
     y = _product(w, o, tl.zeros([BLOCK_N, BLOCK_M], tl.float32), DOT, DOT_F32, PREC)
     tl.atomic_add(Acc + m[None, :].to(tl.int64) * N + n[:, None], y, mask=nmask[:, None] & mmask[None, :],
                   sem="relaxed")

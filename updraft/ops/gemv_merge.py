@@ -49,6 +49,34 @@ from updraft.ops.triton_utils import emulate_rne, pdl_enter, pdl_opts, pdl_relea
 MAX_TILES = 512
 
 
+@triton.jit
+def merged_head(MidO, MidLse, h, m, mmask, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits, D: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr, ALL_S: tl.constexpr):
+    """Head ``h``'s splits merged for token rows ``m`` -> float32 [BLOCK_M, D] (``merge_splits``'
+    weights ``2^(lse - max)``; only live splits' partials are loaded, the others may be stale;
+    a row with no live split gets 0). The loop stops after the last split holding a key."""
+    sa = tl.arange(0, ALL_S)
+    lse = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + sa[None, :], mask=mmask[:, None] & (sa < num_splits)[None, :],
+                  other=float("-inf"))
+    alive = lse > float("-inf")
+    last = tl.max(tl.max(tl.where(alive, sa[None, :] + 1, 0), 1), 0)
+    mx = tl.max(lse, 1)
+    mx = tl.where(mx == float("-inf"), 0.0, mx)
+    den = tl.sum(tl.where(alive, tl.exp2(lse - mx[:, None]), 0.0), 1)
+    d = tl.arange(0, D)
+    o = tl.zeros([BLOCK_M, D], tl.float32)
+    for s0 in range(0, last, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        ls = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + s[None, :], mask=mmask[:, None] & (s < num_splits)[None, :],
+                     other=float("-inf"))
+        live = ls > float("-inf")
+        wt = tl.where(live, tl.exp2(ls - mx[:, None]), 0.0)
+        part = tl.load(MidO + m[:, None, None] * s_mt + h * s_mh + s[None, :, None] * s_ms + d[None, None, :],
+                       mask=live[:, :, None], other=0.0)
+        o += tl.sum(wt[:, :, None] * part, 1)
+    return o / tl.where(den == 0.0, 1.0, den)[:, None]
+
+
 @triton.jit(do_not_specialize=["M"])
 def merge_linear_kernel(MidO, MidLse, W, Part, Tick, Res, NW, Stream, Scaled, Sq, M, N, s_mt, s_mh, s_ms, s_lt, s_lh,
                         s_w, s_r, s_st, num_splits, D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr,
@@ -65,25 +93,8 @@ def merge_linear_kernel(MidO, MidLse, W, Part, Tick, Res, NW, Stream, Scaled, Sq
     pdl_enter(PDL)
     m = tl.arange(0, BLOCK_M)
     mmask = m < M
-    sa = tl.arange(0, ALL_S)
-    lse = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + sa[None, :], mask=mmask[:, None] & (sa < num_splits)[None, :],
-                  other=float("-inf"))
-    alive = lse > float("-inf")
-    last = tl.max(tl.max(tl.where(alive, sa[None, :] + 1, 0), 1), 0)  # no split past it holds a key
-    mx = tl.max(lse, 1)
-    mx = tl.where(mx == float("-inf"), 0.0, mx)
-    den = tl.sum(tl.where(alive, tl.exp2(lse - mx[:, None]), 0.0), 1)
-    o = tl.zeros([BLOCK_M, D], tl.float32)
-    for s0 in range(0, last, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        ls = tl.load(MidLse + m[:, None] * s_lt + h * s_lh + s[None, :], mask=mmask[:, None] & (s < num_splits)[None, :],
-                     other=float("-inf"))
-        live = ls > float("-inf")
-        wt = tl.where(live, tl.exp2(ls - mx[:, None]), 0.0)
-        part = tl.load(MidO + m[:, None, None] * s_mt + h * s_mh + s[None, :, None] * s_ms + d[None, None, :],
-                       mask=live[:, :, None], other=0.0)  # only live splits: the others may be stale
-        o += tl.sum(wt[:, :, None] * part, 1)
-    o = round_to(o / tl.where(den == 0.0, 1.0, den)[:, None], W.dtype.element_ty, RNE)  # a row with no key: 0
+    o = merged_head(MidO, MidLse, h, m, mmask, s_mt, s_mh, s_ms, s_lt, s_lh, num_splits, D, BLOCK_M, BLOCK_S, ALL_S)
+    o = round_to(o, W.dtype.element_ty, RNE)
     y = _product(w, o, tl.zeros([BLOCK_N, BLOCK_M], tl.float32), DOT, DOT_F32, PREC)  # [BLOCK_N, BLOCK_M]
     omask = nmask[:, None] & mmask[None, :]
     off = m[None, :].to(tl.int64) * N + n[:, None]
