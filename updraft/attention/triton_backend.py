@@ -182,18 +182,13 @@ class TritonBackend(AttentionBackend):
     #: at bs 1 / 8) and the plain step at 4k (+68 us; benchmarks/results/2026-12-03-h200-live-splits).
     #: Read when metadata is built, so graphs keep the choice they were captured with.
     merge_in_kernel: bool = False
-    #: Decode-kernel launches of this many token rows (batch x stride, frozen at capture; both ends
-    #: included) over ``fold_merge_splits`` KV splits (both ends included) hand their merge to the
-    #: layer, which folds it into its o_proj GEMV (``forward_stored_split``, ``ops.gemv_merge``: one
-    #: launch a layer fewer). Off (no row count): each o_proj program repeats its head's merge, so
-    #: alone it pays only where the separate merge is dear (H100, 2026-12-07,
-    #: ``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj, us a layer against the two launches: 48
-    #: rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11 live; 64 rows over 3 +0.5 / +1.3; 6-32 rows
-    #: -0.2 to +1.1), and in the S = 5 cycle at 12-64 rows over at most 16 splits, launched with PDL,
-    #: it lost: bs 4 / 8 0.902 / 1.028 -> 0.953 / 1.112 ms
-    #: (``benchmarks/results/2026-12-07-h100-merge-fold``). Not yet timed in the cycle: 41-64 rows over
-    #: 8-16 splits (the bs-8 verify alone) with the merge launch's PDL setting (off there), the
-    #: ``merge_fold`` knob of ``cycle_variants.py``.
+    #: Decode-kernel launches of this many token rows (frozen at capture; both ends included) over
+    #: ``fold_merge_splits`` KV splits hand their merge to the layer's o_proj GEMV (``ops.gemv_merge``,
+    #: ``forward_stored_split``: a launch a layer fewer). Off: each o_proj program repeats its head's
+    #: merge, so alone it paid only at 48 rows (H100, 2026-12-07: -2.3 to -5.6 us a SmolLM2 layer,
+    #: 1-32 rows -0.2 to +1.1), and with PDL at 12-64 rows the S = 5 cycle lost (bs 4 / 8 +51 / +84
+    #: us); 41-64 rows over 8-16 splits without PDL is untimed (``cycle_variants.py``'s ``merge_fold``;
+    #: benchmarks/results/2026-12-07-h100-merge-fold).
     fold_merge_rows: ClassVar[tuple[int, int]] = (1, 0)
     fold_merge_splits: ClassVar[tuple[int, int]] = (8, 16)
     #: Fewest keys a decode-kernel KV split covers (rounded up to whole key blocks; 0: one block).
@@ -587,10 +582,11 @@ class TritonBackend(AttentionBackend):
     ) -> SplitPartials | None:
         """As the base class: decode-kernel plans in ``fold_merge_rows`` over ``fold_merge_splits``
         KV splits, merged by the next launch (with the merge launch's PDL setting), not in the kernel."""
-        if not (batch.mode.is_decode() or batch.mode.is_target_verify()):
+        (lo, hi), (s_lo, s_hi) = self.fold_merge_rows, self.fold_merge_splits
+        if lo > hi or not (batch.mode.is_decode() or batch.mode.is_target_verify()):
             return None
         md = self._metadata(batch, q)
-        plan, (lo, hi), (s_lo, s_hi) = md.plan, self.fold_merge_rows, self.fold_merge_splits
+        plan = md.plan
         if not (plan.use_decode_kernel and md.sem is None and lo <= plan.num_tokens <= hi
                 and max(2, s_lo) <= plan.num_kv_splits <= s_hi):
             return None
