@@ -105,3 +105,9 @@ def test_refuses() -> None:
     assert not gemv_merge.supported(big, torch.zeros(65, 2, 4), w, torch.zeros(65, 32))
     with pytest.raises(ValueError, match="unsupported inputs"):
         gemv_merge.merge_linear_add_norm(mid_o, lse, w.to(torch.bfloat16), res, nw, 1e-5)
+    with pytest.raises(ValueError, match="norm weight"):
+        gemv_merge.merge_linear_add_norm(mid_o, lse, w, res, nw[:5], 1e-5)
+    with pytest.raises(ValueError, match="stream_out"):
+        gemv_merge.merge_linear_add_norm(mid_o, lse, w, res, nw, 1e-5, stream_out=torch.empty(2, 33))
+    with pytest.raises(ValueError, match="tile"):
+        gemv_merge.merge_linear_add_norm(mid_o, lse, w, res, nw, 1e-5, tile=(24, 4))

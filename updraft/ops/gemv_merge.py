@@ -19,15 +19,16 @@ its ticket. Each of a column tile's ``H`` programs repeats its head's merge, so 
 more merge work the more splits hold keys: the attention backend chooses where to hand its
 partials over (``TritonBackend.fold_merge_rows``).
 
-H100, 2026-12-07 (``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj, us a layer, against the
-two launches): 1 row +0.2; 6 rows at 8 live splits -0.1 (fixed point: -0.4), at 32 +1.1; 48 rows
-at 8 / 16 live splits -3.6 / -1.1.
+H100, 2026-12-07 (``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj at the engine's split counts,
+us a layer against the two launches): 1 row +0.6; a bs-1 verify's 6 rows over 44 splits +0.2 / +1.1
+at 6 / 22 live; 8-32 rows -0.2 to +0.8; 48 rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11
+live. In the S = 5 cycle, where first timed, it lost (``TritonBackend.fold_merge_rows``: off).
 
 Numerics: the product per head is a float32 sum over ``D`` columns and the heads are added in
 order, where ``linear_add_norm`` sums the whole row in its K chunks: the last bits of the float32
 sum differ, then one rounding to the dtype as there. Run to run the result repeats bit for bit.
 
-Hazards: the tickets (``_tickets``: one int32 per column tile, allocated outside graph capture,
+Hazards: the tickets (``_ticket_buffer``: one int32 per column tile, allocated outside graph capture,
 0 between launches) are shared by every launch on a device, so two launches must not run at
 once on two streams (the backend folds only its own layers' merges on the forward's stream).
 """
@@ -150,9 +151,16 @@ def merge_linear_add_norm(mid_o: torch.Tensor, mid_lse: torch.Tensor, weight: to
     (BLOCK_N, num_warps) in place of the rows' default (a power of two >= 16; a sweep's); ``pdl``
     False: launched without PDL whatever the family allows (``SplitPartials.pdl``)."""
     if not supported(mid_o, mid_lse, weight, residual):
-        raise ValueError("gemv_merge.merge_linear_add_norm: unsupported inputs")
+        raise ValueError("gemv_merge.merge_linear_add_norm: unsupported inputs (see gemv_merge.supported)")
     t, heads, splits, d = mid_o.shape
     n = weight.shape[0]
+    if norm_weight.shape != (n,) or norm_weight.dtype != residual.dtype:
+        raise ValueError(f"gemv_merge: norm weight {tuple(norm_weight.shape)} {norm_weight.dtype}, expected ({n},) "
+                         f"{residual.dtype}")
+    if stream_out is not None and (stream_out.shape != (t, n) or stream_out.dtype != residual.dtype
+                                   or stream_out.stride(1) != 1):
+        raise ValueError(f"gemv_merge: stream_out {tuple(stream_out.shape)} {stream_out.dtype}, expected ({t}, {n}) "
+                         f"{residual.dtype} with contiguous rows")
     block_n, warps = tile or _tile(t)
     if block_n < 16 or block_n & (block_n - 1) or triton.cdiv(n, block_n) > MAX_TILES:
         raise ValueError(f"gemv_merge: tile {tile} (BLOCK_N a power of two >= 16, at most {MAX_TILES} column tiles)")
