@@ -272,9 +272,12 @@ def main() -> None:
         rows.append(row)
         print(f"{name:>24}: cycle {cyc:.4f} ms, plain {step:.4f} ms, {cyc / step:.3f} plain steps{extra} (median of "
               f"{args.rounds})")
+    import torch
+    from attention_bench import meta
+
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cycle_variants.json").write_text(json.dumps(dict(bs=args.bs, context=args.context, rows=rows,
-                                                                 tiles=tiles), indent=1))
+    (args.out / "cycle_variants.json").write_text(json.dumps(dict(meta=meta(torch.device("cuda")), bs=args.bs,
+                                                                 context=args.context, rows=rows, tiles=tiles), indent=1))
 
 
 if __name__ == "__main__":
