@@ -4,7 +4,8 @@
 # rows over at most 16 splits with PDL, and the variants were named base / no_merge_fold): the probe at the engine's
 # row and split counts, the GPU tests, the S = 5 cycle and plain step at bs 8 and 4, alternating rounds. Call 2 (not
 # run: the device refused six starts that day): the form left in place, merge_fold (41-64 rows over 8-16 splits, the
-# merge launch's PDL setting: off for the bs-8 verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too.
+# merge launch's PDL setting: off for the bs-8 verify), against base at bs 8, after the probe at 48 and 64 rows with the engine's no-PDL
+# forms; ROUNDS (3), TESTS=1 the GPU tests too.
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
 if [ "$1" = 1 ]; then
@@ -15,6 +16,7 @@ if [ "$1" = 1 ]; then
     timeout 150 python benchmarks/cycle_variants.py --bs $bs --variants $V --rounds 3 --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -3
   done
 elif [ "$1" = 2 ]; then
+  timeout 120 python benchmarks/oproj_fold_probe.py --rows 48 64 --out $OUT/probe48.json 2>&1 | grep -v Warn | tail -3
   timeout 150 python benchmarks/cycle_variants.py --bs 8 --variants $V --rounds ${ROUNDS:-3} --out $OUT/v-bs8 2>&1 \
     | grep -v Warn | tail -3
   [ -n "$TESTS" ] && timeout 150 python -m pytest -q -p no:cacheprovider -m gpu tests/ops/test_gemv_merge_gpu.py \
