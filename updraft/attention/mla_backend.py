@@ -39,12 +39,13 @@ from typing import ClassVar
 import torch
 
 from updraft.attention.base import Rope
-from updraft.attention.triton_backend import TritonBackend, TritonMetadata
+from updraft.attention.triton_backend import TritonBackend
 from updraft.attention.triton_kernels import TileConfig, next_pow2
 from updraft.attention.triton_kernels.kv_store import store_kv
 from updraft.attention.triton_kernels.mla_common import grid_rows
 from updraft.attention.triton_kernels.mla_decode import mla_decode_attention
 from updraft.attention.triton_kernels.mla_extend import mla_extend_attention
+from updraft.attention.triton_metadata import TritonMetadata
 from updraft.batch import ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
 from updraft.ops.triton_utils import pdl_enabled

@@ -36,7 +36,6 @@ that would need different host scalars is refused by ``_fill_metadata`` (failure
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
@@ -47,52 +46,15 @@ from updraft.attention.triton_kernels import TileConfig, interpreting, next_pow2
 from updraft.attention.triton_kernels import decode as decode_kernels
 from updraft.attention.triton_kernels import extend as extend_kernels
 from updraft.attention.triton_kernels.kv_store import store_kv
+from updraft.attention.triton_metadata import (
+    MAX_KV_SPLITS,
+    LaunchPlan,
+    TritonMetadata,
+    as_kernel_input,
+    same_tensor,
+)
 from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
-
-#: Upper bound on KV splits (the merge loads all splits of a row at once: keep it small).
-MAX_KV_SPLITS = 64
-
-
-def _bound(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``t`` itself where the kernels can read it as it is (its dtype, contiguous), else a
-    converted copy (batches built outside the runners' builders; eager only)."""
-    return t if t.dtype == dtype and t.is_contiguous() else t.to(dtype).contiguous()
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.dtype == b.dtype
-
-
-@dataclass(frozen=True)
-class LaunchPlan:
-    """Host scalars the kernels take by value. Frozen at graph capture; see the module docstring."""
-
-    mode: ForwardMode
-    batch_size: int
-    num_tokens: int
-    stride: int  # rows per request in fixed-stride modes, 0 otherwise
-    use_decode_kernel: bool
-    tree_stride: int  # side of the [B, s, s] tree mask, 0 without one
-    max_ext: int  # bound on extend_seq_lens: sizes the extend grid (== stride when fixed)
-    num_kv_splits: int
-    tile: TileConfig
-
-
-@dataclass
-class TritonMetadata:
-    """Per-forward metadata: device buffers (static under graphs) plus the launch plan."""
-
-    seq_lens: torch.Tensor  # [B] int32: prefix + new tokens (the batch convention)
-    ext_lens: torch.Tensor  # [B] int32: new tokens
-    ext_start: torch.Tensor  # [B] int32: first token row of each request
-    req_pool_indices: torch.Tensor  # [B] int64: rows of req_to_token
-    tree_mask: torch.Tensor | None  # [B, s, s] uint8 (1 = may attend) or None
-    mid_o: torch.Tensor  # [T, H, S, D] fp32 split partials ([1, 1, 1, 1] when S == 1)
-    mid_lse: torch.Tensor  # [T, H, S] fp32 ([1, 1, 1] when S == 1)
-    plan: LaunchPlan
-    # [B * Hkv] int32 tickets at 0 of the decode kernel's in-launch merge (None: merge kernel)
-    sem: torch.Tensor | None = None
 
 
 class TritonBackend(AttentionBackend):
@@ -364,10 +326,10 @@ class TritonBackend(AttentionBackend):
         s = plan.tree_stride
         merge_in_kernel = self.merge_in_kernel and plan.use_decode_kernel and splits > 1
         return TritonMetadata(
-            seq_lens=_bound(batch.seq_lens, torch.int32),
-            ext_lens=_bound(batch.extend_seq_lens, torch.int32),
-            ext_start=_bound(batch.extend_start_loc, torch.int32),
-            req_pool_indices=_bound(batch.req_pool_indices, torch.int64),
+            seq_lens=as_kernel_input(batch.seq_lens, torch.int32),
+            ext_lens=as_kernel_input(batch.extend_seq_lens, torch.int32),
+            ext_start=as_kernel_input(batch.extend_start_loc, torch.int32),
+            req_pool_indices=as_kernel_input(batch.req_pool_indices, torch.int64),
             tree_mask=torch.zeros(bsz, s, s, dtype=torch.uint8, device=device) if s else None,
             mid_o=mid_o,
             mid_lse=mid_lse,
@@ -394,7 +356,7 @@ class TritonBackend(AttentionBackend):
             )
         for src, dst in ((batch.seq_lens, md.seq_lens), (batch.extend_seq_lens, md.ext_lens),
                          (batch.extend_start_loc, md.ext_start), (batch.req_pool_indices, md.req_pool_indices)):
-            if not _same(src, dst):
+            if not same_tensor(src, dst):
                 dst.copy_(src)
         if md.tree_mask is not None:
             assert batch.custom_mask is not None

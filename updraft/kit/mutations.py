@@ -71,8 +71,8 @@ MUTATIONS: tuple[Mutation, ...] = (
        "kit --backend triton --mode DRAFT_EXTEND --runner graph-metadata",
        f"{GC}::test_class1_packed_layout_same_builder_at_capture_and_replay"),
     _m("c1-mla-v2-starts-from-accept-lengths", "1", "the mla backend's V2 draft-extend replay-init packs the query starts (cu_seqlens_q) from the accept lengths (the selected rows) while capture used the uniform stride",
-       TB, "            if not _same(src, dst):\n                dst.copy_(src)\n",
-       "            if not _same(src, dst):\n                dst.copy_(src)\n"
+       TB, "            if not same_tensor(src, dst):\n                dst.copy_(src)\n",
+       "            if not same_tensor(src, dst):\n                dst.copy_(src)\n"
        "        if self.name == \"mla\" and batch.mode == ForwardMode.DRAFT_EXTEND_V2 and batch.replay_bs is not None:  # MUTATION\n"
        "            accept = batch.logits_indices[: plan.batch_size] - batch.extend_start_loc + 1  # select rows -> accept lengths\n"
        "            md.ext_start[1:].copy_(torch.cumsum(accept, 0)[:-1])\n",
