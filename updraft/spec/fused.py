@@ -73,7 +73,7 @@ import torch
 
 from updraft.batch import CaptureHidden, FeatureKind, ForwardBatch, ForwardMode
 from updraft.models.eagle import Eagle3Head
-from updraft.models.llama import DecoderLM, ModelOutput, RowScale
+from updraft.models.llama import DecoderLM, RowScale
 from updraft.models.mtp import MtpHead, chain_step
 from updraft.runtime import row_state as rs
 from updraft.runtime.graphs.device_graph import make_graph, new_pool
@@ -100,21 +100,6 @@ from updraft.spec.row_io import IterLayout, UniformDraw, lay_out, read_rows
 _STREAM_ITER = 1000
 #: timed replays per graph at start-up (after an untimed one): the first cost adaptive S knows
 TIMED_REPLAYS = 2
-
-
-def _argmax(out: ModelOutput, logits: torch.Tensor, dst: torch.Tensor | None = None) -> torch.Tensor:
-    """``logits.argmax(-1)``, taken from the LM head's launch where it computed it (small-M path),
-    else on CUDA one ``argmax_rows`` launch (torch's reduction over a vocabulary row costs 13-23
-    us on the H100 at the batch sizes a step has). On CPU torch's argmax, also under the Triton
-    interpreter: there the kernel (tested on its own against torch) cost the CPU engine tests
-    ~3 s a test, one interpreted program per verify row. ``dst`` (shaped as the result, rows
-    contiguous): receives it (the kernel writes it in place) and is returned as it."""
-    shape = logits.shape[:-1]
-    if out.argmax is not None or not logits.is_cuda:
-        got = out.argmax.view(shape) if out.argmax is not None else logits.argmax(-1)
-        return dst.copy_(got) if dst is not None else got
-    flat = dst.view(-1) if dst is not None else None
-    return sampling_kernels.argmax_rows(logits.reshape(-1, logits.shape[-1]), out=flat).view(shape)
 
 
 class FusedIteration:
@@ -458,7 +443,7 @@ class FusedIteration:
                 src = ExtendRows(emitted, drafts, None, e.positions, e.out_cache_loc, feat, fqkv, n)
                 picked = argmax_and_pick(logits.view(bs * ndt, -1), src, last, self._tickets)
             else:
-                _argmax(tout, logits, emitted)
+                sampling_kernels.logits_argmax(logits, tout.argmax, emitted)
         else:
             pick = None
             if last is not None and self.sampled_pick_in_accept:
@@ -546,7 +531,7 @@ class FusedIteration:
         out = self.target.model(v)
         logits = out.logits.view(bs, ndt, -1)
         if prm is None or u is None:
-            return Commit(_argmax(out, logits), drafts)
+            return Commit(sampling_kernels.logits_argmax(logits, out.argmax), drafts)
         accept, emitted = self._sampled_accept(logits, drafts, None, prm, u)
         return Commit(emitted, drafts, accept)
 
