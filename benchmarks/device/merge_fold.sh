@@ -2,10 +2,10 @@
 # The split merge folded into the o_proj GEMV (updraft/ops/gemv_merge.py, TritonBackend.fold_merge_rows, shipped off;
 # benchmarks/results/2026-12-07-h100-merge-fold/). Call 1 (run 2026-12-07, when the fold was on by default at 12-64
 # rows over at most 16 splits with PDL, and the variants were named base / no_merge_fold): the probe at the engine's
-# row and split counts, the GPU tests, the S = 5 cycle and plain step at bs 8 and 4, alternating rounds. Call 2 (not
-# run: the device refused six starts that day): the form left in place, merge_fold (41-64 rows over 8-16 splits, the
-# merge launch's PDL setting: off for the bs-8 verify), against base at bs 8, after the probe at 48 and 64 rows with the engine's no-PDL
-# forms; ROUNDS (3), TESTS=1 the GPU tests too.
+# row and split counts, the GPU tests, the S = 5 cycle and plain step at bs 8 and 4, alternating rounds. Call 2 (run
+# 2026-12-07 14:21 with ROUNDS=2 TESTS=1, call2/): the probe at 48 and 64 rows with the engine's no-PDL forms, then the
+# form left in place, merge_fold (41-64 rows over 8-16 splits, the merge launch's PDL setting: off for the bs-8
+# verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too.
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
 if [ "$1" = 1 ]; then

@@ -147,9 +147,10 @@ class TritonBackend(AttentionBackend):
     #: Decode-kernel launches of this many token rows (frozen at capture; both ends included) over
     #: ``fold_merge_splits`` KV splits hand their merge to the layer's o_proj GEMV (``ops.gemv_merge``,
     #: ``forward_stored_split``: a launch a layer fewer). Off: each o_proj program repeats its head's
-    #: merge, so alone it paid only at 48 rows (H100, 2026-12-07: -2.3 to -5.6 us a SmolLM2 layer,
-    #: 1-32 rows -0.2 to +1.1), and with PDL at 12-64 rows the S = 5 cycle lost (bs 4 / 8 +51 / +84
-    #: us); 41-64 rows over 8-16 splits without PDL is untimed (``cycle_variants.py``'s ``merge_fold``;
+    #: merge: against the engine's two launches as it runs them (the 48-row verify's merge without
+    #: PDL) at most 0.2 us a SmolLM2 layer faster (8-16 rows, 2-3 live splits), up to 3.3 slower (H100,
+    #: 2026-12-07), and the S = 5 cycle lost with it at 12-64 rows (bs 4
+    #: / 8 +51 / +84 us) and at 41-64 rows (bs 8 +124 us; ``cycle_variants.py``'s ``merge_fold``;
     #: benchmarks/results/2026-12-07-h100-merge-fold).
     fold_merge_rows: ClassVar[tuple[int, int]] = (1, 0)
     fold_merge_splits: ClassVar[tuple[int, int]] = (8, 16)

@@ -20,9 +20,11 @@ more merge work the more splits hold keys: the attention backend chooses where t
 partials over (``TritonBackend.fold_merge_rows``).
 
 H100, 2026-12-07 (``benchmarks/oproj_fold_probe.py``, SmolLM2's o_proj at the engine's split counts,
-us a layer against the two launches): 1 row +0.6; a bs-1 verify's 6 rows over 44 splits +0.2 / +1.1
-at 6 / 22 live; 8-32 rows -0.2 to +0.8; 48 rows over 11 splits -5.6 / -4.2 / -2.3 at 2 / 6 / 11
-live. In the S = 5 cycle, where first timed, it lost (``TritonBackend.fold_merge_rows``: off).
+us a layer against the two launches as the engine runs them): 1 row +0.6; a bs-1 verify's 6 rows
+over 44 splits +0.2 / +1.1 at 6 / 22 live; 8-32 rows -0.2 to +0.8; the bs-8 verify's 48 rows over 11
+splits +0.1 / +1.4 / +3.3 at 2 / 6 / 11 live (against its merge without PDL: with PDL the pair took
+11.7 us, the fold 6.2-9.4). The S = 5 cycle lost with it in both forms timed (bs 8 +84 / +124 us),
+so ``TritonBackend.fold_merge_rows`` keeps it off.
 
 Numerics: the product per head is a float32 sum over ``D`` columns and the heads are added in
 order, where ``linear_add_norm`` sums the whole row in its K chunks: the last bits of the float32
