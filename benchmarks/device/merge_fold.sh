@@ -1,11 +1,13 @@
-# usage: bash benchmarks/device/merge_fold.sh 1|2   (carrying .whl; random weights, no staging; ~3-7 min a call)
+# usage: bash benchmarks/device/merge_fold.sh 1|2|3   (carrying .whl; random weights, no staging; ~3-7 min a call)
 # The split merge folded into the o_proj GEMV (updraft/ops/gemv_merge.py, TritonBackend.fold_merge_rows, shipped off;
 # benchmarks/results/2026-12-07-h100-merge-fold/). Call 1 (run 2026-12-07, when the fold was on by default at 12-64
 # rows over at most 16 splits with PDL, and the variants were named base / no_merge_fold): the probe at the engine's
 # row and split counts, the GPU tests, the S = 5 cycle and plain step at bs 8 and 4, alternating rounds. Call 2 (run
 # 2026-12-07 14:21 with ROUNDS=2 TESTS=1, call2/): the probe at 48 and 64 rows with the engine's no-PDL forms, then the
 # form left in place, merge_fold (41-64 rows over 8-16 splits, the merge launch's PDL setting: off for the bs-8
-# verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too.
+# verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too. Call 3: why the pair with the merge on PDL
+# takes 11.7 us at 48 rows over 11 splits (~6 elsewhere): the merge's grid (48 x 3 programs there, the one case past
+# the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL.
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
 if [ "$1" = 1 ]; then
@@ -21,5 +23,14 @@ elif [ "$1" = 2 ]; then
     | grep -v Warn | tail -3
   [ -n "$TESTS" ] && timeout 150 python -m pytest -q -p no:cacheprovider -m gpu tests/ops/test_gemv_merge_gpu.py \
     tests/spec/test_fused_gpu.py 2>&1 | tail -3
+elif [ "$1" = 3 ]; then
+  timeout 200 python benchmarks/oproj_fold_probe.py --rows 48 64 --no-fold --merge-heads 1 2 8 16 --out $OUT/probe_grid.json \
+    2>&1 | grep -v Warn | grep -v "^m"
+  OUT=$OUT python - <<'PY'
+import json, os
+d = json.load(open(os.environ["OUT"] + "/probe_grid.json"))
+for r in d["rows"]:
+    print(r["rows"], r["splits"], r["live"], f'{r["variant"]:40s} {r["us"]:6.2f} us')
+PY
 fi
 true

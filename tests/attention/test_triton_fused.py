@@ -252,3 +252,27 @@ def test_stored_split_hands_over_the_partials(monkeypatch: pytest.MonkeyPatch, s
     got = torch.empty_like(want)
     decode_kernels.merge_splits(parts.mid_o, parts.mid_lse, got)
     assert torch.equal(got, want)
+
+
+def test_merge_grid_of_any_heads_a_program_merges_the_same() -> None:
+    """``merge_splits(heads_per_program=)`` (a probe's sweep of the merge grid) changes only how heads
+    are shared among programs: every choice gives the default's output bit for bit, a dead split
+    (lse -inf) weighs nothing, and a count that is not a power of two is refused by name."""
+    from updraft.attention.triton_kernels.merge import merge_splits
+
+    gen = torch.Generator().manual_seed(5)
+    mid_o = torch.randn(6, 9, 5, 32, generator=gen)
+    lse = torch.randn(6, 9, 5, generator=gen) * 3
+    lse[:, :, 3:] = float("-inf")
+    mid_o[:, :, 3:] = 0.0
+    base = torch.empty(6, 9, 32)
+    merge_splits(mid_o, lse, base, written=True)
+    w = torch.softmax(lse.double() * math.log(2.0), -1)
+    ref = (w[..., None] * mid_o.double()).sum(2)
+    assert torch.allclose(base.double(), ref, atol=1e-6)
+    for hm in (1, 2, 4, 16):
+        out = torch.empty_like(base)
+        merge_splits(mid_o, lse, out, written=True, heads_per_program=hm)
+        assert torch.equal(out, base), hm
+    with pytest.raises(ValueError, match="heads_per_program must be a power of two"):
+        merge_splits(mid_o, lse, torch.empty_like(base), heads_per_program=3)

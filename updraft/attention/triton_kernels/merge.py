@@ -75,13 +75,14 @@ def _merge_kernel(
 
 
 def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, family: Family = "attention",
-                 pdl: bool = True, written: bool = False) -> None:
+                 pdl: bool = True, written: bool = False, heads_per_program: int | None = None) -> None:
     """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype);
     ``family``: the PDL family of the launch (the attention kernel's before it); ``pdl`` False:
     no PDL whatever the family allows. ``written``: the attention launch before this one wrote
     every split's partial, a split without keys its zeros (the decode kernels), so the partials
     load beside their lse instead of after it, where only the live ones would be read (the
-    extend kernels leave a split without keys unwritten: stale memory, possibly NaN)."""
+    extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
+    ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid)."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
@@ -92,6 +93,10 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
     else:
         block_d = min(block_d, max(32, 4096 // block_s))
         block_hm = max(1, min(next_pow2(num_heads), 4096 // (block_s * block_d)))
+    if heads_per_program is not None:
+        if heads_per_program < 1 or heads_per_program & (heads_per_program - 1):
+            raise ValueError(f"merge_splits: heads_per_program must be a power of two >= 1, got {heads_per_program}")
+        block_hm = heads_per_program
     grid = (num_tokens, triton.cdiv(num_heads, block_hm), triton.cdiv(dim, block_d))
     _merge_kernel[grid](
         mid_o,
