@@ -35,6 +35,17 @@ _install_interpreter_speedup()  # interpreter only: one language patch per launc
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+@pytest.fixture(scope="module")
+def compiled_triton() -> None:
+    """For GPU test modules (``pytest.mark.usefixtures("compiled_triton")``): skip them where the
+    Triton kernels would run under the interpreter, which they do not test."""
+    pytest.importorskip("triton")
+    from updraft import ops
+
+    if ops.interpreting():
+        pytest.skip("TRITON_INTERPRET is set: these tests need compiled kernels")
+
+
 def _load_benchmark(name: str) -> ModuleType:
     bench_dir = str(BENCHMARKS)
     sys.path.insert(0, bench_dir)

@@ -14,15 +14,9 @@ import torch
 
 from updraft import ops
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.usefixtures("compiled_triton")]
 DEV = "cuda"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _compiled_kernels() -> None:
-    pytest.importorskip("triton")
-    if ops.interpreting():
-        pytest.skip("TRITON_INTERPRET is set: these tests need compiled kernels")
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -20,17 +20,11 @@ from updraft.models.loader import load_checkpoint
 from updraft.ops import gemv_config, reference
 from updraft.runtime.model_runner import ModelRunner
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+              pytest.mark.usefixtures("compiled_triton")]
 DEV = "cuda"
 TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 DTYPES = [torch.float32, torch.bfloat16]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _compiled_kernels() -> None:
-    pytest.importorskip("triton")
-    if ops.interpreting():
-        pytest.skip("TRITON_INTERPRET is set: these tests need compiled kernels")
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

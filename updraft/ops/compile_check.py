@@ -189,12 +189,12 @@ def gemv_specs() -> list[tuple[str, Any, dict[str, str], dict[str, Any], int, in
     for heads, d, rows in ((9, 64, (1, 6, 48)), (32, 128, (16,))):
         for m in rows:
             block_n, warps = gemv_merge._tile(m)
-            bm = max(16, triton.next_power_of_2(m)) if m > 2 else triton.next_power_of_2(m)
+            dot, bm, bs = gemv_merge._row_tiles(m, d)
             out.append((f"merge_linear {heads}x{d} m{m}", gemv_merge.merge_linear_kernel,
                         dict(MidO="fp32", MidLse="fp32", W="bf16", Part="fp32", Tick="i32", Res="bf16", NW="bf16",
                              Stream="bf16", Scaled="bf16", Sq="fp32"),
-                        dict(D=d, BLOCK_N=block_n, BLOCK_M=bm, BLOCK_S=max(1, min(8, 8192 // (bm * d))), ALL_S=64,
-                             DOT=m > 2, DOT_F32=False, PREC="tf32", RNE=False, PDL=2), warps))
+                        dict(D=d, BLOCK_N=block_n, BLOCK_M=bm, BLOCK_S=bs, ALL_S=64,
+                             DOT=dot, DOT_F32=False, PREC="tf32", RNE=False, PDL=2), warps))
     return out
 
 

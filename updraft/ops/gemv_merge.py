@@ -128,6 +128,14 @@ def _tile(m: int) -> tuple[int, int]:
     return (64, 4) if m <= 16 else (32, 8)
 
 
+def _row_tiles(m: int, d: int) -> tuple[bool, int, int]:
+    """(DOT, BLOCK_M, BLOCK_S) by token rows and head width: tensor cores past two rows (a tile of
+    at least 16 rows), FMA below; splits merged ``BLOCK_S`` at a time within ~8K partial values."""
+    dot = m > 2
+    block_m = max(16, triton.next_power_of_2(m)) if dot else triton.next_power_of_2(m)
+    return dot, block_m, max(1, min(8, 8192 // (block_m * d)))
+
+
 def supported(mid_o: torch.Tensor, mid_lse: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor) -> bool:
     """Whether the fold covers these inputs: ``mid_o`` [T, H, S, D] float32 with a power-of-two
     D >= 16 and ``weight`` [N, H * D] of the residual's dtype, 1..64 rows, contiguous last dims."""
@@ -167,8 +175,7 @@ def merge_linear_add_norm(mid_o: torch.Tensor, mid_lse: torch.Tensor, weight: to
     if block_n < 16 or block_n & (block_n - 1) or triton.cdiv(n, block_n) > MAX_TILES:
         raise ValueError(f"gemv_merge: tile {tile} (BLOCK_N a power of two >= 16, at most {MAX_TILES} column tiles)")
     tiles = triton.cdiv(n, block_n)
-    dot = t > 2
-    block_m = max(16, triton.next_power_of_2(t)) if dot else triton.next_power_of_2(t)
+    dot, block_m, block_s = _row_tiles(t, d)
     dot_f32 = dot and interpreting() and residual.dtype != torch.float32
     stream = stream_out if stream_out is not None else torch.empty_like(residual)
     scaled = torch.empty(t, n, dtype=residual.dtype, device=residual.device)  # contiguous: the next GEMM's rows
@@ -178,7 +185,7 @@ def merge_linear_add_norm(mid_o: torch.Tensor, mid_lse: torch.Tensor, weight: to
         mid_o, mid_lse, weight, part, _ticket_buffer(residual.device), residual, norm_weight, stream, scaled, sumsq,
         t, n, mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1),
         weight.stride(0), residual.stride(0), stream.stride(0), splits, D=d, BLOCK_N=block_n, BLOCK_M=block_m,
-        BLOCK_S=max(1, min(8, 8192 // (block_m * d))), ALL_S=triton.next_power_of_2(splits), DOT=dot,
+        BLOCK_S=block_s, ALL_S=triton.next_power_of_2(splits), DOT=dot,
         DOT_F32=dot_f32, PREC="ieee" if residual.dtype == torch.float32 or dot_f32 else "tf32", RNE=emulate_rne(),
         num_warps=warps, **pdl_opts(residual.device, "gemv", late=True, allowed=pdl))
     return NormedRows(stream, scaled, sumsq, float(eps))
