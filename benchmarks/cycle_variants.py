@@ -61,6 +61,8 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``merge_fold``: decode-kernel launches of 41-64 token rows over 8-16 KV splits (the bs-8 verify) hand their
   merge to the o_proj GEMV, which folds it (``TritonBackend.fold_merge_rows``; shipped off, 2026-12-07);
   ``fold_rowsN``: from N token rows (to 64); ``fold_splitsN``: over N splits and more;
+* ``merge_one_wave``: a split merge on PDL takes more heads a program until its grid fits the SM count
+  (``TritonBackend.merge_one_wave``; with ``verify_pdl_decode+verify_pdl_merge`` the 48-row verify's merge too);
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -86,7 +88,8 @@ if TYPE_CHECKING:
 
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
-         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "merge_fold", "tiles")
+         "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "merge_fold",
+         "merge_one_wave", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
@@ -138,7 +141,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
         max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
         zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
-        fold_merge_splits=TritonBackend.fold_merge_splits))
+        fold_merge_splits=TritonBackend.fold_merge_splits, merge_one_wave=TritonBackend.merge_one_wave))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
@@ -194,6 +197,8 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.zero_fixed_stride_out = True
     if "merge_fold" in knobs:
         TritonBackend.fold_merge_rows = (41, 64)
+    if "merge_one_wave" in knobs:
+        TritonBackend.merge_one_wave = True
     if any(_waves(k, "fold_rows") for k in knobs):
         TritonBackend.fold_merge_rows = (max(_waves(k, "fold_rows") for k in knobs), 64)
     if any(_waves(k, "fold_splits") for k in knobs):

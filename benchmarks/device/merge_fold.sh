@@ -7,7 +7,9 @@
 # form left in place, merge_fold (41-64 rows over 8-16 splits, the merge launch's PDL setting: off for the bs-8
 # verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too. Call 3: why the pair with the merge on PDL
 # takes 11.7 us at 48 rows over 11 splits (~6 elsewhere): the merge's grid (48 x 3 programs there, the one case past
-# the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL.
+# the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL. Call 4: call 3's sweep, then the bs-8 S = 5 cycle with
+# the 48-row verify's merge on PDL and its grid within the SM count (merge_one_wave), against base and the merge on
+# PDL with its own grid; ROUNDS (3).
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
 if [ "$1" = 1 ]; then
@@ -23,7 +25,7 @@ elif [ "$1" = 2 ]; then
     | grep -v Warn | tail -3
   [ -n "$TESTS" ] && timeout 150 python -m pytest -q -p no:cacheprovider -m gpu tests/ops/test_gemv_merge_gpu.py \
     tests/spec/test_fused_gpu.py 2>&1 | tail -3
-elif [ "$1" = 3 ]; then
+elif [ "$1" = 3 ] || [ "$1" = 4 ]; then
   timeout 200 python benchmarks/oproj_fold_probe.py --rows 48 64 --no-fold --merge-heads 1 2 8 16 --out $OUT/probe_grid.json \
     2>&1 | grep -v Warn | grep -v "^m"
   OUT=$OUT python - <<'PY'
@@ -32,5 +34,8 @@ d = json.load(open(os.environ["OUT"] + "/probe_grid.json"))
 for r in d["rows"]:
     print(r["rows"], r["splits"], r["live"], f'{r["variant"]:40s} {r["us"]:6.2f} us')
 PY
+  P=verify_pdl_decode+verify_pdl_merge
+  [ "$1" = 4 ] && timeout 280 python benchmarks/cycle_variants.py --bs 8 --variants base,$P+merge_one_wave,$P \
+    --rounds ${ROUNDS:-3} --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -4
 fi
 true

@@ -276,3 +276,20 @@ def test_merge_grid_of_any_heads_a_program_merges_the_same() -> None:
         assert torch.equal(out, base), hm
     with pytest.raises(ValueError, match="heads_per_program must be a power of two"):
         merge_splits(mid_o, lse, torch.empty_like(base), heads_per_program=3)
+    out = torch.empty_like(base)
+    merge_splits(mid_o, lse, out, written=True, max_programs=4)
+    assert torch.equal(out, base)
+
+
+def test_merge_grid_cap_takes_more_heads_a_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``merge_tiles(max_programs=)`` on the GPU's tile rule: SmolLM2's 48-row verify over 11 splits
+    (48 x 3 programs of 4 heads) fits 132 programs at 8 heads a program; a cap no grid can meet stops
+    at all heads in one program; a cap already met, or none, leaves the rule's tile."""
+    from updraft.attention.triton_kernels import merge
+
+    monkeypatch.setattr(merge, "interpreting", lambda: False)
+    assert merge.merge_tiles(48, 9, 11, 64) == (4, 16, 64)
+    assert merge.merge_tiles(48, 9, 11, 64, max_programs=132) == (8, 16, 64)
+    assert merge.merge_tiles(48, 9, 11, 64, max_programs=40) == (16, 16, 64)
+    assert merge.merge_tiles(8, 9, 22, 64, max_programs=132) == merge.merge_tiles(8, 9, 22, 64)
+    assert merge.merge_tiles(48, 9, 11, 64, heads_per_program=2, max_programs=132) == (2, 16, 64)

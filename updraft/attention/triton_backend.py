@@ -112,6 +112,12 @@ class TritonBackend(AttentionBackend):
     #: SmolLM2's bs-8 S = 5 cycle (48 rows; benchmarks/results/2026-12-03-h200-verify-window,
     #: alternating rounds) 1.0554 -> 1.0373 ms with it on, 1.1142 with the merge's on instead.
     verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset({"decode"})
+    #: Whether a split merge launched with PDL takes more heads a program until its grid fits the
+    #: SM count (``merge_splits(max_programs=)``). The hypothesis: a PDL launch's early programs
+    #: wait resident, and only the 48-row verify's merge (48 x 3 programs) passes 132, the one
+    #: case where the merge on PDL was slow (H100, 2026-12-07: 11.7 us a layer with the o_proj
+    #: against 6.1 without PDL; benchmarks/results/2026-12-07-h100-merge-fold). Untimed: off.
+    merge_one_wave: ClassVar[bool] = False
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
     #: decode (read at each launch: a graph keeps the value it was captured with). H200,
@@ -479,6 +485,7 @@ class TritonBackend(AttentionBackend):
             merge_pdl=merge_pdl,
             skip_empty=self.skip_empty_splits,
             merge=merge,
+            merge_max_programs=self.num_sms if merge_pdl and self.merge_one_wave else 0,
         )
         return out
 

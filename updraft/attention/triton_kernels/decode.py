@@ -221,6 +221,7 @@ def decode_attention(
     merge_pdl: bool | None = None,
     skip_empty: bool = False,
     merge: bool = True,
+    merge_max_programs: int = 0,
 ) -> None:
     """``stride`` query rows per request: ``q``/``out`` [B * stride, H, D] (request-major); keys
     ``[0, seq_lens[b])`` from the pool, token ``i`` of the block causal at ``seq_lens[b] - stride + i``.
@@ -238,7 +239,8 @@ def decode_attention(
     second launch): a program whose split lies past its request's context stores only its
     rows' lse (-inf), not its q load, its zero partial or the rest of the body. ``merge`` False
     (with ``sem`` None and ``num_splits > 1``): no merge launch, ``out`` untouched; the caller
-    merges ``mid_o`` / ``mid_lse`` itself (``gemv_merge``).
+    merges ``mid_o`` / ``mid_lse`` itself (``gemv_merge``). ``merge_max_programs``: the merge
+    launch's grid cap (``merge_splits(max_programs=)``; 0: its tile rule alone).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]
@@ -268,4 +270,5 @@ def decode_attention(
     )
     if not direct and sem is None and merge:
         # every split wrote its partial (zeros past the context) unless skip_empty left them out
-        merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl, written=not skip_empty)
+        merge_splits(mid_o, mid_lse, out, family, pdl if merge_pdl is None else merge_pdl, written=not skip_empty,
+                     max_programs=merge_max_programs)

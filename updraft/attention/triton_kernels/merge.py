@@ -74,19 +74,11 @@ def _merge_kernel(
     tl.store(Out + t * stride_ot + h[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=o_mask)
 
 
-def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, family: Family = "attention",
-                 pdl: bool = True, written: bool = False, heads_per_program: int | None = None) -> None:
-    """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype);
-    ``family``: the PDL family of the launch (the attention kernel's before it); ``pdl`` False:
-    no PDL whatever the family allows. ``written``: the attention launch before this one wrote
-    every split's partial, a split without keys its zeros (the decode kernels), so the partials
-    load beside their lse instead of after it, where only the live ones would be read (the
-    extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
-    ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid)."""
-    num_tokens, num_heads, num_splits, dim = mid_o.shape
-    if num_tokens == 0:
-        return
-    assert mid_o.stride(-1) == 1 and mid_lse.stride(-1) == 1 and out.stride(-1) == 1
+def merge_tiles(num_tokens: int, num_heads: int, num_splits: int, dim: int, heads_per_program: int | None = None,
+                max_programs: int = 0) -> tuple[int, int, int]:
+    """``merge_splits``' (BLOCK_HM, BLOCK_S, BLOCK_D): a program's tile of at most 4,096 partial
+    elements, more heads a program where the splits are few; ``heads_per_program`` and
+    ``max_programs`` as ``merge_splits`` takes them."""
     block_s, block_d = next_pow2(num_splits), next_pow2(dim)
     if interpreting():
         block_hm = next_pow2(num_heads)
@@ -97,6 +89,29 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
         if heads_per_program < 1 or heads_per_program & (heads_per_program - 1):
             raise ValueError(f"merge_splits: heads_per_program must be a power of two >= 1, got {heads_per_program}")
         block_hm = heads_per_program
+    elif max_programs > 0:
+        while block_hm < num_heads and num_tokens * -(-num_heads // block_hm) * -(-dim // block_d) > max_programs:
+            block_hm *= 2
+    return block_hm, block_s, block_d
+
+
+def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, family: Family = "attention",
+                 pdl: bool = True, written: bool = False, heads_per_program: int | None = None,
+                 max_programs: int = 0) -> None:
+    """``mid_o`` [T, H, S, D] fp32, ``mid_lse`` [T, H, S] fp32 -> ``out`` [T, H, D] (its dtype);
+    ``family``: the PDL family of the launch (the attention kernel's before it); ``pdl`` False:
+    no PDL whatever the family allows. ``written``: the attention launch before this one wrote
+    every split's partial, a split without keys its zeros (the decode kernels), so the partials
+    load beside their lse instead of after it, where only the live ones would be read (the
+    extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
+    ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid).
+    ``max_programs`` (> 0): more heads a program, up to all of them, until the grid fits that many
+    programs (the SM count, for a merge on PDL: ``TritonBackend.merge_one_wave``)."""
+    num_tokens, num_heads, num_splits, dim = mid_o.shape
+    if num_tokens == 0:
+        return
+    assert mid_o.stride(-1) == 1 and mid_lse.stride(-1) == 1 and out.stride(-1) == 1
+    block_hm, block_s, block_d = merge_tiles(num_tokens, num_heads, num_splits, dim, heads_per_program, max_programs)
     grid = (num_tokens, triton.cdiv(num_heads, block_hm), triton.cdiv(dim, block_d))
     _merge_kernel[grid](
         mid_o,
