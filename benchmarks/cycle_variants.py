@@ -61,8 +61,8 @@ are captured anew; a setting no knob names keeps its shipped value:
 * ``merge_fold``: decode-kernel launches of 41-64 token rows over 8-16 KV splits (the bs-8 verify) hand their
   merge to the o_proj GEMV, which folds it (``TritonBackend.fold_merge_rows``; shipped off, 2026-12-07);
   ``fold_rowsN``: from N token rows (to 64); ``fold_splitsN``: over N splits and more;
-* ``merge_one_wave``: a split merge on PDL takes more heads a program until its grid fits the SM count
-  (``TritonBackend.merge_one_wave``; with ``verify_pdl_decode+verify_pdl_merge`` the 48-row verify's merge too);
+* ``merge_gridN``: a split merge on PDL takes more heads a program until its grid is at most N% of the SM
+  count (``TritonBackend.merge_pdl_grid``, shipped 50%); ``merge_grid_off``: the tile rule's grid alone;
 * ``tiles``: the launch configs of ``--tiles-json`` (cache-file entries: key -> config fields)
   written into a scratch ``$UPDRAFT_CACHE``, over the shipped table.
 
@@ -89,12 +89,12 @@ if TYPE_CHECKING:
 KNOBS = ("verify_pdl", "verify_pdl_decode", "verify_pdl_merge", "verify_pdl_none", "prewarm", "no_prewarm",
          "merge_in_kernel", "draft_merge_in_kernel", "skip_empty", "no_skip_empty", "serial_fc", "serial_qkv",
          "no_first_product", "norm_launch", "assist_after", "extend_all_rows", "head_logits", "head_after_wait", "sampled_cublas_head", "cut_launch", "pick_launch", "fp8_head", "argmax_pt64", "zero_fixed_out", "merge_fold",
-         "merge_one_wave", "tiles")
+         "merge_grid_off", "tiles")
 _WINDOW = {"verify_pdl_decode": "decode", "verify_pdl_merge": "merge", "verify_pdl_none": None}
 #: Knobs that carry a number: ``verify_wavesN``, ``decode_wavesN``, ``min_splitN``, ``max_splitsN``,
 #: ``short_extendN``.
 _NUMBERED = ("verify_waves", "decode_waves", "min_split", "max_splits", "short_extend", "draft_max_splits",
-             "fold_rows", "fold_splits")
+             "fold_rows", "fold_splits", "merge_grid")
 
 
 #: The shipped values of the settings the knobs change, per class (read at the first ``apply``).
@@ -141,7 +141,7 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
         max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
         zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
-        fold_merge_splits=TritonBackend.fold_merge_splits, merge_one_wave=TritonBackend.merge_one_wave))
+        fold_merge_splits=TritonBackend.fold_merge_splits, merge_pdl_grid=TritonBackend.merge_pdl_grid))
     for name, value in shipped.items():
         setattr(TritonBackend, name, value)
     fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
@@ -197,8 +197,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.zero_fixed_stride_out = True
     if "merge_fold" in knobs:
         TritonBackend.fold_merge_rows = (41, 64)
-    if "merge_one_wave" in knobs:
-        TritonBackend.merge_one_wave = True
+    if "merge_grid_off" in knobs:
+        TritonBackend.merge_pdl_grid = 0.0
+    if any(_waves(k, "merge_grid") for k in knobs):
+        TritonBackend.merge_pdl_grid = max(_waves(k, "merge_grid") for k in knobs) / 100
     if any(_waves(k, "fold_rows") for k in knobs):
         TritonBackend.fold_merge_rows = (max(_waves(k, "fold_rows") for k in knobs), 64)
     if any(_waves(k, "fold_splits") for k in knobs):

@@ -9,7 +9,9 @@
 # takes 11.7 us at 48 rows over 11 splits (~6 elsewhere): the merge's grid (48 x 3 programs there, the one case past
 # the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL. Call 4: call 3's sweep, then the bs-8 S = 5 cycle with
 # the 48-row verify's merge on PDL and its grid within the SM count (merge_one_wave), against base and the merge on
-# PDL with its own grid; ROUNDS (3).
+# PDL with its own grid; ROUNDS (3). Call 5 (the cap shipped: merge on PDL in the 41-64-row window, grid within half
+# the SMs): base against the cap at 100% and the settings before (merge off PDL there, no cap) at bs 8, 4, 2 and 1,
+# then the GPU attention and fused-iteration tests.
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
 if [ "$1" = 1 ]; then
@@ -35,7 +37,14 @@ for r in d["rows"]:
     print(r["rows"], r["splits"], r["live"], f'{r["variant"]:40s} {r["us"]:6.2f} us')
 PY
   P=verify_pdl_decode+verify_pdl_merge
-  [ "$1" = 4 ] && timeout 280 python benchmarks/cycle_variants.py --bs 8 --variants base,$P+merge_one_wave,$P \
+  [ "$1" = 4 ] && timeout 280 python benchmarks/cycle_variants.py --bs 8 --variants base,$P+merge_grid100,$P \
     --rounds ${ROUNDS:-3} --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -4
+elif [ "$1" = 5 ]; then
+  for bs in 8 4 2 1; do
+    timeout 150 python benchmarks/cycle_variants.py --bs $bs --variants base,merge_grid100,verify_pdl_decode+merge_grid_off \
+      --rounds ${ROUNDS:-3} --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -3
+  done
+  timeout 240 python -m pytest -q -p no:cacheprovider -m gpu tests/attention/test_triton_gpu.py tests/spec/test_fused_gpu.py \
+    tests/ops/test_gemv_merge_gpu.py 2>&1 | tail -3
 fi
 true

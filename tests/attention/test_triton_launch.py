@@ -86,13 +86,21 @@ def test_verify_blocks_in_the_window_launch_their_attention_without_pdl(
         assert _decode_kwarg_seen(monkeypatch, name, mode, ext) == [mode == ForwardMode.DECODE or pdl]
 
 
-def test_shipped_verify_window_keeps_pdl_for_the_decode_kernel_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As shipped, a verify block in the window (41-64 rows) launches its decode kernel with PDL
-    and its split merge without (H200: the merge's PDL there lost 59 us a bs-8 cycle)."""
-    assert TritonBackend.verify_pdl_in_window == frozenset({"decode"})
+def test_shipped_verify_window_keeps_pdl_with_the_merge_grid_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As shipped, a verify block in the window (41-64 rows) launches its decode kernel and its
+    split merge with PDL, the merge's grid capped at ``merge_pdl_grid`` of the SM count (H100: the
+    merge on PDL over 144 programs cost 183 us a bs-8 cycle, within 66 it saved 39); a launch
+    without PDL leaves the merge's grid to its tile rule (cap 0)."""
+    assert TritonBackend.verify_pdl_in_window == frozenset({"decode", "merge"})
+    assert TritonBackend.merge_pdl_grid == 0.5
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", (8, 8))
     assert _decode_kwarg_seen(monkeypatch, "pdl", ForwardMode.TARGET_VERIFY, 4) == [True]
-    assert _decode_kwarg_seen(monkeypatch, "merge_pdl", ForwardMode.TARGET_VERIFY, 4) == [False]
+    assert _decode_kwarg_seen(monkeypatch, "merge_pdl", ForwardMode.TARGET_VERIFY, 4) == [True]
+    assert _decode_kwarg_seen(monkeypatch, "merge_max_programs", ForwardMode.TARGET_VERIFY, 4) == [1]  # 2 SMs here
+    monkeypatch.setattr(TritonBackend, "merge_pdl_grid", 3.0)
+    assert _decode_kwarg_seen(monkeypatch, "merge_max_programs", ForwardMode.DECODE, 1) == [6]
+    monkeypatch.setattr(TritonBackend, "verify_pdl_in_window", frozenset({"decode"}))
+    assert _decode_kwarg_seen(monkeypatch, "merge_max_programs", ForwardMode.TARGET_VERIFY, 4) == [0]
 
 
 @pytest.mark.parametrize("keep", [frozenset(), frozenset({"decode"}), frozenset({"merge"}), frozenset({"decode", "merge"})])

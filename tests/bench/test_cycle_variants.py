@@ -49,6 +49,7 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     monkeypatch.setattr(TritonBackend, "skip_empty_splits", TritonBackend.skip_empty_splits)
     monkeypatch.setattr(TritonBackend, "decode_min_split", TritonBackend.decode_min_split)
     monkeypatch.setattr(TritonBackend, "max_kv_splits", TritonBackend.max_kv_splits)
+    monkeypatch.setattr(TritonBackend, "merge_pdl_grid", TritonBackend.merge_pdl_grid)
     min_split, max_splits = TritonBackend.decode_min_split, TritonBackend.max_kv_splits
     decode_waves, skip = TritonBackend.split_waves, TritonBackend.skip_empty_splits
     one_wave = TritonBackend.verify_one_wave_programs
@@ -74,6 +75,10 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     assert TritonBackend.decode_min_split == min_split and TritonBackend.max_kv_splits == max_splits
     assert TritonBackend.prewarm_verify and TritonBackend.verify_pdl_in_window == frozenset()
     assert TritonBackend.verify_split_waves == waves and not TritonBackend.merge_in_kernel
+    cv.apply(frozenset({"merge_grid_off"}), tiles, cache)
+    assert TritonBackend.merge_pdl_grid == 0.0
+    cv.apply(frozenset({"merge_grid100"}), tiles, cache)
+    assert TritonBackend.merge_pdl_grid == 1.0
     cv.apply(frozenset({"tiles", "verify_pdl"}), tiles, cache)
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")) == \
         gemv_config.GemvConfig(16, 256, True, 4, 3, 32)
@@ -83,6 +88,7 @@ def test_knobs_put_in_force_and_back(load_benchmark, tmp_path: Path, monkeypatch
     assert TritonBackend.verify_pdl_in_window == window
     assert TritonBackend.prewarm_verify == prewarm and not TritonBackend.merge_in_kernel
     assert TritonBackend.verify_split_waves == waves and TritonBackend.verify_one_wave_programs == one_wave
+    assert TritonBackend.merge_pdl_grid == 0.5
     assert gemv_config.lookup("linear", 576, 576, 48, torch.bfloat16, torch.device("cpu")).m_tile == 0
     monkeypatch.undo()  # the user cache as it was, and the in-process tables read afresh
     gemv_config.reread()

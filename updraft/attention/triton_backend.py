@@ -110,14 +110,19 @@ class TritonBackend(AttentionBackend):
     #: Launches of a verify block in that window that keep PDL all the same: "decode" (the
     #: attention kernel), "merge" (its split merge). The decode kernel does: H200, 2026-12-03,
     #: SmolLM2's bs-8 S = 5 cycle (48 rows; benchmarks/results/2026-12-03-h200-verify-window,
-    #: alternating rounds) 1.0554 -> 1.0373 ms with it on, 1.1142 with the merge's on instead.
-    verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset({"decode"})
-    #: Whether a split merge launched with PDL takes more heads a program until its grid fits the
-    #: SM count (``merge_splits(max_programs=)``). The hypothesis: a PDL launch's early programs
-    #: wait resident, and only the 48-row verify's merge (48 x 3 programs) passes 132, the one
-    #: case where the merge on PDL was slow (H100, 2026-12-07: 11.7 us a layer with the o_proj
-    #: against 6.1 without PDL; benchmarks/results/2026-12-07-h100-merge-fold). Untimed: off.
-    merge_one_wave: ClassVar[bool] = False
+    #: alternating rounds) 1.0554 -> 1.0373 ms with it on, 1.1142 with the merge's on instead. The
+    #: merge does too since its grid is capped (``merge_pdl_grid``): its loss was the grid's.
+    verify_pdl_in_window: ClassVar[frozenset[str]] = frozenset({"decode", "merge"})
+    #: A split merge launched with PDL takes more heads a program until its grid is at most this
+    #: fraction of the SM count (``merge_splits(max_programs=)``; 0: the tile rule alone). H100,
+    #: 2026-12-07 (benchmarks/results/2026-12-07-h100-merge-fold/call3), SmolLM2's merge + o_proj
+    #: pair a layer with the merge on PDL: 48 rows over 11 splits at 1 / 2 / 4 / 8 / 16 heads a
+    #: program (432 / 240 / 144 / 96 / 48 programs) 11.4 / 11.7 / 11.6 / 5.2 / 5.0 us, 6.1 without
+    #: PDL; 64 rows over 3 splits (64 / 128 / 320 / 576 programs at 16 / 8 / 2 / 1) 5.7 / 11.4 /
+    #: 11.5 / 11.3. Past ~100 programs the merge on PDL doubles; half the SMs keeps each case at
+    #: its fastest. The bs-8 S = 5 cycle with the 48-row verify's merge on PDL: 1.1614 ms on the
+    #: tile rule's grid, 0.9791 within the SM count, 1.0181 with the merge off PDL (before).
+    merge_pdl_grid: ClassVar[float] = 0.5
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
     #: decode (read at each launch: a graph keeps the value it was captured with). H200,
@@ -485,7 +490,7 @@ class TritonBackend(AttentionBackend):
             merge_pdl=merge_pdl,
             skip_empty=self.skip_empty_splits,
             merge=merge,
-            merge_max_programs=self.num_sms if merge_pdl and self.merge_one_wave else 0,
+            merge_max_programs=int(self.num_sms * self.merge_pdl_grid) if merge_pdl else 0,
         )
         return out
 

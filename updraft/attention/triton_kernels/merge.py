@@ -106,7 +106,7 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
     extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
     ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid).
     ``max_programs`` (> 0): more heads a program, up to all of them, until the grid fits that many
-    programs (the SM count, for a merge on PDL: ``TritonBackend.merge_one_wave``)."""
+    programs (a merge on PDL: ``TritonBackend.merge_pdl_grid``)."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
