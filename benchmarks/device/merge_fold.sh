@@ -10,7 +10,7 @@
 # the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL. Call 4: call 3's sweep, then the bs-8 S = 5 cycle with
 # the 48-row verify's merge on PDL and its grid within the SM count (merge_one_wave), against base and the merge on
 # PDL with its own grid; ROUNDS (3). Call 5 (the cap shipped: merge on PDL in the 41-64-row window, grid within half
-# the SMs): base against the cap at 100% and the settings before (merge off PDL there, no cap) at bs 8, 4, 2 and 1,
+# the SMs): base against the cap at 100% and the settings before (merge off PDL there, no cap) at bs 8 and 4,
 # then the GPU attention and fused-iteration tests.
 source benchmarks/device/env.sh >/dev/null
 V=merge_fold,base
@@ -40,7 +40,7 @@ PY
   [ "$1" = 4 ] && timeout 280 python benchmarks/cycle_variants.py --bs 8 --variants base,$P+merge_grid100,$P \
     --rounds ${ROUNDS:-3} --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -4
 elif [ "$1" = 5 ]; then
-  for bs in 8 4 2 1; do
+  for bs in 8 4; do
     timeout 150 python benchmarks/cycle_variants.py --bs $bs --variants base,merge_grid100,verify_pdl_decode+merge_grid_off \
       --rounds ${ROUNDS:-3} --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -3
   done
