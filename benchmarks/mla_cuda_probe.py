@@ -62,7 +62,9 @@ import mla_bench  # noqa: E402
 from attention_bench import copy_tbps, meta  # noqa: E402
 
 SOURCE = Path(__file__).parent / "cuda" / "mla_decode.cu"
-TRITON_FORMS = ("triton", "triton_plain")
+#: ``triton_capN``: the shipped kernel with its split merge's grid capped at N% of the SM count
+#: (``MLABackend.merge_pdl_grid``; shipped off).
+TRITON_FORMS = ("triton", "triton_plain", "triton_cap25", "triton_cap50", "triton_cap100")
 HEADS, RANK, ROPE = 16, 512, 64
 # STAGES x BN x ROWP bf16 + the score partials + the bulk kernel's STAGES mbarriers (the .cu's layout)
 def smem_bytes(stages: int) -> int:
@@ -306,7 +308,7 @@ def main() -> int:
                     help="mla_bench model sides: 'stored' (the issue's measure), 'latent' (the latent-rows kernel first)")
     ap.add_argument("--kernels", default="cuda_k64,cuda_k64_cl,cuda_a3ln_cl",
                     help=f"CUDA variants beside Triton ('': none): {', '.join(KERNELS)}, each also with _nopdl (launched "
-                         "without PDL), or triton_plain; any of them, or triton, also with :S (at S KV splits, not the "
+                         "without PDL), or triton_plain / triton_capN (N 25, 50, 100); any of them, or triton, also with :S (at S KV splits, not the "
                          "backend's policy)")
     ap.add_argument("--check-one", default="", help=argparse.SUPPRESS)  # a child process: one variant's checks
     args = ap.parse_args()
@@ -361,6 +363,7 @@ def main() -> int:
     bargs.peak_tbps = round(copy_tbps(device), 3)
     triton_fn = mla_backend.mla_decode_attention
     early_default = mla_backend.MLABackend.decode_early_metadata
+    cap_default = mla_backend.MLABackend.merge_pdl_grid
     sides = args.sides.split(",")
     rows = []
     for rnd in range(args.rounds):
@@ -368,6 +371,8 @@ def main() -> int:
             mla_backend.mla_decode_attention = kernels.get(name, triton_fn)  # type: ignore[assignment]
             mla_backend.MLABackend.decode_early_metadata = (  # type: ignore[misc]
                 early_default and not (name in bases and bases[name][0] == "triton_plain"))
+            cap = bases[name][0].removeprefix("triton_cap") if name in bases else ""
+            mla_backend.MLABackend.merge_pdl_grid = int(cap) / 100 if cap.isdigit() else cap_default  # type: ignore[misc]
             splits = bases[name][1] if name in bases else None  # the default "triton": the policy's splits
             try:
                 for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
@@ -385,6 +390,7 @@ def main() -> int:
             finally:
                 mla_backend.mla_decode_attention = triton_fn  # type: ignore[assignment]
                 mla_backend.MLABackend.decode_early_metadata = early_default  # type: ignore[misc]
+                mla_backend.MLABackend.merge_pdl_grid = cap_default  # type: ignore[misc]
             torch.cuda.empty_cache()
         save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
     print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")

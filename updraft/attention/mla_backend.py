@@ -97,6 +97,10 @@ class MLABackend(TritonBackend):
     #: ``early_metadata``; H100, 2026-12-07, issue 15's measure at bs 8 / 8k 36.7 -> 36.3-36.4 us,
     #: benchmarks/results/2026-12-07-h100-mla-early-form).
     decode_early_metadata: ClassVar[bool] = True
+    #: The GQA backend's merge cap (``TritonBackend.merge_pdl_grid``), untimed here: off. MLA's merge
+    #: grids are wide (bs 8 / 8k: 8 rows x 16 heads x 2 column blocks of 16 splits, 256 programs) and
+    #: a capped one takes tiles past the 4,096 partials a program its rule allows.
+    merge_pdl_grid: ClassVar[float] = 0.0
 
     def __init__(
         self,
@@ -214,5 +218,6 @@ class MLABackend(TritonBackend):
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
             self._dot_f32(q), early_metadata=self.decode_early_metadata and pdl_enabled(q.device, "attention"),
+            merge_max_programs=int(self.num_sms * self.merge_pdl_grid) if pdl_enabled(q.device, "attention") else 0,
         )
         return out

@@ -141,6 +141,7 @@ def mla_decode_attention(
     cfg: TileConfig,
     dot_f32: bool,
     early_metadata: bool = False,
+    merge_max_programs: int = 0,
 ) -> None:
     """``q`` [T, H, DV + DR] with ``T = B * stride`` query rows (request-major, ``stride`` each);
     ``k_pool`` [slots, 1, DV + DR] the latent cache of one layer; ``out`` [T, H, DV].
@@ -151,6 +152,7 @@ def mla_decode_attention(
     scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
     slots a block ahead (``PREFETCH``). ``early_metadata``: the lengths and pool rows read before the
     PDL wait (the module docstring; the backend passes it where the launch takes PDL).
+    ``merge_max_programs``: the split merge's grid cap (``merge_splits(max_programs=)``).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
@@ -177,5 +179,6 @@ def mla_decode_attention(
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
-        merge_splits(mid_o, mid_lse, out, written=True)  # a split without keys stores zeros (store_rows)
+        # a split without keys stores zeros (store_rows)
+        merge_splits(mid_o, mid_lse, out, written=True, max_programs=merge_max_programs)
 
