@@ -10,7 +10,8 @@
 # the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL. Call 4: call 3's sweep, then the bs-8 S = 5 cycle with
 # the 48-row verify's merge on PDL and its grid within the SM count (merge_one_wave), against base and the merge on
 # PDL with its own grid; ROUNDS (3). Call 5 (the cap shipped: merge on PDL in the 41-64-row window, grid within half
-# the SMs): base against the cap at 100% and the settings before (merge off PDL there, no cap) at bs 8 and 4,
+# the SMs, the extend kernel's merge capped too): base against the cap at 100%, the window's merge off PDL with the
+# other merges capped (verify_pdl_decode) and the settings before (that, no cap) at bs 8; base and before at bs 4;
 # then the GPU attention and fused-iteration tests, and issue 15's MLA measure (bs 8 and 64 at 8k) with the MLA
 # merge's grid capped at 25 / 50 / 100% of the SMs (mla_cuda_probe.py triton_capN; MLABackend.merge_pdl_grid, off).
 source benchmarks/device/env.sh >/dev/null
@@ -41,10 +42,10 @@ PY
   [ "$1" = 4 ] && timeout 280 python benchmarks/cycle_variants.py --bs 8 --variants base,$P+merge_grid100,$P \
     --rounds ${ROUNDS:-3} --out $OUT/v-bs8 2>&1 | grep -v Warn | tail -4
 elif [ "$1" = 5 ]; then
-  for bs in 8 4; do
-    timeout 150 python benchmarks/cycle_variants.py --bs $bs --variants base,merge_grid100,verify_pdl_decode+merge_grid_off \
-      --rounds ${ROUNDS:-3} --out $OUT/v-bs$bs 2>&1 | grep -v Warn | tail -3
-  done
+  timeout 150 python benchmarks/cycle_variants.py --bs 8 --rounds ${ROUNDS:-3} --out $OUT/v-bs8 \
+    --variants base,merge_grid100,verify_pdl_decode,verify_pdl_decode+merge_grid_off 2>&1 | grep -v Warn | tail -4
+  timeout 120 python benchmarks/cycle_variants.py --bs 4 --rounds ${ROUNDS:-3} --out $OUT/v-bs4 \
+    --variants base,verify_pdl_decode+merge_grid_off 2>&1 | grep -v Warn | tail -2
   timeout 200 python benchmarks/mla_cuda_probe.py --out $OUT/mla --kernels triton_cap25,triton_cap50,triton_cap100 \
     --shapes 8x8192,64x8192 --sides stored --rounds 3 2>&1 | grep -v Warn | tail -4
   timeout 200 python -m pytest -q -p no:cacheprovider -m gpu tests/attention/test_triton_gpu.py tests/spec/test_fused_gpu.py \

@@ -91,9 +91,13 @@ def test_shipped_verify_window_keeps_pdl_with_the_merge_grid_capped(monkeypatch:
     split merge with PDL, the merge's grid capped at ``merge_pdl_grid`` of the SM count (H100: the
     merge on PDL over 144 programs cost 183 us a bs-8 cycle, within 66 it saved 39); a launch
     without PDL leaves the merge's grid to its tile rule (cap 0)."""
+    from updraft.attention import triton_backend as tb
+
     assert TritonBackend.verify_pdl_in_window == frozenset({"decode", "merge"})
     assert TritonBackend.merge_pdl_grid == 0.5
     monkeypatch.setattr(TritonBackend, "verify_no_pdl_rows", (8, 8))
+    assert _decode_kwarg_seen(monkeypatch, "merge_max_programs", ForwardMode.TARGET_VERIFY, 4) == [0]  # no PDL here
+    monkeypatch.setattr(tb, "pdl_enabled", lambda device, family: True)
     assert _decode_kwarg_seen(monkeypatch, "pdl", ForwardMode.TARGET_VERIFY, 4) == [True]
     assert _decode_kwarg_seen(monkeypatch, "merge_pdl", ForwardMode.TARGET_VERIFY, 4) == [True]
     assert _decode_kwarg_seen(monkeypatch, "merge_max_programs", ForwardMode.TARGET_VERIFY, 4) == [1]  # 2 SMs here
@@ -147,3 +151,30 @@ def test_verify_blocks_of_few_programs_split_for_one_wave(bs: int, stride: int, 
                                table, logits="none", stride=stride)
     plan = backend._plan(batch)
     assert plan.use_decode_kernel and plan.num_kv_splits == want
+
+
+def test_extend_merge_takes_the_grid_cap_on_pdl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extend kernel's split merge (draft extends, prefixed prefills) takes the same cap as the
+    decode kernel's where the attention family launches on PDL, none where it does not."""
+    from updraft.attention import triton_backend as tb
+
+    seen: list[object] = []
+    real = tb.extend_kernels.extend_attention
+
+    def spy(*args: object, **kwargs: object) -> None:
+        seen.append(args[-1])
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tb.extend_kernels, "extend_attention", spy)
+    monkeypatch.setattr(TritonBackend, "merge_pdl_grid", 2.0)
+    case = AttnCase(ForwardMode.EXTEND, 8, 2, 32, 1, (19, 6), (3, 3), "float32", "shuffled")
+    for on, want in ((False, 0), (True, 4)):  # 2 SMs in the interpreter
+        monkeypatch.setattr(tb, "pdl_enabled", lambda device, family, on=on: on)
+        setup = harness.build_case(case)
+        backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
+        batch = harness.make_batch(setup)
+        batch.attn_backend = backend
+        backend.init_forward_metadata(batch)
+        out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
+        assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+        assert seen[-1] == want

@@ -55,6 +55,7 @@ from updraft.attention.triton_metadata import (
 )
 from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
+from updraft.ops.triton_utils import pdl_enabled
 
 
 class TritonBackend(AttentionBackend):
@@ -121,7 +122,8 @@ class TritonBackend(AttentionBackend):
     #: PDL; 64 rows over 3 splits (64 / 128 / 320 / 576 programs at 16 / 8 / 2 / 1) 5.7 / 11.4 /
     #: 11.5 / 11.3. Past ~100 programs the merge on PDL doubles; half the SMs keeps each case at
     #: its fastest. The bs-8 S = 5 cycle with the 48-row verify's merge on PDL: 1.1614 ms on the
-    #: tile rule's grid, 0.9791 within the SM count, 1.0181 with the merge off PDL (before).
+    #: tile rule's grid, 0.9791 within the SM count, 1.0181 with the merge off PDL (before). The
+    #: extend kernel's merge (a draft extend's: 48 rows over up to 32 splits, 240 programs) too.
     merge_pdl_grid: ClassVar[float] = 0.5
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token
@@ -443,6 +445,7 @@ class TritonBackend(AttentionBackend):
             md.plan.tile,
             self._dot_f32(q),
             stride,
+            self._merge_cap(True, q.device),
         )
         return out
 
@@ -465,6 +468,11 @@ class TritonBackend(AttentionBackend):
         if plan.stride <= 1 or not lo <= plan.num_tokens <= hi:
             return True, True
         return "decode" in self.verify_pdl_in_window, "merge" in self.verify_pdl_in_window
+
+    def _merge_cap(self, allowed: bool, device: torch.device) -> int:
+        """The split merge's grid cap (``merge_pdl_grid`` of the SMs) where it launches on PDL (``allowed``
+        and the attention family's PDL on), else 0 (its tile rule alone)."""
+        return int(self.num_sms * self.merge_pdl_grid) if allowed and pdl_enabled(device, "attention") else 0
 
     def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata, merge: bool = True) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -490,7 +498,7 @@ class TritonBackend(AttentionBackend):
             merge_pdl=merge_pdl,
             skip_empty=self.skip_empty_splits,
             merge=merge,
-            merge_max_programs=int(self.num_sms * self.merge_pdl_grid) if merge_pdl else 0,
+            merge_max_programs=self._merge_cap(merge_pdl, q.device),
         )
         return out
 

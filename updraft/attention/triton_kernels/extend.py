@@ -291,8 +291,10 @@ def extend_attention(
     cfg: TileConfig,
     dot_f32: bool,
     stride: int = 0,
+    merge_max_programs: int = 0,
 ) -> None:
     """``q``/``out`` [T, H, D], ``k_new``/``v_new`` [T, Hkv, D] packed request-major.
+    ``merge_max_programs``: the split merge's grid cap (``merge_splits(max_programs=)``).
 
     ``max_ext`` bounds ``ext_lens`` (it sizes the grid); ``tree_mask`` is [B, s, s] uint8 over
     the new block (or None). ``mid_o`` [T, H, num_splits, D] / ``mid_lse`` [T, H, num_splits]
@@ -336,4 +338,4 @@ def extend_attention(
         num_stages=cfg.num_stages, **pdl_opts(q.device, "attention", late=True),
     )
     if not direct:
-        merge_splits(mid_o, mid_lse, out)
+        merge_splits(mid_o, mid_lse, out, max_programs=merge_max_programs)
