@@ -195,14 +195,15 @@ class CudaKernel:
     def __call__(self, q: torch.Tensor, k_pool: torch.Tensor, out: torch.Tensor, req_to_token: torch.Tensor,
                  req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, tree_mask: torch.Tensor | None,
                  mid_o: torch.Tensor, mid_lse: torch.Tensor, stride: int, num_splits: int, scale: float, cfg: Any,
-                 dot_f32: bool, early_metadata: bool = False) -> None:
-        """``early_metadata``: the Triton kernel's; ignored (these kernels read theirs before the wait as written)."""
+                 dot_f32: bool, early_metadata: bool = False, merge_max_programs: int = 0) -> None:
+        """``early_metadata``: the Triton kernel's; ignored (these kernels read theirs before the wait as written).
+        ``merge_max_programs``: the merge launch's grid cap, as the Triton kernel's."""
         from updraft.attention.triton_kernels.merge import merge_splits
 
         if self.cluster and num_splits > MAX_CLUSTER:
             assert self.fallback is not None  # splits that make no cluster: the form with the merge launch
             return self.fallback(q, k_pool, out, req_to_token, req_pool_indices, seq_lens, tree_mask, mid_o, mid_lse,
-                                 stride, num_splits, scale, cfg, dot_f32)
+                                 stride, num_splits, scale, cfg, dot_f32, merge_max_programs=merge_max_programs)
         bsz = seq_lens.shape[0]
         assert stride == 1 and tree_mask is None and q.shape[1:] == (HEADS, RANK + ROPE)
         if mid_o.shape != (bsz, HEADS, num_splits, RANK):  # one split: the backend passes no partial buffers
@@ -223,7 +224,7 @@ class CudaKernel:
         args = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(p), ctypes.c_void_p))
         self._check(self.cu.cuLaunchKernelEx(ctypes.byref(cfg_), self.fn, args, None), "cuLaunchKernelEx")
         if not self.cluster:
-            merge_splits(mid_o, mid_lse, out, written=True)
+            merge_splits(mid_o, mid_lse, out, written=True, max_programs=merge_max_programs)
 
 
 def variant(cubins: Path, name: str) -> CudaKernel:
