@@ -284,7 +284,7 @@ def test_merge_grid_of_any_heads_a_program_merges_the_same() -> None:
 def test_merge_grid_cap_takes_more_heads_a_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """``merge_tiles(max_programs=)`` on the GPU's tile rule: SmolLM2's 48-row verify over 11 splits
     (48 x 3 programs of 4 heads) fits 132 programs at 8 heads a program; a cap no grid can meet stops
-    at all heads in one program; a cap already met, or none, leaves the rule's tile."""
+    at all heads in one program or at ``MAX_CAPPED_TILE`` partials; a cap already met, or none, leaves the rule's tile."""
     from updraft.attention.triton_kernels import merge
 
     monkeypatch.setattr(merge, "interpreting", lambda: False)
@@ -293,3 +293,6 @@ def test_merge_grid_cap_takes_more_heads_a_program(monkeypatch: pytest.MonkeyPat
     assert merge.merge_tiles(48, 9, 11, 64, max_programs=40) == (16, 16, 64)
     assert merge.merge_tiles(8, 9, 22, 64, max_programs=132) == merge.merge_tiles(8, 9, 22, 64)
     assert merge.merge_tiles(48, 9, 11, 64, heads_per_program=2, max_programs=132) == (2, 16, 64)
+    # 32 split slots: the tile stops at MAX_CAPPED_TILE partials (8 heads), the grid past the cap
+    assert merge.merge_tiles(48, 9, 32, 64) == (2, 32, 64)
+    assert merge.merge_tiles(48, 9, 32, 64, max_programs=40) == (8, 32, 64)

@@ -97,9 +97,11 @@ class MLABackend(TritonBackend):
     #: ``early_metadata``; H100, 2026-12-07, issue 15's measure at bs 8 / 8k 36.7 -> 36.3-36.4 us,
     #: benchmarks/results/2026-12-07-h100-mla-early-form).
     decode_early_metadata: ClassVar[bool] = True
-    #: The GQA backend's merge cap (``TritonBackend.merge_pdl_grid``), untimed here: off. MLA's merge
-    #: grids are wide (bs 8 / 8k: 8 rows x 16 heads x 2 column blocks of 16 splits, 256 programs) and
-    #: a capped one takes tiles past the 4,096 partials a program its rule allows.
+    #: The GQA backend's merge cap (``TritonBackend.merge_pdl_grid``): off. MLA's merge grids are wide
+    #: (bs 8 / 8k: 8 rows x 16 heads x 2 column blocks over 16 splits, 256 programs), and capped they
+    #: were slower: H100, 2026-12-07, issue 15's measure at 25 / 50 / 100% of the SMs, bs 8 / 8k 37.5 /
+    #: 38.3 / 36.8 us against 36.5, bs 64 / 8k 218.2 / 218.1 / 213.3 against 211.5
+    #: (benchmarks/results/2026-12-07-h100-merge-fold/call5; the 25% cap's tiles were past today's limit).
     merge_pdl_grid: ClassVar[float] = 0.0
 
     def __init__(

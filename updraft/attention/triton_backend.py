@@ -122,8 +122,10 @@ class TritonBackend(AttentionBackend):
     #: PDL; 64 rows over 3 splits (64 / 128 / 320 / 576 programs at 16 / 8 / 2 / 1) 5.7 / 11.4 /
     #: 11.5 / 11.3. Past ~100 programs the merge on PDL doubles; half the SMs keeps each case at
     #: its fastest. The bs-8 S = 5 cycle with the 48-row verify's merge on PDL: 1.1614 ms on the
-    #: tile rule's grid, 0.9791 within the SM count, 1.0181 with the merge off PDL (before). The
-    #: extend kernel's merge (a draft extend's: 48 rows over up to 32 splits, 240 programs) too.
+    #: tile rule's grid, 0.9791 within the SM count, 1.0181 with the merge off PDL (before); shipped
+    #: at half the SMs, on another H100 (call5): 0.9923 ms (1.430 plain steps) against 0.9908 at the
+    #: SM count and 1.0301 (1.485) before; bs 4 0.8856 against 0.8887. The extend kernel's merges (a
+    #: draft extend's) take it too: 1.0273 against 1.0301 with only theirs capped (within the spread).
     merge_pdl_grid: ClassVar[float] = 0.5
     #: Whether the decode kernel prefetches each split's first block of cached K/V rows into L2
     #: before its PDL wait (``decode_attention``'s ``prewarm``), for verify blocks and for one-token

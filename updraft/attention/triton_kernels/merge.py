@@ -74,6 +74,11 @@ def _merge_kernel(
     tl.store(Out + t * stride_ot + h[:, None] * stride_oh + d[None, :], out.to(Out.dtype.element_ty), mask=o_mask)
 
 
+#: The largest tile (heads x splits x columns of partials) a grid cap may give a merge program: four
+#: times the tile rule's 4,096; SmolLM2's 48-row verify at 16 heads over 16 split slots of 64 columns.
+MAX_CAPPED_TILE = 16384
+
+
 def merge_tiles(num_tokens: int, num_heads: int, num_splits: int, dim: int, heads_per_program: int | None = None,
                 max_programs: int = 0) -> tuple[int, int, int]:
     """``merge_splits``' (BLOCK_HM, BLOCK_S, BLOCK_D): a program's tile of at most 4,096 partial
@@ -89,8 +94,9 @@ def merge_tiles(num_tokens: int, num_heads: int, num_splits: int, dim: int, head
         if heads_per_program < 1 or heads_per_program & (heads_per_program - 1):
             raise ValueError(f"merge_splits: heads_per_program must be a power of two >= 1, got {heads_per_program}")
         block_hm = heads_per_program
-    elif max_programs > 0:
-        while block_hm < num_heads and num_tokens * -(-num_heads // block_hm) * -(-dim // block_d) > max_programs:
+    elif max_programs > 0:  # at most MAX_CAPPED_TILE partials a program (the largest tile timed)
+        while (block_hm < num_heads and 2 * block_hm * block_s * block_d <= MAX_CAPPED_TILE
+               and num_tokens * -(-num_heads // block_hm) * -(-dim // block_d) > max_programs):
             block_hm *= 2
     return block_hm, block_s, block_d
 
@@ -105,8 +111,8 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
     load beside their lse instead of after it, where only the live ones would be read (the
     extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
     ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid).
-    ``max_programs`` (> 0): more heads a program, up to all of them, until the grid fits that many
-    programs (a merge on PDL: ``TritonBackend.merge_pdl_grid``)."""
+    ``max_programs`` (> 0): more heads a program, up to all of them or ``MAX_CAPPED_TILE`` partials, until
+    the grid fits that many programs (a merge on PDL: ``TritonBackend.merge_pdl_grid``)."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
