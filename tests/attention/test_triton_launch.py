@@ -61,6 +61,13 @@ def _decode_kwarg_seen(monkeypatch: pytest.MonkeyPatch, name: str, mode: Forward
         real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(tb.decode_kernels, "decode_attention", spy)
+    _forward_matches_reference(mode, ext)
+    return seen
+
+
+def _forward_matches_reference(mode: ForwardMode, ext: int) -> None:
+    """One forward of a 2-request batch (``ext`` tokens each, 19 and 6 cached) in ``mode`` on a fresh
+    ``TritonBackend``, checked against the float64 reference."""
     case = AttnCase(mode, 8, 2, 32, 1, (19, 6), (ext, ext), "float32", "shuffled")
     setup = harness.build_case(case)
     backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
@@ -69,7 +76,6 @@ def _decode_kwarg_seen(monkeypatch: pytest.MonkeyPatch, name: str, mode: Forward
     backend.init_forward_metadata(batch)
     out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
     assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
-    return seen
 
 
 @pytest.mark.parametrize("mode,ext", [(ForwardMode.DECODE, 1), (ForwardMode.TARGET_VERIFY, 4)])
@@ -167,14 +173,7 @@ def test_extend_merge_takes_the_grid_cap_on_pdl(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(tb.extend_kernels, "extend_attention", spy)
     monkeypatch.setattr(TritonBackend, "merge_pdl_grid", 2.0)
-    case = AttnCase(ForwardMode.EXTEND, 8, 2, 32, 1, (19, 6), (3, 3), "float32", "shuffled")
     for on, want in ((False, 0), (True, 4)):  # 2 SMs in the interpreter
         monkeypatch.setattr(tb, "pdl_enabled", lambda device, family, on=on: on)
-        setup = harness.build_case(case)
-        backend = TritonBackend(setup.kv_pool, setup.req_to_token, 8, 2, 32)
-        batch = harness.make_batch(setup)
-        batch.attn_backend = backend
-        backend.init_forward_metadata(batch)
-        out = backend.forward(setup.q, setup.k_new, setup.v_new, 0, batch)
-        assert harness.relative_error(out, harness.reference_output(setup, backend.scale)) < 1e-4
+        _forward_matches_reference(ForwardMode.EXTEND, 3)
         assert seen[-1] == want
