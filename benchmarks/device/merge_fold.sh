@@ -8,8 +8,8 @@
 # verify), against base at bs 8; ROUNDS (3), TESTS=1 the GPU tests too. Call 3: why the pair with the merge on PDL
 # takes 11.7 us at 48 rows over 11 splits (~6 elsewhere): the merge's grid (48 x 3 programs there, the one case past
 # the SM count) at 1 / 2 / 8 / 16 heads a program, on PDL. Call 4: call 3's sweep, then the bs-8 S = 5 cycle with
-# the 48-row verify's merge on PDL and its grid within the SM count (merge_one_wave), against base and the merge on
-# PDL with its own grid; ROUNDS (3). Call 5 (the cap shipped: merge on PDL in the 41-64-row window, grid within half
+# the 48-row verify's merge on PDL and its grid within the SM count (run as merge_one_wave; the knob is merge_grid100
+# now), against base and the merge on PDL with its own grid; ROUNDS (3). Call 5 (the cap shipped: merge on PDL in the 41-64-row window, grid within half
 # the SMs, the extend kernel's merge capped too): base against the cap at 100%, the window's merge off PDL with the
 # other merges capped (verify_pdl_decode) and the settings before (that, no cap) at bs 8; base and before at bs 4;
 # then the GPU attention and fused-iteration tests, and issue 15's MLA measure (bs 8 and 64 at 8k) with the MLA

@@ -81,9 +81,9 @@ MAX_CAPPED_TILE = 16384
 
 def merge_tiles(num_tokens: int, num_heads: int, num_splits: int, dim: int, heads_per_program: int | None = None,
                 max_programs: int = 0) -> tuple[int, int, int]:
-    """``merge_splits``' (BLOCK_HM, BLOCK_S, BLOCK_D): a program's tile of at most 4,096 partial
+    """``merge_splits``' (BLOCK_HM, BLOCK_S, BLOCK_D): the rule's tile of at most 4,096 partial
     elements, more heads a program where the splits are few; ``heads_per_program`` and
-    ``max_programs`` as ``merge_splits`` takes them."""
+    ``max_programs`` as ``merge_splits`` takes them (a cap grows the tile to ``MAX_CAPPED_TILE``)."""
     block_s, block_d = next_pow2(num_splits), next_pow2(dim)
     if interpreting():
         block_hm = next_pow2(num_heads)
