@@ -100,7 +100,8 @@ class TritonBackend(AttentionBackend):
     #: (its tile is that, padded to a power of two >= 16); a wider verify takes the extend kernel.
     max_decode_rows: ClassVar[int] = 64
     #: Verify blocks of this many token rows (batch x stride, frozen at capture; both ends
-    #: included) launch their decode kernel and merge without PDL: the blocks past the 40 rows
+    #: included) launch their decode kernel and merge without PDL, unless ``verify_pdl_in_window``
+    #: names them (both, as shipped since 2026-12-07: the window is a probe's knob now): the blocks past the 40 rows
     #: where the fused layers ran without a loss, up to their 64. H100, 2026-11-27, SmolLM2
     #: 6-token verify on the fused layers (benchmarks/results/2026-11-27-h100-cycle-kernels):
     #: bs 8 (48 rows) 1.171 ms with PDL there, 0.984 without (0.995 with PDL off everywhere; 0.972
