@@ -78,8 +78,9 @@ def case(m: int, splits: int, live: int, copies: int, tiles: list[tuple[int, int
     no_pdl = lo <= m <= hi
     if no_pdl:
         out["merge(no PDL) + linear_add_norm"] = (lambda i: prod(i, False), lambda: prod(0, False))
-        # The pair on PDL took 11.7 us at 48 rows over 11 splits, ~6 elsewhere (H100, 2026-12-07): the one
-        # case whose merge grid (48 x 3 programs of 4 heads) passes the SM count. Other grids on PDL:
+        # The merge on PDL with other grids (``--merge-heads``): H100, 2026-12-07, the pair doubled from
+        # 128 programs (48 rows x 3 of 4 heads: 11.6 us; at 96 or 48 programs 5.2 / 5.0), hence
+        # ``TritonBackend.merge_pdl_grid`` (results/2026-12-07-h100-merge-fold/call3).
         for hm in merge_heads:
             out[f"merge(PDL, {hm} heads) + linear_add_norm"] = (lambda i, hm=hm: prod(i, True, hm),
                                                                  lambda hm=hm: prod(0, True, hm))
