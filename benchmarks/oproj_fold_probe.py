@@ -79,7 +79,7 @@ def case(m: int, splits: int, live: int, copies: int, tiles: list[tuple[int, int
     if no_pdl:
         out["merge(no PDL) + linear_add_norm"] = (lambda i: prod(i, False), lambda: prod(0, False))
         # The merge on PDL with other grids (``--merge-heads``): H100, 2026-12-07, the pair doubled from
-        # 128 programs (48 rows x 3 of 4 heads: 11.6 us; at 96 or 48 programs 5.2 / 5.0), hence
+        # 128 programs up (48 rows x 3 programs of 4 heads, 144: 11.6 us; at 96 or 48 programs 5.2 / 5.0), hence
         # ``TritonBackend.merge_pdl_grid`` (results/2026-12-07-h100-merge-fold/call3).
         for hm in merge_heads:
             out[f"merge(PDL, {hm} heads) + linear_add_norm"] = (lambda i, hm=hm: prod(i, True, hm),
