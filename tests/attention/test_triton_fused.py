@@ -296,3 +296,32 @@ def test_merge_grid_cap_takes_more_heads_a_program(monkeypatch: pytest.MonkeyPat
     # 32 split slots: the tile stops at MAX_CAPPED_TILE partials (8 heads), the grid past the cap
     assert merge.merge_tiles(48, 9, 32, 64) == (2, 32, 64)
     assert merge.merge_tiles(48, 9, 32, 64, max_programs=40) == (8, 32, 64)
+
+
+@pytest.mark.parametrize("on", ["attention", "verify_attention", ""])
+def test_merge_grid_cap_applies_only_to_a_launch_on_pdl(monkeypatch: pytest.MonkeyPatch, on: str) -> None:
+    """``merge_splits(max_programs=)`` caps the grid of a launch that is on PDL, decided by the
+    launch's own family and ``pdl`` (a verify merge launches in "verify_attention": with PDL on for
+    that family alone, its merge is capped and an "attention" one is not); off PDL the tile rule's
+    grid stands (the cap only paid on PDL)."""
+    from updraft.attention.triton_kernels import merge
+    from updraft.ops import triton_utils
+
+    grids: list[tuple[int, int, int]] = []
+
+    class Launch:
+        def __getitem__(self, grid: tuple[int, int, int]):  # noqa: ANN204
+            def run(*args: object, **kwargs: object) -> None:
+                grids.append(grid)
+                assert kwargs["PDL"] == (1 if grid[1] == 2 else 0)  # capped <=> on PDL
+            return run
+
+    monkeypatch.setattr(merge, "interpreting", lambda: False)
+    monkeypatch.setattr(merge, "_merge_kernel", Launch())
+    monkeypatch.setattr(triton_utils, "pdl_enabled", lambda device, family: family == on)
+    mid_o, lse = torch.zeros(48, 9, 11, 64), torch.zeros(48, 9, 11)
+    for family in ("attention", "verify_attention"):
+        for pdl in (True, False):
+            merge.merge_splits(mid_o, lse, torch.empty(48, 9, 64), family, pdl, max_programs=132)
+            capped = pdl and family == on
+            assert grids[-1] == (48, 2 if capped else 3, 1), (family, pdl)  # 8 heads a program, else the rule's 4

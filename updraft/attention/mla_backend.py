@@ -220,6 +220,6 @@ class MLABackend(TritonBackend):
             q, self.kv_pool.k_buffer[layer_id], out, self.req_to_token, md.req_pool_indices, md.seq_lens,
             md.tree_mask, md.mid_o, md.mid_lse, md.plan.stride, md.plan.num_kv_splits, self.scale, md.plan.tile,
             self._dot_f32(q), early_metadata=self.decode_early_metadata and pdl_enabled(q.device, "attention"),
-            merge_max_programs=self._merge_cap(True, q.device),
+            merge_max_programs=self._merge_cap(),
         )
         return out

@@ -55,7 +55,6 @@ from updraft.attention.triton_metadata import (
 )
 from updraft.batch import REAL_MODES, ForwardBatch, ForwardMode
 from updraft.memory.pools import KVPool
-from updraft.ops.triton_utils import pdl_enabled
 
 
 class TritonBackend(AttentionBackend):
@@ -448,7 +447,7 @@ class TritonBackend(AttentionBackend):
             md.plan.tile,
             self._dot_f32(q),
             stride,
-            self._merge_cap(True, q.device),
+            self._merge_cap(),
         )
         return out
 
@@ -472,10 +471,10 @@ class TritonBackend(AttentionBackend):
             return True, True
         return "decode" in self.verify_pdl_in_window, "merge" in self.verify_pdl_in_window
 
-    def _merge_cap(self, allowed: bool, device: torch.device) -> int:
-        """The split merge's grid cap (``merge_pdl_grid`` of the SMs) where it launches on PDL (``allowed``
-        and the attention family's PDL on), else 0 (its tile rule alone)."""
-        return int(self.num_sms * self.merge_pdl_grid) if allowed and pdl_enabled(device, "attention") else 0
+    def _merge_cap(self) -> int:
+        """The split merges' grid cap on PDL (``merge_pdl_grid`` of the SMs; ``merge_splits`` applies it
+        only to a launch that is on PDL, whichever family and window decided that)."""
+        return int(self.num_sms * self.merge_pdl_grid)
 
     def _run_decode(self, q: torch.Tensor, layer_id: int, md: TritonMetadata, merge: bool = True) -> torch.Tensor:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -501,7 +500,7 @@ class TritonBackend(AttentionBackend):
             merge_pdl=merge_pdl,
             skip_empty=self.skip_empty_splits,
             merge=merge,
-            merge_max_programs=self._merge_cap(merge_pdl, q.device),
+            merge_max_programs=self._merge_cap(),
         )
         return out
 

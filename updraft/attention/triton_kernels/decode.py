@@ -240,7 +240,7 @@ def decode_attention(
     rows' lse (-inf), not its q load, its zero partial or the rest of the body. ``merge`` False
     (with ``sem`` None and ``num_splits > 1``): no merge launch, ``out`` untouched; the caller
     merges ``mid_o`` / ``mid_lse`` itself (``gemv_merge``). ``merge_max_programs``: the merge
-    launch's grid cap (``merge_splits(max_programs=)``; 0: its tile rule alone).
+    launch's grid cap where it is on PDL (``merge_splits(max_programs=)``; 0: its tile rule alone).
     """
     num_tokens, num_heads, dim = q.shape
     hkv = k_pool.shape[1]

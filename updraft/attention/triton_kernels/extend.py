@@ -294,7 +294,7 @@ def extend_attention(
     merge_max_programs: int = 0,
 ) -> None:
     """``q``/``out`` [T, H, D], ``k_new``/``v_new`` [T, Hkv, D] packed request-major.
-    ``merge_max_programs``: the split merge's grid cap (``merge_splits(max_programs=)``).
+    ``merge_max_programs``: the split merge's grid cap on PDL (``merge_splits(max_programs=)``).
 
     ``max_ext`` bounds ``ext_lens`` (it sizes the grid); ``tree_mask`` is [B, s, s] uint8 over
     the new block (or None). ``mid_o`` [T, H, num_splits, D] / ``mid_lse`` [T, H, num_splits]

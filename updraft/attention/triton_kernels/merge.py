@@ -111,13 +111,16 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
     load beside their lse instead of after it, where only the live ones would be read (the
     extend kernels leave a split without keys unwritten: stale memory, possibly NaN).
     ``heads_per_program``: in place of the tile rule's (a power of two; a probe's sweep of the grid).
-    ``max_programs`` (> 0): more heads a program, up to all of them or ``MAX_CAPPED_TILE`` partials, until
-    the grid fits that many programs (a merge on PDL: ``TritonBackend.merge_pdl_grid``)."""
+    ``max_programs`` (> 0): where this launch is on PDL (``pdl`` and ``family``'s PDL on), more heads a
+    program, up to all of them or ``MAX_CAPPED_TILE`` partials, until the grid fits that many programs
+    (``TritonBackend.merge_pdl_grid``); off PDL the tile rule alone (the wide grid only hurt on PDL)."""
     num_tokens, num_heads, num_splits, dim = mid_o.shape
     if num_tokens == 0:
         return
     assert mid_o.stride(-1) == 1 and mid_lse.stride(-1) == 1 and out.stride(-1) == 1
-    block_hm, block_s, block_d = merge_tiles(num_tokens, num_heads, num_splits, dim, heads_per_program, max_programs)
+    opts = pdl_opts(mid_o.device, family, allowed=pdl)
+    cap = max_programs if opts["PDL"] else 0
+    block_hm, block_s, block_d = merge_tiles(num_tokens, num_heads, num_splits, dim, heads_per_program, cap)
     grid = (num_tokens, triton.cdiv(num_heads, block_hm), triton.cdiv(dim, block_d))
     _merge_kernel[grid](
         mid_o,
@@ -137,5 +140,5 @@ def merge_splits(mid_o: torch.Tensor, mid_lse: torch.Tensor, out: torch.Tensor, 
         BLOCK_S=block_s,
         BLOCK_D=block_d,
         WRITTEN=written,
-        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **pdl_opts(mid_o.device, family, allowed=pdl),
+        num_warps=4 if block_hm * block_s * block_d >= 2048 else 2, **opts,
     )

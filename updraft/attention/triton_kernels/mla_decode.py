@@ -152,7 +152,7 @@ def mla_decode_attention(
     scalars: under a CUDA graph, the values seen at capture. Tiles of 3 or more stages load the
     slots a block ahead (``PREFETCH``). ``early_metadata``: the lengths and pool rows read before the
     PDL wait (the module docstring; the backend passes it where the launch takes PDL).
-    ``merge_max_programs``: the split merge's grid cap (``merge_splits(max_programs=)``).
+    ``merge_max_programs``: the split merge's grid cap on PDL (``merge_splits(max_programs=)``).
     """
     num_tokens, num_heads, dim = q.shape
     bsz = seq_lens.shape[0]
