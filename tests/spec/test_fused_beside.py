@@ -13,11 +13,12 @@ from updraft.sampling_params import SamplingParams
 from updraft.testing import repeating_prompts as prompts
 
 
-def _llm(target, head, kind: str = "eagle3", **spec) -> LLM:  # noqa: ANN001, ANN003
+def _llm(target, head, kind: str = "eagle3", graph_bs: tuple[int, ...] = (1, 2, 4, 8), **spec) -> LLM:  # noqa: ANN001, ANN003
     """The fused engine over the graph emulator, S = 3 without adaptive S (``spec``: more of the
-    speculative config)."""
+    speculative config), graphs captured at ``graph_bs`` (a test whose batch never shrinks needs its
+    own size alone: each capture interprets every kernel of every phase)."""
     cfg = {"method": kind, "draft_model": str(head), "num_steps": 3, "adaptive": False, **spec}
-    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1, 2, 4, 8],
+    llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=list(graph_bs),
               speculative_config=cfg)
     assert llm.engine.driver is not None, llm.engine.graph_log
     return llm
@@ -277,7 +278,7 @@ def test_sampled_pick_with_the_acceptance_drafts_the_same(target, eagle3_head, m
             monkeypatch.setattr(FusedIteration, "sampled_pick_in_accept", on)
             seen.clear()
             picks.clear()
-            llm = _llm(target, eagle3_head)
+            llm = _llm(target, eagle3_head, graph_bs=(2,))  # two requests of 16 tokens each throughout
             outs = [o.outputs[0].token_ids for o in llm.generate(prompts(2, seed=15), _params(True))]
             # on: the acceptance's pick only; off: pick_last_rows (which makes a LastRowPick itself)
             assert picks and (all(picks) if on else False in picks), picks
