@@ -93,9 +93,7 @@ def test_eagle3_qkv_beside_under_the_kernels(target, eagle3_head, monkeypatch) -
             seen.clear()
             products.clear()
             bodies.clear()
-            cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False}
-            llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[1],
-                      speculative_config=cfg)
+            llm = _llm(target, eagle3_head, graph_bs=(1,))
             outs = [o.outputs[0].token_ids for o in llm.generate(ps, params)]
             assert llm.engine.driver is not None and bodies and set(bodies) == {3}
             assert len(products) == (3 * len(bodies) if beside else 0), (len(products), len(bodies))
@@ -246,9 +244,7 @@ def test_extend_rows_beside_drafts_the_same(target, eagle3_head, sampled: bool, 
             monkeypatch.setattr(FusedIteration, "extend_rows_beside", beside)
             seen.clear()
             calls.update(store=0, pick=0)
-            cfg = {"method": "eagle3", "draft_model": str(eagle3_head), "num_steps": 3, "adaptive": False}
-            llm = LLM(str(target), device="cpu", progress=False, graph_emulate=True, cuda_graph_bs=[2],
-                      speculative_config=cfg)
+            llm = _llm(target, eagle3_head, graph_bs=(2,))
             outs = [o.outputs[0].token_ids for o in llm.generate(prompts(2, seed=15), params)]
             assert (calls["store"] > 0, calls["pick"] > 0) == (beside, beside), calls
             runs.append((outs, list(seen)))
