@@ -209,13 +209,14 @@ def profile_replay(graph: torch.cuda.CUDAGraph) -> tuple[int, float, dict[str, i
 
 
 def step_batch(model: torch.nn.Module, mode: ForwardMode, context: int, bs: int,
-               merge_in_kernel: bool = False) -> tuple[ModelRunner, ForwardBatch]:
-    """A runner on the triton backend and one DECODE (or 6-token TARGET_VERIFY) batch of ``bs``
-    requests at ``context`` tokens, its metadata built (buffers allocated outside any capture)."""
-    pool = ReqToTokenPool(bs + 1, context + 64, "cuda")
+               merge_in_kernel: bool = False, device: str = "cuda",
+               backend: str = "triton") -> tuple[ModelRunner, ForwardBatch]:
+    """A runner on ``backend`` and one DECODE (or 6-token TARGET_VERIFY) batch of ``bs`` requests
+    at ``context`` tokens, its metadata built (buffers allocated outside any capture)."""
+    pool = ReqToTokenPool(bs + 1, context + 64, device)
     pages = bs * (context + 64)
     alloc = PagedAllocator(pool, pages, 1)
-    runner = ModelRunner(model, pool, pages, 1, "triton")
+    runner = ModelRunner(model, pool, pages, 1, backend)
     runner.backend.merge_in_kernel = merge_in_kernel
     rows = [pool.alloc() for _ in range(bs)]
     assert all(r is not None and alloc.ensure(r, context + 8) for r in rows)

@@ -1,0 +1,64 @@
+"""``benchmarks/split_batch_probe.py`` (issue 12's bs-8 cycle: a batch split into parts on concurrent
+streams) on CPU, where a side stream runs in place: each part forwards its own requests, its
+logits are the rows the unsplit batch gives those requests, and the summary's ratios read the
+unsplit decode step at the same batch size."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from updraft.batch import ForwardMode
+from updraft.runtime.side_stream import SideStream
+
+
+@pytest.fixture
+def probe_model(load_benchmark: Callable[[str], Any]) -> tuple[Any, torch.nn.Module]:
+    probe = load_benchmark("split_batch_probe")
+    cfg = dataclasses.replace(probe.dk.SMOLLM2, num_layers=2, vocab_size=256, hidden_size=64, intermediate_size=128,
+                              num_heads=2, num_kv_heads=1, head_dim=32)
+    torch.manual_seed(0)
+    model = probe.dk.LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.1) if p.dim() > 1 else p.fill_(1.0)
+    model.post_load(cfg.max_position_embeddings)
+    return probe, model.eval()
+
+
+@pytest.mark.parametrize("mode", [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY])
+def test_parts_give_the_unsplit_batch_rows(probe_model: tuple[Any, torch.nn.Module], mode: ForwardMode) -> None:
+    probe, model = probe_model
+    width = 6 if mode == ForwardMode.TARGET_VERIFY else 1
+    parts = probe.part_batches(model, mode, 16, 8, 4, device="cpu", backend="torch_native")
+    batches = [b for _, b in parts]
+    with torch.no_grad():
+        got = probe.forward_parts(model, batches, [SideStream(torch.device("cpu")) for _ in range(3)])
+        (_, whole), = probe.part_batches(model, mode, 16, 8, 1, device="cpu", backend="torch_native")
+        whole.input_ids.copy_(torch.cat([b.input_ids for b in batches]))
+        want = model(whole).logits
+    assert [tuple(g.shape) for g in got] == [(2 * width, 256)] * 4
+    assert not torch.equal(got[0], got[1])  # the parts' ids differ
+    torch.testing.assert_close(torch.cat(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_part_count_must_divide_the_batch(probe_model: tuple[Any, torch.nn.Module]) -> None:
+    probe, model = probe_model
+    for parts in (3, 0):
+        with pytest.raises(ValueError, match=f"--parts: {parts} does not divide batch size 8"):
+            probe.part_batches(model, ForwardMode.DECODE, 16, 8, parts, device="cpu", backend="torch_native")
+
+
+def test_summary_reads_the_unsplit_decode_step(load_benchmark: Callable[[str], Any]) -> None:
+    probe = load_benchmark("split_batch_probe")
+    rows = [dict(mode="decode", bs=8, parts=1, replay_ms=t, kernels=183, busy_ms=0.4) for t in (0.70, 0.72, 0.69)]
+    rows += [dict(mode="verify", bs=8, parts=2, replay_ms=t, kernels=366, busy_ms=0.9, alone_ms=0.74,
+                  same_as_serial=ok) for t, ok in ((0.77, True), (0.84, True), (0.76, False))]
+    decode, verify = probe.summarise(rows)
+    assert (decode["replay_ms"], decode["over_decode"], decode["rounds"]) == (0.70, 1.0, 3)
+    assert verify["replay_ms"] == 0.77 and verify["over_decode"] == pytest.approx(1.1)
+    assert verify["alone_ms"] == 0.74 and verify["same_as_serial"] is False  # one round's check failed
