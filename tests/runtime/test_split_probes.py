@@ -1,7 +1,9 @@
-"""``benchmarks/split_batch_probe.py`` (issue 12's bs-8 cycle: a batch split into parts on concurrent
-streams) on CPU, where a side stream runs in place: each part forwards its own requests, its
-logits are the rows the unsplit batch gives those requests, and the summary's ratios read the
-unsplit decode step at the same batch size."""
+"""``benchmarks/split_batch_probe.py`` and ``split_cycle_probe.py`` (issue 12's bs-8 cycle: a batch
+split into parts on concurrent streams) on CPU, where a side stream runs in place: each part
+forwards its own requests, its logits are the rows the unsplit batch gives those requests, and
+the summary's ratios read the unsplit decode step at the same batch size. (``split_cycle_probe.py
+--device cpu`` runs its whole path on SmolLM2's shape in ~1 min: too slow for CI; only its argument
+check is here.)"""
 
 from __future__ import annotations
 
@@ -62,3 +64,11 @@ def test_summary_reads_the_unsplit_decode_step(load_benchmark: Callable[[str], A
     assert (decode["replay_ms"], decode["over_decode"], decode["rounds"]) == (0.70, 1.0, 3)
     assert verify["replay_ms"] == 0.77 and verify["over_decode"] == pytest.approx(1.1)
     assert verify["alone_ms"] == 0.74 and verify["same_as_serial"] is False  # one round's check failed
+
+
+def test_cycle_probe_rejects_a_part_count_that_does_not_divide(load_benchmark: Callable[[str], Any],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    probe = load_benchmark("split_cycle_probe")
+    with pytest.raises(SystemExit):
+        probe.main(["--out", "unused", "--device", "cpu", "--bs", "8", "--parts", "2,3"])
+    assert "--parts: every count must divide the batch size 8 (got [2, 3])" in capsys.readouterr().err
