@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -57,6 +57,7 @@ LLAMA8B = ModelConfig(family="llama", vocab_size=128256, hidden_size=4096, inter
 DRAFTS = {"smollm2": replace(SMOLLM2, num_layers=1, vocab_size=8192, tie_word_embeddings=False),
           "llama8b": replace(LLAMA8B, num_layers=1, vocab_size=32000)}
 MODELS = {"smollm2": SMOLLM2, "llama8b": LLAMA8B}
+T = TypeVar("T")
 M_VALUES = (1, 2, 6, 8, 16)
 L2_BYTES = 50 * 2**20
 DT = torch.bfloat16
@@ -228,15 +229,20 @@ def step_batch(model: torch.nn.Module, mode: ForwardMode, context: int, bs: int,
     return runner, batch
 
 
-def capture_graph(model: torch.nn.Module, batch: ForwardBatch) -> torch.cuda.CUDAGraph:
-    """Two warm-up forwards (compiles, the argmax counter), then one forward captured."""
+def capture_call(fn: Callable[[], T]) -> tuple[torch.cuda.CUDAGraph, T]:
+    """Two warm-up calls (compiles, the argmax counter), then one call captured, and its result."""
     for _ in range(2):
-        model(batch)
+        fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        model(batch)
-    return graph
+        out = fn()
+    return graph, out
+
+
+def capture_graph(model: torch.nn.Module, batch: ForwardBatch) -> torch.cuda.CUDAGraph:
+    """Two warm-up forwards, then one forward captured."""
+    return capture_call(lambda: model(batch))[0]
 
 
 def step_variant(model: LlamaForCausalLM, mode: ForwardMode, context: int, variant: str, bs: int = 1) -> dict[str, Any]:

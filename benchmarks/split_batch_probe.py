@@ -71,17 +71,11 @@ def forward_parts(model: torch.nn.Module, batches: list[ForwardBatch], sides: li
 
 def capture_split(model: torch.nn.Module, batches: list[ForwardBatch],
                   sides: list[SideStream]) -> tuple[torch.cuda.CUDAGraph, list[torch.Tensor]]:
-    for _ in range(2):  # compiles; the parts one after another
-        for b in batches:
-            model(b)
-    torch.cuda.synchronize()
+    graph, outs = dk.capture_call(lambda: forward_parts(model, batches, sides))
     if gemv._semaphores.cache_info().currsize:
         # the argmax epilogue's ticket counter is one a device: concurrent parts would race on it
         raise RuntimeError("the forward ran the fused LM head's argmax (UPDRAFT_FUSED_LM_HEAD / UPDRAFT_OPS=triton): "
                            "its counter is shared, so parts cannot run concurrently")
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = forward_parts(model, batches, sides)
     return graph, outs
 
 

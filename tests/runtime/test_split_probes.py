@@ -7,7 +7,6 @@ check is here.)"""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -15,21 +14,13 @@ import pytest
 import torch
 
 from updraft.batch import ForwardMode
+from updraft.bench.models import random_model
 from updraft.runtime.side_stream import SideStream
 
 
 @pytest.fixture
 def probe_model(load_benchmark: Callable[[str], Any]) -> tuple[Any, torch.nn.Module]:
-    probe = load_benchmark("split_batch_probe")
-    cfg = dataclasses.replace(probe.dk.SMOLLM2, num_layers=2, vocab_size=256, hidden_size=64, intermediate_size=128,
-                              num_heads=2, num_kv_heads=1, head_dim=32)
-    torch.manual_seed(0)
-    model = probe.dk.LlamaForCausalLM(cfg)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.1) if p.dim() > 1 else p.fill_(1.0)
-    model.post_load(cfg.max_position_embeddings)
-    return probe, model.eval()
+    return load_benchmark("split_batch_probe"), random_model("random:tiny", torch.float32, "cpu").model
 
 
 @pytest.mark.parametrize("mode", [ForwardMode.DECODE, ForwardMode.TARGET_VERIFY])
@@ -43,7 +34,7 @@ def test_parts_give_the_unsplit_batch_rows(probe_model: tuple[Any, torch.nn.Modu
         (_, whole), = probe.part_batches(model, mode, 16, 8, 1, device="cpu", backend="torch_native")
         whole.input_ids.copy_(torch.cat([b.input_ids for b in batches]))
         want = model(whole).logits
-    assert [tuple(g.shape) for g in got] == [(2 * width, 256)] * 4
+    assert [tuple(g.shape) for g in got] == [(2 * width, model.config.vocab_size)] * 4
     assert not torch.equal(got[0], got[1])  # the parts' ids differ
     torch.testing.assert_close(torch.cat(got), want, rtol=1e-5, atol=1e-5)
 
