@@ -122,28 +122,11 @@ def parse_variants(spec: str) -> list[tuple[str, frozenset[str]]]:
     return out
 
 
-def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_backend: object = None,
-          head: Eagle3Head | None = None) -> None:
-    """Put the knobs in force (and the others back to the shipped state); ``draft_backend``: the
-    speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone);
-    ``head``: its EAGLE-3 head (``fp8_head``)."""
-    from updraft.attention.triton_backend import TritonBackend
-    from updraft.ops import gemv_config
-    from updraft.ops.gemv_config import GemvConfig
-    from updraft.spec import sampling_kernels
+def _apply_fused(knobs: frozenset[str]) -> None:
+    """The fused iteration's and its kernels' switches: shipped, less those the knobs turn off."""
+    from updraft.spec import head_pick, rejection_kernels
     from updraft.spec.fused import FusedIteration
 
-    shipped = _SHIPPED.setdefault(TritonBackend, dict(
-        verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
-        prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
-        verify_split_waves=TritonBackend.verify_split_waves,
-        verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
-        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
-        max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
-        zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
-        fold_merge_splits=TritonBackend.fold_merge_splits, merge_pdl_grid=TritonBackend.merge_pdl_grid))
-    for name, value in shipped.items():
-        setattr(TritonBackend, name, value)
     fused_shipped = _SHIPPED.setdefault(FusedIteration, dict(
         project_beside=FusedIteration.project_beside, qkv_beside=FusedIteration.qkv_beside,
         qkv_beside_first=FusedIteration.qkv_beside_first, norm_in_read=FusedIteration.norm_in_read,
@@ -159,12 +142,16 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     FusedIteration.head_pick = fused_shipped["head_pick"] and "head_logits" not in knobs
     FusedIteration.sampled_head_logits = bool(fused_shipped["sampled_head_logits"]) and "sampled_cublas_head" not in knobs
     FusedIteration.sampled_pick_in_accept = bool(fused_shipped["sampled_pick_in_accept"]) and "pick_launch" not in knobs
-    from updraft.spec import head_pick
     preload = bool(_SHIPPED.setdefault(head_pick, {"PRELOAD": head_pick.PRELOAD})["PRELOAD"])
     head_pick.PRELOAD = preload and "head_after_wait" not in knobs
-    from updraft.spec import rejection_kernels
     cut_in = bool(_SHIPPED.setdefault(rejection_kernels, {"CUT_IN_FILTER": rejection_kernels.CUT_IN_FILTER})["CUT_IN_FILTER"])
     rejection_kernels.CUT_IN_FILTER = cut_in and "cut_launch" not in knobs
+
+
+def _apply_backend(knobs: frozenset[str]) -> None:
+    """The Triton backend's knobs on top of its shipped values (``apply`` restored them first)."""
+    from updraft.attention.triton_backend import TritonBackend
+
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():
@@ -173,16 +160,6 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
         TritonBackend.prewarm_verify = "prewarm" in knobs
     if "merge_in_kernel" in knobs:
         TritonBackend.merge_in_kernel = True
-    if draft_backend is not None:
-        for name in ("merge_in_kernel", "max_kv_splits"):
-            vars(draft_backend).pop(name, None)  # back to the class's value
-        if "draft_merge_in_kernel" in knobs:
-            draft_backend.merge_in_kernel = True  # type: ignore[attr-defined]
-        if any(_waves(k, "draft_max_splits") for k in knobs):
-            draft_backend.max_kv_splits = min(n for n in (_waves(k, "draft_max_splits") for k in knobs) if n)  # type: ignore[attr-defined]
-    if head is not None:
-        head.quantize_lm_head("fp8_head" in knobs)
-    sampling_kernels.ARGMAX_PER_THREAD = 64 if "argmax_pt64" in knobs else 16
     if "skip_empty" in knobs or "no_skip_empty" in knobs:
         TritonBackend.skip_empty_splits = "skip_empty" in knobs
     if any(_waves(k, "decode_waves") for k in knobs):
@@ -208,6 +185,41 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     if any(_waves(k) for k in knobs):
         TritonBackend.verify_split_waves = max(_waves(k) for k in knobs)
         TritonBackend.verify_one_wave_programs = 0
+
+
+def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_backend: object = None,
+          head: Eagle3Head | None = None) -> None:
+    """Put the knobs in force (and the others back to the shipped state); ``draft_backend``: the
+    speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone);
+    ``head``: its EAGLE-3 head (``fp8_head``)."""
+    from updraft.attention.triton_backend import TritonBackend
+    from updraft.ops import gemv_config
+    from updraft.ops.gemv_config import GemvConfig
+    from updraft.spec import sampling_kernels
+
+    shipped = _SHIPPED.setdefault(TritonBackend, dict(
+        verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
+        prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
+        verify_split_waves=TritonBackend.verify_split_waves,
+        verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
+        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
+        max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
+        zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
+        fold_merge_splits=TritonBackend.fold_merge_splits, merge_pdl_grid=TritonBackend.merge_pdl_grid))
+    for name, value in shipped.items():
+        setattr(TritonBackend, name, value)
+    _apply_fused(knobs)
+    _apply_backend(knobs)
+    if draft_backend is not None:
+        for name in ("merge_in_kernel", "max_kv_splits"):
+            vars(draft_backend).pop(name, None)  # back to the class's value
+        if "draft_merge_in_kernel" in knobs:
+            draft_backend.merge_in_kernel = True  # type: ignore[attr-defined]
+        if any(_waves(k, "draft_max_splits") for k in knobs):
+            draft_backend.max_kv_splits = min(n for n in (_waves(k, "draft_max_splits") for k in knobs) if n)  # type: ignore[attr-defined]
+    if head is not None:
+        head.quantize_lm_head("fp8_head" in knobs)
+    sampling_kernels.ARGMAX_PER_THREAD = 64 if "argmax_pt64" in knobs else 16
     cache.unlink(missing_ok=True)
     gemv_config.reread()
     if "tiles" in knobs:
