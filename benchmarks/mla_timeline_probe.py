@@ -50,22 +50,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def kernels() -> Any:
-    """The probe kernel, defined after TRITON_INTERPRET is settled (its helpers as module globals,
-    where both the compiler and the interpreter look names up)."""
-    global tl, stamp, smid, latent_block, load_query_rows, store_rows, block_slots, first_slots, split_len
+def _stamp_helpers(interpret: bool) -> tuple[Any, Any]:
+    """``stamp`` (``%globaltimer`` once its operand is in a register) and ``smid`` for the probe kernel;
+    zeros in the interpreter, which has no PTX, so the smoke run checks the body's arithmetic. Called
+    by ``kernels`` once it has bound the module's ``tl``: jitted code looks names up in the globals."""
     import triton
-    import triton.language as tl
 
-    from updraft.attention.triton_kernels import interpreting
-    from updraft.attention.triton_kernels.mla_common import (
-        latent_block,
-        load_query_rows,
-        store_rows,
-    )
-    from updraft.attention.triton_kernels.slots import block_slots, first_slots, split_len
-
-    if interpreting():  # no PTX there: zero stamps, so the smoke run checks the body's arithmetic
+    if interpret:
         @triton.jit
         def stamp(dep):
             return dep.to(tl.int64) * 0
@@ -84,6 +75,26 @@ def kernels() -> Any:
         def smid(dep):
             return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [dep], dtype=tl.int32, is_pure=False,
                                              pack=1)
+
+    return stamp, smid
+
+
+def kernels() -> Any:
+    """The probe kernel, defined after TRITON_INTERPRET is settled (its helpers as module globals,
+    where both the compiler and the interpreter look names up)."""
+    global tl, stamp, smid, latent_block, load_query_rows, store_rows, block_slots, first_slots, split_len
+    import triton
+    import triton.language as tl
+
+    from updraft.attention.triton_kernels import interpreting
+    from updraft.attention.triton_kernels.mla_common import (
+        latent_block,
+        load_query_rows,
+        store_rows,
+    )
+    from updraft.attention.triton_kernels.slots import block_slots, first_slots, split_len
+
+    stamp, smid = _stamp_helpers(interpreting())
 
     @triton.jit
     def timeline_kernel(Q, KPool, Out, MidO, MidLse, ReqToToken, ReqPoolIdx, SeqLens, Times,
