@@ -112,6 +112,33 @@ def after_gemv(pred_x: torch.Tensor, pred_w: torch.Tensor, reps: int) -> Callabl
     return timed
 
 
+def probe_variants(x: torch.Tensor, nw: torch.Tensor, heads: list[torch.Tensor], d2t: torch.Tensor,
+                   dst: torch.Tensor, sem: torch.Tensor, tiles: list[tuple[int, int, int]],
+                   norm: bool) -> dict[str, Callable[[int], object]]:
+    """The probe kernel at each tile, with and without its prefetch: call ``i`` reads weight copy
+    ``i % len(heads)``."""
+    gpu = x.is_cuda
+    m_rows, hid = x.shape
+    vocab = heads[0].shape[0]
+    bm = triton.next_power_of_2(m_rows)
+    out: dict[str, Callable[[int], object]] = {}
+    for bn, bk, warps in tiles:
+        nprog = triton.cdiv(vocab, bn)
+        pmax = torch.empty(m_rows, nprog, dtype=torch.float32, device=x.device)
+        pidx = torch.empty(m_rows, nprog, dtype=torch.int32, device=x.device)
+        for pf in (True, False):
+            def probe(i: int, bn: int = bn, bk: int = bk, warps: int = warps, pf: bool = pf,
+                      pmax: torch.Tensor = pmax, pidx: torch.Tensor = pidx, nprog: int = nprog) -> None:
+                w = heads[i % len(heads)]
+                probe_kernel[(nprog,)](x, nw, w, pmax, pidx, sem, d2t, dst, m_rows, vocab, hid, x.stride(0),
+                                       w.stride(0), dst.stride(0), 1e-5, BLOCK_N=bn, BLOCK_M=bm, BLOCK_K=bk,
+                                       BLOCK_P=min(1024, triton.next_power_of_2(nprog)), NORM=norm,
+                                       PREFETCH=pf and gpu, num_warps=warps, **pdl_opts(x.device, "gemv"))
+
+            out[f"probe n{bn} k{bk} w{warps}{' pf' if pf else ''}{' norm' if norm else ''}"] = probe
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=None)
@@ -171,22 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             variants["rmsnorm + cublas + argmax" if norm else "cublas + argmax"] = chain
             if not norm:
                 variants["gemv argmax (no map)"] = lambda i: gemv.linear(x, heads[i % copies], argmax=True)
-            bm = triton.next_power_of_2(m_rows)
-            for bn, bk, warps in tiles:
-                nprog = triton.cdiv(vocab, bn)
-                pmax = torch.empty(m_rows, nprog, dtype=torch.float32, device=dev)
-                pidx = torch.empty(m_rows, nprog, dtype=torch.int32, device=dev)
-                for pf in (True, False):
-                    def probe(i: int, bn: int = bn, bk: int = bk, warps: int = warps, pf: bool = pf,
-                              pmax: torch.Tensor = pmax, pidx: torch.Tensor = pidx, nprog: int = nprog,
-                              norm: bool = norm) -> None:
-                        w = heads[i % copies]
-                        probe_kernel[(nprog,)](x, nw, w, pmax, pidx, sem, d2t, dst, m_rows, vocab, hid, x.stride(0),
-                                               w.stride(0), dst.stride(0), 1e-5, BLOCK_N=bn, BLOCK_M=bm, BLOCK_K=bk,
-                                               BLOCK_P=min(1024, triton.next_power_of_2(nprog)), NORM=norm,
-                                               PREFETCH=pf and gpu, num_warps=warps, **pdl_opts(dev, "gemv"))
-
-                    variants[f"probe n{bn} k{bk} w{warps}{' pf' if pf else ''}{' norm' if norm else ''}"] = probe
+            variants.update(probe_variants(x, nw, heads, d2t, dst, sem, tiles, norm))
             for name, fn in variants.items():
                 dst.zero_()
                 fn(0)

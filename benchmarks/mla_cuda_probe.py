@@ -300,6 +300,55 @@ def save(out: Path, device: torch.device, peak_tbps: float, checks: dict[str, An
         {"meta": meta(device), "peak_tbps": peak_tbps, "checks": checks, "rows": rows}, indent=1))
 
 
+def check_child(spec: str, shapes: list[tuple[int, ...]], device: torch.device) -> int:
+    """``--check-one NAME@CUBIN``, in a child process: one CUDA variant against the reference on a short
+    shape and the timed ones, and its cluster occupancy, printed as one ``CHECKS`` JSON line."""
+    n, cubin = spec.split("@")[0], Path(spec.split("@")[1])
+    base, splits = split_name(n)
+    kernel = variant(cubin, base)
+    short = [] if splits else [(2, 100)]  # a forced split count: the timed shapes only (no empty splits)
+    got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device, splits)
+                           for bs, ctx in short + shapes}
+    if kernel.cluster:  # more requests than this at that many splits: the clusters run in waves
+        for size in (MAX_CLUSTER, 14, 12, 8):
+            got[f"{n} max active {size}-CTA clusters"] = kernel.max_active_clusters(size, 8)
+    print("CHECKS " + json.dumps(got))
+    return 0
+
+
+def checked_variants(cuda_names: list[str], cubin: Path, out: Path, shapes: str) -> tuple[dict[str, Any], list[str]]:
+    """Each CUDA variant checked in a child process of its own: the checks, and the names that passed."""
+    checks: dict[str, Any] = {}
+    passed = []
+    for n in cuda_names:
+        try:  # a hung launch (a cluster barrier some CTA never reaches) costs this much device time, not the call
+            res = subprocess.run([sys.executable, __file__, "--out", str(out), "--shapes", shapes,
+                                  "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=120)
+            log, rc = res.stdout + res.stderr, res.returncode
+        except subprocess.TimeoutExpired:
+            log, rc = "the check did not end within 120 s", -1
+        line = next((ln for ln in log.splitlines() if ln.startswith("CHECKS ")), None)
+        if rc != 0 or line is None:
+            checks[n] = {"failed": log[-1500:]}
+            print(f"check {n}: FAILED, left out of the timing\n{log[-800:]}")
+            continue
+        checks.update(json.loads(line.removeprefix("CHECKS ")))
+        passed.append(n)
+    return checks, passed
+
+
+def print_medians(rows: list[dict[str, Any]], shapes: list[tuple[int, ...]], sides: list[str],
+                  names: list[str]) -> None:
+    print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")
+    for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
+        line = []
+        for name in names:
+            got = [r for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx and r["side"] == side]
+            ts, fr = sorted(r["time_us"] for r in got), sorted(r["fraction_of_peak"] for r in got)
+            line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.1%})")
+        print(f"  {side} bs {bs} / {ctx}: " + " | ".join(line))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -318,18 +367,7 @@ def main() -> int:
 
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     if args.check_one:  # a kernel that traps (a lost bulk copy) takes only this process with it
-        cubin = Path(args.check_one.split("@")[1])
-        n = args.check_one.split("@")[0]
-        base, splits = split_name(n)
-        kernel = variant(cubin, base)
-        short = [] if splits else [(2, 100)]  # a forced split count: the timed shapes only (no empty splits)
-        got: dict[str, Any] = {f"{n} {bs}x{ctx}": same_inputs(kernel, bs, ctx, device, splits)
-                               for bs, ctx in short + shapes}
-        if kernel.cluster:  # more requests than this at that many splits: the clusters run in waves
-            for size in (MAX_CLUSTER, 14, 12, 8):
-                got[f"{n} max active {size}-CTA clusters"] = kernel.max_active_clusters(size, 8)
-        print("CHECKS " + json.dumps(got))
-        return 0
+        return check_child(args.check_one, shapes, device)
     wanted = [n for n in args.kernels.split(",") if n]
     try:
         bases = {n: split_name(n) for n in wanted}
@@ -341,22 +379,8 @@ def main() -> int:
                  "or triton / triton_plain, each also with :S (S KV splits)")
     cuda_names = [n for n in wanted if bases[n][0] not in TRITON_FORMS]
     cubin = compile_cubin(stages_of(bases[n][0]) for n in cuda_names) if cuda_names else Path()
-    checks: dict[str, Any] = {}
-    names = [n for n in wanted if bases[n][0] in TRITON_FORMS]
-    for n in cuda_names:
-        try:  # a hung launch (a cluster barrier some CTA never reaches) costs this much device time, not the call
-            res = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--shapes", args.shapes,
-                                  "--check-one", f"{n}@{cubin}"], capture_output=True, text=True, timeout=120)
-            log, rc = res.stdout + res.stderr, res.returncode
-        except subprocess.TimeoutExpired:
-            log, rc = "the check did not end within 120 s", -1
-        line = next((ln for ln in log.splitlines() if ln.startswith("CHECKS ")), None)
-        if rc != 0 or line is None:
-            checks[n] = {"failed": log[-1500:]}
-            print(f"check {n}: FAILED, left out of the timing\n{log[-800:]}")
-            continue
-        checks.update(json.loads(line.removeprefix("CHECKS ")))
-        names.append(n)
+    checks, passed = checked_variants(cuda_names, cubin, args.out, args.shapes)
+    names = [n for n in wanted if bases[n][0] in TRITON_FORMS] + passed
     for k, v in checks.items():
         print(f"check {k}: {v}")
     kernels = {n: variant(cubin, bases[n][0]) for n in names if bases[n][0] not in TRITON_FORMS}
@@ -394,14 +418,7 @@ def main() -> int:
                 mla_backend.MLABackend.merge_pdl_grid = cap_default  # type: ignore[misc]
             torch.cuda.empty_cache()
         save(args.out, device, bargs.peak_tbps, checks, rows)  # each round kept, should a time limit cut the run
-    print("\nmedian us (share of the copy bandwidth; 'latent': the layer's latent-rows kernel before the attention):")
-    for (bs, ctx), side in ((shape, side) for shape in shapes for side in sides):
-        line = []
-        for name in ["triton", *names]:
-            got = [r for r in rows if r["kernel"] == name and r["bs"] == bs and r["context"] == ctx and r["side"] == side]
-            ts, fr = sorted(r["time_us"] for r in got), sorted(r["fraction_of_peak"] for r in got)
-            line.append(f"{name} {ts[len(ts) // 2]:.1f} ({fr[len(fr) // 2]:.1%})")
-        print(f"  {side} bs {bs} / {ctx}: " + " | ".join(line))
+    print_medians(rows, shapes, sides, ["triton", *names])
     return 0
 
 
