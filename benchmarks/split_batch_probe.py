@@ -148,6 +148,8 @@ def main() -> None:
     bad = [m for m in modes if m not in MODES]
     if bad:
         ap.error(f"--modes: {bad} not among {sorted(MODES)}")
+    if args.rounds < 1:
+        ap.error(f"--rounds: expected at least 1, got {args.rounds}")
     if any(k < 1 or bs % k for bs in sizes for k in counts):
         ap.error(f"--parts: every count must divide every batch size ({counts} against {sizes})")
     torch.manual_seed(0)
@@ -162,13 +164,19 @@ def main() -> None:
                     rows.append(dict(row, round=rnd))
                     print(f"round {rnd} {mode} bs {bs} parts {k}: {row['replay_ms']:.4f} ms"
                           + (f" (one part alone {row['alone_ms']:.4f})" if "alone_ms" in row else ""), flush=True)
-    summary = summarise(rows)
+        summary = save(args.out, args.context, rows)  # each round kept, should a time limit cut the run
     cols = ["mode", "bs", "parts", "replay_ms", "alone_ms", "over_decode", "kernels", "busy_ms", "same_as_serial"]
     dk.show(f"SmolLM2 (random weights), {args.context} tokens: batches split into concurrent parts (medians of "
             f"{args.rounds} rounds)", [{c: s.get(c, "-") for c in cols} for s in summary], cols)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "split_batch.json").write_text(json.dumps(
-        dict(meta=meta(torch.device("cuda")), context=args.context, rows=rows, summary=summary), indent=1))
+
+
+def save(out: Path, context: int, rows: list[dict]) -> list[dict]:
+    """``split_batch.json`` with the rows so far and their summary (returned)."""
+    summary = summarise(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "split_batch.json").write_text(json.dumps(
+        dict(meta=meta(torch.device("cuda")), context=context, rows=rows, summary=summary), indent=1))
+    return summary
 
 
 if __name__ == "__main__":

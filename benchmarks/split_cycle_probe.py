@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gate-cycles", type=int, default=6_000_000, help="the sleep kernel's clock cycles (~3 ms)")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: a dry run of the same calls")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds: expected at least 1, got {args.rounds}")
     parts = [int(k) for k in args.parts.split(",")]
     dev = torch.device(args.device)
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
@@ -159,19 +161,25 @@ def main(argv: list[str] | None = None) -> int:
         for name, ps, n, steps in forms:
             runs.setdefault(name, []).append(gate.ms(ps, n, steps, args.iters))
             print(f"round {rnd} {name:>10}: {runs[name][-1]:.4f} ms", flush=True)
-    plain_ms = statistics.median(runs["plain"])
-    rows = [dict(form=name, parts=1 if name == "plain" else int(name.split("x")[1]), ms=statistics.median(v),
-                 plain_steps=statistics.median(v) / plain_ms, rounds=v) for name, v in runs.items()]
+        rows = save(args, dev, gate.late, runs)  # each round kept, should a time limit cut the run
     print(f"\nbs {args.bs}, {args.context} tokens, S = 5 (random SmolLM2, {args.head}; medians of {args.rounds} rounds; "
           f"launches past the gate: {gate.late})")
     for r in rows:
         print(f"{r['form']:>10}  {r['ms']:.4f} ms  {r['plain_steps']:.3f} plain steps")
+    return 0
+
+
+def save(args: argparse.Namespace, dev: torch.device, late: int, runs: dict[str, list[float]]) -> list[dict]:
+    """``split_cycle.json`` with the medians of the rounds so far, in plain steps (the rows, returned)."""
+    plain_ms = statistics.median(runs["plain"])
+    rows = [dict(form=name, parts=1 if name == "plain" else int(name.split("x")[1]), ms=statistics.median(v),
+                 plain_steps=statistics.median(v) / plain_ms, rounds=v) for name, v in runs.items()]
     args.out.mkdir(parents=True, exist_ok=True)
     meta = dict(device=torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", torch=torch.__version__)
     (args.out / "split_cycle.json").write_text(json.dumps(dict(
         meta=meta, bs=args.bs, context=args.context, head=args.head, gate_cycles=args.gate_cycles,
-        host_over_gate=gate.late, rows=rows), indent=1))
-    return 0
+        host_over_gate=late, rows=rows), indent=1))
+    return rows
 
 
 if __name__ == "__main__":
