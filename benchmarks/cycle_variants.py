@@ -149,9 +149,20 @@ def _apply_fused(knobs: frozenset[str]) -> None:
 
 
 def _apply_backend(knobs: frozenset[str]) -> None:
-    """The Triton backend's knobs on top of its shipped values (``apply`` restored them first)."""
+    """The Triton backend's shipped values back, then the knobs on top."""
     from updraft.attention.triton_backend import TritonBackend
 
+    shipped = _SHIPPED.setdefault(TritonBackend, dict(
+        verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
+        prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
+        verify_split_waves=TritonBackend.verify_split_waves,
+        verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
+        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
+        max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
+        zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
+        fold_merge_splits=TritonBackend.fold_merge_splits, merge_pdl_grid=TritonBackend.merge_pdl_grid))
+    for name, value in shipped.items():
+        setattr(TritonBackend, name, value)
     if "verify_pdl" in knobs:
         TritonBackend.verify_no_pdl_rows = (1, 0)  # no row count
     if knobs & _WINDOW.keys():
@@ -192,22 +203,10 @@ def apply(knobs: frozenset[str], tiles: dict[str, dict], cache: Path, draft_back
     """Put the knobs in force (and the others back to the shipped state); ``draft_backend``: the
     speculative engine's draft attention backend (``draft_merge_in_kernel`` sets it alone);
     ``head``: its EAGLE-3 head (``fp8_head``)."""
-    from updraft.attention.triton_backend import TritonBackend
     from updraft.ops import gemv_config
     from updraft.ops.gemv_config import GemvConfig
     from updraft.spec import sampling_kernels
 
-    shipped = _SHIPPED.setdefault(TritonBackend, dict(
-        verify_no_pdl_rows=TritonBackend.verify_no_pdl_rows, verify_pdl_in_window=TritonBackend.verify_pdl_in_window,
-        prewarm_verify=TritonBackend.prewarm_verify, merge_in_kernel=TritonBackend.merge_in_kernel,
-        verify_split_waves=TritonBackend.verify_split_waves,
-        verify_one_wave_programs=TritonBackend.verify_one_wave_programs, split_waves=TritonBackend.split_waves,
-        skip_empty_splits=TritonBackend.skip_empty_splits, decode_min_split=TritonBackend.decode_min_split,
-        max_kv_splits=TritonBackend.max_kv_splits, short_extend_tokens=TritonBackend.short_extend_tokens,
-        zero_fixed_stride_out=TritonBackend.zero_fixed_stride_out, fold_merge_rows=TritonBackend.fold_merge_rows,
-        fold_merge_splits=TritonBackend.fold_merge_splits, merge_pdl_grid=TritonBackend.merge_pdl_grid))
-    for name, value in shipped.items():
-        setattr(TritonBackend, name, value)
     _apply_fused(knobs)
     _apply_backend(knobs)
     if draft_backend is not None:

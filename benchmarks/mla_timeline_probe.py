@@ -52,9 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def _stamp_helpers(interpret: bool) -> tuple[Any, Any]:
     """``stamp`` (``%globaltimer`` once its operand is in a register) and ``smid`` for the probe kernel;
-    zeros in the interpreter, which has no PTX, so the smoke run checks the body's arithmetic. Called
-    by ``kernels`` once it has bound the module's ``tl``: jitted code looks names up in the globals."""
+    zeros in the interpreter, which has no PTX, so the smoke run checks the body's arithmetic (``tl``
+    bound as a module global: jitted code looks names up there)."""
+    global tl
     import triton
+    import triton.language as tl
 
     if interpret:
         @triton.jit

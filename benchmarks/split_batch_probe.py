@@ -22,6 +22,8 @@ parts run one after another (a race between the parts, or a part reading another
 show there). Random weights; the default path (fused layers, "auto").
 The gate for building it into the engine: a split verify within ~1.08 of the bs-8 decode step
 (the draft chain and extend take ~0.25 plain steps at any batch size). Writes ``split_batch.json``.
+Measured on an H100 on 2026-12-07 (``benchmarks/results/2026-12-07-h100-split-batch/``): missed at every
+part count (a split verify 2.2-2.6 bs-8 decode steps).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ What an engine form would change, and this probe does not: the parts' kernels ca
 graph (here each part replays its own graph, so the parts start a few microseconds apart), and
 one copy of the draft head. On CPU (``--device cpu``, a dry run of the same calls: no streams,
 no gate, host time) it only checks that the parts launch and return. Writes ``split_cycle.json``.
+Measured on an H100 on 2026-12-07 (``benchmarks/results/2026-12-07-h100-split-batch/``): 2 / 4 / 8 parts
+1.53 / 1.87 / 2.40 plain steps against 1.42 unsplit.
 """
 
 from __future__ import annotations
